@@ -1,0 +1,3 @@
+//! Measurement harness for rpcrdma: latency histograms, sweeps and reports.
+
+pub use rpcrdma_engine as engine;

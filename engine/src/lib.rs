@@ -1,0 +1,4 @@
+//! The RPC-over-RDMA engine: fabrics, buffer pools, connections, requester, responder and
+//! workers. Built on the wire formats of [`rpcrdma_proto`].
+
+pub use rpcrdma_proto as proto;
