@@ -58,7 +58,10 @@ impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             DecodeError::Truncated { offset, needed } => {
-                write!(f, "input ends before the {needed}-byte item at offset {offset}")
+                write!(
+                    f,
+                    "input ends before the {needed}-byte item at offset {offset}"
+                )
             }
             DecodeError::InvalidBool { offset, value } => {
                 write!(f, "boolean at offset {offset} is {value}, not 0 or 1")
@@ -67,7 +70,10 @@ impl fmt::Display for DecodeError {
                 write!(f, "unknown discriminant {value} at offset {offset}")
             }
             DecodeError::CountTooLarge { offset, count, max } => {
-                write!(f, "count {count} at offset {offset} exceeds the maximum {max}")
+                write!(
+                    f,
+                    "count {count} at offset {offset} exceeds the maximum {max}"
+                )
             }
         }
     }
@@ -99,10 +105,16 @@ impl fmt::Display for EncodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             EncodeError::BufferTooSmall { needed, available } => {
-                write!(f, "encoding needs {needed} bytes but the buffer holds {available}")
+                write!(
+                    f,
+                    "encoding needs {needed} bytes but the buffer holds {available}"
+                )
             }
             EncodeError::TooLong { len, max } => {
-                write!(f, "item of {len} bytes exceeds the field's maximum of {max}")
+                write!(
+                    f,
+                    "item of {len} bytes exceeds the field's maximum of {max}"
+                )
             }
         }
     }

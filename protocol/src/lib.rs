@@ -10,8 +10,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod chunks;
 pub mod error;
 pub mod header;
+pub mod plan;
+pub mod private_data;
+pub mod rpc;
+pub mod verdict;
 pub mod xdr;
 
 pub use error::{DecodeError, EncodeError};

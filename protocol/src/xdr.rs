@@ -17,12 +17,12 @@ pub const fn pad4(len: usize) -> usize {
     (len + 3) & !3
 }
 
-/// Rounds a 64-bit length up to the next multiple of four, saturating at `u64::MAX & !3`.
+/// Rounds a 64-bit length up to the next multiple of four, saturating at 2^64 − 4.
 #[inline]
 pub const fn pad4_u64(len: u64) -> u64 {
     match len.checked_add(3) {
         Some(v) => v & !3,
-        None => u64::MAX & !3,
+        None => !3u64,
     }
 }
 
@@ -348,7 +348,10 @@ mod tests {
         w.put_i64(-1).unwrap();
         assert_eq!(w.position(), 24);
         assert_eq!(&buf[..8], &[1, 2, 3, 4, 0xff, 0xff, 0xff, 0xfe]);
-        assert_eq!(&buf[8..16], &[0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88]);
+        assert_eq!(
+            &buf[8..16],
+            &[0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88]
+        );
         let mut r = XdrReader::new(&buf);
         assert_eq!(r.u32().unwrap(), 0x0102_0304);
         assert_eq!(r.i32().unwrap(), -2);
@@ -390,10 +393,16 @@ mod tests {
         assert_eq!(r.remaining(), 0);
         // Over the declared maximum.
         let mut r = XdrReader::new(&buf[..12]);
-        assert!(matches!(r.opaque_var(4), Err(DecodeError::CountTooLarge { .. })));
+        assert!(matches!(
+            r.opaque_var(4),
+            Err(DecodeError::CountTooLarge { .. })
+        ));
         // Claims more than present (the padded length does not fit).
         let mut r = XdrReader::new(&buf[..11]);
-        assert!(matches!(r.opaque_var(8), Err(DecodeError::Truncated { .. })));
+        assert!(matches!(
+            r.opaque_var(8),
+            Err(DecodeError::Truncated { .. })
+        ));
         // Encoding over the maximum or past the buffer is an error.
         let mut small = [0u8; 8];
         let mut w = XdrWriter::new(&mut small);
@@ -429,6 +438,6 @@ mod tests {
         assert_eq!(pad4(1), 4);
         assert_eq!(pad4(4), 4);
         assert_eq!(pad4(5), 8);
-        assert_eq!(pad4_u64(u64::MAX), u64::MAX & !3);
+        assert_eq!(pad4_u64(u64::MAX), !3u64);
     }
 }

@@ -15,8 +15,8 @@ mod view;
 
 pub use encode::{Body, Chunks, Header};
 pub use view::{
-    FixedHeader, HeaderView, ReadList, ReadListIter, Segments, SegmentsIter, WriteList,
-    WriteListIter,
+    FixedHeader, HeaderError, HeaderView, ReadList, ReadListIter, Segments, SegmentsIter,
+    WriteList, WriteListIter,
 };
 
 /// The version number of RPC-over-RDMA version 1 (RFC 8166 §4.2.2).

@@ -1,0 +1,61 @@
+# The everyday verbs of rpcrdma. `make run` and `make test` do all set-up on a fresh Debian machine.
+
+SHELL := /bin/bash
+CARGO ?= cargo
+RPCRDMA := target/release/rpcrdma
+FUZZ_SECONDS ?= 30
+
+# Debian packages the build needs beyond the Rust toolchain.
+DEB_PACKAGES := build-essential pkg-config
+
+.PHONY: all deps run test bench fuzz lint fmt-check clippy unit build clean
+
+all: build
+
+## deps: install what a fresh Debian machine lacks (apt-get as root; otherwise say what is missing)
+deps:
+	@./tools/deps.sh $(DEB_PACKAGES)
+
+build: deps
+	$(CARGO) build --release --workspace
+
+## run: the main job (until the engine lands: encode a Long Call header and analyse it)
+run: build
+	@echo "== A Long Call (RDMA_NOMSG with a Position-Zero Read chunk), encoded by rpcrdma-proto:"
+	@$(RPCRDMA) demo long-call | tee /tmp/rpcrdma-demo.hex
+	@echo "== ... and decoded by 'rpcrdma decode' (as a responder would judge it):"
+	@$(RPCRDMA) decode < /tmp/rpcrdma-demo.hex
+	@echo "== An RDMA_MSG Call whose header version is 2, judged by a version 1 responder:"
+	@$(RPCRDMA) decode 0a0b0c0d000000020000002000000000000000000000000000000000
+	@echo "== The RFC 8797 private data for Send 4096 / Receive 4096 / remote invalidation:"
+	@$(RPCRDMA) decode --private-data f6ab0e1801010303
+
+## test: everything CI runs: formatting, lints, unit/property/black-box tests
+test: deps lint unit
+
+unit:
+	$(CARGO) test --workspace --all-targets
+	$(CARGO) test --workspace --doc
+
+lint: fmt-check clippy
+
+fmt-check:
+	$(CARGO) fmt --all -- --check
+
+clippy:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+## bench: protocol codec speed, as ratios against a memcpy of the same bytes measured in the same run
+bench: build
+	$(RPCRDMA) bench proto
+
+## fuzz: every decoder's cargo-fuzz target for FUZZ_SECONDS each (not part of `make test`)
+fuzz: deps
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	@cd fuzz && for t in $$(RUSTC_BOOTSTRAP=1 $(CARGO) fuzz list); do \
+		echo "== fuzz $$t for $(FUZZ_SECONDS)s"; \
+		RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 || exit 1; \
+	done
+
+clean:
+	$(CARGO) clean

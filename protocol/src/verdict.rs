@@ -1,0 +1,521 @@
+//! The receive-path decision (RFC 8166 §4.5, §4.6): what a responder does with a Call it
+//! received, or a requester with a Reply, decided from the bytes alone.
+//!
+//! The checks run in the order RFC 8166 §4.5 implies: the 28-byte minimum, the version, the
+//! procedure, the header's XDR and its chunk lists, then the Payload stream against the chunks.
+//! Where the documents are silent or conflict the decisions of `CHECKLIST.md` section G are
+//! followed; each is named where it is applied. `docs/ARCHITECTURE.md` lists them.
+
+use crate::chunks::{ChunkError, ChunkErrorClass, ReadLimits, ReadPlan};
+use crate::header::{
+    HeaderError, HeaderView, Proc, RdmaError, Segments, FIXED_PREFIX_LEN, MIN_HEADER_LEN,
+    RPCRDMA_VERSION,
+};
+use crate::rpc::{CallHeader, ReplyHeader, RpcMessage};
+use crate::xdr::XdrReader;
+
+/// Which end of the connection received the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// The server side: it receives Calls.
+    Responder,
+    /// The client side: it receives Replies.
+    Requester,
+}
+
+/// What the receiver must do with the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Hand the message to the RPC layer (or, for an RDMA_ERROR at a requester, complete the RPC
+    /// with the error).
+    Process,
+    /// Reply RDMA_ERROR / ERR_VERS with the inclusive range of supported versions (§4.5.1).
+    ErrVers {
+        /// Lowest version supported.
+        low: u32,
+        /// Highest version supported.
+        high: u32,
+    },
+    /// Reply RDMA_ERROR / ERR_CHUNK (§4.5.2).
+    ErrChunk,
+    /// Reply with an RPC Reply whose status is GARBAGE_ARGS, using RDMA_MSG (§4.5.2).
+    GarbageArgs,
+    /// Drop the message without any reply.
+    Discard,
+}
+
+impl Action {
+    /// The snake_case name used by `rpcrdma decode`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::Process => "process",
+            Action::ErrVers { .. } => "err_vers",
+            Action::ErrChunk => "err_chunk",
+            Action::GarbageArgs => "garbage_args",
+            Action::Discard => "discard",
+        }
+    }
+}
+
+/// The decision with the rule it comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Verdict {
+    /// What to do.
+    pub action: Action,
+    /// One sentence naming the rule and its RFC section.
+    pub reason: &'static str,
+}
+
+impl Verdict {
+    const fn new(action: Action, reason: &'static str) -> Self {
+        Verdict { action, reason }
+    }
+
+    /// The RDMA_ERROR body to send, for the two error verdicts.
+    pub fn rdma_error(&self) -> Option<RdmaError> {
+        match self.action {
+            Action::ErrVers { low, high } => Some(RdmaError::Vers { low, high }),
+            Action::ErrChunk => Some(RdmaError::Chunk),
+            _ => None,
+        }
+    }
+}
+
+/// A Call that passed every transport check, with what the responder needs to go on.
+#[derive(Clone, Debug)]
+pub struct AcceptedCall<'a> {
+    /// The decoded transport header.
+    pub header: HeaderView<'a>,
+    /// How the unreduced Payload stream is put together from the inline bytes and Read chunks.
+    pub plan: ReadPlan<'a>,
+    /// The RPC Call header and its length, when it travels inline (RDMA_MSG); `None` for a Long
+    /// Call, whose header arrives with the Position-Zero Read chunk.
+    pub call: Option<(CallHeader<'a>, usize)>,
+}
+
+/// A Reply (or RDMA_ERROR) that passed every transport check.
+#[derive(Clone, Debug)]
+pub struct AcceptedReply<'a> {
+    /// The decoded transport header.
+    pub header: HeaderView<'a>,
+    /// The RPC Reply header and its length, when it travels inline (RDMA_MSG).
+    pub reply: Option<(ReplyHeader<'a>, usize)>,
+}
+
+const LIMITS: ReadLimits = ReadLimits {
+    max_chunks: ReadLimits::DEFAULT_MAX_CHUNKS,
+    max_stream_len: u32::MAX,
+};
+
+/// Judges a received message as `role` would.
+pub fn judge(buf: &[u8], role: Role) -> Verdict {
+    let r = match role {
+        Role::Responder => judge_call(buf).map(|_| ()),
+        Role::Requester => judge_reply(buf).map(|_| ()),
+    };
+    match r {
+        Ok(()) => match role {
+            Role::Responder => Verdict::new(
+                Action::Process,
+                "valid RPC-over-RDMA version 1 Call (RFC 8166 §4): hand it to the RPC layer",
+            ),
+            Role::Requester => reply_process_reason(buf),
+        },
+        Err(v) => v,
+    }
+}
+
+fn reply_process_reason(buf: &[u8]) -> Verdict {
+    let reason = match HeaderView::parse(buf).ok().and_then(|h| h.error()) {
+        Some(RdmaError::Vers { .. }) => {
+            "RDMA_ERROR ERR_VERS: the responder does not support this version; complete the RPC \
+             with a permanent error (RFC 8166 §4.5, §4.5.1)"
+        }
+        Some(RdmaError::Chunk) => {
+            "RDMA_ERROR ERR_CHUNK: the responder could not parse the Call's header; complete the \
+             RPC with a permanent error (RFC 8166 §4.5, §4.5.2)"
+        }
+        None => "valid RPC-over-RDMA version 1 Reply (RFC 8166 §4): complete the matching RPC",
+    };
+    Verdict::new(Action::Process, reason)
+}
+
+/// Responder side (RFC 8166 §4.5): checks a received Call and returns what the responder needs
+/// to process it, or the verdict that replaces processing.
+pub fn judge_call(buf: &[u8]) -> Result<AcceptedCall<'_>, Verdict> {
+    use Action::*;
+    if buf.len() < MIN_HEADER_LEN {
+        return Err(Verdict::new(
+            Discard,
+            "shorter than the 28-byte minimal header, so the XID cannot be trusted: silently \
+             discard before any parsing (RFC 8166 §4.5)",
+        ));
+    }
+    let fixed = word(buf, 4);
+    let proc_raw = word(buf, 12);
+    if proc_raw == Proc::Error.to_u32() {
+        return Err(Verdict::new(
+            Discard,
+            "a responder MUST silently discard RDMA_ERROR (RFC 8166 §4.2.4, §4.5)",
+        ));
+    }
+    if fixed != RPCRDMA_VERSION {
+        return Err(Verdict::new(
+            ErrVers {
+                low: RPCRDMA_VERSION,
+                high: RPCRDMA_VERSION,
+            },
+            "unsupported rdma_vers: reply RDMA_ERROR ERR_VERS with the supported range 1..1 \
+             (RFC 8166 §4.5.1)",
+        ));
+    }
+    let header =
+        match HeaderView::parse(buf) {
+            Ok(h) => h,
+            Err(HeaderError::UnknownProc { .. }) => return Err(Verdict::new(
+                ErrChunk,
+                "invalid rdma_proc value is an XDR error: reply RDMA_ERROR ERR_CHUNK (RFC 8166 \
+                 §4.5.2)",
+            )),
+            Err(HeaderError::Truncated(_)) => {
+                return Err(Verdict::new(
+                    ErrChunk,
+                    "the chunk lists run past the end of the message, an XDR error: reply \
+                 RDMA_ERROR ERR_CHUNK (RFC 8166 §4.5.2)",
+                ))
+            }
+            Err(HeaderError::Malformed(_)) => {
+                return Err(Verdict::new(
+                    ErrChunk,
+                    "the chunk lists do not decode (a discriminator other than 0 or 1, or a count \
+                 larger than the message), an XDR error: reply RDMA_ERROR ERR_CHUNK (RFC 8166 \
+                 §4.5.2)",
+                ))
+            }
+            Err(HeaderError::UnsupportedVersion { .. }) => unreachable!("version checked above"),
+        };
+    match header.proc() {
+        Proc::Done => {
+            return Err(Verdict::new(
+                Discard,
+                "RDMA_DONE is no longer supported: receivers MUST silently discard it (RFC 8166 \
+                 §4.6.2)",
+            ))
+        }
+        Proc::Msgp => {
+            return Err(Verdict::new(
+                ErrChunk,
+                "RDMA_MSGP is no longer supported: responders SHOULD reply RDMA_ERROR ERR_CHUNK \
+                 (RFC 8166 §4.6.1)",
+            ))
+        }
+        Proc::Error => unreachable!("discarded above"),
+        Proc::Msg | Proc::NoMsg => {}
+    }
+    if let Some(v) = check_segments(&header, ErrChunk) {
+        return Err(v);
+    }
+    let reads = header.read_list();
+    if header.proc() == Proc::NoMsg {
+        if reads.is_empty() && header.write_list().is_empty() && header.reply_chunk().is_none() {
+            return Err(Verdict::new(
+                ErrChunk,
+                "RDMA_NOMSG with the Read list, Write list and Reply chunk all absent is an XDR \
+                 error: reply RDMA_ERROR ERR_CHUNK (RFC 8166 §4.5.2)",
+            ));
+        }
+        if !reads.iter().any(|s| s.position == 0) {
+            return Err(Verdict::new(
+                ErrChunk,
+                "an RDMA_NOMSG Call must carry its Payload stream in a Position-Zero Read chunk, \
+                 and this one has none: reply RDMA_ERROR ERR_CHUNK (RFC 8166 §3.5.3, §4.2.4, \
+                 §4.5.2)",
+            ));
+        }
+    } else {
+        if reads.iter().any(|s| s.position == 0) {
+            return Err(Verdict::new(
+                ErrChunk,
+                "RDMA_MSG combined with a Position-Zero Read chunk is ambiguous (two items at \
+                 Position zero): reply RDMA_ERROR ERR_CHUNK (RFC 8166 §3.4.5, §4.5.2; \
+                 CHECKLIST G-7)",
+            ));
+        }
+        let payload = header.payload();
+        if payload.len() < 4 {
+            return Err(Verdict::new(
+                ErrChunk,
+                "RDMA_MSG without an RPC message after the header (the Payload stream always \
+                 begins with the XID): reply RDMA_ERROR ERR_CHUNK (RFC 8166 §3.2, §4.5.2)",
+            ));
+        }
+        if word(payload, 0) != header.xid() {
+            return Err(Verdict::new(
+                ErrChunk,
+                "rdma_xid differs from the XID of the RPC message, an XDR error: reply \
+                 RDMA_ERROR ERR_CHUNK (RFC 8166 §4.2.1, §4.5.2; CHECKLIST G-9)",
+            ));
+        }
+    }
+    let plan =
+        ReadPlan::new(header.payload().len(), reads, LIMITS).map_err(|e| match e.class() {
+            ChunkErrorClass::ErrChunk => Verdict::new(ErrChunk, chunk_reason(&e)),
+            ChunkErrorClass::GarbageArgs => Verdict::new(GarbageArgs, chunk_reason(&e)),
+        })?;
+    let call = if header.proc() == Proc::Msg {
+        let payload = header.payload();
+        match RpcMessage::parse(payload) {
+            Ok((RpcMessage::Call(c), len)) => {
+                if reads.iter().any(|s| (s.position as usize) < len) {
+                    return Err(Verdict::new(
+                        GarbageArgs,
+                        "a Read chunk lies inside the RPC Call header, which is never \
+                         DDP-eligible: reply GARBAGE_ARGS (RFC 8166 §3.4.2, §6.1, §4.5.2; \
+                         CHECKLIST G-14)",
+                    ));
+                }
+                Some((c, len))
+            }
+            Ok((RpcMessage::Reply(_), _)) => {
+                return Err(Verdict::new(
+                    Discard,
+                    "the RPC message is a Reply, not a Call; without the backward-direction \
+                     conventions of RFC 8167 a responder has no Call it answers: discard \
+                     (RFC 8166 §4, CHECKLIST A.13)",
+                ))
+            }
+            Err(_) => {
+                return Err(Verdict::new(
+                    GarbageArgs,
+                    "the transport header is valid but the RPC Call header in the Payload \
+                     stream does not decode: reply GARBAGE_ARGS (RFC 8166 §4.5.2)",
+                ))
+            }
+        }
+    } else {
+        None
+    };
+    Ok(AcceptedCall { header, plan, call })
+}
+
+/// Requester side (RFC 8166 §4.5): checks a received Reply or RDMA_ERROR; every failure is a
+/// silent discard.
+pub fn judge_reply(buf: &[u8]) -> Result<AcceptedReply<'_>, Verdict> {
+    use Action::*;
+    if buf.len() < FIXED_PREFIX_LEN {
+        return Err(Verdict::new(
+            Discard,
+            "shorter than the 28-byte minimal header, so the XID cannot be trusted: silently \
+             discard before any parsing (RFC 8166 §4.5)",
+        ));
+    }
+    let vers = word(buf, 4);
+    let proc_raw = word(buf, 12);
+    if proc_raw == Proc::Error.to_u32() {
+        // RDMA_ERROR's layout is fixed for all versions; ERR_CHUNK is 20 bytes (CHECKLIST G-1)
+        // and ERR_VERS echoes the Call's version, which the requester ignores (G-2).
+        return match HeaderView::parse(buf) {
+            Ok(h) => match h.error() {
+                Some(RdmaError::Vers { .. }) => Ok(AcceptedReply {
+                    header: h,
+                    reply: None,
+                }),
+                Some(RdmaError::Chunk) => Ok(AcceptedReply {
+                    header: h,
+                    reply: None,
+                }),
+                None => unreachable!("RDMA_ERROR decodes to an error"),
+            },
+            Err(_) => Err(Verdict::new(
+                Discard,
+                "an RDMA_ERROR that cannot be decoded (unknown rdma_err, or too short for its \
+                 body) MUST be silently discarded (RFC 8166 §4.5; CHECKLIST G-1)",
+            )),
+        };
+    }
+    if buf.len() < MIN_HEADER_LEN {
+        return Err(Verdict::new(
+            Discard,
+            "shorter than the 28-byte minimal header, so the XID cannot be trusted: silently \
+             discard before any parsing (RFC 8166 §4.5)",
+        ));
+    }
+    if vers != RPCRDMA_VERSION {
+        return Err(Verdict::new(
+            Discard,
+            "a Reply with an unsupported rdma_vers is a header error: a requester MUST silently \
+             discard it (RFC 8166 §4.5)",
+        ));
+    }
+    let header = match HeaderView::parse(buf) {
+        Ok(h) => h,
+        Err(HeaderError::UnknownProc { .. }) => {
+            return Err(Verdict::new(
+                Discard,
+                "invalid rdma_proc in a Reply: a requester MUST silently discard it (RFC 8166 \
+                 §4.5, §4.5.2)",
+            ))
+        }
+        Err(_) => {
+            return Err(Verdict::new(
+                Discard,
+                "the Reply's chunk lists do not decode: a requester MUST silently discard it \
+                 (RFC 8166 §4.5)",
+            ))
+        }
+    };
+    match header.proc() {
+        Proc::Done => {
+            return Err(Verdict::new(
+                Discard,
+                "RDMA_DONE is no longer supported: receivers MUST silently discard it (RFC 8166 \
+                 §4.6.2)",
+            ))
+        }
+        Proc::Msgp => {
+            return Err(Verdict::new(
+                Discard,
+                "RDMA_MSGP is no longer supported: requesters MUST silently discard it (RFC \
+                 8166 §4.6.1)",
+            ))
+        }
+        Proc::Error => unreachable!("handled above"),
+        Proc::Msg | Proc::NoMsg => {}
+    }
+    if let Some(v) = check_segments(&header, Discard) {
+        return Err(v);
+    }
+    if !header.read_list().is_empty() {
+        return Err(Verdict::new(
+            Discard,
+            "responders MUST leave the Read list empty in all replies: discard (RFC 8166 \
+             §4.3.1, §4.5)",
+        ));
+    }
+    if header.proc() == Proc::NoMsg {
+        if header.reply_chunk().is_none() {
+            return Err(Verdict::new(
+                Discard,
+                "an RDMA_NOMSG Reply must carry its Payload stream in the Reply chunk, and this \
+                 one has none: discard (RFC 8166 §3.5.3, §4.2.4, §4.5)",
+            ));
+        }
+        return Ok(AcceptedReply {
+            header,
+            reply: None,
+        });
+    }
+    if header.reply_chunk().is_some_and(|c| c.total_len() > 0) {
+        return Err(Verdict::new(
+            Discard,
+            "RDMA_MSG Reply whose Reply chunk holds data is ambiguous (the Payload stream would \
+             be in two places): discard (RFC 8166 §3.5.3; CHECKLIST G-7, G-16)",
+        ));
+    }
+    let payload = header.payload();
+    if payload.len() < 4 || word(payload, 0) != header.xid() {
+        return Err(Verdict::new(
+            Discard,
+            "rdma_xid differs from the XID of the RPC message (or there is none): a requester \
+             MUST silently discard the Reply (RFC 8166 §4.2.1, §4.5; CHECKLIST G-9)",
+        ));
+    }
+    match RpcMessage::parse(payload) {
+        Ok((RpcMessage::Reply(r), len)) => Ok(AcceptedReply {
+            reply: Some((r, len)),
+            header,
+        }),
+        Ok((RpcMessage::Call(_), _)) => Err(Verdict::new(
+            Discard,
+            "the RPC message is a Call, not a Reply; without the backward-direction \
+             conventions of RFC 8167 a requester serves no Calls: discard (RFC 8166 §4, \
+             CHECKLIST A.13)",
+        )),
+        Err(_) => Err(Verdict::new(
+            Discard,
+            "the RPC Reply header in the Payload stream does not decode: a requester can only \
+             discard it (RFC 8166 §4.5, §6.1)",
+        )),
+    }
+}
+
+/// Checks every segment of every list for an address range that wraps past 2^64, and every
+/// Write and Reply chunk for a total length past 2^32 − 1 (a chunk carries one XDR item, whose
+/// length is a 32-bit quantity). Read chunks are checked by [`ReadPlan`].
+fn check_segments(h: &HeaderView<'_>, action: Action) -> Option<Verdict> {
+    let wraps = h.read_list().iter().any(|s| s.segment.end().is_none())
+        || h.write_list()
+            .iter()
+            .any(|c| c.iter().any(|s| s.end().is_none()))
+        || h.reply_chunk()
+            .is_some_and(|c| c.iter().any(|s| s.end().is_none()));
+    if wraps {
+        return Some(Verdict::new(
+            action,
+            "a segment's offset plus length wraps past 2^64, so it names no memory: the chunk \
+             lists are invalid (RFC 8166 §3.4.3, §4.5.2)",
+        ));
+    }
+    let too_long = |c: Segments<'_>| c.total_len() > u32::MAX as u64;
+    if h.write_list().iter().any(too_long) || h.reply_chunk().is_some_and(too_long) {
+        return Some(Verdict::new(
+            action,
+            "a Write or Reply chunk's segment lengths sum past 2^32 − 1 bytes, more than any \
+             XDR item can hold: the chunk lists are invalid (RFC 8166 §3.4.6, §4.5.2)",
+        ));
+    }
+    None
+}
+
+/// The sentence for a read-list error found in a received Call.
+fn chunk_reason(e: &ChunkError) -> &'static str {
+    match e {
+        ChunkError::MisalignedPosition { .. } => {
+            "a Read chunk Position is not a multiple of four, which the chunk lists themselves \
+             forbid: reply RDMA_ERROR ERR_CHUNK (RFC 8166 §3.4.5, §4.5.2)"
+        }
+        ChunkError::NonAdjacentPosition { .. } => {
+            "read segments sharing a Position are separated by another Position, so the Read \
+             chunk is ambiguous: reply RDMA_ERROR ERR_CHUNK (RFC 8166 §3.4.5, §4.5.2; \
+             CHECKLIST G-8)"
+        }
+        ChunkError::SegmentWraps { .. } => {
+            "a segment's offset plus length wraps past 2^64, so it names no memory: the chunk \
+             lists are invalid, reply RDMA_ERROR ERR_CHUNK (RFC 8166 §3.4.3, §4.5.2)"
+        }
+        ChunkError::ChunkTooLong { .. } | ChunkError::StreamTooLong { .. } => {
+            "the Read chunk lengths sum past 2^32 − 1 bytes, more than one XDR item or a 32-bit \
+             Position can describe: reply RDMA_ERROR ERR_CHUNK (RFC 8166 §3.4.4, §4.5.2)"
+        }
+        ChunkError::TooManyChunks { .. } => {
+            "the read list has more distinct Positions than this responder accepts: reply \
+             RDMA_ERROR ERR_CHUNK (RFC 8166 §4.5.2, §8.1.4)"
+        }
+        ChunkError::PositionZeroWithInline { .. } => {
+            "a Position-Zero Read chunk together with an inline Payload stream is ambiguous: \
+             reply RDMA_ERROR ERR_CHUNK (RFC 8166 §3.4.5, §4.5.2; CHECKLIST G-7)"
+        }
+        ChunkError::PositionOutOfRange { .. } => {
+            "a Read chunk Position lies beyond the Payload stream the inline bytes can reach, a \
+             mismatch between chunk offsets and the payload: reply GARBAGE_ARGS (RFC 8166 \
+             §3.4.5, §4.5.2; CHECKLIST G-8)"
+        }
+        ChunkError::Overlap { .. } => {
+            "a Read chunk starts inside the preceding chunk (its XDR pad included), a mismatch \
+             between chunk sizes and the payload: reply GARBAGE_ARGS (RFC 8166 §3.4.5.2, \
+             §4.5.2)"
+        }
+        ChunkError::WriteChunkTooSmall { .. }
+        | ChunkError::ReplyChunkTooSmall { .. }
+        | ChunkError::EchoBufferTooSmall { .. } => {
+            "the provided chunks cannot hold the reply, so no RPC-level reply is possible: \
+             RDMA_ERROR ERR_CHUNK (RFC 8166 §4.5.3)"
+        }
+    }
+}
+
+#[inline]
+fn word(b: &[u8], at: usize) -> u32 {
+    let mut r = XdrReader::at(b, at);
+    r.u32().unwrap_or(0)
+}

@@ -1,0 +1,143 @@
+//! Property tests of the transport header codec: encode → decode → encode is the identity for
+//! every valid header, and decoding arbitrary bytes never panics.
+
+use proptest::prelude::*;
+use rpcrdma_proto::header::{
+    Body, Chunks, Header, HeaderView, Proc, RdmaError, ReadSegment, Segment,
+};
+
+fn segment() -> impl Strategy<Value = Segment> {
+    (any::<u32>(), any::<u32>(), any::<u64>()).prop_map(|(h, l, o)| Segment::new(h, l, o))
+}
+
+#[derive(Debug, Clone)]
+struct Owned {
+    xid: u32,
+    credit: u32,
+    proc: u8,
+    reads: Vec<ReadSegment>,
+    writes: Vec<Vec<Segment>>,
+    reply: Option<Vec<Segment>>,
+    err: RdmaError,
+    payload: Vec<u8>,
+}
+
+fn owned() -> impl Strategy<Value = Owned> {
+    (
+        any::<u32>(),
+        any::<u32>(),
+        0u8..5,
+        prop::collection::vec((any::<u32>(), segment()), 0..6),
+        prop::collection::vec(prop::collection::vec(segment(), 0..4), 0..4),
+        prop::option::of(prop::collection::vec(segment(), 0..4)),
+        prop_oneof![
+            Just(RdmaError::Chunk),
+            (any::<u32>(), any::<u32>()).prop_map(|(low, high)| RdmaError::Vers { low, high })
+        ],
+        prop::collection::vec(any::<u8>(), 0..64),
+    )
+        .prop_map(
+            |(xid, credit, proc, reads, writes, reply, err, payload)| Owned {
+                xid,
+                credit,
+                proc,
+                reads: reads
+                    .into_iter()
+                    .map(|(p, s)| ReadSegment {
+                        position: p,
+                        segment: s,
+                    })
+                    .collect(),
+                writes,
+                reply,
+                err,
+                payload,
+            },
+        )
+}
+
+fn encode_owned(o: &Owned) -> Vec<u8> {
+    let writes: Vec<&[Segment]> = o.writes.iter().map(|c| c.as_slice()).collect();
+    let chunks = Chunks {
+        reads: &o.reads,
+        writes: &writes,
+        reply: o.reply.as_deref(),
+    };
+    let body = match o.proc {
+        0 => Body::Msg(chunks),
+        1 => Body::NoMsg(chunks),
+        2 => Body::Msgp {
+            align: o.xid ^ 1,
+            thresh: o.credit ^ 1,
+            chunks,
+        },
+        3 => Body::Done,
+        _ => Body::Error(o.err),
+    };
+    let h = Header {
+        xid: o.xid,
+        vers: 1,
+        credit: o.credit,
+        body,
+    };
+    let mut buf = vec![0u8; h.encoded_len()];
+    h.encode(&mut buf).unwrap();
+    buf
+}
+
+/// Rebuilds an owned description from a decoded view (test-only allocation).
+fn from_view(v: &HeaderView<'_>, proc: u8, err: RdmaError) -> Owned {
+    Owned {
+        xid: v.xid(),
+        credit: v.credit(),
+        proc,
+        reads: v.read_list().iter().collect(),
+        writes: v.write_list().iter().map(|c| c.iter().collect()).collect(),
+        reply: v.reply_chunk().map(|c| c.iter().collect()),
+        err: v.error().unwrap_or(err),
+        payload: vec![],
+    }
+}
+
+proptest! {
+    #[test]
+    fn encode_decode_encode_is_identity(o in owned()) {
+        let bytes = encode_owned(&o);
+        let mut msg = bytes.clone();
+        let carries_payload = matches!(o.proc, 0 | 2);
+        if carries_payload {
+            msg.extend_from_slice(&o.payload);
+        }
+        let v = HeaderView::parse(&msg).unwrap();
+        prop_assert_eq!(v.header_len(), bytes.len());
+        prop_assert_eq!(v.proc().to_u32(), o.proc as u32);
+        if carries_payload {
+            prop_assert_eq!(v.payload(), &o.payload[..]);
+        }
+        let back = from_view(&v, o.proc, o.err);
+        if matches!(v.proc(), Proc::Msg | Proc::NoMsg | Proc::Msgp) {
+            prop_assert_eq!(&back.reads, &o.reads);
+            prop_assert_eq!(&back.writes, &o.writes);
+            prop_assert_eq!(&back.reply, &o.reply);
+        }
+        let again = encode_owned(&back);
+        prop_assert_eq!(again, bytes);
+    }
+
+    #[test]
+    fn decoding_arbitrary_bytes_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        if let Ok(v) = HeaderView::parse(&bytes) {
+            // Walking everything the view exposes stays in bounds.
+            let n = v.read_list().iter().count() + v.write_list().iter().map(|c| c.iter().count()).sum::<usize>();
+            prop_assert!(n * 16 <= bytes.len());
+            prop_assert!(v.header_len() <= bytes.len());
+            let _ = v.payload();
+        }
+    }
+
+    #[test]
+    fn structured_noise_never_panics(words in prop::collection::vec(prop_oneof![Just(0u32), Just(1), Just(2), Just(4), Just(u32::MAX), any::<u32>()], 0..48)) {
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+        let _ = HeaderView::parse(&bytes);
+    }
+}

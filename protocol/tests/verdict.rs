@@ -1,0 +1,321 @@
+//! The receive-path verdict (RFC 8166 §4.5) for valid and hostile messages, each written by
+//! hand as hex words.
+
+use rpcrdma_proto::verdict::{judge, Action, Role};
+
+fn hex(words: &str) -> Vec<u8> {
+    let digits: String = words.split_whitespace().collect();
+    (0..digits.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// An NFSv3 NULL Call with XID `xid`, AUTH_NONE (RFC 5531 §9): 40 bytes.
+fn null_call(xid: &str) -> String {
+    format!(
+        "{xid} 00000000 00000002 000186a3 00000003 00000000 00000000 00000000 00000000 00000000"
+    )
+}
+
+/// An accepted SUCCESS Reply with XID `xid`: 24 bytes.
+fn success_reply(xid: &str) -> String {
+    format!("{xid} 00000001 00000000 00000000 00000000 00000000")
+}
+
+fn responder(words: &str) -> Action {
+    judge(&hex(words), Role::Responder).action
+}
+
+fn requester(words: &str) -> Action {
+    judge(&hex(words), Role::Requester).action
+}
+
+const V1: Action = Action::ErrVers { low: 1, high: 1 };
+
+#[test]
+fn short_call_is_processed() {
+    let m = format!(
+        "00000042 00000001 00000020 00000000 00000000 00000000 00000000 {}",
+        null_call("00000042")
+    );
+    assert_eq!(responder(&m), Action::Process);
+}
+
+#[test]
+fn every_prefix_shorter_than_28_bytes_is_discarded() {
+    let m = hex(&format!(
+        "00000042 00000001 00000020 00000000 00000000 00000000 00000000 {}",
+        null_call("00000042")
+    ));
+    for n in 0..28 {
+        assert_eq!(
+            judge(&m[..n], Role::Responder).action,
+            Action::Discard,
+            "{n} bytes"
+        );
+        assert_eq!(
+            judge(&m[..n], Role::Requester).action,
+            Action::Discard,
+            "{n} bytes"
+        );
+    }
+}
+
+#[test]
+fn truncated_anywhere_after_28_bytes_never_processes() {
+    // A Call with a read chunk, a write chunk and a reply chunk, cut at every length.
+    let m = hex(&format!(
+        "00000007 00000001 00000020 00000000
+         00000001 00000028 00000011 00000100 00000000 00001000 00000000
+         00000001 00000001 00000012 00000200 00000000 00002000 00000000
+         00000001 00000001 00000013 00000300 00000000 00003000
+         {}",
+        null_call("00000007")
+    ));
+    assert_eq!(judge(&m, Role::Responder).action, Action::Process);
+    for n in 28..m.len() {
+        let a = judge(&m[..n], Role::Responder).action;
+        assert!(
+            matches!(a, Action::ErrChunk | Action::GarbageArgs),
+            "{n} bytes: {a:?}"
+        );
+    }
+}
+
+#[test]
+fn version_mismatch() {
+    // A version 2 Call gets ERR_VERS 1..1; a version 2 Reply is discarded by a requester.
+    assert_eq!(
+        responder("0a0b0c0d 00000002 00000020 00000000 00000000 00000000 00000000"),
+        V1
+    );
+    assert_eq!(
+        responder("0a0b0c0d ffffffff 00000020 00000007 00000000 00000000 00000000"),
+        V1
+    );
+    assert_eq!(
+        requester("0a0b0c0d 00000002 00000020 00000000 00000000 00000000 00000000"),
+        Action::Discard
+    );
+}
+
+#[test]
+fn procedures_at_the_wrong_side() {
+    let done = "00000001 00000001 00000001 00000003 00000000 00000000 00000000";
+    let msgp = "00000001 00000001 00000001 00000002 00000040 00000400 00000000 00000000 00000000";
+    let err_chunk = "00000001 00000001 00000001 00000004 00000002 00000000 00000000";
+    let unknown = "00000001 00000001 00000001 00000005 00000000 00000000 00000000";
+    assert_eq!(responder(done), Action::Discard); // §4.6.2
+    assert_eq!(requester(done), Action::Discard);
+    assert_eq!(responder(msgp), Action::ErrChunk); // §4.6.1 SHOULD
+    assert_eq!(requester(msgp), Action::Discard); // §4.6.1 MUST
+    assert_eq!(responder(err_chunk), Action::Discard); // §4.5: responders discard RDMA_ERROR
+    assert_eq!(responder(unknown), Action::ErrChunk); // §4.5.2
+    assert_eq!(requester(unknown), Action::Discard);
+}
+
+#[test]
+fn rdma_error_at_the_requester() {
+    // G-1: a 20-byte ERR_CHUNK is accepted; G-2: ERR_VERS is read whatever its rdma_vers.
+    assert_eq!(
+        requester("00000001 00000001 00000001 00000004 00000002"),
+        Action::Process
+    );
+    assert_eq!(
+        requester("00000001 00000007 00000001 00000004 00000001 00000001 00000001"),
+        Action::Process
+    );
+    // ERR_VERS cut short, and an unknown error code, cannot be decoded: discard (§4.5).
+    assert_eq!(
+        requester("00000001 00000001 00000001 00000004 00000001 00000001"),
+        Action::Discard
+    );
+    assert_eq!(
+        requester("00000001 00000001 00000001 00000004 00000003 00000000 00000000"),
+        Action::Discard
+    );
+    assert_eq!(
+        requester("00000001 00000001 00000001 00000004"),
+        Action::Discard
+    );
+}
+
+#[test]
+fn bool_of_two_and_huge_counts() {
+    // A read-list discriminator of 2.
+    assert_eq!(
+        responder("00000001 00000001 00000001 00000000 00000002 00000000 00000000"),
+        Action::ErrChunk
+    );
+    // A write chunk count of 0xFFFFFFFF.
+    assert_eq!(
+        responder(
+            "00000001 00000001 00000001 00000001 00000000 00000001 ffffffff 00000000 00000000"
+        ),
+        Action::ErrChunk
+    );
+    // A reply chunk claiming a million segments in 40 bytes.
+    assert_eq!(
+        responder("00000001 00000001 00000001 00000001 00000000 00000000 00000001 000f4240 00000000 00000000"),
+        Action::ErrChunk
+    );
+}
+
+#[test]
+fn nomsg_rules() {
+    // All three lists absent (§4.5.2).
+    assert_eq!(
+        responder("00000001 00000001 00000001 00000001 00000000 00000000 00000000"),
+        Action::ErrChunk
+    );
+    // A Long Call: Position-Zero Read chunk of two segments plus a reply chunk.
+    let long = "00000001 00000001 00000001 00000001
+                00000001 00000000 00000011 00001000 00000000 00010000
+                00000001 00000000 00000012 00000404 00000000 00020000
+                00000000
+                00000000
+                00000001 00000001 00000013 00002000 00000000 00030000";
+    assert_eq!(responder(long), Action::Process);
+    // RDMA_NOMSG whose only read chunk is not at Position zero carries no Call.
+    assert_eq!(
+        responder("00000001 00000001 00000001 00000001 00000001 00000040 00000011 00001000 00000000 00010000 00000000 00000000"),
+        Action::ErrChunk
+    );
+    // A Long Reply at the requester needs the reply chunk.
+    assert_eq!(
+        requester("00000001 00000001 00000020 00000001 00000000 00000000 00000001 00000001 00000013 00000100 00000000 00030000"),
+        Action::Process
+    );
+    assert_eq!(
+        requester("00000001 00000001 00000020 00000001 00000000 00000001 00000001 00000013 00000100 00000000 00030000 00000000 00000000"),
+        Action::Discard
+    );
+}
+
+#[test]
+fn xid_mismatch_and_missing_payload() {
+    let m = format!(
+        "00000042 00000001 00000020 00000000 00000000 00000000 00000000 {}",
+        null_call("00000043")
+    );
+    assert_eq!(responder(&m), Action::ErrChunk); // G-9
+    assert_eq!(
+        responder("00000042 00000001 00000020 00000000 00000000 00000000 00000000"),
+        Action::ErrChunk
+    );
+    let r = format!(
+        "00000042 00000001 00000020 00000000 00000000 00000000 00000000 {}",
+        success_reply("00000043")
+    );
+    assert_eq!(requester(&r), Action::Discard);
+    let r = format!(
+        "00000042 00000001 00000020 00000000 00000000 00000000 00000000 {}",
+        success_reply("00000042")
+    );
+    assert_eq!(requester(&r), Action::Process);
+}
+
+#[test]
+fn msg_with_position_zero_chunk_is_ambiguous() {
+    // G-7.
+    let m = format!(
+        "00000042 00000001 00000020 00000000 00000001 00000000 00000011 00001000 00000000 00010000 00000000 00000000 00000000 {}",
+        null_call("00000042")
+    );
+    assert_eq!(responder(&m), Action::ErrChunk);
+}
+
+#[test]
+fn read_chunk_positions() {
+    // A DDP-eligible argument after the 40-byte call header: position 40 (0x28) is valid.
+    let ok = format!(
+        "00000042 00000001 00000020 00000000 00000001 00000028 00000011 00001000 00000000 00010000 00000000 00000000 00000000 {}",
+        null_call("00000042")
+    );
+    assert_eq!(responder(&ok), Action::Process);
+    // Misaligned position 41.
+    let m = ok.replacen("00000028 00000011", "00000029 00000011", 1);
+    assert_eq!(responder(&m), Action::ErrChunk);
+    // Beyond the unreduced stream (the inline part ends at 40).
+    let m = ok.replacen("00000028 00000011", "00000100 00000011", 1);
+    assert_eq!(responder(&m), Action::GarbageArgs);
+    // Inside the RPC Call header (position 8): reduces data that is never DDP-eligible.
+    let m = ok.replacen("00000028 00000011", "00000008 00000011", 1);
+    assert_eq!(responder(&m), Action::GarbageArgs);
+}
+
+#[test]
+fn overlapping_and_non_adjacent_chunks() {
+    // Two chunks at 40 and 44; the first is 16 bytes long, so the second overlaps it.
+    let m = format!(
+        "00000042 00000001 00000020 00000000
+         00000001 00000028 00000011 00000010 00000000 00010000
+         00000001 0000002c 00000012 00000010 00000000 00020000
+         00000000 00000000 00000000 {}",
+        null_call("00000042")
+    );
+    assert_eq!(responder(&m), Action::GarbageArgs);
+    // Segments at 40, 48, 40: the two at 40 are not adjacent (G-8).
+    let m = format!(
+        "00000042 00000001 00000020 00000000
+         00000001 00000028 00000011 00000004 00000000 00010000
+         00000001 00000030 00000012 00000004 00000000 00020000
+         00000001 00000028 00000013 00000004 00000000 00030000
+         00000000 00000000 00000000 {} 00000000 00000000",
+        null_call("00000042")
+    );
+    assert_eq!(responder(&m), Action::ErrChunk);
+}
+
+#[test]
+fn wrapping_offsets_and_oversized_chunks() {
+    // offset + length wraps 2^64 in a write chunk.
+    let m = format!(
+        "00000042 00000001 00000020 00000000 00000000 00000001 00000001 00000011 00000010 ffffffff fffffff8 00000000 00000000 {}",
+        null_call("00000042")
+    );
+    assert_eq!(responder(&m), Action::ErrChunk);
+    // A write chunk whose two segment lengths sum past 2^32.
+    let m = format!(
+        "00000042 00000001 00000020 00000000 00000000
+         00000001 00000002 00000011 ffffffff 00000000 00010000 00000012 00000002 00000000 00020000
+         00000000 00000000 {}",
+        null_call("00000042")
+    );
+    assert_eq!(responder(&m), Action::ErrChunk);
+    // The same in a Reply is discarded by the requester.
+    let r = format!(
+        "00000042 00000001 00000020 00000000 00000000
+         00000001 00000002 00000011 ffffffff 00000000 00010000 00000012 00000002 00000000 00020000
+         00000000 00000000 {}",
+        success_reply("00000042")
+    );
+    assert_eq!(requester(&r), Action::Discard);
+    // Read chunk lengths summing past 2^32.
+    let m = format!(
+        "00000042 00000001 00000020 00000000
+         00000001 00000028 00000011 ffffffff 00000000 00010000
+         00000001 00000028 00000012 00000008 00000000 00020000
+         00000000 00000000 00000000 {}",
+        null_call("00000042")
+    );
+    assert_eq!(responder(&m), Action::ErrChunk);
+}
+
+#[test]
+fn garbage_rpc_header() {
+    // Valid transport header, but the RPC call's credential claims 500 bytes (max 400).
+    let m = "00000042 00000001 00000020 00000000 00000000 00000000 00000000
+             00000042 00000000 00000002 000186a3 00000003 00000000 00000001 000001f4";
+    assert_eq!(responder(m), Action::GarbageArgs);
+}
+
+#[test]
+fn reply_read_list_is_discarded() {
+    let r = format!(
+        "00000042 00000001 00000020 00000000 00000001 00000018 00000011 00000010 00000000 00010000 00000000 00000000 00000000 {}",
+        success_reply("00000042")
+    );
+    assert_eq!(requester(&r), Action::Discard);
+}
