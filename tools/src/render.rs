@@ -18,8 +18,6 @@ pub fn private_data_json(buf: &[u8], parsed: Parsed) -> Value {
     let mut v = json!({
         "length": buf.len(),
         "present": parsed.is_present(),
-        "effective": fields(&effective),
-        "reason": parsed.describe(),
     });
     let o = v.as_object_mut().expect("object");
     match parsed {
@@ -65,6 +63,8 @@ pub fn private_data_json(buf: &[u8], parsed: Parsed) -> Value {
             );
         }
     }
+    o.insert("effective".into(), fields(&effective));
+    o.insert("reason".into(), json!(parsed.describe()));
     v
 }
 
