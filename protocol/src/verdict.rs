@@ -102,6 +102,19 @@ pub struct AcceptedReply<'a> {
     pub reply: Option<(ReplyHeader<'a>, usize)>,
 }
 
+/// Messages shorter than the minimal header (RFC 8166 §4.5).
+const TOO_SHORT: Verdict = Verdict::new(
+    Action::Discard,
+    "shorter than the 28-byte minimal header, so the XID cannot be trusted: silently discard \
+     before any parsing (RFC 8166 §4.5)",
+);
+
+/// RDMA_DONE, at either side (RFC 8166 §4.6.2).
+const DONE: Verdict = Verdict::new(
+    Action::Discard,
+    "RDMA_DONE is no longer supported: receivers MUST silently discard it (RFC 8166 §4.6.2)",
+);
+
 const LIMITS: ReadLimits = ReadLimits {
     max_chunks: ReadLimits::DEFAULT_MAX_CHUNKS,
     max_stream_len: u32::MAX,
@@ -145,11 +158,7 @@ fn reply_process_reason(buf: &[u8]) -> Verdict {
 pub fn judge_call(buf: &[u8]) -> Result<AcceptedCall<'_>, Verdict> {
     use Action::*;
     if buf.len() < MIN_HEADER_LEN {
-        return Err(Verdict::new(
-            Discard,
-            "shorter than the 28-byte minimal header, so the XID cannot be trusted: silently \
-             discard before any parsing (RFC 8166 §4.5)",
-        ));
+        return Err(TOO_SHORT);
     }
     let fixed = word(buf, 4);
     let proc_raw = word(buf, 12);
@@ -195,13 +204,7 @@ pub fn judge_call(buf: &[u8]) -> Result<AcceptedCall<'_>, Verdict> {
             Err(HeaderError::UnsupportedVersion { .. }) => unreachable!("version checked above"),
         };
     match header.proc() {
-        Proc::Done => {
-            return Err(Verdict::new(
-                Discard,
-                "RDMA_DONE is no longer supported: receivers MUST silently discard it (RFC 8166 \
-                 §4.6.2)",
-            ))
-        }
+        Proc::Done => return Err(DONE),
         Proc::Msgp => {
             return Err(Verdict::new(
                 ErrChunk,
@@ -303,11 +306,7 @@ pub fn judge_call(buf: &[u8]) -> Result<AcceptedCall<'_>, Verdict> {
 pub fn judge_reply(buf: &[u8]) -> Result<AcceptedReply<'_>, Verdict> {
     use Action::*;
     if buf.len() < FIXED_PREFIX_LEN {
-        return Err(Verdict::new(
-            Discard,
-            "shorter than the 28-byte minimal header, so the XID cannot be trusted: silently \
-             discard before any parsing (RFC 8166 §4.5)",
-        ));
+        return Err(TOO_SHORT);
     }
     let vers = word(buf, 4);
     let proc_raw = word(buf, 12);
@@ -334,11 +333,7 @@ pub fn judge_reply(buf: &[u8]) -> Result<AcceptedReply<'_>, Verdict> {
         };
     }
     if buf.len() < MIN_HEADER_LEN {
-        return Err(Verdict::new(
-            Discard,
-            "shorter than the 28-byte minimal header, so the XID cannot be trusted: silently \
-             discard before any parsing (RFC 8166 §4.5)",
-        ));
+        return Err(TOO_SHORT);
     }
     if vers != RPCRDMA_VERSION {
         return Err(Verdict::new(
@@ -365,13 +360,7 @@ pub fn judge_reply(buf: &[u8]) -> Result<AcceptedReply<'_>, Verdict> {
         }
     };
     match header.proc() {
-        Proc::Done => {
-            return Err(Verdict::new(
-                Discard,
-                "RDMA_DONE is no longer supported: receivers MUST silently discard it (RFC 8166 \
-                 §4.6.2)",
-            ))
-        }
+        Proc::Done => return Err(DONE),
         Proc::Msgp => {
             return Err(Verdict::new(
                 Discard,
