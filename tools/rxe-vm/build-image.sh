@@ -1,0 +1,463 @@
+#!/bin/bash
+# build-image.sh OUTDIR
+#
+# Builds the soft-RoCE guest image used by run.sh: Debian's own kernel (not
+# installed on the host, only unpacked) and an uncompressed cpio initramfs that
+# holds static busybox, bash, iproute2 (ip, rdma), kmod, the verbs/perftest
+# tools, the libraries they need, the rxe provider, the RDMA/virtio/9p kernel
+# modules and the guest /init. The binaries under test are NOT in the image:
+# run.sh hands them to the guest through a 9p share at run time.
+#
+# Outputs in OUTDIR:
+#   vmlinux or vmlinuz   kernel to boot (uncompressed ELF when it can be made)
+#   initrd.cpio          uncompressed initramfs
+#   image.env            facts for run.sh (kernel version, kernel file name)
+#   image-libs.txt       sonames of the libraries in the image
+#   scratch/             downloaded .deb, unpacked kernel, image tree (cache;
+#                        safe to delete once the outputs exist)
+#
+# Re-running with an unchanged OUTDIR only checks and returns. Delete OUTDIR to
+# pick up a newer kernel package.
+#
+# Exit codes: 0 ok, 1 build error, 2 usage, 3 packages missing and not root.
+
+set -euo pipefail
+
+PROG=build-image
+log() { printf '%s: %s\n' "$PROG" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+if [ $# -ne 1 ] || [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+    echo "usage: $0 OUTDIR" >&2
+    exit 2
+fi
+
+SELF=$(readlink -f "${BASH_SOURCE[0]}")
+mkdir -p "$1"
+OUT=$(cd "$1" && pwd)
+SCRATCH=$OUT/scratch
+mkdir -p "$SCRATCH"
+
+# One build per OUTDIR at a time.
+exec 9>"$OUT/.lock"
+if ! flock -n 9; then
+    log "waiting for another build of $OUT"
+    flock 9
+fi
+
+export LC_ALL=C
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+T0=$EPOCHREALTIME
+elapsed() { awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+
+# ---------------------------------------------------------------------------
+# 1. Host packages
+# ---------------------------------------------------------------------------
+PKGS=(qemu-system-x86 busybox-static cpio kmod iproute2 rdma-core
+      ibverbs-providers ibverbs-utils rdmacm-utils perftest
+      libibverbs1 librdmacm1 xz-utils)
+
+missing_pkgs() {
+    local p status
+    for p in "${PKGS[@]}"; do
+        status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
+        case $status in
+            ii*) ;;
+            *) printf '%s\n' "$p" ;;
+        esac
+    done
+}
+
+mapfile -t MISSING < <(missing_pkgs)
+if [ ${#MISSING[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        log "these Debian packages are missing: ${MISSING[*]}"
+        log "install them as root with:"
+        log "  apt-get update && apt-get install -y --no-install-recommends ${MISSING[*]}"
+        exit 3
+    fi
+    log "installing: ${MISSING[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -q --no-install-recommends "${MISSING[@]}" >"$SCRATCH/apt.log" 2>&1; then
+        log "apt-get install failed; running apt-get update and retrying"
+        apt-get update -q >>"$SCRATCH/apt.log" 2>&1 || { tail -n 20 "$SCRATCH/apt.log" >&2; die "apt-get update failed"; }
+        apt-get install -y -q --no-install-recommends "${MISSING[@]}" >>"$SCRATCH/apt.log" 2>&1 \
+            || { tail -n 20 "$SCRATCH/apt.log" >&2; die "apt-get install failed (log: $SCRATCH/apt.log)"; }
+    fi
+    mapfile -t MISSING < <(missing_pkgs)
+    [ ${#MISSING[@]} -eq 0 ] || die "still missing after install: ${MISSING[*]}"
+    log "packages installed ($(elapsed) s)"
+fi
+
+# ---------------------------------------------------------------------------
+# 2. Kernel package (downloaded, never installed)
+# ---------------------------------------------------------------------------
+DEBDIR=$SCRATCH/debs
+mkdir -p "$DEBDIR"
+shopt -s nullglob
+debs=("$DEBDIR"/linux-image-*.deb)
+shopt -u nullglob
+
+KVER=
+if [ ${#debs[@]} -gt 1 ]; then
+    die "more than one kernel package in $DEBDIR; delete all but one"
+elif [ ${#debs[@]} -eq 1 ]; then
+    KDEB=${debs[0]}
+else
+    kpkg_name() {
+        apt-cache depends linux-image-amd64 2>/dev/null \
+            | awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }'
+    }
+    KPKG=$(kpkg_name)
+    if [ -z "$KPKG" ] && [ "$(id -u)" -eq 0 ]; then
+        log "linux-image-amd64 unknown to apt-cache; running apt-get update"
+        apt-get update -q >>"$SCRATCH/apt.log" 2>&1 || die "apt-get update failed"
+        KPKG=$(kpkg_name)
+    fi
+    [ -n "$KPKG" ] || die "cannot resolve linux-image-amd64 to a kernel package (try apt-get update)"
+    log "downloading $KPKG"
+    dl=$(mktemp -d "$DEBDIR/dl.XXXXXX")
+    sandbox=()
+    # apt's _apt sandbox user cannot write into a root-owned folder.
+    [ "$(id -u)" -eq 0 ] && sandbox=(-o APT::Sandbox::User=root)
+    (cd "$dl" && apt-get download -q "${sandbox[@]}" "$KPKG") >>"$SCRATCH/apt.log" 2>&1 \
+        || { rm -rf "$dl"; tail -n 20 "$SCRATCH/apt.log" >&2; die "apt-get download $KPKG failed"; }
+    for f in "$dl"/*.deb; do mv "$f" "$DEBDIR/"; done
+    rmdir "$dl"
+    debs=("$DEBDIR"/linux-image-*.deb)
+    KDEB=${debs[0]}
+    log "downloaded $(basename "$KDEB") ($(elapsed) s)"
+fi
+KPKG=$(dpkg-deb -f "$KDEB" Package)
+KVER=${KPKG#linux-image-}
+if [ -z "$KVER" ] || [ "$KVER" = "$KPKG" ]; then
+    die "unexpected kernel package name: $KPKG"
+fi
+
+KROOT=$SCRATCH/kernel
+unpack_kernel() {
+    if [ ! -e "$KROOT/.unpacked" ]; then
+        log "unpacking $(basename "$KDEB")"
+        rm -rf "$KROOT" "$KROOT.tmp"
+        dpkg-deb -x "$KDEB" "$KROOT.tmp"
+        mv "$KROOT.tmp" "$KROOT"
+        touch "$KROOT/.unpacked"
+    fi
+    if [ ! -s "$KROOT/lib/modules/$KVER/modules.dep" ]; then
+        log "depmod for $KVER"
+        depmod -b "$KROOT" "$KVER"
+    fi
+}
+
+# ---------------------------------------------------------------------------
+# 3. Kernel to boot: the ELF vmlinux unpacked from the bzImage when the kernel
+#    has CONFIG_PVH (QEMU's -kernel then boots it directly), else the bzImage.
+# ---------------------------------------------------------------------------
+
+# Reads the bzImage setup header (boot protocol >= 2.08): setup_sects at 0x1f1,
+# payload_offset/payload_length at 0x248/0x24c, relative to the protected-mode
+# code that starts after the setup sectors.
+extract_vmlinux() { # BZIMAGE OUTFILE
+    local img=$1 out=$2 sects off len magic start
+    sects=$(od -An -tu1 -j $((0x1f1)) -N1 "$img" | tr -d ' ')
+    [ "$sects" -eq 0 ] && sects=4
+    read -r off len < <(od -An -tu4 -j $((0x248)) -N8 "$img")
+    if [ -z "$off" ] || [ -z "$len" ] || [ "$len" -eq 0 ]; then
+        return 1
+    fi
+    start=$(( (sects + 1) * 512 + off ))
+    magic=$(tail -c +$((start + 1)) "$img" | head -c 6 | od -An -tx1 | tr -d ' \n')
+    local -a dec
+    case $magic in
+        fd377a585a00*) dec=(xz -dc --single-stream) ;;
+        1f8b*)         dec=(gzip -dc) ;;
+        28b52ffd*)     dec=(zstd -dcq) ;;
+        5d0000*)       dec=(xz -dc --format=lzma --single-stream) ;;
+        425a68*)       dec=(bzip2 -dc) ;;
+        02214c18*)     dec=(lz4 -dc) ;;
+        *) log "unknown kernel payload compression (magic $magic)"; return 1 ;;
+    esac
+    command -v "${dec[0]}" >/dev/null || { log "no ${dec[0]} to unpack the kernel"; return 1; }
+    # The payload ends with a 4-byte size that the decompressors may call trailing garbage.
+    tail -c +$((start + 1)) "$img" | head -c "$len" | "${dec[@]}" >"$out.tmp" 2>/dev/null || true
+    if [ "$(head -c 4 "$out.tmp" | od -An -tx1 | tr -d ' \n')" != 7f454c46 ]; then
+        rm -f "$out.tmp"
+        return 1
+    fi
+    mv "$out.tmp" "$out"
+}
+
+if [ ! -s "$OUT/vmlinux" ] && [ ! -s "$OUT/vmlinuz" ]; then
+    unpack_kernel
+    BZ=$KROOT/boot/vmlinuz-$KVER
+    [ -s "$BZ" ] || die "no $BZ in the kernel package"
+    if grep -qx 'CONFIG_PVH=y' "$KROOT/boot/config-$KVER" && extract_vmlinux "$BZ" "$OUT/vmlinux"; then
+        log "kernel: ELF vmlinux ($(du -m --apparent-size "$OUT/vmlinux" | cut -f1) MB, PVH boot)"
+    else
+        log "kernel: could not get an ELF vmlinux; booting the bzImage"
+        cp "$BZ" "$OUT/vmlinuz"
+    fi
+fi
+if [ -s "$OUT/vmlinux" ]; then KFILE=vmlinux; else KFILE=vmlinuz; fi
+
+# ---------------------------------------------------------------------------
+# 4. Initramfs
+# ---------------------------------------------------------------------------
+
+# Modules loaded by the guest /init, by their dependency closure.
+MODULES=(virtio_pci virtio_net virtio_console 9pnet_virtio 9p
+         crc32_generic rdma_rxe ib_uverbs rdma_ucm rdma_cm iw_cm ib_cm
+         ip6_udp_tunnel udp_tunnel)
+# Kernel side of the NFS/RDMA peer (not loaded by /init; user space not included).
+MODULES_NFS=(rpcrdma nfsd nfs nfsv3 nfsv4)
+
+# Commands copied from the host with every library ldd lists for them.
+TOOLS=(bash ip rdma kmod modprobe insmod rmmod lsmod modinfo
+       ibv_devices ibv_devinfo ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong ibv_srq_pingpong
+       rping ucmatose rdma_server rdma_client
+       ib_send_lat ib_write_lat ib_read_lat ib_send_bw ib_write_bw ib_read_bw)
+RXE_PROVIDER=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
+RXE_DRIVER=/etc/libibverbs.d/rxe.driver
+BUSYBOX=/bin/busybox
+
+# The image is rebuilt when this script, the kernel or a package changes.
+image_key() {
+    {
+        sha256sum "$SELF"
+        echo "kernel $KVER"
+        dpkg-query -W -f='${Package} ${Version}\n' "${PKGS[@]}" libc6 bash 2>/dev/null
+    } | sha256sum | cut -d' ' -f1
+}
+KEY=$(image_key)
+
+write_init() { # FILE
+    cat >"$1" <<'INIT'
+#!/bin/bash
+# PID 1 of the rxe-vm guest (written by tools/rxe-vm/build-image.sh).
+# Contract with run.sh: the 9p tag "job" is mounted on /job; /job/job.sh is run
+# by bash in /job with stdout/stderr on the virtio ports rxe-vm.stdout and
+# rxe-vm.stderr; its exit code goes to /job/out/rc; /job/out/ready holds the
+# uptime when the job started; a setup failure goes to /job/out/harness-error.
+export PATH=/usr/sbin:/usr/bin
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+exec </dev/console >/dev/console 2>&1
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /dev/shm
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /run
+
+say() { echo "rxe-vm-init: [$(cut -d' ' -f1 /proc/uptime)] $*"; }
+halt() {
+    sync
+    umount /job 2>/dev/null
+    poweroff -f
+    echo o >/proc/sysrq-trigger
+    sleep 10
+    exit 1
+}
+fail() {
+    say "FATAL: $*"
+    if grep -q ' /job 9p ' /proc/mounts; then
+        mkdir -p /job/out
+        echo "$*" >/job/out/harness-error
+    fi
+    halt
+}
+
+say "loading virtio modules"
+modprobe -a virtio_pci virtio_net virtio_console 9pnet_virtio 9p \
+    || fail "modprobe of the virtio/9p modules failed"
+say "mounting the share"
+mkdir -p /job
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 job /job \
+    || fail "cannot mount the 9p share 'job'"
+mkdir -p /job/out
+# From here on a failure is reported to the host through /job/out/harness-error.
+say "loading RDMA modules"
+modprobe -a crc32_generic rdma_rxe ib_uverbs rdma_ucm \
+    || fail "modprobe of the RDMA modules failed: $(dmesg | tail -n 3 | tr '\n' ' ')"
+
+say "configuring eth0 and rxe0"
+ip link set lo up || fail "ip link set lo up failed"
+ip addr add 10.0.2.15/24 dev eth0 || fail "no eth0 (virtio-net)"
+ip link set eth0 up || fail "ip link set eth0 up failed"
+rdma link add rxe0 type rxe netdev eth0 || fail "rdma link add rxe0 failed"
+
+# Wait until the port is active and GID 1 (::ffff:10.0.2.15) exists.
+port=/sys/class/infiniband/rxe0/ports/1
+for _ in $(seq 100); do
+    if grep -q ACTIVE "$port/state" 2>/dev/null &&
+       grep -q ':ffff:0a00:020f' "$port/gids/1" 2>/dev/null; then
+        break
+    fi
+    sleep 0.1
+done
+grep -q ACTIVE "$port/state" 2>/dev/null || fail "rxe0 port not active: $(cat "$port/state" 2>&1)"
+
+say "rxe0 is $(cat "$port/state")"
+# Job output goes to the host through the named virtio-serial ports, each opened once.
+out=/dev/console err=/dev/console
+for _ in $(seq 50); do
+    for d in /sys/class/virtio-ports/*; do
+        [ -r "$d/name" ] || continue
+        case $(cat "$d/name") in
+            rxe-vm.stdout) out=/dev/${d##*/} ;;
+            rxe-vm.stderr) err=/dev/${d##*/} ;;
+        esac
+    done
+    [ "$out" != /dev/console ] && [ "$err" != /dev/console ] && break
+    sleep 0.1
+done
+[ "$out" = /dev/console ] && say "no rxe-vm.stdout port: job output goes to the console"
+
+[ -r /job/job.sh ] || fail "no /job/job.sh in the share"
+limit=$(cat /job/timeout 2>/dev/null)
+case $limit in ''|*[!0-9]*) limit=3600 ;; esac
+ulimit -l unlimited
+ulimit -c 0
+cd /job || fail "cannot cd /job"
+say "ready"
+cut -d' ' -f1 /proc/uptime >/job/out/ready
+# The host has its own watchdog; this one only makes sure the guest ends too.
+timeout -s KILL "$limit" bash /job/job.sh </dev/null >"$out" 2>"$err"
+rc=$?
+echo "$rc" >/job/out/rc.tmp && mv /job/out/rc.tmp /job/out/rc
+say "job exited with $rc"
+cd /
+halt
+INIT
+    chmod 755 "$1"
+}
+
+# Copies FILE (following symlinks) to the same path under the image root.
+put() { # FILE [DEST_PATH]
+    local src=$1 dst=${2:-$1}
+    mkdir -p "$ROOT$(dirname "$dst")"
+    cp -L --preserve=mode "$src" "$ROOT$dst"
+}
+
+# Lists the absolute library paths ldd resolves for FILE, the dynamic loader
+# included. Plain fields, no \s (mawk does not know it).
+ldd_paths() { # FILE
+    local out
+    out=$(ldd "$1" 2>&1) || { case $out in *"not a dynamic executable"*|*"statically linked"*) return 0 ;; esac
+                              die "ldd $1: $out"; }
+    if grep -q 'not found' <<<"$out"; then
+        die "ldd $1: missing libraries: $(grep 'not found' <<<"$out" | tr '\n\t' '  ')"
+    fi
+    awk '$2 == "=>" && $3 ~ /^\// { print $3; next } $1 ~ /^\// { print $1 }' <<<"$out"
+}
+
+build_initrd() {
+    unpack_kernel
+    ROOT=$SCRATCH/root
+    log "assembling the image tree"
+    rm -rf "$ROOT"
+    mkdir -p "$ROOT"/{usr/bin,usr/sbin,usr/lib/x86_64-linux-gnu,usr/lib64,etc,proc,sys,dev,tmp,run,job,root,var/tmp,mnt}
+    ln -s usr/bin "$ROOT/bin"
+    ln -s usr/sbin "$ROOT/sbin"
+    ln -s usr/lib "$ROOT/lib"
+    ln -s usr/lib64 "$ROOT/lib64"
+    chmod 1777 "$ROOT/tmp" "$ROOT/var/tmp"
+
+    # Commands at their canonical host paths, aliases (modprobe -> kmod) as symlinks.
+    local t p real dir elfs=()
+    for t in "${TOOLS[@]}"; do
+        p=$(command -v "$t") || die "command not found on the host: $t"
+        real=$(readlink -f "$p")
+        [ -e "$ROOT$real" ] || { put "$real"; elfs+=("$real"); }
+        dir=$(readlink -f "$(dirname "$p")")
+        if [ "$dir/$t" != "$real" ] && [ ! -e "$ROOT$dir/$t" ]; then
+            mkdir -p "$ROOT$dir"
+            ln -s "$real" "$ROOT$dir/$t"
+        fi
+    done
+
+    # The rxe provider only.
+    [ -f "$RXE_PROVIDER" ] || die "no $RXE_PROVIDER (ibverbs-providers)"
+    [ -f "$RXE_DRIVER" ] || die "no $RXE_DRIVER (ibverbs-providers)"
+    put "$RXE_PROVIDER"
+    elfs+=("$RXE_PROVIDER")
+    put "$RXE_DRIVER"
+
+    # Every library ldd lists, the dynamic loader included.
+    local libs lib
+    libs=$(for t in "${elfs[@]}"; do ldd_paths "$t"; done | sort -u)
+    [ -n "$libs" ] || die "ldd found no libraries"
+    grep -q '/ld-linux' <<<"$libs" || die "the dynamic loader is not among the libraries"
+    : >"$SCRATCH/image-libs.txt"
+    while read -r lib; do
+        put "$lib"
+        basename "$lib" >>"$SCRATCH/image-libs.txt"
+    done <<<"$libs"
+    sort -u -o "$SCRATCH/image-libs.txt" "$SCRATCH/image-libs.txt"
+    printf '%s\n' /usr/lib/x86_64-linux-gnu /usr/lib64 >"$ROOT/etc/ld.so.conf"
+    ldconfig -r "$ROOT" 2>/dev/null || log "ldconfig -r failed (the loader's default paths still work)"
+
+    # Static busybox, with applet links only where no real tool was copied.
+    put "$BUSYBOX" /usr/bin/busybox
+    local a name
+    while read -r a; do
+        name=${a##*/}
+        if [ -e "$ROOT/usr/bin/$name" ] || [ -e "$ROOT/usr/sbin/$name" ]; then
+            continue
+        fi
+        mkdir -p "$ROOT/$(dirname "$a")"
+        ln -s /usr/bin/busybox "$ROOT/$a"
+    done < <("$BUSYBOX" --list-full)
+    [ -e "$ROOT/usr/bin/sh" ] || ln -s /usr/bin/busybox "$ROOT/usr/bin/sh"
+
+    # Kernel modules: the dependency closure, then depmod for the image.
+    local kmods m line ko n=0
+    kmods=$(for m in "${MODULES[@]}" "${MODULES_NFS[@]}"; do
+                modprobe -d "$KROOT" -S "$KVER" --show-depends "$m" \
+                    || die "module $m not found in $KVER"
+            done | awk '$1 == "insmod" { print $2 }' | sort -u)
+    local mdir=/lib/modules/$KVER
+    while read -r ko; do
+        [ -n "$ko" ] || continue
+        line=${ko#"$KROOT"}
+        mkdir -p "$ROOT$(dirname "$line")"
+        cp "$ko" "$ROOT$line"
+        n=$((n + 1))
+    done <<<"$kmods"
+    for m in modules.order modules.builtin modules.builtin.modinfo; do
+        [ -f "$KROOT$mdir/$m" ] && cp "$KROOT$mdir/$m" "$ROOT$mdir/$m"
+    done
+    depmod -b "$ROOT" "$KVER"
+    log "$n kernel modules"
+
+    # Small /etc.
+    printf 'root:x:0:0:root:/root:/bin/bash\n' >"$ROOT/etc/passwd"
+    printf 'root:x:0:\n' >"$ROOT/etc/group"
+    printf '127.0.0.1\tlocalhost\n10.0.2.15\trxe-vm\n::1\tlocalhost ip6-localhost\n' >"$ROOT/etc/hosts"
+    printf 'rxe-vm\n' >"$ROOT/etc/hostname"
+    printf 'passwd: files\ngroup: files\nhosts: files\n' >"$ROOT/etc/nsswitch.conf"
+
+    write_init "$ROOT/init"
+
+    log "writing initrd.cpio"
+    (cd "$ROOT" && find . -mindepth 1 -print0 | sort -z \
+        | cpio --null -o -H newc -R 0:0 --quiet) >"$OUT/initrd.cpio.tmp"
+    mv "$OUT/initrd.cpio.tmp" "$OUT/initrd.cpio"
+    cp "$SCRATCH/image-libs.txt" "$OUT/image-libs.txt"
+    printf '%s\n' "$KEY" >"$OUT/initrd.key"
+}
+
+if [ -s "$OUT/initrd.cpio" ] && [ -s "$OUT/image-libs.txt" ] \
+   && [ "$(cat "$OUT/initrd.key" 2>/dev/null)" = "$KEY" ]; then
+    log "initrd.cpio is up to date"
+else
+    build_initrd
+fi
+
+cat >"$OUT/image.env" <<EOF
+RXE_VM_KVER=$KVER
+RXE_VM_KERNEL=$KFILE
+EOF
+
+log "image ready in $OUT: $KFILE ($(du -m --apparent-size "$OUT/$KFILE" | cut -f1) MB), initrd.cpio ($(du -m --apparent-size "$OUT/initrd.cpio" | cut -f1) MB), kernel $KVER ($(elapsed) s)"
