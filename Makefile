@@ -6,7 +6,7 @@ RPCRDMA := target/release/rpcrdma
 FUZZ_SECONDS ?= 30
 
 # Debian packages the build needs beyond the Rust toolchain.
-DEB_PACKAGES := build-essential pkg-config
+DEB_PACKAGES := build-essential pkg-config libibverbs-dev librdmacm-dev libclang1-14 libclang-common-14-dev
 
 .PHONY: all deps run test bench fuzz lint fmt-check clippy unit build clean
 

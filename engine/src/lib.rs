@@ -2,3 +2,6 @@
 //! workers. Built on the wire formats of [`rpcrdma_proto`].
 
 pub use rpcrdma_proto as proto;
+
+pub mod fabric;
+pub mod pool;

@@ -55,6 +55,11 @@ pub fn run(as_json: bool) -> ExitCode {
     msg[m..total].fill(0);
     let msg = &msg[..total];
 
+    let mut short_msg = [0u8; 128];
+    let sn = short.encode(&mut short_msg).unwrap();
+    let sm = sn + call.encode(&mut short_msg[sn..]).unwrap();
+    let short_msg = &short_msg[..sm];
+
     let mut out = [0u8; 512];
     let mut dst = [0u8; 512];
     let budget = 300;
@@ -86,6 +91,13 @@ pub fn run(as_json: bool) -> ExitCode {
                     sum += c.total_len();
                 }
                 black_box(sum);
+            }),
+        ),
+        (
+            "judge short call (header, RPC header)",
+            short_msg.len(),
+            measure(budget, || {
+                black_box(judge_call(black_box(short_msg)).is_ok());
             }),
         ),
         (

@@ -4,10 +4,14 @@
 //!   RPC-over-RDMA message (or RFC 8797 private data) and the receive-path verdict.
 //! - `rpcrdma demo`: encodes sample messages with the protocol crate, as hex.
 //! - `rpcrdma bench proto`: measures the header codec against a same-run memcpy reference.
+//! - `rpcrdma devices`: lists RDMA devices, ports, GIDs and limits (text or JSON).
+//! - `rpcrdma conformance`: runs the fabric conformance suite on the soft or verbs provider.
 
 mod bench_proto;
+mod conformance;
 mod decode;
 mod demo;
+mod devices;
 mod hex;
 mod render;
 
@@ -43,6 +47,16 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// List the RDMA devices with their ports, GIDs and limits. Exit status 0, also when
+    /// there is none.
+    Devices {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the fabric conformance suite on a provider, one line per case. Exit status 0 only
+    /// if every case passed.
+    Conformance(conformance::Args),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -62,5 +76,7 @@ fn main() -> ExitCode {
         Cmd::Bench { what, json } => match what {
             BenchWhat::Proto => bench_proto::run(json),
         },
+        Cmd::Devices { json } => devices::run(json),
+        Cmd::Conformance(args) => conformance::run(&args),
     }
 }

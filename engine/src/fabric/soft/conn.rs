@@ -1,0 +1,362 @@
+//! Connection establishment of the soft provider, over a Unix socket, with rdma_cm's steps and
+//! private data sizes:
+//!
+//! ```text
+//! client                                   listener
+//!   create QP (Init), prepare (post recvs)
+//!   HELLO  pd[56] + fds(arena, qp, cq)  ->   get_request: map the client's memory
+//!                                            accept: create QP, prepare, state RTR
+//!          <-  ACCEPT pd[196] + fds           (or REJECT pd[148])
+//!   map, state RTS
+//!   READY                               ->   state RTS
+//! ```
+//!
+//! After the handshake the socket carries nothing; each side's watchdog thread blocks on it
+//! and flushes its queue pair when it reaches end of stream (the peer closed it, or died).
+
+use std::fmt;
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::arena::ArenaView;
+use super::cq::CqRing;
+use super::mem::SoftPd;
+use super::qp::{PeerLink, SoftQp};
+use super::rq::QpMem;
+use super::sys::{recv_with_fds, send_with_fds, wait_readable, Mapping};
+use super::{Soft, SoftDevice};
+use crate::fabric::{
+    ConnRequest, ConnectError, FabricError, Listener, PostError, PrivateData, QpInit,
+};
+
+/// Where a soft listener listens: a name in the abstract Unix socket namespace (nothing in
+/// the file system, gone with the listener) or a socket file.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SoftAddr {
+    /// An abstract socket name (written `@name`).
+    Abstract(String),
+    /// A socket file.
+    Path(PathBuf),
+}
+
+impl SoftAddr {
+    /// A fresh abstract name, unique in this process and host run: `rpcrdma-soft.PID.N.tag`.
+    pub fn unique(tag: &str) -> SoftAddr {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        SoftAddr::Abstract(format!("rpcrdma-soft.{}.{n}.{tag}", std::process::id()))
+    }
+
+    fn to_std(&self) -> io::Result<SocketAddr> {
+        match self {
+            SoftAddr::Abstract(name) => SocketAddr::from_abstract_name(name.as_bytes()),
+            SoftAddr::Path(p) => SocketAddr::from_pathname(p),
+        }
+    }
+}
+
+impl fmt::Display for SoftAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SoftAddr::Abstract(name) => write!(f, "@{name}"),
+            SoftAddr::Path(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+impl std::str::FromStr for SoftAddr {
+    type Err = std::convert::Infallible;
+
+    /// `@name` is an abstract name, anything else a path.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.strip_prefix('@') {
+            Some(name) => SoftAddr::Abstract(name.to_owned()),
+            None => SoftAddr::Path(PathBuf::from(s)),
+        })
+    }
+}
+
+const MSG_MAGIC: [u8; 4] = *b"SRD1";
+const MSG_LEN: usize = 208;
+const HELLO: u8 = 1;
+const ACCEPT: u8 = 2;
+const REJECT: u8 = 3;
+const READY: u8 = 4;
+
+fn encode(kind: u8, data: &[u8]) -> [u8; MSG_LEN] {
+    let mut m = [0u8; MSG_LEN];
+    m[..4].copy_from_slice(&MSG_MAGIC);
+    m[4] = kind;
+    m[5] = data.len() as u8;
+    m[8..8 + data.len()].copy_from_slice(data);
+    m
+}
+
+fn decode(m: &[u8; MSG_LEN]) -> Result<(u8, &[u8]), ConnectError> {
+    if m[..4] != MSG_MAGIC {
+        return Err(ConnectError::Protocol("bad handshake magic"));
+    }
+    let len = usize::from(m[5]);
+    if len > PrivateData::CAPACITY {
+        return Err(ConnectError::Protocol("bad private data length"));
+    }
+    Ok((m[4], &m[8..8 + len]))
+}
+
+fn io_err(e: io::Error) -> ConnectError {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ConnectError::Timeout,
+        io::ErrorKind::ConnectionRefused | io::ErrorKind::NotFound => ConnectError::Unreachable,
+        _ => ConnectError::Fabric(FabricError::Os {
+            call: "socket",
+            errno: e.raw_os_error().unwrap_or(0),
+        }),
+    }
+}
+
+fn remaining(deadline: Instant) -> Result<Duration, ConnectError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        Err(ConnectError::Timeout)
+    } else {
+        Ok(left)
+    }
+}
+
+/// Receives one handshake message (and its descriptors) before `deadline`.
+fn recv_msg(
+    sock: &UnixStream,
+    deadline: Instant,
+) -> Result<(u8, PrivateData, Vec<OwnedFd>), ConnectError> {
+    sock.set_read_timeout(Some(remaining(deadline)?))
+        .map_err(io_err)?;
+    let mut m = [0u8; MSG_LEN];
+    let fds = recv_with_fds(sock.as_raw_fd(), &mut m, 3)
+        .map_err(io_err)?
+        .ok_or(ConnectError::Protocol(
+            "peer closed the connection during setup",
+        ))?;
+    let (kind, data) = decode(&m)?;
+    let pd = PrivateData::new(data, PrivateData::CAPACITY)?;
+    Ok((kind, pd, fds))
+}
+
+/// Maps a peer's arena, queue pair and completion queue from the descriptors it sent.
+fn map_peer(fds: Vec<OwnedFd>) -> Result<PeerLink, ConnectError> {
+    let [arena, qp, cq]: [OwnedFd; 3] = fds
+        .try_into()
+        .map_err(|_| ConnectError::Protocol("expected three descriptors"))?;
+    let arena = ArenaView::open(Arc::new(Mapping::from_fd(arena)?))?;
+    let mem = QpMem::open(Arc::new(Mapping::from_fd(qp)?))?;
+    let recv_cq = CqRing::open(Arc::new(Mapping::from_fd(cq)?))?;
+    let qp_num = mem.info().qp_num.load(Ordering::Relaxed);
+    Ok(PeerLink {
+        mem,
+        arena,
+        recv_cq,
+        qp_num,
+    })
+}
+
+/// A soft listener.
+pub struct SoftListener {
+    listener: UnixListener,
+    addr: SoftAddr,
+}
+
+impl fmt::Debug for SoftListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SoftListener({})", self.addr)
+    }
+}
+
+impl SoftListener {
+    pub(crate) fn bind(
+        _device: &SoftDevice,
+        addr: &SoftAddr,
+    ) -> Result<SoftListener, ConnectError> {
+        let listener = UnixListener::bind_addr(&addr.to_std().map_err(io_err)?).map_err(io_err)?;
+        listener.set_nonblocking(true).map_err(io_err)?;
+        Ok(SoftListener {
+            listener,
+            addr: addr.clone(),
+        })
+    }
+
+    /// The address listened on.
+    pub fn addr(&self) -> &SoftAddr {
+        &self.addr
+    }
+}
+
+impl Drop for SoftListener {
+    fn drop(&mut self) {
+        if let SoftAddr::Path(p) = &self.addr {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+impl Listener<Soft> for SoftListener {
+    fn get_request(&mut self, timeout: Duration) -> Result<SoftConnRequest, ConnectError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if !wait_readable(self.listener.as_raw_fd(), remaining(deadline)?).map_err(io_err)? {
+                return Err(ConnectError::Timeout);
+            }
+            let sock = match self.listener.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(io_err(e)),
+            };
+            sock.set_nonblocking(false).map_err(io_err)?;
+            let (kind, pd, fds) = match recv_msg(&sock, deadline) {
+                Ok(m) => m,
+                // A client that went away before its request counts as no request.
+                Err(ConnectError::Protocol(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            if kind != HELLO {
+                return Err(ConnectError::Protocol("expected a connect request"));
+            }
+            let peer = map_peer(fds)?;
+            return Ok(SoftConnRequest {
+                sock,
+                peer,
+                private_data: pd.padded(PrivateData::CONNECT_MAX),
+            });
+        }
+    }
+}
+
+/// A connection request received by a [`SoftListener`].
+pub struct SoftConnRequest {
+    sock: UnixStream,
+    peer: PeerLink,
+    private_data: PrivateData,
+}
+
+impl fmt::Debug for SoftConnRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SoftConnRequest")
+            .field("private_data", &self.private_data)
+            .finish()
+    }
+}
+
+impl ConnRequest<Soft> for SoftConnRequest {
+    fn private_data(&self) -> PrivateData {
+        self.private_data
+    }
+
+    fn accept<F>(
+        self,
+        pd: &SoftPd,
+        init: QpInit<'_, Soft>,
+        private_data: &[u8],
+        timeout: Duration,
+        prepare: F,
+    ) -> Result<SoftQp, ConnectError>
+    where
+        F: FnOnce(&mut SoftQp) -> Result<(), PostError>,
+    {
+        let deadline = Instant::now() + timeout;
+        let data = PrivateData::new(private_data, PrivateData::ACCEPT_MAX)?;
+        let mut qp = SoftQp::create(pd, init)?;
+        prepare(&mut qp).map_err(ConnectError::Prepare)?;
+        qp.set_ready_to_receive();
+        send_with_fds(
+            self.sock.as_raw_fd(),
+            &encode(ACCEPT, data.as_bytes()),
+            &qp.fds_for_peer(),
+        )
+        .map_err(io_err)?;
+        let (kind, _, _) = recv_msg(&self.sock, deadline)?;
+        if kind != READY {
+            return Err(ConnectError::Protocol("expected the client's confirmation"));
+        }
+        qp.establish(self.peer, Some(self.sock)).map_err(io_err)?;
+        Ok(qp)
+    }
+
+    fn reject(mut self, private_data: &[u8]) -> Result<(), ConnectError> {
+        let data = PrivateData::new(private_data, PrivateData::REJECT_MAX)?;
+        self.sock
+            .write_all(&encode(REJECT, data.as_bytes()))
+            .map_err(io_err)?;
+        Ok(())
+    }
+}
+
+/// The client side: see [`Provider::connect`](crate::fabric::Provider::connect).
+pub(crate) fn connect<F>(
+    pd: &SoftPd,
+    addr: &SoftAddr,
+    init: QpInit<'_, Soft>,
+    private_data: &[u8],
+    timeout: Duration,
+    prepare: F,
+) -> Result<(SoftQp, PrivateData), ConnectError>
+where
+    F: FnOnce(&mut SoftQp) -> Result<(), PostError>,
+{
+    let deadline = Instant::now() + timeout;
+    let data = PrivateData::new(private_data, PrivateData::CONNECT_MAX)?;
+    let sock = UnixStream::connect_addr(&addr.to_std().map_err(io_err)?).map_err(io_err)?;
+    sock.set_write_timeout(Some(remaining(deadline)?))
+        .map_err(io_err)?;
+    let mut qp = SoftQp::create(pd, init)?;
+    prepare(&mut qp).map_err(ConnectError::Prepare)?;
+    send_with_fds(
+        sock.as_raw_fd(),
+        &encode(HELLO, data.as_bytes()),
+        &qp.fds_for_peer(),
+    )
+    .map_err(io_err)?;
+    let (kind, reply, fds) = recv_msg(&sock, deadline)?;
+    match kind {
+        ACCEPT => {}
+        REJECT => {
+            return Err(ConnectError::Rejected(Box::new(
+                reply.padded(PrivateData::REJECT_MAX),
+            )))
+        }
+        _ => return Err(ConnectError::Protocol("expected an accept or a reject")),
+    }
+    let peer = map_peer(fds)?;
+    // The listener may send as soon as it reads the confirmation: be ready to receive first.
+    qp.set_ready_to_receive();
+    (&sock).write_all(&encode(READY, &[])).map_err(io_err)?;
+    qp.establish(peer, Some(sock)).map_err(io_err)?;
+    Ok((qp, reply.padded(PrivateData::ACCEPT_MAX)))
+}
+
+/// Connects two queue pairs of this process directly, without a socket: the fastest way to
+/// get a pair for tests and benchmarks on threads. Dropping either queue pair (or
+/// [`disconnect`](crate::fabric::QueuePair::disconnect)) moves the other to the error state.
+pub fn pair(
+    pd_a: &SoftPd,
+    init_a: QpInit<'_, Soft>,
+    pd_b: &SoftPd,
+    init_b: QpInit<'_, Soft>,
+) -> Result<(SoftQp, SoftQp), FabricError> {
+    let mut a = SoftQp::create(pd_a, init_a)?;
+    let mut b = SoftQp::create(pd_b, init_b)?;
+    let la = a.link_for_peer();
+    let lb = b.link_for_peer();
+    a.establish(lb, None).map_err(|e| FabricError::Os {
+        call: "establish",
+        errno: e.raw_os_error().unwrap_or(0),
+    })?;
+    b.establish(la, None).map_err(|e| FabricError::Os {
+        call: "establish",
+        errno: e.raw_os_error().unwrap_or(0),
+    })?;
+    Ok((a, b))
+}

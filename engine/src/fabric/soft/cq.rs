@@ -1,0 +1,524 @@
+//! Completion queues: a bounded lock-free multi-producer ring in a memfd-backed shared
+//! mapping, with one consumer.
+//!
+//! ```text
+//! 0x400   CqInfo       (read-mostly: geometry, overrun flag)
+//! 0x480   Tail         (producers' claim counter)
+//! 0x500   Head         (consumer's position, read by producers only when they seem full)
+//! 0x580   Counters[n]  (per queue pair: work requests retired by polling)
+//! ...     Cqe[size]    (64 bytes each; `seq` = position + 1 once published)
+//! ```
+//!
+//! Producers are the queue pairs of this process (their send completions and flushes) and
+//! the peers connected to them (receive completions of Sends they execute), possibly in other
+//! processes, so the ring lives in shared memory. A producer claims a position by advancing
+//! the tail, writes the entry and publishes it by storing `seq`; the consumer reads entries in
+//! order and publishes its position. The consumer never writes an entry's line, so the line
+//! travels once per completion, producer to consumer. A full ring is an overrun: the
+//! completion is lost, the flag is set and the producer puts the queue pair in the error
+//! state, as a device does on a CQ overflow. Polling credits the queue pair's counters, which
+//! is what frees queue slots (see the module docs of `fabric`).
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::sys::{monotonic_ns, Atomics, Mapping};
+use crate::fabric::{CompletionQueue, CqError, FabricError, Wc, WcOpcode, WcStatus};
+
+const MAGIC: u64 = 0x7270_6364_6371_7231; // "rpcdcqr1"
+                                          // Offsets within the first page chosen apart from other structures' (see `arena::TABLE_OFF`).
+const INFO_OFF: usize = 0x400;
+const TAIL_OFF: usize = 0x480;
+const HEAD_OFF: usize = 0x500;
+const COUNTERS_OFF: usize = 0x580;
+
+const F_IMM: u32 = 1;
+const F_INV: u32 = 2;
+
+#[repr(C, align(64))]
+struct CqInfo {
+    magic: AtomicU64,
+    size: AtomicU64,
+    slots: AtomicU64,
+    overrun: AtomicU32,
+}
+
+// SAFETY: repr(C), atomics only.
+unsafe impl Atomics for CqInfo {}
+
+/// A position counter on its own cache line (the tail, the head).
+#[repr(C, align(64))]
+struct Tail {
+    pos: AtomicU64,
+}
+
+// SAFETY: repr(C), atomics only.
+unsafe impl Atomics for Tail {}
+
+#[repr(C, align(64))]
+struct Counters {
+    gen: AtomicU32,
+    _pad: AtomicU32,
+    sq_retired: AtomicU64,
+    rq_retired: AtomicU64,
+}
+
+// SAFETY: repr(C), atomics only.
+unsafe impl Atomics for Counters {}
+
+#[repr(C, align(64))]
+struct Cqe {
+    seq: AtomicU64,
+    wr_id: AtomicU64,
+    not_before_ns: AtomicU64,
+    byte_len: AtomicU32,
+    qp_num: AtomicU32,
+    /// status | opcode << 8 | flags << 16
+    meta: AtomicU32,
+    ex: AtomicU32,
+    slot: AtomicU32,
+    slot_gen: AtomicU32,
+    retire: AtomicU32,
+    delay_polls: AtomicU32,
+}
+
+// SAFETY: repr(C), atomics only.
+unsafe impl Atomics for Cqe {}
+
+/// A completion to push.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Cqe0 {
+    pub wr_id: u64,
+    pub status: WcStatus,
+    pub opcode: WcOpcode,
+    pub byte_len: u32,
+    pub imm: Option<u32>,
+    pub inv: Option<u32>,
+    pub qp_num: u32,
+    /// The queue pair's counter slot in this queue, and its generation.
+    pub slot: u32,
+    pub slot_gen: u32,
+    /// Send queue slots this completion retires (receive completions retire one receive).
+    pub retire: u32,
+    /// Completion-delay fault: invisible for this many polls, or until this time.
+    pub delay_polls: u32,
+    pub not_before_ns: u64,
+}
+
+/// The ring overflowed; the completion was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Overrun;
+
+/// A view of a completion queue's shared memory, the owner's or a peer's.
+pub(crate) struct CqRing {
+    map: Arc<Mapping>,
+    mask: u64,
+    size: u64,
+    slots: u32,
+    ring_off: usize,
+    /// This producer's last reading of the consumer's position.
+    head_seen: AtomicU64,
+}
+
+impl Clone for CqRing {
+    fn clone(&self) -> Self {
+        CqRing {
+            map: self.map.clone(),
+            mask: self.mask,
+            size: self.size,
+            slots: self.slots,
+            ring_off: self.ring_off,
+            head_seen: AtomicU64::new(self.head_seen.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+impl CqRing {
+    fn layout(slots: u32) -> usize {
+        COUNTERS_OFF + slots as usize * 64
+    }
+
+    fn create(size: u64, slots: u32) -> Result<CqRing, FabricError> {
+        let ring_off = Self::layout(slots);
+        let bytes = ring_off + size as usize * 64;
+        let map = Arc::new(Mapping::create("rpcrdma-soft-cq", bytes)?);
+        // A fresh memfd is zero: every `seq` is 0, which no position's publication (pos + 1)
+        // matches.
+        let ring = CqRing {
+            map,
+            mask: size - 1,
+            size,
+            slots,
+            ring_off,
+            head_seen: AtomicU64::new(0),
+        };
+        let info = ring.info();
+        info.size.store(size, Ordering::Relaxed);
+        info.slots.store(u64::from(slots), Ordering::Relaxed);
+        info.magic.store(MAGIC, Ordering::Release);
+        Ok(ring)
+    }
+
+    /// A view of a peer's completion queue, after checking its geometry.
+    pub(crate) fn open(map: Arc<Mapping>) -> Result<CqRing, FabricError> {
+        let info: &CqInfo = map.at(INFO_OFF);
+        if info.magic.load(Ordering::Acquire) != MAGIC {
+            return Err(FabricError::InvalidArgument(
+                "peer completion queue has a bad magic number",
+            ));
+        }
+        let size = info.size.load(Ordering::Relaxed);
+        let slots = info.slots.load(Ordering::Relaxed);
+        if !size.is_power_of_two() || size > 1 << 24 || slots > 1 << 16 {
+            return Err(FabricError::InvalidArgument(
+                "peer completion queue geometry",
+            ));
+        }
+        let ring_off = Self::layout(slots as u32);
+        if ring_off as u64 + size * 64 > map.len() as u64 {
+            return Err(FabricError::InvalidArgument(
+                "peer completion queue does not fit",
+            ));
+        }
+        Ok(CqRing {
+            map,
+            mask: size - 1,
+            size,
+            slots: slots as u32,
+            ring_off,
+            head_seen: AtomicU64::new(0),
+        })
+    }
+
+    /// The mapping.
+    pub(crate) fn mapping(&self) -> &Arc<Mapping> {
+        &self.map
+    }
+
+    #[inline]
+    fn info(&self) -> &CqInfo {
+        self.map.at(INFO_OFF)
+    }
+
+    #[inline]
+    fn cqe(&self, pos: u64) -> &Cqe {
+        self.map
+            .at(self.ring_off + ((pos & self.mask) as usize) * 64)
+    }
+
+    #[inline]
+    fn counters(&self, slot: u32) -> Option<&Counters> {
+        if slot < self.slots {
+            Some(self.map.at(COUNTERS_OFF + slot as usize * 64))
+        } else {
+            None
+        }
+    }
+
+    /// Send and receive work requests of the queue pair in `slot` retired so far.
+    #[inline]
+    pub(crate) fn retired(&self, slot: u32) -> (u64, u64) {
+        match self.counters(slot) {
+            Some(c) => (
+                c.sq_retired.load(Ordering::Acquire),
+                c.rq_retired.load(Ordering::Acquire),
+            ),
+            None => (0, 0),
+        }
+    }
+
+    /// Whether the queue overflowed.
+    pub(crate) fn overrun(&self) -> bool {
+        self.info().overrun.load(Ordering::Relaxed) != 0
+    }
+
+    /// Appends a completion. Lock-free; fails (and marks the queue overrun) if full.
+    #[inline]
+    pub(crate) fn push(&self, c: &Cqe0) -> Result<(), Overrun> {
+        let pos = self.reserve()?;
+        self.commit(pos, c);
+        Ok(())
+    }
+
+    /// Claims the next slot, to be filled by [`commit`](Self::commit). Lets a producer
+    /// take the slot before it writes a message's bytes, so that the claim (a locked
+    /// instruction, which waits for earlier stores) does not wait for the copy. Until the
+    /// slot is committed, the consumer sees nothing after it: commit promptly.
+    #[inline]
+    pub(crate) fn reserve(&self) -> Result<u64, Overrun> {
+        let tail: &Tail = self.map.at(TAIL_OFF);
+        let mut pos = tail.pos.load(Ordering::Relaxed);
+        loop {
+            if pos >= self.head_seen.load(Ordering::Relaxed) + self.size {
+                // Looks full: look at where the consumer really is.
+                let head = self.map.at::<Tail>(HEAD_OFF).pos.load(Ordering::Acquire);
+                self.head_seen.fetch_max(head, Ordering::Relaxed);
+                if pos >= head + self.size {
+                    self.info().overrun.store(1, Ordering::Release);
+                    return Err(Overrun);
+                }
+            }
+            match tail
+                .pos
+                .compare_exchange_weak(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return Ok(pos),
+                Err(now) => pos = now,
+            }
+        }
+    }
+
+    /// Fills and publishes the slot claimed at `pos`.
+    #[inline]
+    pub(crate) fn commit(&self, pos: u64, c: &Cqe0) {
+        let e = self.cqe(pos);
+        Self::fill(e, c);
+        e.seq.store(pos + 1, Ordering::Release);
+    }
+
+    /// Starts fetching the next free slot's cache line, so that its transfer from the
+    /// consumer's cache overlaps other work.
+    #[inline]
+    pub(crate) fn prefetch(&self) {
+        let tail: &Tail = self.map.at(TAIL_OFF);
+        super::sys::prefetch(self.cqe(tail.pos.load(Ordering::Relaxed)));
+    }
+
+    #[inline]
+    fn fill(e: &Cqe, c: &Cqe0) {
+        let mut flags = 0;
+        let mut ex = 0;
+        if let Some(imm) = c.imm {
+            flags |= F_IMM;
+            ex = imm;
+        }
+        if let Some(inv) = c.inv {
+            flags |= F_INV;
+            ex = inv;
+        }
+        let meta = c.status as u32 | (c.opcode as u32) << 8 | flags << 16;
+        e.wr_id.store(c.wr_id, Ordering::Relaxed);
+        e.not_before_ns.store(c.not_before_ns, Ordering::Relaxed);
+        e.byte_len.store(c.byte_len, Ordering::Relaxed);
+        e.qp_num.store(c.qp_num, Ordering::Relaxed);
+        e.meta.store(meta, Ordering::Relaxed);
+        e.ex.store(ex, Ordering::Relaxed);
+        e.slot.store(c.slot, Ordering::Relaxed);
+        e.slot_gen.store(c.slot_gen, Ordering::Relaxed);
+        e.retire.store(c.retire, Ordering::Relaxed);
+        e.delay_polls.store(c.delay_polls, Ordering::Relaxed);
+    }
+}
+
+/// The owner's side of a completion queue: the ring and the allocator of counter slots.
+pub(crate) struct CqLocal {
+    ring: CqRing,
+    free_slots: Mutex<Vec<u32>>,
+}
+
+impl CqLocal {
+    /// The ring.
+    pub(crate) fn ring(&self) -> &CqRing {
+        &self.ring
+    }
+
+    /// Takes a counter slot for a queue pair: its index, generation and the counters' current
+    /// values (the queue pair counts from there).
+    pub(crate) fn alloc_slot(&self) -> Result<(u32, u32, u64, u64), FabricError> {
+        let slot = self
+            .free_slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+            .ok_or(FabricError::Exhausted(
+                "queue pairs on one completion queue",
+            ))?;
+        let c = self.ring.counters(slot).expect("slot inside the queue");
+        let gen = c.gen.load(Ordering::Acquire);
+        let (sq, rq) = self.ring.retired(slot);
+        Ok((slot, gen, sq, rq))
+    }
+
+    /// Returns a counter slot; completions still queued for its old owner are ignored.
+    pub(crate) fn free_slot(&self, slot: u32) {
+        if let Some(c) = self.ring.counters(slot) {
+            c.gen.fetch_add(1, Ordering::AcqRel);
+            self.free_slots
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(slot);
+        }
+    }
+}
+
+/// A soft completion queue.
+pub struct SoftCq {
+    local: Arc<CqLocal>,
+    head: u64,
+}
+
+impl SoftCq {
+    pub(crate) fn create(min_depth: u32, qp_slots: u32) -> Result<SoftCq, FabricError> {
+        if min_depth == 0 || min_depth > 1 << 20 {
+            return Err(FabricError::InvalidArgument("completion queue depth"));
+        }
+        let size = u64::from(min_depth).next_power_of_two();
+        let ring = CqRing::create(size, qp_slots)?;
+        let local = CqLocal {
+            ring,
+            free_slots: Mutex::new((0..qp_slots).rev().collect()),
+        };
+        Ok(SoftCq {
+            local: Arc::new(local),
+            head: 0,
+        })
+    }
+
+    pub(crate) fn local(&self) -> &Arc<CqLocal> {
+        &self.local
+    }
+}
+
+impl CompletionQueue for SoftCq {
+    #[inline]
+    fn poll(&mut self, out: &mut [Wc]) -> Result<usize, CqError> {
+        let ring = &self.local.ring;
+        if ring.overrun() {
+            return Err(CqError::Overrun);
+        }
+        let mut n = 0;
+        while n < out.len() {
+            let e = ring.cqe(self.head);
+            if e.seq.load(Ordering::Acquire) != self.head + 1 {
+                break;
+            }
+            let delay = e.delay_polls.load(Ordering::Relaxed);
+            if delay > 0 {
+                e.delay_polls.store(delay - 1, Ordering::Relaxed);
+                break;
+            }
+            let not_before = e.not_before_ns.load(Ordering::Relaxed);
+            if not_before != 0 && monotonic_ns() < not_before {
+                break;
+            }
+            let meta = e.meta.load(Ordering::Relaxed);
+            let ex = e.ex.load(Ordering::Relaxed);
+            let flags = meta >> 16;
+            let opcode = WcOpcode::from_raw((meta >> 8) & 0xff).unwrap_or(WcOpcode::Send);
+            let wc = Wc {
+                wr_id: e.wr_id.load(Ordering::Relaxed),
+                status: WcStatus::from_raw(meta & 0xff).unwrap_or(WcStatus::GeneralErr),
+                opcode,
+                byte_len: e.byte_len.load(Ordering::Relaxed),
+                imm: (flags & F_IMM != 0).then_some(ex),
+                invalidated_rkey: (flags & F_INV != 0).then_some(ex),
+                qp_num: e.qp_num.load(Ordering::Relaxed),
+                vendor_err: 0,
+            };
+            let slot = e.slot.load(Ordering::Relaxed);
+            let slot_gen = e.slot_gen.load(Ordering::Relaxed);
+            let retire = u64::from(e.retire.load(Ordering::Relaxed));
+            if let Some(c) = ring.counters(slot) {
+                if c.gen.load(Ordering::Acquire) == slot_gen {
+                    // Single consumer: plain read-modify-write is enough.
+                    if opcode.is_recv() {
+                        let v = c.rq_retired.load(Ordering::Relaxed);
+                        c.rq_retired.store(v + 1, Ordering::Release);
+                    } else {
+                        let v = c.sq_retired.load(Ordering::Relaxed);
+                        c.sq_retired.store(v + retire, Ordering::Release);
+                    }
+                }
+            }
+            self.head += 1;
+            out[n] = wc;
+            n += 1;
+        }
+        if n > 0 {
+            // Every field was read above: producers may reuse the entries.
+            ring.map
+                .at::<Tail>(HEAD_OFF)
+                .pos
+                .store(self.head, Ordering::Release);
+        }
+        Ok(n)
+    }
+
+    fn depth(&self) -> u32 {
+        self.local.ring.size as u32
+    }
+}
+
+impl std::fmt::Debug for SoftCq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SoftCq")
+            .field("depth", &self.depth())
+            .field("head", &self.head)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cqe(wr_id: u64) -> Cqe0 {
+        Cqe0 {
+            wr_id,
+            status: WcStatus::Success,
+            opcode: WcOpcode::Recv,
+            byte_len: 5,
+            imm: Some(7),
+            inv: None,
+            qp_num: 3,
+            slot: 0,
+            slot_gen: 0,
+            retire: 1,
+            delay_polls: 0,
+            not_before_ns: 0,
+        }
+    }
+
+    #[test]
+    fn fifo_overrun_and_counters() {
+        let mut cq = SoftCq::create(3, 4).unwrap();
+        assert_eq!(cq.depth(), 4);
+        let (slot, gen, sq0, rq0) = cq.local().alloc_slot().unwrap();
+        assert_eq!((sq0, rq0), (0, 0));
+        let ring = cq.local().ring().clone();
+        for i in 0..4 {
+            ring.push(&Cqe0 {
+                slot,
+                slot_gen: gen,
+                ..cqe(i)
+            })
+            .unwrap();
+        }
+        let mut wc = [Wc::default(); 8];
+        assert_eq!(cq.poll(&mut wc[..2]).unwrap(), 2);
+        assert_eq!(wc[0].wr_id, 0);
+        assert_eq!(wc[1].imm, Some(7));
+        assert_eq!(ring.retired(slot), (0, 2));
+        ring.push(&cqe(4)).unwrap();
+        ring.push(&cqe(5)).unwrap();
+        assert_eq!(ring.push(&cqe(6)), Err(Overrun));
+        assert_eq!(cq.poll(&mut wc), Err(CqError::Overrun));
+    }
+
+    #[test]
+    fn delayed_completion_holds_the_queue() {
+        let mut cq = SoftCq::create(4, 1).unwrap();
+        let ring = cq.local().ring().clone();
+        ring.push(&Cqe0 {
+            delay_polls: 2,
+            ..cqe(1)
+        })
+        .unwrap();
+        ring.push(&cqe(2)).unwrap();
+        let mut wc = [Wc::default(); 4];
+        assert_eq!(cq.poll(&mut wc).unwrap(), 0);
+        assert_eq!(cq.poll(&mut wc).unwrap(), 0);
+        assert_eq!(cq.poll(&mut wc).unwrap(), 2);
+        assert_eq!((wc[0].wr_id, wc[1].wr_id), (1, 2));
+    }
+}

@@ -1,0 +1,276 @@
+//! The soft provider: software RDMA over shared memory, with the semantics of a
+//! reliable-connected queue pair on a NIC. It is the fabric of `make run`, of the tests and of
+//! machines without RDMA hardware.
+//!
+//! # Design
+//!
+//! - **Memory.** Each protection domain owns an arena: one memfd, mapped `MAP_SHARED`, holding
+//!   a key table (every region and window: address, length, rights, state, key) and the
+//!   bytes of its regions ([`arena`](self)). Regions are allocated by the provider from the
+//!   arena, page aligned, so registration is safe by ownership. A peer maps the arena too and
+//!   performs RDMA Reads and Writes itself, checking the rkey against the table: the target's
+//!   CPU takes no part, as with a NIC.
+//! - **Queue pairs.** A queue pair's shared memory holds its state, its fault settings and its
+//!   receive queue, a ring the owner fills and the peer drains. Work requests execute inline,
+//!   in `post_send`, on the poster's thread: a Send claims the peer's oldest receive, checks
+//!   and fills its buffer and pushes the receive completion into the peer's completion queue;
+//!   its own completion, if signaled, goes into its own completion queue in posting order.
+//! - **Completion queues** are bounded lock-free multi-producer rings in shared memory
+//!   (several queue pairs and peers push into one). A full ring is an overrun: reported by
+//!   `poll`, and the queue pair whose completion was lost goes to the error state.
+//! - **Hot path.** `post_send`, `post_recv` and `poll` take no lock, make no system call and
+//!   allocate nothing: atomics and copies in shared memory only. The monotonic clock is read
+//!   (through the vDSO) only while a completion delay is armed. A Send claims its completion
+//!   slot before copying, so that no locked instruction waits for the copy; it prefetches the
+//!   peer's next receive and completion slot for the next Send; a completion's cache line
+//!   travels once, producer to consumer (the consumer publishes its position elsewhere).
+//! - **Connections** ([`Soft::connect`](crate::fabric::Provider::connect), [`SoftListener`])
+//!   go over a Unix socket (abstract name or path), carry rdma_cm's private data and pass the
+//!   arena, queue pair and completion queue memfds with `SCM_RIGHTS`, so peers may be threads
+//!   of one process or separate processes; [`pair`] connects two queue pairs of one process
+//!   directly. A watchdog thread per socket connection blocks on the socket (off the hot path);
+//!   when the peer closes it or dies, the queue pair moves to the error state and its
+//!   outstanding requests flush.
+//! - **Faults** ([`Faults`], from [`SoftQp::faults`]): fail the nth send or receive with a
+//!   chosen status, delay completions by polls or time, drop the connection.
+//!
+//! # Deliberate differences from rxe (soft-RoCE)
+//!
+//! The conformance suite runs on both; where they differ and the difference is not listed
+//! here, the soft provider is wrong.
+//!
+//! 1. **RNR.** A Send or RDMA Write With Immediate that finds no posted receive fails at once
+//!    with `RNR_RETRY_EXC_ERR`, as a device does with `rnr_retry_count = 0`. rxe waits and
+//!    retries as the connection's `rnr_retry_count` says (7 means forever); the verbs
+//!    provider's conformance environment connects with `rnr_retry_count = 0` for parity.
+//! 2. **Receive too small.** The receiver's completion is `LOC_LEN_ERR` (the InfiniBand
+//!    specification's local length error, as on mlx5); rxe reports `REM_INV_REQ_ERR` there.
+//!    The sender sees `REM_INV_REQ_ERR` on both, and both queue pairs go to the error state.
+//! 3. **Timeouts are immediate.** Errors rxe discovers by retrying until a timer expires
+//!    (`RETRY_EXC_ERR` when the peer's queue pair is gone or in the error state, or when a
+//!    responder lost an acknowledgement because its completion queue overflowed) are reported
+//!    at once by the soft provider.
+//! 4. **Depths are exact and slots free at poll time.** Queue depths are exactly the
+//!    capacities asked for; a completion queue holds the next power of two of the depth asked
+//!    for. A request's slot is freed when its completion is polled (see `fabric`'s docs); rxe
+//!    frees send slots when the completion is generated, and may round depths up.
+//! 5. **Completion queue overrun** is reported synchronously by `poll`; rxe raises the
+//!    asynchronous `IBV_EVENT_CQ_ERR`, which the verbs provider turns into the same error.
+//! 6. **Peer death** is noticed by the watchdog a moment after the socket closes; Sends
+//!    executed in that moment succeed into memory nobody reads (rxe would time them out).
+//! 7. **A peer that dies while producing a completion** into a shared completion queue
+//!    (between claiming the slot and publishing it, which for a Send spans the copy of the
+//!    message) leaves that queue stuck behind the unpublished slot. A NIC's completion queue
+//!    cannot be wedged by a peer.
+//! 8. **Peers are trusted.** A peer maps the whole arena; the key checks are made by the
+//!    initiator, so the soft provider protects against bugs, not against a hostile peer.
+//! 9. **Dropping a region with windows bound** invalidates the region's key (accesses through
+//!    the windows fail too) and leaks its span until the domain goes. rxe refuses that
+//!    deregistration (the verbs provider then leaks the registration) and the windows keep
+//!    working.
+//! 10. **Invalidating a window that is not bound** (for instance a second Local Invalidate)
+//!     fails with `LOC_QP_OP_ERR`; rxe's behaviour there is undefined.
+//! 11. **No atomics, no completion channels, no solicited events**: the engine uses none. The
+//!     `FENCE` and `SOLICITED` flags are accepted and have no effect (requests execute in
+//!     order, synchronously, so a fence is always satisfied).
+//! 12. **Messages are not packetized**: a Send or RDMA Write lands in one copy, never
+//!     partially visible by MTU-sized pieces as on rxe; nothing may rely on either.
+//!
+//! Where the specification leaves a choice, the soft provider follows rxe: a region's lkey and
+//! rkey are equal; regions cannot be invalidated (only windows); an invalid Send With
+//! Invalidate fails the receiver's completion with `REM_INV_REQ_ERR` and moves only the
+//! receiver to the error state while the Send succeeds; a receive whose buffer is not a
+//! writable registration fails with `LOC_QP_OP_ERR` at the receiver and `REM_OP_ERR` at the
+//! sender; a type 2 window grants access only to requests arriving on the queue pair it was
+//! bound through; zero-length RDMA operations skip the key check; peer private data arrives
+//! zero-padded to the step's maximum.
+
+mod arena;
+mod conn;
+mod cq;
+mod faults;
+mod mem;
+mod qp;
+mod rq;
+mod sys;
+
+use std::time::Duration;
+
+pub use conn::{pair, SoftAddr, SoftConnRequest, SoftListener};
+pub use cq::SoftCq;
+pub use faults::{Delay, Faults};
+pub use mem::{SoftMr, SoftMw, SoftPd};
+pub use qp::SoftQp;
+
+use crate::fabric::{
+    ConnectError, Device, DeviceAttr, FabricError, PostError, PrivateData, Provider, QpInit,
+};
+
+/// Largest scatter-gather list.
+pub(crate) const MAX_SGE: usize = 16;
+/// Largest queue depth.
+pub(crate) const MAX_QP_WR: u32 = 16384;
+/// Largest inline payload.
+pub(crate) const MAX_INLINE: u32 = 1024;
+/// Largest message, as rxe's port `max_msg_sz`.
+pub(crate) const MAX_MSG_SZ: u64 = 1 << 31;
+
+/// The soft provider.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Soft;
+
+/// Sizes of a soft device's objects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SoftConfig {
+    /// Bytes of each protection domain's arena (virtual; pages are allocated when touched).
+    pub arena_bytes: usize,
+    /// Memory keys (regions plus windows) per protection domain.
+    pub max_keys: u32,
+    /// Queue pairs that may share one completion queue.
+    pub qps_per_cq: u32,
+}
+
+impl Default for SoftConfig {
+    fn default() -> Self {
+        SoftConfig {
+            arena_bytes: 256 << 20,
+            max_keys: 4096,
+            qps_per_cq: 256,
+        }
+    }
+}
+
+/// A soft device: a name and the sizes of the objects it creates.
+#[derive(Clone, Debug)]
+pub struct SoftDevice {
+    name: String,
+    config: SoftConfig,
+}
+
+impl SoftDevice {
+    /// A device with the given sizes.
+    pub fn with_config(name: &str, config: SoftConfig) -> SoftDevice {
+        SoftDevice {
+            name: name.to_owned(),
+            config,
+        }
+    }
+
+    /// The sizes.
+    pub fn config(&self) -> SoftConfig {
+        self.config
+    }
+}
+
+impl Device<Soft> for SoftDevice {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn attr(&self) -> DeviceAttr {
+        DeviceAttr {
+            max_qp_wr: MAX_QP_WR,
+            max_sge: MAX_SGE as u32,
+            max_cqe: 1 << 20,
+            max_inline_data: MAX_INLINE,
+            max_msg_sz: MAX_MSG_SZ,
+            max_mr_size: self.config.arena_bytes as u64,
+        }
+    }
+
+    fn alloc_pd(&self) -> Result<SoftPd, FabricError> {
+        SoftPd::create(self.config.arena_bytes, self.config.max_keys)
+    }
+
+    fn create_cq(&self, min_depth: u32) -> Result<SoftCq, FabricError> {
+        SoftCq::create(min_depth, self.config.qps_per_cq)
+    }
+}
+
+impl Provider for Soft {
+    const NAME: &'static str = "soft";
+    type Device = SoftDevice;
+    type Pd = SoftPd;
+    type Mr = SoftMr;
+    type Mw = SoftMw;
+    type Cq = SoftCq;
+    type Qp = SoftQp;
+    type Listener = SoftListener;
+    type ConnRequest = SoftConnRequest;
+    type Addr = SoftAddr;
+
+    /// Any name opens a device of that name with the default sizes; `None` opens `"soft0"`.
+    fn open_device(name: Option<&str>) -> Result<SoftDevice, FabricError> {
+        Ok(SoftDevice::with_config(
+            name.unwrap_or("soft0"),
+            SoftConfig::default(),
+        ))
+    }
+
+    fn listen(device: &SoftDevice, addr: &SoftAddr) -> Result<SoftListener, ConnectError> {
+        SoftListener::bind(device, addr)
+    }
+
+    fn connect<F>(
+        pd: &SoftPd,
+        addr: &SoftAddr,
+        init: QpInit<'_, Soft>,
+        private_data: &[u8],
+        timeout: Duration,
+        prepare: F,
+    ) -> Result<(SoftQp, PrivateData), ConnectError>
+    where
+        F: FnOnce(&mut SoftQp) -> Result<(), PostError>,
+    {
+        conn::connect(pd, addr, init, private_data, timeout, prepare)
+    }
+}
+
+/// The conformance suite's environment on the soft provider: queue pairs connected either
+/// directly ([`pair`]) or through Unix sockets with the full handshake.
+#[derive(Debug)]
+pub struct SoftEnv {
+    device: SoftDevice,
+    direct: bool,
+}
+
+impl SoftEnv {
+    /// Pairs connected directly, in process.
+    pub fn direct() -> SoftEnv {
+        SoftEnv {
+            device: SoftDevice::with_config("soft0", SoftConfig::default()),
+            direct: true,
+        }
+    }
+
+    /// Pairs connected through a listener and a Unix socket, with the watchdogs.
+    pub fn sockets() -> SoftEnv {
+        SoftEnv {
+            device: SoftDevice::with_config("soft0", SoftConfig::default()),
+            direct: false,
+        }
+    }
+}
+
+impl crate::fabric::conformance::Env<Soft> for SoftEnv {
+    fn device(&self) -> &SoftDevice {
+        &self.device
+    }
+
+    fn fresh_addr(&self) -> SoftAddr {
+        SoftAddr::unique("conformance")
+    }
+
+    fn pair(
+        &self,
+        a: crate::fabric::conformance::Side<'_, Soft>,
+        b: crate::fabric::conformance::Side<'_, Soft>,
+    ) -> Result<(SoftQp, SoftQp), String> {
+        if self.direct {
+            pair(a.pd, a.init, b.pd, b.init).map_err(|e| format!("pair: {e}"))
+        } else {
+            let (qa, _, qb, _) = crate::fabric::conformance::connect_pair(self, a, b, &[], &[])?;
+            Ok((qa, qb))
+        }
+    }
+}

@@ -1,0 +1,804 @@
+//! Soft queue pairs: work requests execute inline, in the posting thread, against shared
+//! memory. A Send claims the peer's oldest posted receive from its ring, scatters into the
+//! peer's registered memory and pushes the receive completion into the peer's completion
+//! queue; RDMA Reads and Writes check the rkey against the peer's key table and copy directly
+//! to or from the peer's arena. The peer's CPU does nothing.
+//!
+//! Errors follow RC semantics (and rxe's choice of statuses where the specification leaves
+//! room): the failing request completes with its status, the local queue pair moves to the
+//! error state, and — when the responder would have detected the error — so does the peer's;
+//! a queue pair in the error state flushes every posted and later posted request.
+
+use std::mem::MaybeUninit;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+
+use super::arena::{ArenaView, BindReq, Domain};
+use super::cq::{CqLocal, CqRing, Cqe0};
+use super::faults::Faults;
+use super::mem::SoftPd;
+use super::rq::{state_of, Claimed, QpMem, S_ERR, S_INIT, S_RTR, S_RTS};
+use super::sys::{copy_bytes, monotonic_ns};
+use super::{Soft, MAX_INLINE, MAX_MSG_SZ, MAX_QP_WR, MAX_SGE};
+use crate::fabric::{
+    Access, BadWr, FabricError, MwBind, Payload, PostError, QpCaps, QpInit, QpState, QueuePair,
+    RecvWr, RemoteAddr, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus,
+};
+
+/// What a queue pair knows of its connected peer: views of the peer's queue pair memory,
+/// arena and receive completion queue.
+#[derive(Clone)]
+pub(crate) struct PeerLink {
+    pub mem: QpMem,
+    pub arena: ArenaView,
+    pub recv_cq: CqRing,
+    pub qp_num: u32,
+}
+
+impl PeerLink {
+    /// Moves the peer to the error state and flushes its receives.
+    pub(crate) fn fail(&self) {
+        self.mem.enter_error(&self.recv_cq);
+    }
+}
+
+/// The part of a queue pair shared with its watchdog thread and its fault handle.
+pub(crate) struct QpShared {
+    pub mem: QpMem,
+    pub recv_cq: CqRing,
+    pub destroyed: AtomicBool,
+    pub peer: OnceLock<PeerLink>,
+    pub sock: OnceLock<UnixStream>,
+}
+
+impl QpShared {
+    /// Ends the connection from this side: both queue pairs to the error state, both
+    /// receive queues flushed, the peer's watchdog woken.
+    pub(crate) fn disconnect(&self) {
+        self.mem.enter_error(&self.recv_cq);
+        if let Some(peer) = self.peer.get() {
+            peer.fail();
+        }
+        if let Some(sock) = self.sock.get() {
+            let _ = sock.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// Scatter-gather elements resolved to addresses; only the first `n` entries are set (no
+/// zeroing of the array on the hot path).
+struct Segs {
+    seg: [MaybeUninit<(*mut u8, u32)>; MAX_SGE],
+    n: usize,
+    total: u64,
+}
+
+impl Segs {
+    #[inline]
+    fn new() -> Segs {
+        Segs {
+            seg: [const { MaybeUninit::uninit() }; MAX_SGE],
+            n: 0,
+            total: 0,
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, p: *mut u8, len: u32) {
+        self.seg[self.n].write((p, len));
+        self.n += 1;
+        self.total += u64::from(len);
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> (*mut u8, u32) {
+        assert!(i < self.n, "segment index");
+        // SAFETY: entries below `n` were written by `push`.
+        unsafe { self.seg[i].assume_init() }
+    }
+}
+
+/// The outcome of executing a send work request.
+type Outcome = (WcStatus, WcOpcode, u32);
+
+/// A soft reliable-connected queue pair.
+pub struct SoftQp {
+    shared: Arc<QpShared>,
+    mem: QpMem,
+    dom: Arc<Domain>,
+    send_cq: Arc<CqLocal>,
+    recv_cq: Arc<CqLocal>,
+    send_slot: (u32, u32),
+    recv_slot: (u32, u32),
+    sq_base: u64,
+    rq_base: u64,
+    caps: QpCaps,
+    sig_all: bool,
+    qp_num: u32,
+    sq_posted: u64,
+    sq_pending: u32,
+    rq_posted: u64,
+    peer: Option<PeerLink>,
+    watchdog: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for SoftQp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SoftQp")
+            .field("qp_num", &self.qp_num)
+            .field("state", &self.state())
+            .field("caps", &self.caps)
+            .finish_non_exhaustive()
+    }
+}
+
+fn next_qp_num() -> u32 {
+    static NEXT: AtomicU32 = AtomicU32::new(0x11);
+    NEXT.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff
+}
+
+impl SoftQp {
+    /// Creates an unconnected queue pair (state Init): receives may be posted.
+    pub(crate) fn create(pd: &SoftPd, init: QpInit<'_, Soft>) -> Result<SoftQp, FabricError> {
+        let c = init.caps;
+        if c.max_send_wr == 0
+            || c.max_send_wr > MAX_QP_WR
+            || c.max_recv_wr == 0
+            || c.max_recv_wr > MAX_QP_WR
+        {
+            return Err(FabricError::InvalidArgument("queue depth"));
+        }
+        if c.max_send_sge as usize > MAX_SGE || c.max_recv_sge as usize > MAX_SGE {
+            return Err(FabricError::InvalidArgument("scatter-gather elements"));
+        }
+        if c.max_inline_data > MAX_INLINE {
+            return Err(FabricError::InvalidArgument("inline data size"));
+        }
+        let qp_num = next_qp_num();
+        let send_cq = init.send_cq.local().clone();
+        let recv_cq = init.recv_cq.local().clone();
+        let (s_slot, s_gen, sq_base, _) = send_cq.alloc_slot()?;
+        let same = Arc::ptr_eq(&send_cq, &recv_cq);
+        let (r_slot, r_gen, rq_base) = if same {
+            let (_, rq) = send_cq.ring().retired(s_slot);
+            (s_slot, s_gen, rq)
+        } else {
+            match recv_cq.alloc_slot() {
+                Ok((slot, gen, _, rq)) => (slot, gen, rq),
+                Err(e) => {
+                    send_cq.free_slot(s_slot);
+                    return Err(e);
+                }
+            }
+        };
+        let mem = match QpMem::create(qp_num, c.max_recv_wr, c.max_recv_sge, r_slot, r_gen) {
+            Ok(m) => m,
+            Err(e) => {
+                send_cq.free_slot(s_slot);
+                if !same {
+                    recv_cq.free_slot(r_slot);
+                }
+                return Err(e);
+            }
+        };
+        let shared = Arc::new(QpShared {
+            mem: mem.clone(),
+            recv_cq: recv_cq.ring().clone(),
+            destroyed: AtomicBool::new(false),
+            peer: OnceLock::new(),
+            sock: OnceLock::new(),
+        });
+        Ok(SoftQp {
+            shared,
+            mem,
+            dom: pd.dom.clone(),
+            send_cq,
+            recv_cq,
+            send_slot: (s_slot, s_gen),
+            recv_slot: (r_slot, r_gen),
+            sq_base,
+            rq_base,
+            caps: c,
+            sig_all: init.sig_all,
+            qp_num,
+            sq_posted: 0,
+            sq_pending: 0,
+            rq_posted: 0,
+            peer: None,
+            watchdog: None,
+        })
+    }
+
+    /// Views of this queue pair's shared memory, for a peer in this process.
+    pub(crate) fn link_for_peer(&self) -> PeerLink {
+        PeerLink {
+            mem: self.mem.clone(),
+            arena: self.dom.view().clone(),
+            recv_cq: self.recv_cq.ring().clone(),
+            qp_num: self.qp_num,
+        }
+    }
+
+    /// The memfds a peer in another process maps: arena, queue pair, receive queue's
+    /// completion queue.
+    pub(crate) fn fds_for_peer(&self) -> [std::os::fd::RawFd; 3] {
+        [
+            self.dom.view().mapping().fd(),
+            self.mem.mapping().fd(),
+            self.recv_cq.ring().mapping().fd(),
+        ]
+    }
+
+    /// Marks the queue pair ready to receive (the listener side, between accept and the
+    /// client's confirmation).
+    pub(crate) fn set_ready_to_receive(&self) {
+        self.mem.info().state.store(S_RTR, Ordering::Release);
+    }
+
+    /// Connects the queue pair to `peer` (state RTS); with a socket, starts the watchdog that
+    /// flushes the queue pair when the peer goes away.
+    pub(crate) fn establish(
+        &mut self,
+        peer: PeerLink,
+        sock: Option<UnixStream>,
+    ) -> std::io::Result<()> {
+        let _ = self.shared.peer.set(peer.clone());
+        self.peer = Some(peer);
+        let st = &self.mem.info().state;
+        let _ = st.compare_exchange(S_INIT, S_RTS, Ordering::AcqRel, Ordering::Relaxed);
+        let _ = st.compare_exchange(S_RTR, S_RTS, Ordering::AcqRel, Ordering::Relaxed);
+        if let Some(sock) = sock {
+            sock.set_read_timeout(None)?;
+            sock.set_write_timeout(None)?;
+            let watch = sock.try_clone()?;
+            let _ = self.shared.sock.set(sock);
+            let shared = self.shared.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("soft-qp-{:#x}-watchdog", self.qp_num))
+                .spawn(move || watchdog(watch, shared))?;
+            self.watchdog = Some(handle);
+        }
+        Ok(())
+    }
+
+    /// A handle to inject faults into this queue pair (see [`Faults`]).
+    pub fn faults(&self) -> Faults {
+        Faults::new(self.shared.clone())
+    }
+
+    #[inline]
+    fn sq_outstanding(&self) -> u64 {
+        let (sq, _) = self.send_cq.ring().retired(self.send_slot.0);
+        self.sq_posted - sq.wrapping_sub(self.sq_base)
+    }
+
+    #[inline]
+    fn rq_outstanding(&self) -> u64 {
+        let (_, rq) = self.recv_cq.ring().retired(self.recv_slot.0);
+        self.rq_posted - rq.wrapping_sub(self.rq_base)
+    }
+
+    fn fail_local(&self) {
+        self.mem.enter_error(self.recv_cq.ring());
+    }
+
+    #[inline]
+    fn post_send_one(&mut self, wr: &SendWr<'_, Soft>) -> Result<(), PostError> {
+        match wr.payload {
+            Payload::Sges(sges) if sges.len() > self.caps.max_send_sge as usize => {
+                return Err(PostError::TooManySge {
+                    given: sges.len(),
+                    max: self.caps.max_send_sge,
+                });
+            }
+            Payload::Inline(bytes) => {
+                if bytes.len() > self.caps.max_inline_data as usize {
+                    return Err(PostError::InlineTooLarge {
+                        given: bytes.len(),
+                        max: self.caps.max_inline_data,
+                    });
+                }
+                if matches!(wr.op, SendOp::RdmaRead { .. }) {
+                    return Err(PostError::InvalidWr("inline RDMA Read"));
+                }
+            }
+            _ => {}
+        }
+        let state = self.mem.state();
+        if state == S_INIT || state == S_RTR {
+            return Err(PostError::NotConnected);
+        }
+        if self.sq_outstanding() >= u64::from(self.caps.max_send_wr) {
+            return Err(PostError::QueueFull);
+        }
+        self.sq_posted += 1;
+        self.sq_pending += 1;
+        self.mem.set_posted(self.sq_posted);
+        let info = self.mem.info();
+        let fail_at = info.send_fail_at.load(Ordering::Acquire);
+        let outcome = if state != S_RTS {
+            (WcStatus::WrFlushErr, opcode_of(&wr.op), 0)
+        } else if fail_at == self.sq_posted
+            && info
+                .send_fail_at
+                .compare_exchange(fail_at, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            let status = WcStatus::from_raw(info.send_fail_status.load(Ordering::Relaxed))
+                .unwrap_or(WcStatus::GeneralErr);
+            (status, opcode_of(&wr.op), 0)
+        } else {
+            self.execute(wr)
+        };
+        self.finish(wr, outcome);
+        Ok(())
+    }
+
+    /// Produces the send completion if one is due and applies the error state.
+    #[inline]
+    fn finish(&mut self, wr: &SendWr<'_, Soft>, (status, opcode, byte_len): Outcome) {
+        let signaled = self.sig_all || wr.flags.contains(SendFlags::SIGNALED);
+        if signaled || status != WcStatus::Success {
+            let info = self.mem.info();
+            let delay_ns = info.delay_ns.load(Ordering::Relaxed);
+            let cqe = Cqe0 {
+                wr_id: wr.wr_id,
+                status,
+                opcode,
+                byte_len,
+                imm: None,
+                inv: None,
+                qp_num: self.qp_num,
+                slot: self.send_slot.0,
+                slot_gen: self.send_slot.1,
+                retire: self.sq_pending,
+                delay_polls: info.delay_polls.load(Ordering::Relaxed),
+                not_before_ns: if delay_ns == 0 {
+                    0
+                } else {
+                    monotonic_ns() + delay_ns
+                },
+            };
+            self.sq_pending = 0;
+            if self.send_cq.ring().push(&cqe).is_err() {
+                self.fail_local();
+            }
+        }
+        if status != WcStatus::Success {
+            self.fail_local();
+        }
+    }
+
+    #[inline]
+    fn execute(&mut self, wr: &SendWr<'_, Soft>) -> Outcome {
+        match wr.op {
+            SendOp::Send => self.exec_send(wr, None, None),
+            SendOp::SendWithImm { imm } => self.exec_send(wr, Some(imm), None),
+            SendOp::SendWithInv { rkey } => self.exec_send(wr, None, Some(rkey)),
+            SendOp::RdmaWrite { remote } => self.exec_write(wr, remote, None),
+            SendOp::RdmaWriteWithImm { remote, imm } => self.exec_write(wr, remote, Some(imm)),
+            SendOp::RdmaRead { remote } => self.exec_read(wr, remote),
+            SendOp::LocalInv { rkey } => match self.dom.view().invalidate(rkey) {
+                Ok(()) => (WcStatus::Success, WcOpcode::LocalInv, 0),
+                Err(_) => (WcStatus::LocQpOpErr, WcOpcode::LocalInv, 0),
+            },
+            SendOp::BindMw(bind) => self.exec_bind(&bind),
+        }
+    }
+
+    /// Resolves the local scatter-gather list of a request into `out`; false if an element
+    /// is not inside a registration granting `need`.
+    #[inline]
+    fn gather(&self, payload: &Payload<'_>, need: Access, out: &mut Segs) -> bool {
+        match *payload {
+            Payload::Inline(bytes) => out.push(bytes.as_ptr() as *mut u8, bytes.len() as u32),
+            Payload::Sges(sges) => {
+                let view = self.dom.view();
+                for sge in sges {
+                    match view.resolve_local(sge.lkey, sge.addr, u64::from(sge.length), need) {
+                        Ok(p) => out.push(p, sge.length),
+                        Err(_) => return false,
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// Checks the peer can take a request: connected and not in error.
+    #[inline]
+    fn peer_ready(&self) -> Option<&PeerLink> {
+        let peer = self.peer.as_ref()?;
+        let st = peer.mem.state();
+        (st == S_RTS || st == S_RTR).then_some(peer)
+    }
+
+    /// Claims the peer's next receive and applies an armed receive fault to it. `Err` is the
+    /// requester's status when the receive cannot be used.
+    #[inline]
+    fn take_recv<'p>(peer: &'p PeerLink) -> Result<Claimed<'p>, WcStatus> {
+        let Some(wqe) = peer.mem.consume() else {
+            return Err(WcStatus::RnrRetryExcErr);
+        };
+        let info = peer.mem.info();
+        let fail_at = info.recv_fail_at.load(Ordering::Acquire);
+        if fail_at == wqe.index() + 1
+            && info
+                .recv_fail_at
+                .compare_exchange(fail_at, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            let status = WcStatus::from_raw(info.recv_fail_status.load(Ordering::Relaxed))
+                .unwrap_or(WcStatus::GeneralErr);
+            Self::fail_recv(peer, wqe, status);
+            return Err(WcStatus::RemOpErr);
+        }
+        Ok(wqe)
+    }
+
+    /// Completes the peer's claimed receive with an error and moves the peer to the error
+    /// state.
+    fn fail_recv(peer: &PeerLink, wqe: Claimed<'_>, status: WcStatus) {
+        let cqe = peer.mem.recv_cqe(wqe.wr_id(), status);
+        drop(wqe);
+        let _ = peer.recv_cq.push(&cqe);
+        peer.fail();
+    }
+
+    fn exec_send(&mut self, wr: &SendWr<'_, Soft>, imm: Option<u32>, inv: Option<u32>) -> Outcome {
+        let op = WcOpcode::Send;
+        let mut src = Segs::new();
+        if !self.gather(&wr.payload, Access::NONE, &mut src) {
+            return (WcStatus::LocProtErr, op, 0);
+        };
+        if src.total > MAX_MSG_SZ {
+            return (WcStatus::LocLenErr, op, 0);
+        }
+        let Some(peer) = self.peer_ready() else {
+            return (WcStatus::RetryExcErr, op, 0);
+        };
+        peer.recv_cq.prefetch();
+        let wqe = match Self::take_recv(peer) {
+            Ok(w) => w,
+            Err(status) => return (status, op, 0),
+        };
+        // Claim the completion slot before copying (see `CqRing::reserve`).
+        let Ok(slot) = peer.recv_cq.reserve() else {
+            drop(wqe);
+            peer.fail();
+            return (WcStatus::RetryExcErr, op, 0);
+        };
+        let mut cqe = peer.mem.recv_cqe(wqe.wr_id(), WcStatus::Success);
+        let fail = |cqe: &mut Cqe0, status: WcStatus| {
+            cqe.status = status;
+            peer.recv_cq.commit(slot, cqe);
+            peer.fail();
+        };
+        if src.total > wqe.capacity() {
+            drop(wqe);
+            fail(&mut cqe, WcStatus::LocLenErr);
+            return (WcStatus::RemInvReqErr, op, 0);
+        }
+        if !scatter(&src, &wqe, &peer.arena) {
+            drop(wqe);
+            fail(&mut cqe, WcStatus::LocQpOpErr);
+            return (WcStatus::RemOpErr, op, 0);
+        }
+        drop(wqe);
+        cqe.byte_len = src.total as u32;
+        cqe.imm = imm;
+        if let Some(rkey) = inv {
+            if peer.arena.invalidate(rkey).is_ok() {
+                cqe.inv = Some(rkey);
+            } else {
+                // rxe: the receive completes in error and the responder moves to the error
+                // state, but the Send itself was acknowledged.
+                fail(&mut cqe, WcStatus::RemInvReqErr);
+                return (WcStatus::Success, op, src.total as u32);
+            }
+        }
+        peer.recv_cq.commit(slot, &cqe);
+        // The next Send will need the peer's next receive and completion slot: start moving
+        // their cache lines here now, off that Send's path.
+        peer.mem.prefetch_head();
+        peer.recv_cq.prefetch();
+        (WcStatus::Success, op, src.total as u32)
+    }
+
+    fn exec_write(
+        &mut self,
+        wr: &SendWr<'_, Soft>,
+        remote: RemoteAddr,
+        imm: Option<u32>,
+    ) -> Outcome {
+        let op = WcOpcode::RdmaWrite;
+        let mut src = Segs::new();
+        if !self.gather(&wr.payload, Access::NONE, &mut src) {
+            return (WcStatus::LocProtErr, op, 0);
+        };
+        if src.total > MAX_MSG_SZ {
+            return (WcStatus::LocLenErr, op, 0);
+        }
+        let Some(peer) = self.peer_ready() else {
+            return (WcStatus::RetryExcErr, op, 0);
+        };
+        let wqe = match imm {
+            Some(_) => match Self::take_recv(peer) {
+                Ok(w) => Some(w),
+                Err(status) => return (status, op, 0),
+            },
+            None => None,
+        };
+        let dst = match peer.arena.resolve_remote(
+            remote.rkey,
+            remote.addr,
+            src.total,
+            Access::REMOTE_WRITE,
+            peer.qp_num,
+        ) {
+            Ok(p) => p,
+            Err(_) => {
+                match wqe {
+                    Some(w) => Self::fail_recv(peer, w, WcStatus::RemAccessErr),
+                    None => peer.fail(),
+                }
+                return (WcStatus::RemAccessErr, op, 0);
+            }
+        };
+        let mut at = dst;
+        for i in 0..src.n {
+            let (p, len) = src.get(i);
+            // SAFETY: `p..p+len` is a checked span of a local registration (or the inline
+            // slice); `dst..dst+total` is a checked span of the peer's arena, which
+            // `peer.arena` keeps mapped; the pieces are laid end to end inside it.
+            unsafe {
+                copy_bytes(p, at, len as usize);
+                at = at.add(len as usize);
+            }
+        }
+        if let (Some(w), Some(imm)) = (wqe, imm) {
+            let mut cqe = peer.mem.recv_cqe(w.wr_id(), WcStatus::Success);
+            drop(w);
+            cqe.opcode = WcOpcode::RecvRdmaWithImm;
+            cqe.byte_len = src.total as u32;
+            cqe.imm = Some(imm);
+            if peer.recv_cq.push(&cqe).is_err() {
+                peer.fail();
+                return (WcStatus::RetryExcErr, op, 0);
+            }
+        }
+        (WcStatus::Success, op, src.total as u32)
+    }
+
+    fn exec_read(&mut self, wr: &SendWr<'_, Soft>, remote: RemoteAddr) -> Outcome {
+        let op = WcOpcode::RdmaRead;
+        let mut dst = Segs::new();
+        if !self.gather(&wr.payload, Access::LOCAL_WRITE, &mut dst) {
+            return (WcStatus::LocProtErr, op, 0);
+        };
+        if dst.total > MAX_MSG_SZ {
+            return (WcStatus::LocLenErr, op, 0);
+        }
+        let Some(peer) = self.peer_ready() else {
+            return (WcStatus::RetryExcErr, op, 0);
+        };
+        let Ok(src) = peer.arena.resolve_remote(
+            remote.rkey,
+            remote.addr,
+            dst.total,
+            Access::REMOTE_READ,
+            peer.qp_num,
+        ) else {
+            peer.fail();
+            return (WcStatus::RemAccessErr, op, 0);
+        };
+        let mut at = src as *const u8;
+        for i in 0..dst.n {
+            let (p, len) = dst.get(i);
+            // SAFETY: as in `exec_write`, with the peer's span as the source.
+            unsafe {
+                copy_bytes(at, p, len as usize);
+                at = at.add(len as usize);
+            }
+        }
+        (WcStatus::Success, op, dst.total as u32)
+    }
+
+    fn exec_bind(&mut self, bind: &MwBind<'_, Soft>) -> Outcome {
+        let op = WcOpcode::BindMw;
+        let mw_rkey = bind.mw.rkey.load(Ordering::Relaxed);
+        // The window's key is the one of the latest posted bind, as `ibv_mw.rkey` is.
+        bind.mw
+            .rkey
+            .store((mw_rkey & !0xff) | (bind.rkey & 0xff), Ordering::Relaxed);
+        if !Arc::ptr_eq(&bind.mw.dom, &self.dom) || !Arc::ptr_eq(&bind.mr.dom, &self.dom) {
+            return (WcStatus::MwBindErr, op, 0);
+        }
+        let req = BindReq {
+            mw_index: bind.mw.index,
+            mw_rkey,
+            new_rkey: bind.rkey,
+            mr_lkey: crate::fabric::MemoryRegion::lkey(bind.mr),
+            addr: bind.addr,
+            len: bind.len,
+            access: bind.access,
+            qp_num: self.qp_num,
+        };
+        match self.dom.bind(&req) {
+            Ok(_) => (WcStatus::Success, op, 0),
+            Err(_) => (WcStatus::MwBindErr, op, 0),
+        }
+    }
+
+    /// Writes one receive into the ring without the error-state check that must follow.
+    #[inline]
+    fn produce_recv(&mut self, wr: &RecvWr<'_>) -> Result<(), PostError> {
+        if wr.sges.len() > self.caps.max_recv_sge as usize {
+            return Err(PostError::TooManySge {
+                given: wr.sges.len(),
+                max: self.caps.max_recv_sge,
+            });
+        }
+        if self.rq_outstanding() >= u64::from(self.caps.max_recv_wr) {
+            return Err(PostError::QueueFull);
+        }
+        if !self.mem.produce(self.rq_posted, wr.wr_id, wr.sges) {
+            return Err(PostError::QueueFull);
+        }
+        self.rq_posted += 1;
+        Ok(())
+    }
+
+    /// After receives were written: a queue pair that is (or just went) in the error state
+    /// flushes them at once.
+    #[inline]
+    fn flush_if_error(&mut self) {
+        if self.mem.must_flush_after_post() {
+            self.mem.flush(self.recv_cq.ring());
+        }
+    }
+}
+
+/// Scatters `src` into the receive `wqe`'s elements, checking each piece used against the
+/// peer's key table (local write rights).
+#[inline]
+fn scatter(src: &Segs, wqe: &Claimed<'_>, arena: &ArenaView) -> bool {
+    let mut si = 0;
+    let mut soff = 0u32;
+    let mut left = src.total;
+    let mut di = 0;
+    while left > 0 {
+        if di >= wqe.num_sge() {
+            return false;
+        }
+        let d: Sge = wqe.sge(di);
+        di += 1;
+        let take = u64::from(d.length).min(left);
+        let Ok(mut dp) = arena.resolve_local(d.lkey, d.addr, take, Access::LOCAL_WRITE) else {
+            return false;
+        };
+        let mut want = take as u32;
+        while want > 0 {
+            let (sp, slen) = src.get(si);
+            let n = (slen - soff).min(want);
+            // SAFETY: `sp+soff..+n` lies in a checked local span; `dp..dp+n` lies in the
+            // checked part of the peer's receive buffer, kept mapped by `arena`.
+            unsafe {
+                copy_bytes(sp.add(soff as usize), dp, n as usize);
+                dp = dp.add(n as usize);
+            }
+            want -= n;
+            soff += n;
+            if soff == slen {
+                si += 1;
+                soff = 0;
+            }
+        }
+        left -= take;
+    }
+    true
+}
+
+fn opcode_of(op: &SendOp<'_, Soft>) -> WcOpcode {
+    match op {
+        SendOp::Send | SendOp::SendWithImm { .. } | SendOp::SendWithInv { .. } => WcOpcode::Send,
+        SendOp::RdmaWrite { .. } | SendOp::RdmaWriteWithImm { .. } => WcOpcode::RdmaWrite,
+        SendOp::RdmaRead { .. } => WcOpcode::RdmaRead,
+        SendOp::LocalInv { .. } => WcOpcode::LocalInv,
+        SendOp::BindMw(_) => WcOpcode::BindMw,
+    }
+}
+
+/// Blocks on the connection's socket; when the peer closes it or dies, moves the queue pair
+/// to the error state and flushes its receives.
+fn watchdog(sock: UnixStream, shared: Arc<QpShared>) {
+    use std::io::Read;
+    let mut buf = [0u8; 64];
+    let mut sock = sock;
+    loop {
+        match sock.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+    }
+    if !shared.destroyed.load(Ordering::Acquire) {
+        shared.mem.enter_error(&shared.recv_cq);
+    }
+}
+
+impl QueuePair<Soft> for SoftQp {
+    fn qp_num(&self) -> u32 {
+        self.qp_num
+    }
+
+    fn caps(&self) -> QpCaps {
+        self.caps
+    }
+
+    fn state(&self) -> QpState {
+        state_of(self.mem.state())
+    }
+
+    fn post_send_list(&mut self, wrs: &[SendWr<'_, Soft>]) -> Result<(), BadWr> {
+        for (index, wr) in wrs.iter().enumerate() {
+            self.post_send_one(wr)
+                .map_err(|error| BadWr { index, error })?;
+        }
+        Ok(())
+    }
+
+    fn post_recv_list(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), BadWr> {
+        let mut result = Ok(());
+        for (index, wr) in wrs.iter().enumerate() {
+            if let Err(error) = self.produce_recv(wr) {
+                result = Err(BadWr { index, error });
+                break;
+            }
+        }
+        // One fence for the whole batch.
+        self.flush_if_error();
+        result
+    }
+
+    #[inline]
+    fn post_send(&mut self, wr: &SendWr<'_, Soft>) -> Result<(), PostError> {
+        self.post_send_one(wr)
+    }
+
+    #[inline]
+    fn post_recv(&mut self, wr: &RecvWr<'_>) -> Result<(), PostError> {
+        self.produce_recv(wr)?;
+        self.flush_if_error();
+        Ok(())
+    }
+
+    fn disconnect(&mut self) {
+        self.shared.disconnect();
+    }
+}
+
+impl Drop for SoftQp {
+    fn drop(&mut self) {
+        // Destroying a queue pair produces no completions of its own (as ibv_destroy_qp);
+        // the peer sees the connection end, as with rdma_cm's DREQ.
+        self.shared.destroyed.store(true, Ordering::Release);
+        self.mem.info().state.store(S_ERR, Ordering::Release);
+        if let Some(peer) = &self.peer {
+            peer.fail();
+        }
+        if let Some(sock) = self.shared.sock.get() {
+            let _ = sock.shutdown(std::net::Shutdown::Both);
+        }
+        if let Some(h) = self.watchdog.take() {
+            let _ = h.join();
+        }
+        self.send_cq.free_slot(self.send_slot.0);
+        if !Arc::ptr_eq(&self.send_cq, &self.recv_cq) {
+            self.recv_cq.free_slot(self.recv_slot.0);
+        }
+    }
+}

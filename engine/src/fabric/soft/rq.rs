@@ -1,0 +1,406 @@
+//! A queue pair's shared memory: its header (number, state, fault settings) and its receive
+//! queue, a ring with one producer (the owner posting receives) and lock-free consumers (the
+//! peer executing Sends, and whoever flushes the queue).
+//!
+//! ```text
+//! 0       QpInfo   (read-mostly: number, state, geometry, fault settings)
+//! 0x200   Head     (consumers' claim counter)
+//! 0x300   Posted   (send requests posted so far, for faults armed "from now")
+//! 4096    receive ring: `size` slots of `stride` bytes, WqeHead then SgeSlot[max_sge]
+//! ```
+
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::arena::PAGE;
+use super::cq::{CqRing, Cqe0};
+use super::sys::{Atomics, Mapping};
+use crate::fabric::{FabricError, QpState, Sge, WcOpcode, WcStatus};
+
+const MAGIC: u64 = 0x7270_6364_7170_7231; // "rpcdqpr1"
+                                          // Apart from the header's sets (see `arena::TABLE_OFF`).
+const HEAD_OFF: usize = 0x200;
+const POSTED_OFF: usize = 0x300;
+const WQE_HEAD: usize = 32;
+
+pub(crate) const S_INIT: u32 = 1;
+pub(crate) const S_RTR: u32 = 2;
+pub(crate) const S_RTS: u32 = 3;
+pub(crate) const S_ERR: u32 = 6;
+
+/// The state for its stored value.
+pub(crate) fn state_of(v: u32) -> QpState {
+    match v {
+        S_INIT => QpState::Init,
+        S_RTR => QpState::Rtr,
+        S_RTS => QpState::Rts,
+        S_ERR => QpState::Err,
+        _ => QpState::Reset,
+    }
+}
+
+#[repr(C, align(64))]
+pub(crate) struct QpInfo {
+    magic: AtomicU64,
+    pub qp_num: AtomicU32,
+    pub state: AtomicU32,
+    ring_size: AtomicU32,
+    max_sge: AtomicU32,
+    stride: AtomicU32,
+    pub recv_cq_slot: AtomicU32,
+    pub recv_cq_gen: AtomicU32,
+    pub delay_polls: AtomicU32,
+    pub delay_ns: AtomicU64,
+    pub send_fail_at: AtomicU64,
+    pub send_fail_status: AtomicU32,
+    pub recv_fail_status: AtomicU32,
+    pub recv_fail_at: AtomicU64,
+}
+
+// SAFETY: repr(C), atomics only.
+unsafe impl Atomics for QpInfo {}
+
+#[repr(C, align(64))]
+struct Counter {
+    v: AtomicU64,
+}
+
+// SAFETY: repr(C), atomics only.
+unsafe impl Atomics for Counter {}
+
+#[repr(C)]
+struct WqeHead {
+    seq: AtomicU64,
+    wr_id: AtomicU64,
+    num_sge: AtomicU32,
+    _pad: AtomicU32,
+    _pad2: AtomicU64,
+}
+
+// SAFETY: repr(C), atomics only.
+unsafe impl Atomics for WqeHead {}
+
+#[repr(C)]
+struct SgeSlot {
+    addr: AtomicU64,
+    length: AtomicU32,
+    lkey: AtomicU32,
+}
+
+// SAFETY: repr(C), atomics only.
+unsafe impl Atomics for SgeSlot {}
+
+/// A view of a queue pair's shared memory, the owner's or a peer's.
+#[derive(Clone)]
+pub(crate) struct QpMem {
+    map: Arc<Mapping>,
+    mask: u64,
+    size: u64,
+    stride: usize,
+    max_sge: u32,
+}
+
+/// A receive request claimed from the ring; its slot goes back to the producer when this is
+/// dropped.
+pub(crate) struct Claimed<'a> {
+    mem: &'a QpMem,
+    pos: u64,
+}
+
+impl Claimed<'_> {
+    fn head(&self) -> &WqeHead {
+        self.mem.wqe(self.pos)
+    }
+
+    /// The request's `wr_id`.
+    pub(crate) fn wr_id(&self) -> u64 {
+        self.head().wr_id.load(Ordering::Relaxed)
+    }
+
+    /// Its position in the queue: the number of receives consumed before it.
+    pub(crate) fn index(&self) -> u64 {
+        self.pos
+    }
+
+    /// Number of scatter elements (bounded by the queue pair's maximum).
+    pub(crate) fn num_sge(&self) -> usize {
+        (self
+            .head()
+            .num_sge
+            .load(Ordering::Relaxed)
+            .min(self.mem.max_sge)) as usize
+    }
+
+    /// Scatter element `i` (< `num_sge`).
+    pub(crate) fn sge(&self, i: usize) -> Sge {
+        let s = self.mem.sge_slot(self.pos, i);
+        Sge {
+            addr: s.addr.load(Ordering::Relaxed),
+            length: s.length.load(Ordering::Relaxed),
+            lkey: s.lkey.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Total scatter capacity in bytes.
+    pub(crate) fn capacity(&self) -> u64 {
+        (0..self.num_sge())
+            .map(|i| u64::from(self.sge(i).length))
+            .sum()
+    }
+}
+
+impl Drop for Claimed<'_> {
+    fn drop(&mut self) {
+        self.mem
+            .wqe(self.pos)
+            .seq
+            .store(self.pos + self.mem.size, Ordering::Release);
+    }
+}
+
+impl QpMem {
+    fn layout(size: u64, max_sge: u32) -> (usize, usize) {
+        let stride = (WQE_HEAD + 16 * max_sge as usize).div_ceil(64) * 64;
+        (stride, PAGE + stride * size as usize)
+    }
+
+    /// New shared memory for a queue pair with a receive ring of at least `min_size` slots.
+    pub(crate) fn create(
+        qp_num: u32,
+        min_size: u32,
+        max_sge: u32,
+        recv_cq_slot: u32,
+        recv_cq_gen: u32,
+    ) -> Result<QpMem, FabricError> {
+        let size = u64::from(min_size.max(1)).next_power_of_two();
+        let (stride, bytes) = Self::layout(size, max_sge);
+        let map = Arc::new(Mapping::create("rpcrdma-soft-qp", bytes)?);
+        let mem = QpMem {
+            map,
+            mask: size - 1,
+            size,
+            stride,
+            max_sge,
+        };
+        for i in 0..size {
+            mem.wqe(i).seq.store(i, Ordering::Relaxed);
+        }
+        let info = mem.info();
+        info.qp_num.store(qp_num, Ordering::Relaxed);
+        info.state.store(S_INIT, Ordering::Relaxed);
+        info.ring_size.store(size as u32, Ordering::Relaxed);
+        info.max_sge.store(max_sge, Ordering::Relaxed);
+        info.stride.store(stride as u32, Ordering::Relaxed);
+        info.recv_cq_slot.store(recv_cq_slot, Ordering::Relaxed);
+        info.recv_cq_gen.store(recv_cq_gen, Ordering::Relaxed);
+        info.magic.store(MAGIC, Ordering::Release);
+        Ok(mem)
+    }
+
+    /// A view of a peer's queue pair memory, after checking its geometry.
+    pub(crate) fn open(map: Arc<Mapping>) -> Result<QpMem, FabricError> {
+        let info: &QpInfo = map.at(0);
+        if info.magic.load(Ordering::Acquire) != MAGIC {
+            return Err(FabricError::InvalidArgument(
+                "peer queue pair has a bad magic number",
+            ));
+        }
+        let size = u64::from(info.ring_size.load(Ordering::Relaxed));
+        let max_sge = info.max_sge.load(Ordering::Relaxed);
+        if !size.is_power_of_two() || size > 1 << 20 || max_sge > 1024 {
+            return Err(FabricError::InvalidArgument("peer queue pair geometry"));
+        }
+        let (stride, bytes) = Self::layout(size, max_sge);
+        if info.stride.load(Ordering::Relaxed) as usize != stride || bytes > map.len() {
+            return Err(FabricError::InvalidArgument("peer queue pair does not fit"));
+        }
+        Ok(QpMem {
+            map,
+            mask: size - 1,
+            size,
+            stride,
+            max_sge,
+        })
+    }
+
+    /// The mapping.
+    pub(crate) fn mapping(&self) -> &Arc<Mapping> {
+        &self.map
+    }
+
+    /// The header.
+    #[inline]
+    pub(crate) fn info(&self) -> &QpInfo {
+        self.map.at(0)
+    }
+
+    /// The stored state.
+    #[inline]
+    pub(crate) fn state(&self) -> u32 {
+        self.info().state.load(Ordering::Acquire)
+    }
+
+    /// Publishes the number of send requests posted so far.
+    #[inline]
+    pub(crate) fn set_posted(&self, n: u64) {
+        self.map
+            .at::<Counter>(POSTED_OFF)
+            .v
+            .store(n, Ordering::Relaxed);
+    }
+
+    /// The number of send requests posted so far.
+    pub(crate) fn posted(&self) -> u64 {
+        self.map.at::<Counter>(POSTED_OFF).v.load(Ordering::Relaxed)
+    }
+
+    /// The number of receives consumed so far.
+    pub(crate) fn consumed(&self) -> u64 {
+        self.map.at::<Counter>(HEAD_OFF).v.load(Ordering::Acquire)
+    }
+
+    #[inline]
+    fn wqe(&self, pos: u64) -> &WqeHead {
+        self.map.at(PAGE + (pos & self.mask) as usize * self.stride)
+    }
+
+    #[inline]
+    fn sge_slot(&self, pos: u64, i: usize) -> &SgeSlot {
+        self.map
+            .at(PAGE + (pos & self.mask) as usize * self.stride + WQE_HEAD + 16 * i)
+    }
+
+    /// Writes receive `pos` (the owner's running count) into the ring and publishes it.
+    /// Returns false if its slot is still taken (cannot happen while the owner respects its
+    /// depth accounting). Then checks the state: a receive posted to a queue pair in error
+    /// is flushed at once, whoever set the error (the fence pairs with the one in
+    /// [`QpMem::enter_error`]).
+    #[inline]
+    pub(crate) fn produce(&self, pos: u64, wr_id: u64, sges: &[Sge]) -> bool {
+        let w = self.wqe(pos);
+        if w.seq.load(Ordering::Acquire) != pos {
+            return false;
+        }
+        w.wr_id.store(wr_id, Ordering::Relaxed);
+        w.num_sge.store(sges.len() as u32, Ordering::Relaxed);
+        for (i, s) in sges.iter().enumerate() {
+            let slot = self.sge_slot(pos, i);
+            slot.addr.store(s.addr, Ordering::Relaxed);
+            slot.length.store(s.length, Ordering::Relaxed);
+            slot.lkey.store(s.lkey, Ordering::Relaxed);
+        }
+        w.seq.store(pos + 1, Ordering::Release);
+        true
+    }
+
+    /// Whether a receive just produced must be flushed by its producer.
+    #[inline]
+    pub(crate) fn must_flush_after_post(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.info().state.load(Ordering::Relaxed) == S_ERR
+    }
+
+    /// Starts fetching the cache line of the receive a consumer will claim next.
+    #[inline]
+    pub(crate) fn prefetch_head(&self) {
+        let head: &Counter = self.map.at(HEAD_OFF);
+        super::sys::prefetch(self.wqe(head.v.load(Ordering::Relaxed)));
+    }
+
+    /// Claims the oldest posted receive, if any.
+    #[inline]
+    pub(crate) fn consume(&self) -> Option<Claimed<'_>> {
+        let head: &Counter = self.map.at(HEAD_OFF);
+        let mut pos = head.v.load(Ordering::Relaxed);
+        loop {
+            let seq = self.wqe(pos).seq.load(Ordering::Acquire);
+            let dif = seq.wrapping_sub(pos + 1) as i64;
+            if dif == 0 {
+                match head.v.compare_exchange_weak(
+                    pos,
+                    pos + 1,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return Some(Claimed { mem: self, pos }),
+                    Err(now) => pos = now,
+                }
+            } else if dif < 0 {
+                return None;
+            } else {
+                pos = head.v.load(Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The completion template for this queue pair's receives in its receive queue `cq`.
+    #[inline]
+    pub(crate) fn recv_cqe(&self, wr_id: u64, status: WcStatus) -> Cqe0 {
+        let info = self.info();
+        let delay_ns = info.delay_ns.load(Ordering::Relaxed);
+        Cqe0 {
+            wr_id,
+            status,
+            opcode: WcOpcode::Recv,
+            byte_len: 0,
+            imm: None,
+            inv: None,
+            qp_num: info.qp_num.load(Ordering::Relaxed),
+            slot: info.recv_cq_slot.load(Ordering::Relaxed),
+            slot_gen: info.recv_cq_gen.load(Ordering::Relaxed),
+            retire: 1,
+            delay_polls: info.delay_polls.load(Ordering::Relaxed),
+            not_before_ns: if delay_ns == 0 {
+                0
+            } else {
+                super::sys::monotonic_ns() + delay_ns
+            },
+        }
+    }
+
+    /// Completes every posted receive with a flush error into `cq`.
+    pub(crate) fn flush(&self, cq: &CqRing) {
+        while let Some(c) = self.consume() {
+            let cqe = self.recv_cqe(c.wr_id(), WcStatus::WrFlushErr);
+            drop(c);
+            // A lost flush completion is already reported as the queue's overrun.
+            let _ = cq.push(&cqe);
+        }
+    }
+
+    /// Moves the queue pair to the error state and flushes its receive queue into `cq`.
+    pub(crate) fn enter_error(&self, cq: &CqRing) {
+        self.info().state.store(S_ERR, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        self.flush(cq);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_order_and_flush() {
+        let mem = QpMem::create(5, 3, 2, 0, 0).unwrap();
+        let sges = [Sge::new(1, 2, 3), Sge::new(4, 5, 6)];
+        for i in 0..4 {
+            assert!(mem.produce(i, 100 + i, &sges[..(i as usize % 3).min(2)]));
+        }
+        assert!(!mem.produce(4, 0, &[]), "ring of 4 is full");
+        let c = mem.consume().unwrap();
+        assert_eq!((c.wr_id(), c.num_sge(), c.index()), (100, 0, 0));
+        drop(c);
+        let c = mem.consume().unwrap();
+        assert_eq!((c.wr_id(), c.num_sge(), c.capacity()), (101, 1, 2));
+        assert_eq!(c.sge(0), sges[0]);
+        drop(c);
+        assert!(mem.produce(4, 104, &[]));
+        let cq = super::super::cq::SoftCq::create(8, 1).unwrap();
+        mem.enter_error(cq.local().ring());
+        assert!(mem.consume().is_none());
+        assert_eq!(mem.consumed(), 5);
+        assert_eq!(state_of(mem.state()), QpState::Err);
+        assert!(mem.must_flush_after_post());
+    }
+}

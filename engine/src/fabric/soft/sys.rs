@@ -1,0 +1,322 @@
+//! The system calls of the soft provider, each wrapped once: anonymous shared memory
+//! (`memfd_create`, `mmap`), descriptor passing over Unix sockets (`SCM_RIGHTS`), waiting
+//! with a timeout (`poll`) and the monotonic clock. None is used on the hot path except the
+//! clock, and only while a completion-delay fault is armed (a vDSO call, no system call).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::time::Duration;
+
+use crate::fabric::FabricError;
+
+/// A `MAP_SHARED` read-write mapping of a whole memfd. Unmapped on drop.
+pub(crate) struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+    fd: OwnedFd,
+}
+
+// SAFETY: the mapping is plain shared memory. Its owner accesses it only through atomics or
+// through raw-pointer copies of plain bytes, never through Rust references to non-atomic
+// data, so moving the handle to another thread or sharing it is sound.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; `&Mapping` gives out only the base pointer and the length.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// A new zero-filled memfd of `len` bytes (sparse until touched), mapped.
+    pub(crate) fn create(name: &str, len: usize) -> Result<Mapping, FabricError> {
+        let cname = CString::new(name).map_err(|_| FabricError::InvalidArgument("memfd name"))?;
+        // SAFETY: `cname` is a valid NUL-terminated string that outlives the call.
+        let raw = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(FabricError::last_os("memfd_create"));
+        }
+        // SAFETY: `raw` is a descriptor memfd_create just returned and nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: plain system call on a descriptor we own.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+            return Err(FabricError::last_os("ftruncate"));
+        }
+        Self::map(fd, len)
+    }
+
+    /// Maps a memfd received from a peer, whole.
+    pub(crate) fn from_fd(fd: OwnedFd) -> Result<Mapping, FabricError> {
+        // SAFETY: `stat` is plain old data; an all-zero value is valid and fstat overwrites it.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `st` is a valid, writable stat buffer; `fd` is an open descriptor we own.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(FabricError::last_os("fstat"));
+        }
+        if st.st_size <= 0 {
+            return Err(FabricError::InvalidArgument(
+                "empty shared memory from peer",
+            ));
+        }
+        Self::map(fd, st.st_size as usize)
+    }
+
+    fn map(fd: OwnedFd, len: usize) -> Result<Mapping, FabricError> {
+        // SAFETY: a fresh shared mapping chosen by the kernel (no fixed address), of a
+        // descriptor we own; it aliases no Rust object.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(FabricError::last_os("mmap"));
+        }
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or(FabricError::InvalidArgument("mmap null"))?;
+        Ok(Mapping { ptr, len, fd })
+    }
+
+    /// The first byte.
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// The size in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The memfd, to pass to a peer.
+    pub(crate) fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are exactly the mapping made in `map`; every user of the memory
+        // holds this mapping alive (through an `Arc`), so nothing reaches it after this.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// Nanoseconds of `CLOCK_MONOTONIC`, comparable across processes of the host.
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Sends `data` and the descriptors `fds` in one message (`SCM_RIGHTS`).
+pub(crate) fn send_with_fds(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    let fd_bytes = std::mem::size_of_val(fds);
+    // SAFETY: CMSG_SPACE is a pure computation on a length.
+    let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
+    let mut control = vec![0u8; space.max(1)];
+    // SAFETY: `msghdr` is plain old data; all-zero is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        // SAFETY: `msg` points at `control`, which has room for one header of `fd_bytes`
+        // payload (CMSG_SPACE), so CMSG_FIRSTHDR is non-null and CMSG_DATA stays in bounds;
+        // the descriptors are copied unaligned into that payload.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as _;
+            std::ptr::copy_nonoverlapping(
+                fds.as_ptr().cast::<u8>(),
+                libc::CMSG_DATA(cmsg),
+                fd_bytes,
+            );
+        }
+    }
+    // SAFETY: `msg` and everything it points to (iov, data, control) live across the call.
+    let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if n as usize != data.len() {
+        return Err(io::Error::new(io::ErrorKind::WriteZero, "short sendmsg"));
+    }
+    Ok(())
+}
+
+/// Receives one message of exactly `buf.len()` bytes and up to `max_fds` descriptors.
+/// Returns the descriptors received; `Ok(None)` on end of stream.
+pub(crate) fn recv_with_fds(
+    sock: RawFd,
+    buf: &mut [u8],
+    max_fds: usize,
+) -> io::Result<Option<Vec<OwnedFd>>> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let fd_bytes = max_fds * std::mem::size_of::<RawFd>();
+    // SAFETY: CMSG_SPACE is a pure computation on a length.
+    let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
+    let mut control = vec![0u8; space.max(1)];
+    // SAFETY: `msghdr` is plain old data; all-zero is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: `msg` and the buffers it points to live across the call; MSG_CMSG_CLOEXEC makes
+    // received descriptors close-on-exec.
+    let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_WAITALL) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut fds = Vec::new();
+    // SAFETY: the kernel filled `control` up to `msg_controllen`; CMSG_FIRSTHDR/NXTHDR walk
+    // only inside it, and each SCM_RIGHTS payload holds `(cmsg_len - CMSG_LEN(0)) / 4`
+    // descriptors now owned by this process, read unaligned.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let payload = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                let count = payload / std::mem::size_of::<RawFd>();
+                let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+                for i in 0..count {
+                    let fd = std::ptr::read_unaligned(data.add(i));
+                    fds.push(OwnedFd::from_raw_fd(fd));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    if n == 0 {
+        return Ok(None);
+    }
+    if n as usize != buf.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "short message",
+        ));
+    }
+    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "too many descriptors",
+        ));
+    }
+    Ok(Some(fds))
+}
+
+/// Waits at most `timeout` for `fd` to become readable. `Ok(false)` on timeout.
+pub(crate) fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    loop {
+        // SAFETY: one valid pollfd, count 1.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        return Ok(n > 0);
+    }
+}
+
+/// Types made only of atomics (and padding), so that any bit pattern is a valid value and
+/// concurrent modification by another thread or process through shared memory is sound.
+///
+/// # Safety
+///
+/// Implementors must be `#[repr(C)]` structs whose every field is an atomic integer (or an
+/// array or struct of them), with no invariant beyond that.
+pub(crate) unsafe trait Atomics: Sized {}
+
+impl Mapping {
+    /// The `T` at byte `offset`.
+    ///
+    /// # Panics
+    ///
+    /// If the `T` would not lie inside the mapping or would be misaligned.
+    #[inline]
+    pub(crate) fn at<T: Atomics>(&self, offset: usize) -> &T {
+        assert!(
+            offset.is_multiple_of(std::mem::align_of::<T>())
+                && offset
+                    .checked_add(std::mem::size_of::<T>())
+                    .is_some_and(|end| end <= self.len),
+            "shared structure outside its mapping"
+        );
+        // SAFETY: the bytes are inside the mapping (checked), which lives as long as `self`;
+        // the base is page aligned, so `offset` alignment (checked) is the address's; `T` is
+        // made of atomics only (trait contract), so any content is a valid `T` and shared
+        // mutation through `&T` is sound.
+        unsafe { &*self.base().add(offset).cast::<T>() }
+    }
+
+    /// The address of `len` bytes at `offset`, if they lie inside the mapping.
+    #[inline]
+    pub(crate) fn span(&self, offset: u64, len: u64) -> Option<*mut u8> {
+        let end = offset.checked_add(len)?;
+        if end > self.len as u64 {
+            return None;
+        }
+        // SAFETY: `offset <= len` of the mapping (checked), so the result is inside it or one
+        // past its end.
+        Some(unsafe { self.base().add(offset as usize) })
+    }
+}
+
+/// Copies `len` bytes between two spans of shared mappings (or a mapping and a local
+/// buffer).
+///
+/// # Safety
+///
+/// `src` must be valid for reads and `dst` for writes of `len` bytes (they may overlap: a
+/// queue pair may send between buffers of one domain). The bytes may be accessed concurrently by a peer; they are plain bytes, so a race
+/// can only tear the data, as on a NIC, which the fabric's usage rules exclude for correct
+/// programs.
+#[inline]
+pub(crate) unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
+    // SAFETY: forwarded to the caller's contract.
+    unsafe { std::ptr::copy(src, dst, len) }
+}
+
+/// Asks the CPU to start loading the cache line at `p` (no effect on program state).
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 only hints the cache; it never faults and `p` is a valid reference.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(
+            (p as *const T).cast::<i8>(),
+            core::arch::x86_64::_MM_HINT_T0,
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}

@@ -1,0 +1,345 @@
+//! Completion queues, and the bookkeeping that turns device completions back into the
+//! caller's work requests.
+//!
+//! # Work request ids on the wire
+//!
+//! The provider posts every work request under its own `wr_id`: 16 bits naming the work
+//! queue (a slot of the completion queue's table), 8 bits of that slot's generation and the
+//! low 40 bits of the request's sequence number on its queue. The caller's `wr_id` (and, for
+//! send requests, the operation) wait in a ring of the work queue, indexed by sequence
+//! number. Polling reads them back, so that:
+//!
+//! - completions carry the caller's `wr_id`, and failed send completions the operation that
+//!   was posted (`ibv_wc.opcode` is undefined for them);
+//! - a completion retires its request and every earlier one of the same queue: queue depth
+//!   is counted from post to poll as the fabric's contract requires, also on devices that
+//!   free slots before the poll (rxe does), so code that respects the depth runs anywhere.
+//!
+//! Completions of a queue pair that has been destroyed and whose slot was since given to a
+//! new queue pair are discarded (their caller's ids are gone).
+
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rdma_sys::*;
+
+use super::device::{Context, PollCqFn};
+use super::monitor::monitor;
+use super::sys::errno;
+use crate::fabric::{CompletionQueue, CqError, FabricError, Wc, WcOpcode, WcStatus};
+
+/// Bits of the provider's `wr_id` that hold the sequence number.
+const SEQ_BITS: u32 = 40;
+const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
+const GEN_SHIFT: u32 = SEQ_BITS;
+const SLOT_SHIFT: u32 = 48;
+/// Work queues a completion queue can serve at once.
+const MAX_SLOTS: usize = 1 << 16;
+/// Completions fetched from the device per `ibv_poll_cq` call.
+const POLL_BATCH: usize = 32;
+
+/// The caller-side record of one work queue (the send or receive queue of a queue pair).
+pub(super) struct WqTrack {
+    mask: u64,
+    /// The caller's wr_id of each request in flight, by sequence number.
+    wr_ids: Box<[AtomicU64]>,
+    /// The `WcOpcode` of each send request in flight (empty for a receive queue).
+    ops: Box<[AtomicU8]>,
+    /// Sequence number of the oldest request not yet retired by a polled completion.
+    retired: AtomicU64,
+}
+
+impl WqTrack {
+    /// A record for a queue of `depth` requests.
+    pub(super) fn new(depth: u32, send: bool) -> WqTrack {
+        let n = (depth.max(1) as usize).next_power_of_two();
+        WqTrack {
+            mask: n as u64 - 1,
+            wr_ids: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            ops: if send {
+                (0..n).map(|_| AtomicU8::new(0)).collect()
+            } else {
+                Box::new([])
+            },
+            retired: AtomicU64::new(0),
+        }
+    }
+
+    /// How many of the requests posted so far (`posted` in all) still hold a slot.
+    pub(super) fn outstanding(&self, posted: u64) -> u64 {
+        posted.wrapping_sub(self.retired.load(Ordering::Acquire))
+    }
+
+    /// Records the caller's id (and operation) of the request with sequence number `seq`.
+    pub(super) fn record(&self, seq: u64, wr_id: u64, op: WcOpcode) {
+        let i = (seq & self.mask) as usize;
+        self.wr_ids[i].store(wr_id, Ordering::Relaxed);
+        if let Some(o) = self.ops.get(i) {
+            o.store(op.to_raw() as u8, Ordering::Relaxed);
+        }
+        // Orders the stores above before the post that follows (the device's completion is
+        // observed by the poller only after the post).
+        std::sync::atomic::fence(Ordering::Release);
+    }
+
+    fn is_send(&self) -> bool {
+        !self.ops.is_empty()
+    }
+}
+
+/// Where a work queue's requests are announced: its slot in the completion queue's table.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Slot {
+    index: u16,
+    gen: u8,
+}
+
+impl Slot {
+    /// The provider's wr_id for the request with sequence number `seq`.
+    pub(super) fn wr_id(self, seq: u64) -> u64 {
+        (u64::from(self.index) << SLOT_SHIFT)
+            | (u64::from(self.gen) << GEN_SHIFT)
+            | (seq & SEQ_MASK)
+    }
+}
+
+#[derive(Default)]
+struct Table {
+    entries: Vec<(u8, Option<Arc<WqTrack>>)>,
+    cursor: usize,
+}
+
+/// The shared part of a completion queue: the device object and its work queue table.
+pub(super) struct CqInner {
+    pub(super) cq: *mut ibv_cq,
+    table: Mutex<Table>,
+    /// Set by the monitor on `IBV_EVENT_CQ_ERR`: the queue overflowed.
+    overrun: Arc<AtomicBool>,
+    _ctx: Arc<Context>,
+}
+
+// SAFETY: an ibv_cq may be used from any thread; only the owner of the VerbsCq polls it
+// (poll takes `&mut`), and queue pairs only pass the pointer to rdma_create_qp.
+unsafe impl Send for CqInner {}
+// SAFETY: as above; the table is behind a mutex.
+unsafe impl Sync for CqInner {}
+
+impl Drop for CqInner {
+    fn drop(&mut self) {
+        if let Some(m) = monitor() {
+            m.unwatch_cq(self.cq);
+        }
+        // SAFETY: every queue pair using the queue holds an Arc of this value, so all are
+        // destroyed; the queue is destroyed once (libibverbs waits for the monitor to
+        // acknowledge any event of it already read).
+        unsafe { ibv_destroy_cq(self.cq) };
+    }
+}
+
+impl CqInner {
+    /// Gives `track` a slot; its requests are posted under that slot's ids.
+    pub(super) fn register(&self, track: Arc<WqTrack>) -> Result<Slot, FabricError> {
+        let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        let n = t.entries.len();
+        // Reuse slots round-robin, so a freed slot's late completions stay recognisable
+        // for as long as possible.
+        for k in 0..n {
+            let i = (t.cursor + k) % n;
+            if t.entries[i].1.is_none() {
+                let gen = t.entries[i].0.wrapping_add(1);
+                t.entries[i] = (gen, Some(track));
+                t.cursor = (i + 1) % n.max(1);
+                return Ok(Slot {
+                    index: i as u16,
+                    gen,
+                });
+            }
+        }
+        if n >= MAX_SLOTS {
+            return Err(FabricError::Exhausted(
+                "work queues on one completion queue",
+            ));
+        }
+        t.entries.push((0, Some(track)));
+        t.cursor = 0;
+        Ok(Slot {
+            index: n as u16,
+            gen: 0,
+        })
+    }
+
+    /// Frees a slot given by [`register`](Self::register).
+    pub(super) fn deregister(&self, slot: Slot) {
+        let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = t.entries.get_mut(usize::from(slot.index)) {
+            if e.0 == slot.gen {
+                e.1 = None;
+            }
+        }
+    }
+
+    fn lookup(&self, index: usize, gen: u8) -> Option<Arc<WqTrack>> {
+        let t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        match t.entries.get(index) {
+            Some((g, Some(track))) if *g == gen => Some(track.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// A completion queue (`struct ibv_cq`), polled with `ibv_poll_cq` in batches.
+pub struct VerbsCq {
+    pub(super) inner: Arc<CqInner>,
+    poll_fn: PollCqFn,
+    depth: u32,
+    /// The poller's own copy of the table, refreshed (under the table's lock) only when a
+    /// completion names a slot or generation it does not know: the hot path takes no lock.
+    cache: Vec<Option<(u8, Arc<WqTrack>)>>,
+}
+
+impl VerbsCq {
+    pub(super) fn new(ctx: &Arc<Context>, min_depth: u32) -> Result<VerbsCq, FabricError> {
+        let want = i32::try_from(min_depth.max(1))
+            .map_err(|_| FabricError::InvalidArgument("completion queue depth"))?;
+        // SAFETY: the context is open; no completion channel, vector 0.
+        let cq =
+            unsafe { ibv_create_cq(ctx.ctx, want, std::ptr::null_mut(), std::ptr::null_mut(), 0) };
+        if cq.is_null() {
+            return Err(FabricError::last_os("ibv_create_cq"));
+        }
+        // SAFETY: `cq` is the queue just created; `cqe` holds the granted size.
+        let depth = unsafe { (*cq).cqe }.max(0) as u32;
+        let overrun = Arc::new(AtomicBool::new(false));
+        if let Some(m) = monitor() {
+            m.watch_cq(cq, &overrun);
+        }
+        Ok(VerbsCq {
+            inner: Arc::new(CqInner {
+                cq,
+                table: Mutex::new(Table::default()),
+                overrun,
+                _ctx: ctx.clone(),
+            }),
+            poll_fn: ctx.ops.poll_cq,
+            depth,
+            cache: Vec::new(),
+        })
+    }
+
+    fn track(&mut self, index: usize, gen: u8) -> Option<Arc<WqTrack>> {
+        if let Some(Some((g, t))) = self.cache.get(index) {
+            if *g == gen {
+                return Some(t.clone());
+            }
+        }
+        let t = self.inner.lookup(index, gen)?;
+        if self.cache.len() <= index {
+            self.cache.resize(index + 1, None);
+        }
+        self.cache[index] = Some((gen, t.clone()));
+        Some(t)
+    }
+
+    /// The caller's completion for a device completion; None if it belongs to a work
+    /// queue that no longer exists.
+    fn translate(&mut self, raw: &ibv_wc) -> Option<Wc> {
+        let index = (raw.wr_id >> SLOT_SHIFT) as usize;
+        let gen = (raw.wr_id >> GEN_SHIFT) as u8;
+        let seq40 = raw.wr_id & SEQ_MASK;
+        let track = self.track(index, gen)?;
+        std::sync::atomic::fence(Ordering::Acquire);
+        let retired = track.retired.load(Ordering::Relaxed);
+        let seq = retired.wrapping_add(seq40.wrapping_sub(retired) & SEQ_MASK);
+        let i = (seq & track.mask) as usize;
+        let wr_id = track.wr_ids[i].load(Ordering::Relaxed);
+        let posted_op = match track.ops.get(i) {
+            Some(o) => WcOpcode::from_raw(u32::from(o.load(Ordering::Relaxed))),
+            None => Some(WcOpcode::Recv),
+        };
+        // Completions of one queue arrive in posting order: this one retires every
+        // earlier request of the queue (unsignaled sends complete silently).
+        track.retired.store(seq.wrapping_add(1), Ordering::Release);
+
+        let status = WcStatus::from_raw(raw.status).unwrap_or(WcStatus::GeneralErr);
+        let mut wc = Wc {
+            wr_id,
+            status,
+            opcode: posted_op.unwrap_or_default(),
+            byte_len: 0,
+            imm: None,
+            invalidated_rkey: None,
+            qp_num: raw.qp_num,
+            vendor_err: raw.vendor_err,
+        };
+        if status.is_ok() {
+            if let Some(op) = WcOpcode::from_raw(raw.opcode) {
+                wc.opcode = op;
+            }
+            wc.byte_len = raw.byte_len;
+            let flags = raw.wc_flags;
+            if flags & ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0 {
+                // SAFETY: with IBV_WC_WITH_IMM the union holds the immediate data.
+                wc.imm = Some(u32::from_be(unsafe {
+                    raw.imm_data_invalidated_rkey_union.imm_data
+                }));
+            }
+            if flags & ibv_wc_flags::IBV_WC_WITH_INV.0 != 0 {
+                // SAFETY: with IBV_WC_WITH_INV the union holds the invalidated rkey.
+                wc.invalidated_rkey =
+                    Some(unsafe { raw.imm_data_invalidated_rkey_union.invalidated_rkey });
+            }
+        } else if !track.is_send() {
+            wc.opcode = WcOpcode::Recv;
+        }
+        Some(wc)
+    }
+}
+
+impl core::fmt::Debug for VerbsCq {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("VerbsCq")
+            .field("depth", &self.depth)
+            .finish()
+    }
+}
+
+impl CompletionQueue for VerbsCq {
+    fn poll(&mut self, out: &mut [Wc]) -> Result<usize, CqError> {
+        if self.inner.overrun.load(Ordering::Relaxed) {
+            return Err(CqError::Overrun);
+        }
+        let mut n = 0;
+        let mut raw = MaybeUninit::<[ibv_wc; POLL_BATCH]>::uninit();
+        while n < out.len() {
+            let want = (out.len() - n).min(POLL_BATCH);
+            // SAFETY: the queue is live while `inner` is; `raw` has room for `want`
+            // entries, which the provider writes before returning their number.
+            let got =
+                unsafe { (self.poll_fn)(self.inner.cq, want as i32, raw.as_mut_ptr().cast()) };
+            if got < 0 {
+                if n > 0 {
+                    return Ok(n);
+                }
+                return Err(CqError::Os(if got == -1 { errno() } else { -got }));
+            }
+            let got = (got as usize).min(want);
+            for k in 0..got {
+                // SAFETY: the provider initialised the first `got` entries of the array.
+                let r = unsafe { &*raw.as_ptr().cast::<ibv_wc>().add(k) };
+                if let Some(wc) = self.translate(r) {
+                    out[n] = wc;
+                    n += 1;
+                }
+            }
+            if got < want {
+                break;
+            }
+        }
+        Ok(n)
+    }
+
+    fn depth(&self) -> u32 {
+        self.depth
+    }
+}

@@ -1,0 +1,810 @@
+//! Buffer pools: fixed-size buffers carved from a few large memory regions registered once,
+//! when the pool is built.
+//!
+//! # Shape
+//!
+//! A [`BufferPool`] belongs to one worker thread. It is [`Send`] (it is built on one thread
+//! and moved to its worker) but not [`Sync`]: only its owner allocates and frees locally.
+//! Its buffers are [`Buf`] handles: a pointer to the pool's shared state and an index, 16
+//! bytes, neither `Copy` nor `Clone`, so holding a `Buf` is owning that buffer. Through it the
+//! holder gets the buffer's scatter-gather element ([`Buf::sge`]), its remote address when
+//! the pool's regions are remotely accessible ([`Buf::remote`]), copies in and out
+//! ([`Buf::read_at`], [`Buf::write_at`]) and, under the fabric's rule, in-place views
+//! ([`Buf::as_slice`], [`Buf::as_mut_slice`]).
+//!
+//! A buffer goes home one of three ways:
+//!
+//! - on the owner thread, [`BufferPool::free`] (or dropping a [`Lease`], the scoped guard of
+//!   [`BufferPool::lease`]) pushes its index on the owner's free stack: a plain array with a
+//!   length, sized for every buffer when the pool is built — no atomic instruction, no
+//!   allocation;
+//! - on any other thread, [`ReturnPath::send_back`] (or [`ReturnPath::send_back_all`] for a
+//!   batch, one CAS for all) pushes it on the pool's lock-free return list;
+//! - dropping a `Buf` anywhere does the same as `send_back`, so a buffer is never lost, but
+//!   on the owner thread that costs an atomic read-modify-write that `free` avoids.
+//!
+//! The owner takes the whole return list with one `swap` when its free stack runs dry (in
+//! [`BufferPool::alloc`]) and whenever it calls [`BufferPool::reclaim`] (say once per poll
+//! loop, which costs one load of a cache line when nothing came back). When both are empty,
+//! allocation fails with [`PoolError::Exhausted`]: back-pressure for the caller, never a
+//! panic, a wait or an allocation.
+//!
+//! # Example
+//!
+//! ```
+//! use rpcrdma_engine::fabric::soft::Soft;
+//! use rpcrdma_engine::fabric::{Access, Device, Provider};
+//! use rpcrdma_engine::pool::{BufferPool, PoolConfig, PoolError};
+//!
+//! let pd = Soft::open_device(None)?.alloc_pd()?;
+//! let pool = BufferPool::<Soft>::new(&pd, PoolConfig::new(4096, 2, Access::LOCAL_WRITE))?;
+//! let mut reply = pool.alloc()?;
+//! reply.write_at(0, b"reply");
+//! let _gather = [reply.sge_span(0, 5)]; // what a Send work request would name
+//! let handed_off = pool.alloc()?;
+//! assert!(matches!(pool.alloc(), Err(PoolError::Exhausted { capacity: 2 })));
+//!
+//! let back = pool.return_path();
+//! std::thread::spawn(move || back.send_back(handed_off)).join().unwrap();
+//! pool.free(reply); // after the Send's completion
+//! assert_eq!(pool.reclaim(), 1);
+//! assert_eq!(pool.available(), 2);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Counters
+//!
+//! The owner keeps its counters in relaxed atomics that only it writes (a load and a store,
+//! no read-modify-write), so any thread may read a [`PoolStats`] snapshot through
+//! [`BufferPool::stats`] or [`ReturnPath::stats`] without a lock.
+//!
+//! # Lifetime
+//!
+//! The regions live in the pool's shared state, which outlives every `Buf`: if the pool is
+//! dropped while buffers are still out, it leaks its shared state (and so keeps the regions
+//! registered) rather than leave those buffers dangling. A pool dropped with every buffer
+//! home releases everything.
+
+mod ret;
+#[cfg(test)]
+mod tests;
+
+use core::cell::Cell;
+use core::fmt;
+use core::mem::ManuallyDrop;
+use core::ops::{Deref, DerefMut};
+use core::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+
+use crate::fabric::{
+    Access, FabricError, MemoryRegion, MemoryWindow, MwBind, ProtectionDomain, Provider,
+    RemoteAddr, Sge,
+};
+use ret::{ReturnList, END};
+
+/// How a [`BufferPool`] is laid out and registered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// Usable bytes of each buffer (the length of its [`Sge`]); at least 1, at most
+    /// `u32::MAX`.
+    pub buf_size: usize,
+    /// Number of buffers; at least 1, at most [`PoolConfig::MAX_COUNT`].
+    pub count: u32,
+    /// Rights the regions are registered with: [`Access::LOCAL_WRITE`] for receive buffers
+    /// and RDMA Read sinks, remote rights for buffers peers reach with the region's rkey,
+    /// [`Access::MW_BIND`] for buffers exposed through memory windows.
+    pub access: Access,
+    /// Buffers start at multiples of this power of two (regions are page-aligned); the
+    /// distance between buffers is `buf_size` rounded up to it.
+    pub align: usize,
+    /// Largest region to register; the pool registers as few regions as fit the buffers
+    /// under this limit (each holds a whole number of buffers).
+    pub max_region_len: usize,
+}
+
+impl PoolConfig {
+    /// The default [`align`](Self::align): a cache line, so no two buffers share one.
+    pub const DEFAULT_ALIGN: usize = 64;
+    /// The default [`max_region_len`](Self::max_region_len): 1 GiB.
+    pub const DEFAULT_MAX_REGION_LEN: usize = 1 << 30;
+    /// The largest number of buffers (`u32::MAX` marks the end of the return list).
+    pub const MAX_COUNT: u32 = u32::MAX - 1;
+
+    /// `count` buffers of `buf_size` bytes registered with `access`, with the default
+    /// alignment and region limit.
+    pub const fn new(buf_size: usize, count: u32, access: Access) -> PoolConfig {
+        PoolConfig {
+            buf_size,
+            count,
+            access,
+            align: Self::DEFAULT_ALIGN,
+            max_region_len: Self::DEFAULT_MAX_REGION_LEN,
+        }
+    }
+
+    /// The same configuration with buffers aligned to `align` bytes.
+    pub const fn with_align(mut self, align: usize) -> PoolConfig {
+        self.align = align;
+        self
+    }
+
+    /// The same configuration with regions of at most `max_region_len` bytes.
+    pub const fn with_max_region_len(mut self, max_region_len: usize) -> PoolConfig {
+        self.max_region_len = max_region_len;
+        self
+    }
+
+    /// Checks the configuration and computes where buffer `i` lives.
+    fn layout(&self) -> Result<Layout, PoolError> {
+        let buf_size = u32::try_from(self.buf_size).ok().filter(|&s| s > 0).ok_or(
+            PoolError::InvalidConfig("buffer size must be 1 ..= u32::MAX bytes"),
+        )?;
+        if self.count == 0 || self.count > Self::MAX_COUNT {
+            return Err(PoolError::InvalidConfig(
+                "buffer count must be 1 ..= u32::MAX - 1",
+            ));
+        }
+        if !self.align.is_power_of_two() {
+            return Err(PoolError::InvalidConfig("alignment must be a power of two"));
+        }
+        let stride = self
+            .buf_size
+            .checked_add(self.align - 1)
+            .map(|s| s & !(self.align - 1))
+            .ok_or(PoolError::InvalidConfig(
+                "buffer size overflows when aligned",
+            ))?;
+        if self.max_region_len < stride {
+            return Err(PoolError::InvalidConfig(
+                "region limit smaller than one buffer",
+            ));
+        }
+        stride
+            .checked_mul(self.count as usize)
+            .ok_or(PoolError::InvalidConfig("pool size overflows usize"))?;
+        let per_region = (self.max_region_len / stride).min(self.count as usize) as u32;
+        Ok(Layout {
+            buf_size,
+            stride,
+            per_region,
+            count: self.count,
+        })
+    }
+}
+
+/// Where the buffers are: buffer `i` is at byte `(i % per_region) * stride` of region
+/// `i / per_region`.
+#[derive(Clone, Copy, Debug)]
+struct Layout {
+    buf_size: u32,
+    stride: usize,
+    per_region: u32,
+    count: u32,
+}
+
+impl Layout {
+    /// Number of regions.
+    fn regions(&self) -> u32 {
+        self.count.div_ceil(self.per_region)
+    }
+
+    /// Length of region `r`.
+    fn region_len(&self, r: u32) -> usize {
+        let first = r * self.per_region;
+        (self.count - first).min(self.per_region) as usize * self.stride
+    }
+
+    /// Region and byte offset of buffer `index`.
+    #[inline]
+    fn locate(&self, index: u32) -> (usize, usize) {
+        let region = index / self.per_region;
+        let slot = index % self.per_region;
+        (region as usize, slot as usize * self.stride)
+    }
+}
+
+/// Why a pool could not be built or could not hand out a buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PoolError {
+    /// Every buffer is out: none on the owner's free stack and none sent back. This is
+    /// back-pressure: retry after completions have freed buffers.
+    Exhausted {
+        /// The pool's number of buffers.
+        capacity: u32,
+    },
+    /// The configuration cannot be laid out.
+    InvalidConfig(&'static str),
+    /// Allocating and registering a region failed.
+    Fabric(FabricError),
+}
+
+impl fmt::Display for PoolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PoolError::Exhausted { capacity } => {
+                write!(
+                    f,
+                    "buffer pool exhausted: all {capacity} buffers are in use"
+                )
+            }
+            PoolError::InvalidConfig(why) => write!(f, "invalid buffer pool configuration: {why}"),
+            PoolError::Fabric(e) => write!(f, "registering the buffer pool failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for PoolError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PoolError::Fabric(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<FabricError> for PoolError {
+    fn from(e: FabricError) -> Self {
+        PoolError::Fabric(e)
+    }
+}
+
+/// A snapshot of a pool's counters. Taken by another thread while the owner works, the
+/// fields are each exact at some recent instant but not necessarily at the same one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PoolStats {
+    /// Number of buffers.
+    pub capacity: u32,
+    /// Usable bytes of each buffer.
+    pub buf_size: u32,
+    /// Successful allocations.
+    pub allocated: u64,
+    /// Buffers freed onto the owner's free stack ([`BufferPool::free`], [`Lease`] drops).
+    pub freed_local: u64,
+    /// Buffers taken back from the return list (sent back, or dropped, as [`Buf`]s).
+    pub returned_remote: u64,
+    /// Allocations refused with [`PoolError::Exhausted`].
+    pub exhausted: u64,
+}
+
+impl PoolStats {
+    /// Buffers not yet back on the owner's free stack: held, or sent back and not yet
+    /// reclaimed.
+    pub fn outstanding(&self) -> u64 {
+        self.allocated
+            .saturating_sub(self.freed_local)
+            .saturating_sub(self.returned_remote)
+    }
+}
+
+/// Owner-written counters (see [`PoolStats`]).
+#[derive(Default)]
+struct Counters {
+    allocated: AtomicU64,
+    freed_local: AtomicU64,
+    returned_remote: AtomicU64,
+    exhausted: AtomicU64,
+}
+
+/// Adds `n` to a counter that only the pool's owner writes: a relaxed load and store, which
+/// compile to plain moves, not a locked read-modify-write.
+#[inline]
+fn bump(counter: &AtomicU64, n: u64) {
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(n),
+        Ordering::Relaxed,
+    );
+}
+
+/// What the owner, the buffers and the return paths share.
+struct Shared<P: Provider> {
+    regions: Box<[P::Mr]>,
+    layout: Layout,
+    remote: bool,
+    returns: ReturnList,
+    counters: CachePadded<Counters>,
+}
+
+impl<P: Provider> Shared<P> {
+    fn stats(&self) -> PoolStats {
+        let c = &self.counters;
+        PoolStats {
+            capacity: self.layout.count,
+            buf_size: self.layout.buf_size,
+            allocated: c.allocated.load(Ordering::Relaxed),
+            freed_local: c.freed_local.load(Ordering::Relaxed),
+            returned_remote: c.returned_remote.load(Ordering::Relaxed),
+            exhausted: c.exhausted.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A pool of fixed-size registered buffers owned by one thread.
+///
+/// `Send` but not `Sync`: move it to its worker; other threads reach it only through a
+/// [`ReturnPath`] (and by dropping the [`Buf`]s they were given).
+pub struct BufferPool<P: Provider> {
+    shared: Arc<Shared<P>>,
+    /// The owner's free stack: `free[..top]` are the indices at home. Never grows: it has a
+    /// slot for every buffer.
+    free: Box<[Cell<u32>]>,
+    top: Cell<u32>,
+}
+
+impl<P: Provider> BufferPool<P> {
+    /// Allocates and registers the pool's regions in `pd` (as few as
+    /// [`PoolConfig::max_region_len`] allows) and carves them into `config.count` buffers,
+    /// all at home. The only allocations of the pool's life happen here.
+    pub fn new(pd: &P::Pd, config: PoolConfig) -> Result<BufferPool<P>, PoolError> {
+        let layout = config.layout()?;
+        let regions = (0..layout.regions())
+            .map(|r| pd.alloc_region(layout.region_len(r), config.access))
+            .collect::<Result<Box<[P::Mr]>, FabricError>>()?;
+        let shared = Arc::new(Shared {
+            regions,
+            layout,
+            remote: config.access.is_remote(),
+            returns: ReturnList::new(layout.count),
+            counters: CachePadded::new(Counters::default()),
+        });
+        // Lowest index on top, so a fresh pool hands out buffers in address order.
+        let free = (0..layout.count).rev().map(Cell::new).collect();
+        Ok(BufferPool {
+            shared,
+            free,
+            top: Cell::new(layout.count),
+        })
+    }
+
+    /// Takes a buffer: from the owner's free stack or, when that is empty, from what other
+    /// threads sent back. No atomic instruction unless the stack is empty; never allocates.
+    ///
+    /// # Errors
+    ///
+    /// [`PoolError::Exhausted`] when every buffer is out.
+    #[inline]
+    pub fn alloc(&self) -> Result<Buf<P>, PoolError> {
+        if self.top.get() == 0 && self.reclaim() == 0 {
+            bump(&self.shared.counters.exhausted, 1);
+            return Err(PoolError::Exhausted {
+                capacity: self.capacity(),
+            });
+        }
+        let top = self.top.get() - 1;
+        let index = self.free[top as usize].get();
+        self.top.set(top);
+        bump(&self.shared.counters.allocated, 1);
+        Ok(Buf {
+            shared: NonNull::from(&*self.shared),
+            index,
+        })
+    }
+
+    /// Takes a buffer as a [`Lease`], which frees it onto this pool when dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`PoolError::Exhausted`] when every buffer is out.
+    #[inline]
+    pub fn lease(&self) -> Result<Lease<'_, P>, PoolError> {
+        Ok(Lease {
+            pool: self,
+            buf: ManuallyDrop::new(self.alloc()?),
+        })
+    }
+
+    /// Gives `buf` back. A buffer of this pool goes on the owner's free stack with no atomic
+    /// instruction; a buffer of another pool goes to that pool's return list.
+    #[inline]
+    pub fn free(&self, buf: Buf<P>) {
+        if !self.owns(&buf) {
+            drop(buf);
+            return;
+        }
+        let buf = ManuallyDrop::new(buf);
+        self.push_local(buf.index);
+        bump(&self.shared.counters.freed_local, 1);
+    }
+
+    /// Moves every buffer sent back by other threads onto the owner's free stack and returns
+    /// how many there were. Costs one relaxed load when there were none.
+    #[inline]
+    pub fn reclaim(&self) -> u32 {
+        let n = self.shared.returns.take_all(|index| self.push_local(index));
+        if n != 0 {
+            bump(&self.shared.counters.returned_remote, u64::from(n));
+        }
+        n
+    }
+
+    #[inline]
+    fn push_local(&self, index: u32) {
+        let top = self.top.get();
+        // In bounds: every index is either here, in the return list or held, once.
+        self.free[top as usize].set(index);
+        self.top.set(top + 1);
+    }
+
+    /// Whether `buf` is one of this pool's buffers.
+    #[inline]
+    pub fn owns(&self, buf: &Buf<P>) -> bool {
+        core::ptr::eq(buf.shared.as_ptr(), Arc::as_ptr(&self.shared))
+    }
+
+    /// A handle through which other threads send buffers back and read the counters.
+    pub fn return_path(&self) -> ReturnPath<P> {
+        ReturnPath {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// Number of buffers.
+    pub fn capacity(&self) -> u32 {
+        self.shared.layout.count
+    }
+
+    /// Usable bytes of each buffer.
+    pub fn buf_size(&self) -> usize {
+        self.shared.layout.buf_size as usize
+    }
+
+    /// Distance in bytes between consecutive buffers of a region.
+    pub fn stride(&self) -> usize {
+        self.shared.layout.stride
+    }
+
+    /// Buffers on the owner's free stack (not counting any sent back and not reclaimed).
+    pub fn available(&self) -> u32 {
+        self.top.get()
+    }
+
+    /// The registered regions the buffers are carved from.
+    pub fn regions(&self) -> &[P::Mr] {
+        &self.shared.regions
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> PoolStats {
+        self.shared.stats()
+    }
+}
+
+impl<P: Provider> Drop for BufferPool<P> {
+    fn drop(&mut self) {
+        self.reclaim();
+        if self.top.get() != self.capacity() {
+            // Buffers are still out and point at the shared state: keep it (and the
+            // registered regions) alive for good rather than let them dangle.
+            core::mem::forget(Arc::clone(&self.shared));
+        }
+    }
+}
+
+impl<P: Provider> fmt::Debug for BufferPool<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BufferPool")
+            .field("available", &self.available())
+            .field("stride", &self.stride())
+            .field("regions", &self.shared.regions.len())
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// One buffer of a [`BufferPool`], owned: neither `Copy` nor `Clone`.
+///
+/// Give it back with [`BufferPool::free`] on the owner thread or [`ReturnPath::send_back`]
+/// elsewhere; dropping it sends it back as `send_back` does.
+pub struct Buf<P: Provider> {
+    /// The pool's shared state, which outlives every `Buf` (a pool dropped with buffers out
+    /// leaks it).
+    shared: NonNull<Shared<P>>,
+    index: u32,
+}
+
+// SAFETY: a `Buf` is an index its holder exclusively owns plus a pointer to `Shared<P>`,
+// which is `Send + Sync` (regions are `Send + Sync` by the `Provider` bounds, the rest is
+// atomics) and outlives every `Buf`; nothing in a `Buf` is tied to the thread that made it.
+unsafe impl<P: Provider> Send for Buf<P> {}
+
+// SAFETY: `&Buf` gives only reads: copies out of the region (`read_at`, which the region
+// allows from any thread) and `as_slice`, whose contract forbids concurrent writers.
+// Everything that writes or gives the buffer up takes `&mut self` or `self`.
+unsafe impl<P: Provider> Sync for Buf<P> {}
+
+impl<P: Provider> Buf<P> {
+    #[inline]
+    fn shared(&self) -> &Shared<P> {
+        // SAFETY: `shared` came from a live `Arc<Shared<P>>` and stays valid while any `Buf`
+        // exists: the pool's `Drop` leaks the `Arc` when buffers are out, and `ReturnPath`s
+        // hold their own reference.
+        unsafe { self.shared.as_ref() }
+    }
+
+    /// The buffer's index in its pool, `0 .. capacity`: a natural work request id.
+    #[inline]
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// Usable bytes.
+    #[inline]
+    pub fn size(&self) -> usize {
+        self.shared().layout.buf_size as usize
+    }
+
+    /// The region the buffer is carved from, for memory window binds
+    /// ([`mw_bind`](Self::mw_bind) builds one for the whole buffer).
+    ///
+    /// The region spans other holders' buffers too: writing outside
+    /// [`region_offset`](Self::region_offset) `..+` [`size`](Self::size) through it breaks
+    /// their [`as_slice`](Self::as_slice) contracts.
+    #[inline]
+    pub fn region(&self) -> &P::Mr {
+        let (region, _) = self.shared().layout.locate(self.index);
+        &self.shared().regions[region]
+    }
+
+    /// Byte offset of the buffer in its [`region`](Self::region).
+    #[inline]
+    pub fn region_offset(&self) -> usize {
+        self.shared().layout.locate(self.index).1
+    }
+
+    /// Virtual address of the first byte, as work requests name it.
+    #[inline]
+    pub fn addr(&self) -> u64 {
+        self.region().addr() + self.region_offset() as u64
+    }
+
+    /// The scatter-gather element of the whole buffer.
+    #[inline]
+    pub fn sge(&self) -> Sge {
+        let shared = self.shared();
+        let (region, offset) = shared.layout.locate(self.index);
+        shared.regions[region].sge(offset, shared.layout.buf_size)
+    }
+
+    /// The scatter-gather element of `len` bytes at `offset` of the buffer (say, just the
+    /// encoded length of a reply).
+    ///
+    /// # Panics
+    ///
+    /// If the span is not inside the buffer.
+    #[inline]
+    pub fn sge_span(&self, offset: usize, len: u32) -> Sge {
+        self.check_span(offset, len as usize);
+        self.region().sge(self.region_offset() + offset, len)
+    }
+
+    /// The buffer's address under its region's rkey, to advertise to a peer; `None` unless
+    /// the pool was registered with a remote right.
+    #[inline]
+    pub fn remote(&self) -> Option<RemoteAddr> {
+        if self.shared().remote {
+            Some(self.region().remote(self.region_offset()))
+        } else {
+            None
+        }
+    }
+
+    /// A memory window bind of the whole buffer with `access` (a subset of
+    /// [`Access::WINDOW_RIGHTS`]) under `mw`'s next rkey. The pool must be registered with
+    /// [`Access::MW_BIND`] (and [`Access::LOCAL_WRITE`] for write rights), or the bind fails
+    /// when executed.
+    pub fn mw_bind<'a>(&'a self, mw: &'a P::Mw, access: Access) -> MwBind<'a, P> {
+        MwBind {
+            mw,
+            rkey: mw.next_rkey(),
+            mr: self.region(),
+            addr: self.addr(),
+            len: self.size() as u64,
+            access,
+        }
+    }
+
+    /// Copies `dst.len()` bytes at `offset` of the buffer into `dst`.
+    ///
+    /// # Panics
+    ///
+    /// If the span is not inside the buffer.
+    #[inline]
+    pub fn read_at(&self, offset: usize, dst: &mut [u8]) {
+        self.check_span(offset, dst.len());
+        self.region().read_at(self.region_offset() + offset, dst);
+    }
+
+    /// Copies `src` into the buffer at `offset`.
+    ///
+    /// # Panics
+    ///
+    /// If the span is not inside the buffer.
+    #[inline]
+    pub fn write_at(&mut self, offset: usize, src: &[u8]) {
+        self.check_span(offset, src.len());
+        self.region().write_at(self.region_offset() + offset, src);
+    }
+
+    /// Borrows the whole buffer in place.
+    ///
+    /// # Safety
+    ///
+    /// While the borrow lives nothing may write the buffer: no posted receive or RDMA Read
+    /// scattering into it may be outstanding (a request is outstanding until its completion,
+    /// flush completions included, has been polled), no peer may hold an rkey (the region's
+    /// or a bound window's) with write access covering it, and no code may write it through
+    /// [`region`](Self::region). This is [`MemoryRegion::slice`]'s rule for the buffer's
+    /// bytes; writes through this `Buf` are already excluded by the borrow.
+    #[inline]
+    pub unsafe fn as_slice(&self) -> &[u8] {
+        let shared = self.shared();
+        let (region, offset) = shared.layout.locate(self.index);
+        // SAFETY: the span is this buffer's, inside its region by construction of the
+        // layout; the caller guarantees `MemoryRegion::slice`'s contract for it.
+        unsafe { shared.regions[region].slice(offset, shared.layout.buf_size as usize) }
+    }
+
+    /// Borrows the whole buffer in place, mutably.
+    ///
+    /// # Safety
+    ///
+    /// As for [`as_slice`](Self::as_slice), and moreover nothing else may read the buffer
+    /// while the borrow lives: no outstanding Send or RDMA Write gathering from it, no peer
+    /// rkey with read access covering it, no read of it through [`region`](Self::region).
+    /// This is [`MemoryRegion::slice_mut`]'s rule for the buffer's bytes.
+    #[inline]
+    pub unsafe fn as_mut_slice(&mut self) -> &mut [u8] {
+        let shared = self.shared();
+        let (region, offset) = shared.layout.locate(self.index);
+        // SAFETY: as in `as_slice`; `&mut self` excludes every other view through this
+        // `Buf`, the only handle to the buffer, and the caller guarantees the fabric side.
+        unsafe { shared.regions[region].slice_mut(offset, shared.layout.buf_size as usize) }
+    }
+
+    /// Sends the buffer back to its pool through the lock-free return list, from any thread;
+    /// the same as dropping it. On the owner thread, [`BufferPool::free`] is cheaper.
+    #[inline]
+    pub fn send_back(self) {
+        drop(self);
+    }
+
+    #[inline]
+    fn check_span(&self, offset: usize, len: usize) {
+        let size = self.size();
+        assert!(
+            offset.checked_add(len).is_some_and(|end| end <= size),
+            "span {offset}+{len} outside a buffer of {size} bytes"
+        );
+    }
+}
+
+impl<P: Provider> Drop for Buf<P> {
+    #[inline]
+    fn drop(&mut self) {
+        self.shared().returns.push(self.index);
+    }
+}
+
+impl<P: Provider> fmt::Debug for Buf<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Buf")
+            .field("index", &self.index)
+            .field("addr", &format_args!("{:#x}", self.addr()))
+            .field("size", &self.size())
+            .finish()
+    }
+}
+
+/// A buffer borrowed from a pool on the owner thread, freed onto the owner's free stack when
+/// dropped. Dereferences to [`Buf`].
+pub struct Lease<'a, P: Provider> {
+    pool: &'a BufferPool<P>,
+    buf: ManuallyDrop<Buf<P>>,
+}
+
+impl<P: Provider> Lease<'_, P> {
+    /// Detaches the buffer from the lease, to keep it beyond the lease's scope (say, while a
+    /// work request uses it) or hand it to another thread.
+    pub fn into_buf(self) -> Buf<P> {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so its `buf` is taken exactly once, here.
+        unsafe { ManuallyDrop::take(&mut this.buf) }
+    }
+}
+
+impl<P: Provider> Deref for Lease<'_, P> {
+    type Target = Buf<P>;
+
+    fn deref(&self) -> &Buf<P> {
+        &self.buf
+    }
+}
+
+impl<P: Provider> DerefMut for Lease<'_, P> {
+    fn deref_mut(&mut self) -> &mut Buf<P> {
+        &mut self.buf
+    }
+}
+
+impl<P: Provider> Drop for Lease<'_, P> {
+    fn drop(&mut self) {
+        // SAFETY: `buf` is taken exactly once: here, or in `into_buf`, which skips this drop.
+        let buf = unsafe { ManuallyDrop::take(&mut self.buf) };
+        self.pool.free(buf);
+    }
+}
+
+impl<P: Provider> fmt::Debug for Lease<'_, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Lease").field(&*self.buf).finish()
+    }
+}
+
+/// The handle other threads use to send buffers back to a pool and read its counters.
+/// `Send + Sync + Clone`; it keeps the pool's regions registered while it lives.
+pub struct ReturnPath<P: Provider> {
+    shared: Arc<Shared<P>>,
+}
+
+impl<P: Provider> ReturnPath<P> {
+    /// Sends `buf` back to its pool (this one, or the one it belongs to) through the
+    /// lock-free return list: one CAS, retried with back-off under contention.
+    #[inline]
+    pub fn send_back(&self, buf: Buf<P>) {
+        drop(buf);
+    }
+
+    /// Sends back every buffer of `bufs`; this pool's buffers go as one chain with a single
+    /// successful CAS, others one by one to their own pools. Returns how many of this pool's
+    /// buffers were sent.
+    pub fn send_back_all<I: IntoIterator<Item = Buf<P>>>(&self, bufs: I) -> u32 {
+        let returns = &self.shared.returns;
+        let (mut first, mut last, mut n) = (END, END, 0);
+        for buf in bufs {
+            if !self.owns(&buf) {
+                drop(buf);
+                continue;
+            }
+            let buf = ManuallyDrop::new(buf);
+            returns.link(buf.index, first);
+            if last == END {
+                last = buf.index;
+            }
+            first = buf.index;
+            n += 1;
+        }
+        if first != END {
+            returns.push_chain(first, last);
+        }
+        n
+    }
+
+    /// Whether `buf` is one of this pool's buffers.
+    #[inline]
+    pub fn owns(&self, buf: &Buf<P>) -> bool {
+        core::ptr::eq(buf.shared.as_ptr(), Arc::as_ptr(&self.shared))
+    }
+
+    /// A snapshot of the pool's counters.
+    pub fn stats(&self) -> PoolStats {
+        self.shared.stats()
+    }
+}
+
+impl<P: Provider> Clone for ReturnPath<P> {
+    fn clone(&self) -> Self {
+        ReturnPath {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<P: Provider> fmt::Debug for ReturnPath<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReturnPath")
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
