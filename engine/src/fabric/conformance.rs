@@ -409,7 +409,8 @@ fn expect_flushing<P: Provider>(
 ) -> Result<(), String> {
     let wr_id = 0xf1u64 << 56;
     post_send::<P>(qp, &SendWr::send(wr_id, &[]).signaled())?;
-    let wc = poll_one::<P>(cq, timeout)?;
+    let wc = poll_one::<P>(cq, timeout)
+        .map_err(|e| format!("{what}: send on a flushing queue pair: {e}"))?;
     expect_status(&wc, wr_id, WcStatus::WrFlushErr, what)?;
     ensure_eq!(qp.state(), QpState::Err, format!("{what}: state"));
     Ok(())
@@ -657,9 +658,14 @@ fn receive_too_small<P: Provider, E: Env<P>>(env: &E) -> Result<(), String> {
     post_send::<P>(&mut p.qa, &SendWr::send_inline(3, &data).signaled())?;
     let wc = poll_one::<P>(&mut p.b.rcq, t)?;
     // The InfiniBand specification (and the soft provider) says local length error; rxe
-    // reports a remote invalid request error at the receiver.
+    // reports a remote invalid request error (newer kernels) or a local QP operation error
+    // (Linux 6.1) at the receiver.
     ensure!(
-        wc.wr_id == 1 && matches!(wc.status, WcStatus::LocLenErr | WcStatus::RemInvReqErr),
+        wc.wr_id == 1
+            && matches!(
+                wc.status,
+                WcStatus::LocLenErr | WcStatus::RemInvReqErr | WcStatus::LocQpOpErr
+            ),
         "receiver of an oversized message: {wc:?}"
     );
     expect_status(
@@ -668,12 +674,13 @@ fn receive_too_small<P: Provider, E: Env<P>>(env: &E) -> Result<(), String> {
         WcStatus::WrFlushErr,
         "receiver's next receive",
     )?;
-    expect_status(
-        &poll_one::<P>(&mut p.a.scq, t)?,
-        3,
-        WcStatus::RemInvReqErr,
-        "sender of an oversized message",
-    )?;
+    // NICs, newer rxe and the soft provider: remote invalid request; rxe on Linux 6.1:
+    // remote operational error.
+    let wc = poll_one::<P>(&mut p.a.scq, t)?;
+    ensure!(
+        wc.wr_id == 3 && matches!(wc.status, WcStatus::RemInvReqErr | WcStatus::RemOpErr),
+        "sender of an oversized message: {wc:?}"
+    );
     expect_flushing::<P>(&mut p.qa, &mut p.a.scq, t, "sender")?;
     expect_flushing::<P>(&mut p.qb, &mut p.b.scq, t, "receiver")
 }
@@ -719,12 +726,14 @@ fn local_protection_error<P: Provider, E: Env<P>>(env: &E) -> Result<(), String>
     let src = p.a.region(4096, Access::LOCAL_WRITE)?;
     let bad = Sge::new(src.addr(), 8, src.lkey() ^ 0x55);
     post_send::<P>(&mut p.qa, &SendWr::send(3, &[bad]).signaled())?;
-    expect_status(
-        &poll_one::<P>(&mut p.a.scq, t)?,
-        3,
-        WcStatus::LocProtErr,
-        "send with a bad lkey",
-    )
+    // NICs (and the soft provider) say local protection error; rxe on Linux 6.1 reports a
+    // key it cannot find as a local QP operation error.
+    let wc = poll_one::<P>(&mut p.a.scq, t)?;
+    ensure!(
+        wc.wr_id == 3 && matches!(wc.status, WcStatus::LocProtErr | WcStatus::LocQpOpErr),
+        "send with a bad lkey: {wc:?}"
+    );
+    Ok(())
 }
 
 fn read_into_unwritable_region<P: Provider, E: Env<P>>(env: &E) -> Result<(), String> {
@@ -1165,7 +1174,7 @@ fn mw_bind_errors<P: Provider, E: Env<P>>(env: &E) -> Result<(), String> {
     let t = env.timeout();
     type Variant = (&'static str, usize, u64, Access, Access, bool);
     // (what, offset, len, region rights, window rights, bind once before)
-    let variants: [Variant; 5] = [
+    let variants: [Variant; 4] = [
         (
             "rebind while bound",
             0,
@@ -1198,7 +1207,6 @@ fn mw_bind_errors<P: Provider, E: Env<P>>(env: &E) -> Result<(), String> {
             Access::REMOTE_WRITE,
             false,
         ),
-        ("zero length", 0, 0, WIN, Access::REMOTE_READ, false),
     ];
     for (what, offset, len, mr_access, mw_access, twice) in variants {
         let mut p = Pair::<P>::new(env)?;
@@ -1225,6 +1233,32 @@ fn mw_bind_errors<P: Provider, E: Env<P>>(env: &E) -> Result<(), String> {
         expect_status(&wc, 0xb1, WcStatus::MwBindErr, what)?;
         expect_flushing::<P>(&mut p.qb, &mut p.b.scq, t, what)?;
     }
+    // A zero-length bind is refused when posted, by both providers (verbs itself would bind
+    // a window that grants nothing); the queue pair stays usable.
+    let mut p = Pair::<P>::new(env)?;
+    let mr = p.b.region(8192, WIN)?;
+    let mw = p.b.pd.alloc_mw().map_err(err("alloc_mw"))?;
+    let b = MwBind {
+        mw: &mw,
+        rkey: mw.next_rkey(),
+        mr: &mr,
+        addr: mr.addr(),
+        len: 0,
+        access: Access::REMOTE_READ,
+    };
+    ensure_eq!(
+        p.qb.post_send(&SendWr::bind_mw(0xb2, b).signaled()),
+        Err(PostError::InvalidWr("zero-length window bind")),
+        "zero-length bind"
+    );
+    bind_ok::<P>(
+        &mut p.qb,
+        &mut p.b.scq,
+        &mw,
+        &mr,
+        (0, 4096, Access::REMOTE_READ),
+        t,
+    )?;
     Ok(())
 }
 
@@ -1469,10 +1503,17 @@ fn disconnect_flushes<P: Provider, E: Env<P>>(env: &E) -> Result<(), String> {
     }
     expect_flushing::<P>(&mut p.qb, &mut p.b.scq, t, "after the peer disconnected")?;
     expect_flushing::<P>(&mut p.qa, &mut p.a.scq, t, "after disconnecting")?;
-    // A receive posted in the error state is flushed too.
+    // A receive posted in the error state is flushed too (IBA o10-2.2). rxe cannot: its
+    // user-space post_recv writes the queue without entering the kernel, and nothing
+    // flushes it after the error. Documented difference; the engine never waits for work
+    // posted after an error.
+    if P::NAME == "verbs" && env.device().name().starts_with("rxe") {
+        return Ok(());
+    }
     post_recv::<P>(&mut p.qb, 9, &[dst.sge(0, 64)])?;
     expect_status(
-        &poll_one::<P>(&mut p.b.rcq, t)?,
+        &poll_one::<P>(&mut p.b.rcq, t)
+            .map_err(|e| format!("receive posted after the error: {e}"))?,
         9,
         WcStatus::WrFlushErr,
         "receive posted after the error",

@@ -44,8 +44,9 @@
 //!    retries as the connection's `rnr_retry_count` says (7 means forever); the verbs
 //!    provider's conformance environment connects with `rnr_retry_count = 0` for parity.
 //! 2. **Receive too small.** The receiver's completion is `LOC_LEN_ERR` (the InfiniBand
-//!    specification's local length error, as on mlx5); rxe reports `REM_INV_REQ_ERR` there.
-//!    The sender sees `REM_INV_REQ_ERR` on both, and both queue pairs go to the error state.
+//!    specification's local length error, as on mlx5); rxe reports `REM_INV_REQ_ERR` there
+//!    (Linux 6.1: `LOC_QP_OP_ERR`). The sender sees `REM_INV_REQ_ERR` (rxe on 6.1:
+//!    `REM_OP_ERR`), and both queue pairs go to the error state.
 //! 3. **Timeouts are immediate.** Errors rxe discovers by retrying until a timer expires
 //!    (`RETRY_EXC_ERR` when the peer's queue pair is gone or in the error state, or when a
 //!    responder lost an acknowledgement because its completion queue overflowed) are reported
@@ -75,6 +76,13 @@
 //!     order, synchronously, so a fence is always satisfied).
 //! 12. **Messages are not packetized**: a Send or RDMA Write lands in one copy, never
 //!     partially visible by MTU-sized pieces as on rxe; nothing may rely on either.
+//! 13. **Error statuses follow the specification where rxe (Linux 6.1) does not**, all seen
+//!     in the shared conformance suite on rxe: a Send from an unknown lkey is
+//!     `LOC_PROT_ERR` (rxe: `LOC_QP_OP_ERR`); a receive posted after the error state is
+//!     flushed (rxe's user-space post_recv never reaches the kernel, so nothing flushes it;
+//!     the engine never waits for work posted after an error).
+//! 14. **A zero-length window bind is refused when posted** (`InvalidWr`), by both
+//!     providers; verbs would bind a window that grants nothing.
 //!
 //! Where the specification leaves a choice, the soft provider follows rxe: a region's lkey and
 //! rkey are equal; regions cannot be invalidated (only windows); an invalid Send With

@@ -306,6 +306,13 @@ impl SoftQp {
             }
             _ => {}
         }
+        if let SendOp::BindMw(b) = wr.op {
+            // Refused at post time by both providers, so that the engine sees one behaviour
+            // (verbs would bind a window that grants nothing).
+            if b.len == 0 {
+                return Err(PostError::InvalidWr("zero-length window bind"));
+            }
+        }
         let state = self.mem.state();
         if state == S_INIT || state == S_RTR {
             return Err(PostError::NotConnected);

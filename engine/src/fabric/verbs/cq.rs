@@ -193,6 +193,8 @@ pub struct VerbsCq {
     pub(super) inner: Arc<CqInner>,
     poll_fn: PollCqFn,
     depth: u32,
+    /// The `wc_flags` bits that announce an invalidated rkey (see `Context`).
+    with_inv_flags: u32,
     /// The poller's own copy of the table, refreshed (under the table's lock) only when a
     /// completion names a slot or generation it does not know: the hot path takes no lock.
     cache: Vec<Option<(u8, Arc<WqTrack>)>>,
@@ -223,6 +225,7 @@ impl VerbsCq {
             }),
             poll_fn: ctx.ops.poll_cq,
             depth,
+            with_inv_flags: ctx.with_inv_flags,
             cache: Vec::new(),
         })
     }
@@ -284,7 +287,7 @@ impl VerbsCq {
                     raw.imm_data_invalidated_rkey_union.imm_data
                 }));
             }
-            if flags & ibv_wc_flags::IBV_WC_WITH_INV.0 != 0 {
+            if flags & self.with_inv_flags != 0 {
                 // SAFETY: with IBV_WC_WITH_INV the union holds the invalidated rkey.
                 wc.invalidated_rkey =
                     Some(unsafe { raw.imm_data_invalidated_rkey_union.invalidated_rkey });

@@ -70,6 +70,11 @@ impl MwSupport {
     }
 }
 
+/// The vendor id of soft-RoCE (rxe) devices.
+const RXE_VENDOR_ID: u32 = 0x00ff_ffff;
+/// The kernel's `IB_WC_WITH_INVALIDATE`, which rxe reports in user-space completions.
+const RXE_KERNEL_WITH_INVALIDATE: u32 = 1 << 2;
+
 /// An open device context and what was learnt about it at open time.
 pub(super) struct Context {
     pub(super) ctx: *mut ibv_context,
@@ -85,6 +90,11 @@ pub(super) struct Context {
     /// `max_qp_init_rd_atom`: RDMA Reads this side may have outstanding per queue pair.
     pub(super) max_qp_init_rd_atom: u8,
     pub(super) ops: Ops,
+    /// The `wc_flags` bits that mean "the completion carries an invalidated rkey". Normally
+    /// `IBV_WC_WITH_INV`; soft-RoCE (rxe, vendor 0xffffff) copies the kernel's
+    /// `ib_wc_flags` to user space unchanged, where `IB_WC_WITH_INVALIDATE` is bit 2
+    /// (seen on Linux 6.1 with rdma-core 44: a Send With Invalidate arrives with flags 0x5).
+    pub(super) with_inv_flags: u32,
     /// Whether the monitor watches the context's asynchronous events for this handle.
     watched: bool,
 }
@@ -317,6 +327,7 @@ impl Context {
                 alloc_mw: None,
                 dealloc_mw: None,
             },
+            with_inv_flags: ibv_wc_flags::IBV_WC_WITH_INV.0,
             watched: false,
         };
         // SAFETY: `ctx` is open; its device pointer is valid while it is.
@@ -341,6 +352,9 @@ impl Context {
             max_mr_size: a.max_mr_size,
         };
         c.mw = MwSupport::from_attr(&a);
+        if a.vendor_id == RXE_VENDOR_ID {
+            c.with_inv_flags |= RXE_KERNEL_WITH_INVALIDATE;
+        }
         c.max_qp_rd_atom = a.max_qp_rd_atom.clamp(0, 255) as u8;
         c.max_qp_init_rd_atom = a.max_qp_init_rd_atom.clamp(0, 255) as u8;
         if let Some(m) = monitor() {
