@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 30
 # Debian packages the build needs beyond the Rust toolchain.
 DEB_PACKAGES := build-essential pkg-config libibverbs-dev librdmacm-dev libclang1-14 libclang-common-14-dev
 
-.PHONY: all deps run test bench fuzz lint fmt-check clippy unit build clean
+.PHONY: all deps run test bench fuzz lint fmt-check clippy unit build clean vm-test vm-bench
 
 all: build
 
@@ -30,8 +30,11 @@ run: build
 	@echo "== The RFC 8797 private data for Send 4096 / Receive 4096 / remote invalidation:"
 	@$(RPCRDMA) decode --private-data f6ab0e1801010303
 
-## test: everything CI runs: formatting, lints, unit/property/black-box tests
+## test: everything CI runs: formatting, lints, unit/property/black-box tests, and the
+## verbs provider on soft-RoCE in a QEMU guest when this machine can run one (it says so
+## plainly when it cannot)
 test: deps lint unit
+	@tools/rxe-vm/vm-test.sh --if-possible test
 
 unit:
 	$(CARGO) test --workspace --all-targets
@@ -45,9 +48,22 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-## bench: protocol codec speed, as ratios against a memcpy of the same bytes measured in the same run
+## bench: protocol codec speed against a same-run memcpy; fabric latency against a same-run
+## cache-line ping-pong between the same two cores
 bench: build
 	$(RPCRDMA) bench proto
+	$(RPCRDMA) bench fabric --op send --size 8,64,512,4096,65536
+	$(RPCRDMA) bench fabric --op write --size 8,64,512,4096,65536
+	$(RPCRDMA) bench fabric --op read --size 8,64,512,4096,65536
+
+## vm-test: the verbs provider on soft-RoCE in a QEMU guest (builds the guest image from
+## Debian packages on first use; needs root for that)
+vm-test: deps
+	tools/rxe-vm/vm-test.sh test
+
+## vm-bench: fabric latency on soft-RoCE in the guest, beside perftest's ib_*_lat
+vm-bench: deps
+	tools/rxe-vm/vm-test.sh bench
 
 ## fuzz: every decoder's cargo-fuzz target for FUZZ_SECONDS each (not part of `make test`)
 fuzz: deps

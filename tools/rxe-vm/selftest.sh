@@ -23,6 +23,6 @@ echo "selftest: image ready in $(secs_since "$t") s" >&2
 t=$EPOCHREALTIME
 rc=0
 "$HERE/run.sh" --verbose --image "$OUT" --timeout "${RXE_VM_TIMEOUT:-600}" \
-    --bin "$HERE/guest-selftest.sh" -- guest-selftest.sh || rc=$?
+    --bin "$HERE/guest-selftest.sh" --bin "$HERE/guest-lib.sh" -- guest-selftest.sh || rc=$?
 echo "selftest: guest run took $(secs_since "$t") s, exit code $rc" >&2
 exit "$rc"

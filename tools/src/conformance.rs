@@ -12,8 +12,10 @@ use std::time::Duration;
 use clap::{Args as ClapArgs, ValueEnum};
 use rpcrdma_engine::fabric::conformance::{self, Env, Report};
 use rpcrdma_engine::fabric::soft::{Soft, SoftAddr, SoftEnv};
-use rpcrdma_engine::fabric::verbs::{list_devices, Verbs, VerbsEnv};
-use rpcrdma_engine::fabric::{Device, FabricError, Provider};
+use rpcrdma_engine::fabric::verbs::{Verbs, VerbsEnv};
+use rpcrdma_engine::fabric::{Device, Provider};
+
+use crate::open_device::open_verbs;
 
 /// Which provider to test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -55,29 +57,10 @@ pub fn run(args: &Args) -> ExitCode {
             suite::<Soft, _>(&env, split_addr, &args.filter, timeout)
         }
         Which::Verbs => {
-            let device = match Verbs::open_device(args.device.as_deref()) {
+            let device = match open_verbs(args.device.as_deref()) {
                 Ok(d) => d,
-                Err(FabricError::NoDevice) => {
-                    let list = list_devices();
-                    match (&args.device, list.devices.is_empty()) {
-                        (_, true) => eprintln!(
-                            "no RDMA devices found ({})",
-                            list.reason.as_deref().unwrap_or("empty list")
-                        ),
-                        (Some(name), false) => eprintln!(
-                            "no RDMA device named {name}; found: {}",
-                            list.devices
-                                .iter()
-                                .map(|d| d.name.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                        (None, false) => eprintln!("no usable RDMA device"),
-                    }
-                    return ExitCode::from(2);
-                }
                 Err(e) => {
-                    eprintln!("opening the RDMA device: {e}");
+                    eprintln!("{e}");
                     return ExitCode::from(2);
                 }
             };

@@ -4,18 +4,22 @@
 //!   RPC-over-RDMA message (or RFC 8797 private data) and the receive-path verdict.
 //! - `rpcrdma demo`: encodes sample messages with the protocol crate, as hex.
 //! - `rpcrdma bench proto`: measures the header codec against a same-run memcpy reference.
+//! - `rpcrdma bench fabric`: fabric latency (SEND, RDMA Write, RDMA Read) against a same-run
+//!   cache-line ping-pong between the same two cores.
 //! - `rpcrdma devices`: lists RDMA devices, ports, GIDs and limits (text or JSON).
 //! - `rpcrdma conformance`: runs the fabric conformance suite on the soft or verbs provider.
 
+mod bench_fabric;
 mod bench_proto;
 mod conformance;
 mod decode;
 mod demo;
 mod devices;
 mod hex;
+mod open_device;
 mod render;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 /// RPC-over-RDMA (RFC 8166, RFC 8797) engine and tools.
@@ -41,11 +45,8 @@ enum Cmd {
     /// Benchmarks.
     Bench {
         /// What to measure.
-        #[arg(value_enum)]
+        #[command(subcommand)]
         what: BenchWhat,
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
     },
     /// List the RDMA devices with their ports, GIDs and limits. Exit status 0, also when
     /// there is none.
@@ -59,10 +60,16 @@ enum Cmd {
     Conformance(conformance::Args),
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Subcommand)]
 enum BenchWhat {
     /// Transport header encode and decode, against a memcpy of the same bytes.
-    Proto,
+    Proto {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fabric latency of SEND, RDMA Write or RDMA Read, against a cache-line ping-pong.
+    Fabric(bench_fabric::Args),
 }
 
 fn main() -> ExitCode {
@@ -73,8 +80,9 @@ fn main() -> ExitCode {
             println!("{}", hex::encode(&demo::build(sample)));
             ExitCode::SUCCESS
         }
-        Cmd::Bench { what, json } => match what {
-            BenchWhat::Proto => bench_proto::run(json),
+        Cmd::Bench { what } => match what {
+            BenchWhat::Proto { json } => bench_proto::run(json),
+            BenchWhat::Fabric(args) => bench_fabric::run(&args),
         },
         Cmd::Devices { json } => devices::run(json),
         Cmd::Conformance(args) => conformance::run(&args),

@@ -1,9 +1,11 @@
 //! Latency probes of the fabric, as library functions for `rpcrdma bench fabric`: the
-//! shared-memory limit (one cache line bounced between two pinned threads) and a SEND
-//! ping-pong over any provider. Both report half round trips, each sample including one
-//! clock read, so their numbers compare directly.
+//! shared-memory limit (one cache line bounced between two pinned threads), and over any
+//! provider a SEND ping-pong, an RDMA Write ping-pong (each side polls its memory for the
+//! peer's write, as perftest's `ib_write_lat` does) and RDMA Read latency (one side reads,
+//! the other's CPU does nothing, as `ib_read_lat`). The ping-pongs report half round trips,
+//! RDMA Read whole ones (a Read is a round trip); each sample includes one clock read.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{compiler_fence, fence, AtomicU64, Ordering};
 use std::thread;
 use std::time::Instant;
 
@@ -13,6 +15,47 @@ use super::{
     Access, CompletionQueue, Device, MemoryRegion, ProtectionDomain, Provider, QpCaps, QpInit,
     QueuePair, RecvWr, SendWr, Wc,
 };
+
+/// The operation a fabric latency probe measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// SEND ping-pong (two-sided: each message consumes a posted receive).
+    Send,
+    /// RDMA Write ping-pong, each side polling its memory for the peer's write.
+    Write,
+    /// RDMA Read issued by one side; the other side's CPU takes no part.
+    Read,
+}
+
+impl Op {
+    /// The operation's name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Send => "send",
+            Op::Write => "write",
+            Op::Read => "read",
+        }
+    }
+
+    /// Whether a sample is half a round trip (the ping-pongs) or a whole one (Read).
+    pub fn half_round_trip(self) -> bool {
+        !matches!(self, Op::Read)
+    }
+}
+
+/// Measures `op` with `size`-byte messages, `iters` samples after a warm-up.
+pub fn measure<P: Provider, E: Env<P>>(
+    env: &E,
+    op: Op,
+    iters: usize,
+    size: usize,
+) -> Result<Latency, String> {
+    match op {
+        Op::Send => send_pingpong(env, iters, size),
+        Op::Write => write_pingpong(env, iters, size),
+        Op::Read => read_latency(env, iters, size),
+    }
+}
 
 /// Latency percentiles of a run, in nanoseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -27,6 +70,8 @@ pub struct Latency {
     pub p90_ns: u64,
     /// 99th percentile.
     pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
     /// Slowest sample.
     pub max_ns: u64,
     /// Mean.
@@ -47,6 +92,7 @@ impl Latency {
             p50_ns: at(0.50),
             p90_ns: at(0.90),
             p99_ns: at(0.99),
+            p999_ns: at(0.999),
             max_ns: samples[samples.len() - 1],
             mean_ns: samples.iter().sum::<u64>() as f64 / samples.len() as f64,
         }
@@ -57,12 +103,13 @@ impl std::fmt::Display for Latency {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "n={} min={}ns p50={}ns p90={}ns p99={}ns max={}ns mean={:.1}ns",
+            "n={} min={}ns p50={}ns p90={}ns p99={}ns p99.9={}ns max={}ns mean={:.1}ns",
             self.samples,
             self.min_ns,
             self.p50_ns,
             self.p90_ns,
             self.p99_ns,
+            self.p999_ns,
             self.max_ns,
             self.mean_ns
         )
@@ -287,4 +334,242 @@ pub fn send_pingpong<P: Provider, E: Env<P>>(
 /// [`send_pingpong`] on the soft provider, over a direct in-process pair.
 pub fn soft_send_pingpong(iters: usize, msg_size: usize) -> Result<Latency, String> {
     send_pingpong(&SoftEnv::direct(), iters, msg_size)
+}
+
+/// What both sides of a one-sided probe own: a completion queue, a domain, a region the peer
+/// may access, and the queue pairs connected by `env`.
+struct OneSided<P: Provider> {
+    cq: [P::Cq; 2],
+    mr: [P::Mr; 2],
+    qp: [P::Qp; 2],
+    _pd: [P::Pd; 2],
+}
+
+fn one_sided<P: Provider, E: Env<P>>(env: &E, size: usize) -> Result<OneSided<P>, String> {
+    let dev = env.device();
+    let e = |what: &'static str| move |err: super::FabricError| format!("{what}: {err}");
+    let cq = [
+        dev.create_cq(256).map_err(e("create cq"))?,
+        dev.create_cq(256).map_err(e("create cq"))?,
+    ];
+    let pd = [
+        dev.alloc_pd().map_err(e("alloc pd"))?,
+        dev.alloc_pd().map_err(e("alloc pd"))?,
+    ];
+    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    // Two halves: the bytes this side sends (or reads into), then the bytes the peer writes
+    // (or reads).
+    let len = 2 * size.max(64).next_multiple_of(64);
+    let mr = [
+        pd[0].alloc_region(len, access).map_err(e("alloc region"))?,
+        pd[1].alloc_region(len, access).map_err(e("alloc region"))?,
+    ];
+    let caps = QpCaps {
+        max_send_wr: 64,
+        max_recv_wr: 1,
+        max_inline_data: 0,
+        ..QpCaps::default()
+    };
+    let (qa, qb) = env.pair(
+        Side {
+            pd: &pd[0],
+            init: QpInit::new(&cq[0], &cq[0], caps),
+        },
+        Side {
+            pd: &pd[1],
+            init: QpInit::new(&cq[1], &cq[1], caps),
+        },
+    )?;
+    Ok(OneSided {
+        cq,
+        mr,
+        qp: [qa, qb],
+        _pd: pd,
+    })
+}
+
+/// Polls `cq` without waiting, failing on an unsuccessful completion; returns how many
+/// completions it took.
+fn drain<C: CompletionQueue>(cq: &mut C, wc: &mut [Wc; 8]) -> Result<usize, String> {
+    let n = cq.poll(wc).map_err(|e| e.to_string())?;
+    for c in &wc[..n] {
+        if !c.status.is_ok() {
+            return Err(format!("completion {c:?}"));
+        }
+    }
+    Ok(n)
+}
+
+/// The sequence mark the `i`th write carries in its last byte: never 0 (the memory's first
+/// value) and never the previous mark.
+fn mark(i: u64) -> u8 {
+    (i % 255) as u8 + 1
+}
+
+/// Spins until the last byte of the peer-written half of `mr` is `want`, polling `cq` (to
+/// retire unsignaled writes and to notice errors) as it goes.
+fn wait_mark<P: Provider>(
+    mr: &P::Mr,
+    at: usize,
+    want: u8,
+    cq: &mut P::Cq,
+    wc: &mut [Wc; 8],
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    let mut byte = [0u8; 1];
+    let mut idle = 0u32;
+    let mut since: Option<Instant> = None;
+    loop {
+        // The peer (or the device) writes this memory behind the compiler's back: keep the
+        // load inside the loop and order the payload after it.
+        compiler_fence(Ordering::SeqCst);
+        mr.read_at(at, &mut byte);
+        if byte[0] == want {
+            fence(Ordering::Acquire);
+            return Ok(());
+        }
+        idle = idle.wrapping_add(1);
+        if idle.is_multiple_of(64) {
+            drain(cq, wc)?;
+        }
+        if idle.is_multiple_of(4096) {
+            let start = *since.get_or_insert_with(Instant::now);
+            if start.elapsed() > timeout {
+                return Err("write ping-pong timed out".into());
+            }
+        }
+    }
+}
+
+/// Ping-pongs `msg_size`-byte RDMA Writes: each side writes its message into the peer's
+/// region (the last byte carrying a sequence mark) and the peer, polling that byte, answers
+/// with its own write. Writes are signaled one in 16. Reports half round trips.
+pub fn write_pingpong<P: Provider, E: Env<P>>(
+    env: &E,
+    iters: usize,
+    msg_size: usize,
+) -> Result<Latency, String> {
+    let size = msg_size.max(1);
+    let OneSided {
+        cq: [cq_a, cq_b],
+        mr: [mr_a, mr_b],
+        qp: [qa, qb],
+        _pd,
+    } = one_sided(env, size)?;
+    let half = size.max(64).next_multiple_of(64);
+    let warmup = iters / 10 + 100;
+    let total = warmup + iters;
+    let cores = two_cores();
+    let timeout = env.timeout();
+    let mut samples = vec![0u64; iters];
+    // Side `me` writes from the first half of its region into the second half of the peer's.
+    fn step<P: Provider>(
+        qp: &mut P::Qp,
+        mine: &P::Mr,
+        peer: super::RemoteAddr,
+        size: usize,
+        i: u64,
+    ) -> Result<(), String> {
+        mine.write_at(size - 1, &[mark(i)]);
+        let sge = [mine.sge(0, size as u32)];
+        let mut wr = SendWr::write(i, &sge, peer);
+        if i % SIGNAL_EVERY == SIGNAL_EVERY - 1 {
+            wr = wr.signaled();
+        }
+        qp.post_send(&wr).map_err(|e| e.to_string())
+    }
+    let at_a = mr_a.remote(half);
+    let at_b = mr_b.remote(half);
+    thread::scope(|s| -> Result<(), String> {
+        let (mr_a, mr_b) = (&mr_a, &mr_b);
+        let echo = s.spawn(move || -> Result<(), String> {
+            pin(cores.map(|c| c.1));
+            let (mut cq, mut qp) = (cq_b, qb);
+            let mut wc = [Wc::default(); 8];
+            for i in 0..total as u64 {
+                wait_mark::<P>(mr_b, half + size - 1, mark(i), &mut cq, &mut wc, timeout)?;
+                step::<P>(&mut qp, mr_b, at_a, size, i)?;
+                drain(&mut cq, &mut wc)?;
+            }
+            Ok(())
+        });
+        let samples = &mut samples;
+        let measure = s.spawn(move || -> Result<(), String> {
+            pin(cores.map(|c| c.0));
+            let (mut cq, mut qp) = (cq_a, qa);
+            let mut wc = [Wc::default(); 8];
+            let mut t = Instant::now();
+            for i in 0..total as u64 {
+                step::<P>(&mut qp, mr_a, at_b, size, i)?;
+                wait_mark::<P>(mr_a, half + size - 1, mark(i), &mut cq, &mut wc, timeout)?;
+                let now = Instant::now();
+                if i as usize >= warmup {
+                    samples[i as usize - warmup] = (now - t).as_nanos() as u64 / 2;
+                }
+                t = now;
+                drain(&mut cq, &mut wc)?;
+            }
+            Ok(())
+        });
+        let measured = measure
+            .join()
+            .map_err(|_| "measuring thread panicked".to_string());
+        let echoed = echo.join().map_err(|_| "echo thread panicked".to_string());
+        measured??;
+        echoed?
+    })?;
+    Ok(Latency::from_samples(&mut samples))
+}
+
+/// Times `msg_size`-byte RDMA Reads, one at a time, each signaled and waited for, from a
+/// thread pinned to the first core; the target side only keeps its queue pair open. Reports
+/// whole round trips.
+pub fn read_latency<P: Provider, E: Env<P>>(
+    env: &E,
+    iters: usize,
+    msg_size: usize,
+) -> Result<Latency, String> {
+    let size = msg_size.max(1);
+    let OneSided {
+        cq: [cq_a, _cq_b],
+        mr: [mr_a, mr_b],
+        qp: [qa, _qb],
+        _pd,
+    } = one_sided(env, size)?;
+    let half = size.max(64).next_multiple_of(64);
+    let warmup = iters / 10 + 100;
+    let total = warmup + iters;
+    let cores = two_cores();
+    let timeout = env.timeout();
+    let from = mr_b.remote(half);
+    let mut samples = vec![0u64; iters];
+    thread::scope(|s| {
+        let samples = &mut samples;
+        let mr_a = &mr_a;
+        s.spawn(move || -> Result<(), String> {
+            pin(cores.map(|c| c.0));
+            let (mut cq, mut qp) = (cq_a, qa);
+            let mut wc = [Wc::default(); 8];
+            let sge = [mr_a.sge(0, size as u32)];
+            for i in 0..total as u64 {
+                let t = Instant::now();
+                qp.post_send(&SendWr::read(i, &sge, from).signaled())
+                    .map_err(|e| e.to_string())?;
+                let mut idle = 0u32;
+                while drain(&mut cq, &mut wc)? == 0 {
+                    idle = idle.wrapping_add(1);
+                    if idle.is_multiple_of(4096) && t.elapsed() > timeout {
+                        return Err("RDMA Read timed out".into());
+                    }
+                }
+                if i as usize >= warmup {
+                    samples[i as usize - warmup] = t.elapsed().as_nanos() as u64;
+                }
+            }
+            Ok(())
+        })
+        .join()
+        .map_err(|_| "reading thread panicked".to_string())?
+    })?;
+    Ok(Latency::from_samples(&mut samples))
 }

@@ -1,0 +1,79 @@
+#!/bin/bash
+# guest-vm-test.sh MODE: runs INSIDE the rxe-vm guest (vm-test.sh ships it there,
+# with the rpcrdma binary). Real verbs on soft-RoCE (rxe0, 10.0.2.15).
+#
+#   test    rpcrdma devices lists rxe0; the fabric conformance suite passes on the
+#           verbs provider; a short fabric ping-pong runs. Exits 1 if any failed.
+#   bench   rpcrdma bench fabric (send, write, read; 8 B to 64 KiB) and perftest's
+#           ib_send_lat / ib_write_lat / ib_read_lat at the same sizes, for
+#           comparison in the same guest. Exits 1 if a run failed.
+#
+# Prints "vm-test: N passed, N failed" last.
+
+set -u
+MODE=${1:-test}
+IP=10.0.2.15
+DEV=rxe0
+PORT=18515          # perftest's default TCP port
+STEP_TIMEOUT=300    # seconds, per process
+
+PROG=vm-test
+WORK=$(mktemp -d)
+# shellcheck source=guest-lib.sh
+. "$(dirname "$0")/guest-lib.sh"
+
+# Runs a command with a timeout, printing it first; passes or fails the step NAME.
+step() { # NAME CMD...
+    local name=$1 rc
+    shift
+    banner "$*"
+    timeout "$STEP_TIMEOUT" "$@"
+    rc=$?
+    if [ "$rc" -eq 0 ]; then pass "$name"; else fail "$name (exit $rc)"; fi
+}
+
+case "$MODE" in
+test)
+    banner "rpcrdma devices"
+    if out=$(timeout 60 rpcrdma devices 2>&1) && grep -q "^$DEV:" <<<"$out"; then
+        echo "$out"
+        pass devices
+    else
+        echo "$out"
+        fail "devices ($DEV not listed)"
+    fi
+    step conformance rpcrdma conformance --provider verbs --device "$DEV" --addr "$IP:18700"
+    step bench-fabric-smoke rpcrdma bench fabric --provider verbs --device "$DEV" \
+        --addr "$IP:18900" --op send --size 64 --iters 2000 --json
+    ;;
+bench)
+    SIZES=(8 64 512 4096 65536)
+    ITERS=${ITERS:-5000}
+    for op in send write read; do
+        step "rpcrdma-$op" rpcrdma bench fabric --provider verbs --device "$DEV" \
+            --addr "$IP:18900" --op "$op" --size "$(IFS=,; echo "${SIZES[*]}")" \
+            --iters "$ITERS" --json
+        for s in "${SIZES[@]}"; do
+            banner "ib_${op}_lat -s $s -n $ITERS"
+            SRV=("ib_${op}_lat" -d "$DEV" -x 1 -n "$ITERS" -s "$s")
+            CLI=("ib_${op}_lat" -d "$DEV" -x 1 -n "$ITERS" -s "$s" "$IP")
+            if pair >/dev/null && lat=$(typical_lat "$WORK/client.log" "$s" "$ITERS"); then
+                echo "ib_${op}_lat $s B: t_typical $lat usec"
+                pass "ib_${op}_lat-$s"
+            else
+                cat "$WORK/client.log"
+                fail "ib_${op}_lat-$s"
+            fi
+        done
+    done
+    ;;
+*)
+    echo "usage: guest-vm-test.sh test|bench" >&2
+    exit 2
+    ;;
+esac
+
+rm -rf "$WORK"
+echo
+echo "vm-test: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

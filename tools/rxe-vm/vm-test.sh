@@ -1,0 +1,68 @@
+#!/bin/bash
+# vm-test.sh [--if-possible] [test|bench]
+#
+# Runs rpcrdma on real verbs: builds the release `rpcrdma` binary, builds (or
+# reuses) the soft-RoCE guest image (build-image.sh), boots it and runs
+# guest-vm-test.sh there: `test` (the default) runs the fabric conformance suite
+# on the verbs provider against rxe0; `bench` measures the fabric beside
+# perftest. Exits with the guest's code (run.sh's: 124 timeout, 125 harness
+# failure).
+#
+# With --if-possible (what `make test` uses) a machine that cannot run the guest
+# (not root and the image's packages missing, or no way to get them) is reported
+# plainly and the script exits 0 instead of failing.
+#
+# Environment: RXE_VM_IMAGE (image folder, default target/rxe-vm),
+# VM_TEST_TIMEOUT (seconds for the guest run, default 1200), CARGO.
+
+set -euo pipefail
+HERE=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+IMAGE=${RXE_VM_IMAGE:-$REPO/target/rxe-vm}
+CARGO=${CARGO:-cargo}
+
+IF_POSSIBLE=0
+if [ "${1:-}" = "--if-possible" ]; then IF_POSSIBLE=1; shift; fi
+MODE=${1:-test}
+case "$MODE" in test|bench) ;; *) echo "usage: $0 [--if-possible] [test|bench]" >&2; exit 2 ;; esac
+
+skip() {
+    echo "vm-test: SKIPPED, $*" >&2
+    echo "vm-test: the verbs provider was NOT tested on soft-RoCE on this machine" >&2
+    exit 0
+}
+
+if [ "$IF_POSSIBLE" = 1 ]; then
+    if [ "$(uname -s)" != Linux ] || [ "$(uname -m)" != x86_64 ]; then
+        skip "the guest image is for Linux on x86_64"
+    fi
+    if [ "$(id -u)" -ne 0 ] && ! command -v qemu-system-x86_64 >/dev/null; then
+        skip "qemu-system-x86_64 is not installed and installing it needs root (run as root, or: sudo tools/rxe-vm/build-image.sh $IMAGE)"
+    fi
+    if [ "$(id -u)" -ne 0 ] && ! command -v apt-get >/dev/null && [ ! -f "$IMAGE/initrd.cpio" ]; then
+        skip "no image in $IMAGE and no apt-get to build one"
+    fi
+fi
+
+t0=$EPOCHREALTIME
+secs() { awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }'; }
+
+echo "vm-test: building rpcrdma (release)" >&2
+(cd "$REPO" && "$CARGO" build --release --quiet -p rpcrdma-tools)
+BIN=${CARGO_TARGET_DIR:-$REPO/target}/release/rpcrdma
+
+echo "vm-test: building or reusing the guest image in $IMAGE" >&2
+rc=0
+"$HERE/build-image.sh" "$IMAGE" || rc=$?
+if [ "$rc" -eq 3 ] && [ "$IF_POSSIBLE" = 1 ]; then
+    skip "the guest image needs Debian packages and this user cannot install them (not root)"
+fi
+[ "$rc" -eq 0 ] || { echo "vm-test: image build failed ($rc)" >&2; exit "$rc"; }
+
+echo "vm-test: image ready after $(secs) s; booting the guest ($MODE)" >&2
+rc=0
+"$HERE/run.sh" --image "$IMAGE" --timeout "${VM_TEST_TIMEOUT:-1200}" \
+    --bin "$BIN" --bin "$HERE/guest-vm-test.sh" --bin "$HERE/guest-lib.sh" \
+    -- guest-vm-test.sh "$MODE" || rc=$?
+echo "vm-test: $MODE finished after $(secs) s with exit code $rc" >&2
+exit "$rc"
