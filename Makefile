@@ -19,16 +19,15 @@ deps:
 build: deps
 	$(CARGO) build --release --workspace
 
-## run: the main job (until the engine lands: encode a Long Call header and analyse it)
+## run: the main job: an in-process server (a pinned worker) and client on the soft fabric,
+## a short benchmark of each message form with a progress display, then the summary
 run: build
-	@echo "== A Long Call (RDMA_NOMSG with a Position-Zero Read chunk), encoded by rpcrdma-proto:"
-	@$(RPCRDMA) demo long-call | tee /tmp/rpcrdma-demo.hex
-	@echo "== ... and decoded by 'rpcrdma decode' (as a responder would judge it):"
-	@$(RPCRDMA) decode < /tmp/rpcrdma-demo.hex
-	@echo "== An RDMA_MSG Call whose header version is 2, judged by a version 1 responder:"
-	@$(RPCRDMA) decode 0a0b0c0d000000020000002000000000000000000000000000000000
-	@echo "== The RFC 8797 private data for Send 4096 / Receive 4096 / remote invalidation:"
-	@$(RPCRDMA) decode --private-data f6ab0e1801010303
+	@echo "== rpcrdma bench rpc: server worker and client pinned to two cores, soft fabric"
+	@$(RPCRDMA) bench rpc --workload null,echo:1k,write:4k,read:4k,write:64k,read:64k --seconds 1
+	@echo "== null RPCs with 32 calls in flight"
+	@$(RPCRDMA) bench rpc --workload null --depth 32 --seconds 1
+	@echo "== the protocol analyser on a Long Call header (rpcrdma decode)"
+	@$(RPCRDMA) demo long-call | $(RPCRDMA) decode
 
 ## test: everything CI runs: formatting, lints, unit/property/black-box tests, and the
 ## verbs provider on soft-RoCE in a QEMU guest when this machine can run one (it says so
@@ -55,6 +54,9 @@ bench: build
 	$(RPCRDMA) bench fabric --op send --size 8,64,512,4096,65536
 	$(RPCRDMA) bench fabric --op write --size 8,64,512,4096,65536
 	$(RPCRDMA) bench fabric --op read --size 8,64,512,4096,65536
+	$(RPCRDMA) bench rpc --workload null --depth 1 --seconds 2
+	$(RPCRDMA) bench rpc --workload null --depth 32 --seconds 2
+	$(RPCRDMA) bench rpc --workload write:4k,read:4k,write:64k,read:64k --depth 1 --seconds 2
 
 ## vm-test: the verbs provider on soft-RoCE in a QEMU guest (builds the guest image from
 ## Debian packages on first use; needs root for that)

@@ -3,5 +3,13 @@
 
 pub use rpcrdma_proto as proto;
 
+pub mod conn;
+pub mod dispatch;
 pub mod fabric;
+pub mod loopback;
 pub mod pool;
+pub mod program;
+pub mod requester;
+pub mod responder;
+pub mod stats;
+pub mod worker;

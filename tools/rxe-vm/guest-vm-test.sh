@@ -45,6 +45,30 @@ test)
     step conformance rpcrdma conformance --provider verbs --device "$DEV" --addr "$IP:18700"
     step bench-fabric-smoke rpcrdma bench fabric --provider verbs --device "$DEV" \
         --addr "$IP:18900" --op send --size 64 --iters 2000 --json
+    # The engine end to end on real verbs: a server process, and a client process calling
+    # every message form (data verified by the client), with and without remote
+    # invalidation and with persistent registration.
+    for mode in "" "--no-remote-invalidation" "--persistent"; do
+        banner "rpcrdma serve / call ${mode:-(windows, remote invalidation)}"
+        SRV=(rpcrdma serve --provider verbs --device "$DEV" --listen "$IP:20049" --seconds 60 $mode)
+        timeout "$STEP_TIMEOUT" "${SRV[@]}" >"$WORK/serve.log" 2>&1 &
+        srv=$!
+        sleep 1
+        for w in null echo:100 echo:8000 write:100 write:64k read:100 read:64k; do
+            if timeout 60 rpcrdma call --provider verbs --device "$DEV" --connect "$IP:20049" \
+                --workload "$w" --count 3 $mode >"$WORK/call.log" 2>&1; then
+                pass "call $w $mode"
+            else
+                cat "$WORK/call.log"
+                fail "call $w $mode"
+            fi
+        done
+        kill "$srv" 2>/dev/null
+        wait "$srv" 2>/dev/null
+        tail -3 "$WORK/serve.log"
+    done
+    step bench-rpc rpcrdma bench rpc --provider verbs --device "$DEV" --listen "$IP:20050" \
+        --workload null,write:4k,read:4k --seconds 1 --warmup 0.2 --json
     ;;
 bench)
     SIZES=(8 64 512 4096 65536)

@@ -6,6 +6,8 @@
 //! - `rpcrdma bench proto`: measures the header codec against a same-run memcpy reference.
 //! - `rpcrdma bench fabric`: fabric latency (SEND, RDMA Write, RDMA Read) against a same-run
 //!   cache-line ping-pong between the same two cores.
+//! - `rpcrdma serve`, `rpcrdma call`, `rpcrdma bench rpc`: the engine with the built-in test
+//!   program, between processes or in one.
 //! - `rpcrdma devices`: lists RDMA devices, ports, GIDs and limits (text or JSON).
 //! - `rpcrdma conformance`: runs the fabric conformance suite on the soft or verbs provider.
 
@@ -18,9 +20,14 @@ mod devices;
 mod hex;
 mod open_device;
 mod render;
+mod rpc_cli;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
+
+/// Counts heap allocations so that `bench rpc` can report them per RPC.
+#[global_allocator]
+static ALLOC: rpcrdma_bench::alloc::Counting = rpcrdma_bench::alloc::Counting;
 
 /// RPC-over-RDMA (RFC 8166, RFC 8797) engine and tools.
 #[derive(Parser)]
@@ -58,6 +65,10 @@ enum Cmd {
     /// Run the fabric conformance suite on a provider, one line per case. Exit status 0 only
     /// if every case passed.
     Conformance(conformance::Args),
+    /// Serve the built-in test program (NULL, ECHO, READ, WRITE, MULTI) on pinned workers.
+    Serve(rpc_cli::ServeArgs),
+    /// Call the built-in test program on a server and verify the reply.
+    Call(rpc_cli::CallArgs),
 }
 
 #[derive(Subcommand)]
@@ -70,6 +81,8 @@ enum BenchWhat {
     },
     /// Fabric latency of SEND, RDMA Write or RDMA Read, against a cache-line ping-pong.
     Fabric(bench_fabric::Args),
+    /// RPC round trips and rate with the built-in program, against a cache-line round trip.
+    Rpc(rpc_cli::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -83,8 +96,11 @@ fn main() -> ExitCode {
         Cmd::Bench { what } => match what {
             BenchWhat::Proto { json } => bench_proto::run(json),
             BenchWhat::Fabric(args) => bench_fabric::run(&args),
+            BenchWhat::Rpc(args) => rpc_cli::bench(&args),
         },
         Cmd::Devices { json } => devices::run(json),
         Cmd::Conformance(args) => conformance::run(&args),
+        Cmd::Serve(args) => rpc_cli::serve(&args),
+        Cmd::Call(args) => rpc_cli::call(&args),
     }
 }

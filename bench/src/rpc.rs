@@ -1,0 +1,386 @@
+//! A closed-loop RPC load generator: keeps `depth` calls of one workload in flight on a
+//! [`Client`], resubmitting each as its reply arrives, for a fixed time; records every
+//! round trip in a histogram and verifies every reply.
+//!
+//! The measured loop allocates nothing (the histogram, the send timestamps and the
+//! argument buffers are made before it starts), so the allocations counted over it are the
+//! engine's.
+
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use rpcrdma_engine::fabric::Provider;
+use rpcrdma_engine::program::{self, encode_opaque, encode_words, fill_pattern, word};
+use rpcrdma_engine::requester::{CallArgs, Client, Completion, RpcError, SubmitError};
+use rpcrdma_engine::stats::Snapshot;
+
+/// What each RPC of a run does (procedures of [`program`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// NULL: no arguments, no results.
+    Null,
+    /// ECHO of `n` bytes: inline both ways (or Long Call and Reply when large).
+    Echo(u32),
+    /// READ of `n` bytes: the result comes back through a Write chunk.
+    Read(u32),
+    /// WRITE of `n` bytes: the argument goes out through a Read chunk (or inline when
+    /// small).
+    Write(u32),
+}
+
+impl Workload {
+    /// The procedure's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Null => "null",
+            Workload::Echo(_) => "echo",
+            Workload::Read(_) => "read",
+            Workload::Write(_) => "write",
+        }
+    }
+
+    /// Bytes of payload each Call carries.
+    pub fn arg_size(self) -> u32 {
+        match self {
+            Workload::Echo(n) | Workload::Write(n) => n,
+            _ => 0,
+        }
+    }
+
+    /// Bytes of payload each Reply carries.
+    pub fn res_size(self) -> u32 {
+        match self {
+            Workload::Echo(n) | Workload::Read(n) => n,
+            _ => 0,
+        }
+    }
+}
+
+/// The arguments of one workload, built once.
+#[derive(Debug)]
+pub struct Prepared {
+    workload: Workload,
+    args: Vec<u8>,
+    bulk: Vec<u8>,
+    bulk_results: [u32; 1],
+}
+
+/// The seed of the bulk data the load generator sends and asks for.
+const SEED: u32 = 0x5eed;
+
+impl Prepared {
+    /// Builds the arguments of `w`.
+    pub fn new(w: Workload) -> Prepared {
+        let mut p = Prepared {
+            workload: w,
+            args: Vec::new(),
+            bulk: Vec::new(),
+            bulk_results: [0],
+        };
+        match w {
+            Workload::Null => {}
+            Workload::Echo(n) => {
+                p.args = vec![0; program::opaque_len(n as usize)];
+                let _ = encode_opaque(&mut p.args, n as usize, |d| fill_pattern(SEED, d));
+            }
+            Workload::Read(n) => {
+                p.args = encode_words(n, SEED).to_vec();
+                p.bulk_results = [n];
+            }
+            Workload::Write(n) => {
+                p.args = SEED.to_be_bytes().to_vec();
+                p.bulk = vec![0; n as usize];
+                fill_pattern(SEED, &mut p.bulk);
+            }
+        }
+        p
+    }
+
+    /// The Call to submit.
+    pub fn call(&self, timeout: Duration) -> CallArgs<'_> {
+        let (proc_num, max_results) = match self.workload {
+            Workload::Null => (program::NULL, 0),
+            Workload::Echo(n) => (program::ECHO, program::opaque_len(n as usize) as u32),
+            Workload::Read(_) => (program::READ, 4),
+            Workload::Write(_) => (program::WRITE, 8),
+        };
+        let mut c = CallArgs::new(
+            program::PROG,
+            program::VERS,
+            proc_num,
+            &self.args,
+            max_results,
+        );
+        c.timeout = timeout;
+        if let Workload::Write(_) = self.workload {
+            c.bulk_arg = Some(&self.bulk);
+        }
+        if let Workload::Read(_) = self.workload {
+            c.bulk_results = &self.bulk_results;
+        }
+        c
+    }
+
+    /// Checks a reply: success, and every byte of the results as the program defines them.
+    pub fn verify(&self, c: &Completion<'_>) -> Result<(), ReplyError> {
+        let r = c.result.as_ref().map_err(|e| ReplyError::Rpc(*e))?;
+        if !r.is_success() {
+            return Err(ReplyError::NotSuccess);
+        }
+        let ok = match self.workload {
+            Workload::Null => r.results.is_empty(),
+            Workload::Echo(_) => r.results == self.args.as_slice(),
+            Workload::Read(n) => {
+                word(r.results, 0) == Some(n)
+                    && r.bulk()
+                        .first()
+                        .is_some_and(|b| program::is_pattern(SEED, b) && b.len() == n as usize)
+            }
+            Workload::Write(n) => word(r.results, 0) == Some(1) && word(r.results, 4) == Some(n),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(ReplyError::WrongData)
+        }
+    }
+}
+
+/// Why a reply did not pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyError {
+    /// The RPC failed at the transport.
+    Rpc(RpcError),
+    /// The server did not answer SUCCESS.
+    NotSuccess,
+    /// The results are not what the program returns.
+    WrongData,
+}
+
+impl core::fmt::Display for ReplyError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ReplyError::Rpc(e) => write!(f, "RPC failed: {e}"),
+            ReplyError::NotSuccess => f.write_str("the server did not answer SUCCESS"),
+            ReplyError::WrongData => f.write_str("the results are wrong"),
+        }
+    }
+}
+
+/// How a load run goes.
+#[derive(Clone, Copy, Debug)]
+pub struct LoadConfig {
+    /// Calls kept in flight.
+    pub depth: u32,
+    /// Length of the measured phase.
+    pub duration: Duration,
+    /// Length of the unmeasured warm-up before it.
+    pub warmup: Duration,
+    /// Per-RPC timeout.
+    pub timeout: Duration,
+}
+
+/// Latency percentiles, in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Percentiles {
+    /// Fastest.
+    pub min: u64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Slowest.
+    pub max: u64,
+}
+
+impl Percentiles {
+    /// The percentiles of a histogram.
+    pub fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            min: h.min(),
+            p50: h.value_at_quantile(0.50),
+            p90: h.value_at_quantile(0.90),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LoadReport {
+    /// RPCs completed in the measured phase.
+    pub rpcs: u64,
+    /// Length of the measured phase.
+    pub seconds: f64,
+    /// RPCs per second.
+    pub rate_rps: f64,
+    /// Round-trip latency.
+    pub lat_ns: Percentiles,
+    /// Heap allocations per RPC in the measured phase, if counted.
+    pub allocs_per_rpc: Option<f64>,
+    /// The client connection's counters at the end.
+    pub client: Snapshot,
+}
+
+/// Progress of a run, for a display.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Time into the measured phase (zero during warm-up).
+    pub elapsed: Duration,
+    /// The measured phase's length.
+    pub total: Duration,
+    /// RPCs completed in the measured phase so far.
+    pub rpcs: u64,
+}
+
+/// Why a run stopped early.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LoadError {
+    /// A Call could not be submitted.
+    Submit(SubmitError),
+    /// A reply did not pass.
+    Reply(ReplyError),
+    /// No RPC completed for longer than the per-RPC timeout.
+    Stalled,
+    /// Bad settings.
+    Config(&'static str),
+}
+
+impl core::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            LoadError::Submit(e) => write!(f, "submit failed: {e}"),
+            LoadError::Reply(e) => write!(f, "bad reply: {e}"),
+            LoadError::Stalled => f.write_str("no reply within the RPC timeout"),
+            LoadError::Config(why) => write!(f, "bad settings: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// Runs `prepared` on `client` as `cfg` says; `progress` is called about every 100 ms and
+/// `allocations` (the process's allocation counter, if any) is read around the measured
+/// phase.
+pub fn run<P: Provider>(
+    client: &mut Client<P>,
+    prepared: &Prepared,
+    cfg: LoadConfig,
+    allocations: fn() -> Option<u64>,
+    mut progress: impl FnMut(Progress),
+) -> Result<LoadReport, LoadError> {
+    if cfg.depth == 0 || cfg.depth > 4096 {
+        return Err(LoadError::Config("depth must be 1 ..= 4096"));
+    }
+    let call = prepared.call(cfg.timeout);
+    let depth = cfg.depth as usize;
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+        .map_err(|_| LoadError::Config("histogram"))?;
+    let mut sent = vec![Instant::now(); depth];
+    // Tags whose reply arrived, to resubmit after the poll (the client is borrowed while
+    // it hands out completions).
+    let mut done: Vec<u64> = Vec::with_capacity(depth);
+    let mut failure: Option<ReplyError> = None;
+
+    let start = Instant::now();
+    let measure_from = start + cfg.warmup;
+    let end = measure_from + cfg.duration;
+    let mut measuring = false;
+    let mut rpcs: u64 = 0;
+    let mut allocs_at_start = None;
+    let mut last_reply = start;
+    let mut next_progress = start;
+    for tag in 0..depth as u64 {
+        done.push(tag);
+    }
+    loop {
+        // (Re)submit every tag that is free.
+        let mut k = 0;
+        while k < done.len() {
+            let tag = done[k];
+            match client.submit(&call, tag) {
+                Ok(_) => {
+                    sent[tag as usize] = Instant::now();
+                    k += 1;
+                }
+                Err(SubmitError::WouldBlock) => break,
+                Err(e) => return Err(LoadError::Submit(e)),
+            }
+        }
+        done.drain(..k);
+        let n = client.poll_completions(|c| {
+            let now = Instant::now();
+            if let Err(e) = prepared.verify(&c) {
+                failure.get_or_insert(e);
+            }
+            if measuring {
+                let ns = (now - sent[c.tag as usize]).as_nanos() as u64;
+                let _ = hist.record(ns.max(1));
+                rpcs += 1;
+            }
+            done.push(c.tag);
+        });
+        if let Some(e) = failure {
+            return Err(LoadError::Reply(e));
+        }
+        if n > 0 || done.is_empty() {
+            // Looking at the clock only when something happened keeps the idle spin tight.
+            let now = Instant::now();
+            if n > 0 {
+                last_reply = now;
+            }
+            if !measuring && now >= measure_from {
+                measuring = true;
+                allocs_at_start = allocations();
+                hist.reset();
+                rpcs = 0;
+            }
+            if now >= end {
+                break;
+            }
+            if now >= next_progress {
+                next_progress = now + Duration::from_millis(100);
+                progress(Progress {
+                    elapsed: now.saturating_duration_since(measure_from),
+                    total: cfg.duration,
+                    rpcs,
+                });
+            }
+        } else if last_reply.elapsed() > cfg.timeout + Duration::from_secs(1) {
+            return Err(LoadError::Stalled);
+        }
+    }
+    let measured_end = Instant::now();
+    let allocs = match (allocs_at_start, allocations()) {
+        (Some(a), Some(b)) if rpcs > 0 => Some((b - a) as f64 / rpcs as f64),
+        _ => None,
+    };
+    // Let the calls still in flight finish, so that the connection is quiet afterwards.
+    let drain_until = Instant::now() + cfg.timeout;
+    while client.in_flight() > 0 && Instant::now() < drain_until {
+        client.poll_completions(|_| {});
+    }
+    let seconds = (measured_end - measure_from).as_secs_f64();
+    progress(Progress {
+        elapsed: cfg.duration,
+        total: cfg.duration,
+        rpcs,
+    });
+    Ok(LoadReport {
+        rpcs,
+        seconds,
+        rate_rps: rpcs as f64 / seconds.max(1e-9),
+        lat_ns: Percentiles::of(&hist),
+        allocs_per_rpc: allocs,
+        client: client.snapshot(),
+    })
+}

@@ -1,0 +1,272 @@
+//! The dispatch table: (program, version, procedure) → handler, with what the transport
+//! needs to know about each procedure (RFC 8166 §6: DDP-eligibility and the largest reply).
+//!
+//! A handler receives its arguments as borrowed bytes — the receive buffer for a Short
+//! Call, the pull buffer into which the Read chunks were fetched otherwise — and writes its
+//! results straight into the registered reply buffer ([`Response::results`]) and its
+//! DDP-eligible results into the registered bulk buffer ([`Response::push_bulk`]). The
+//! responder then sends, writes or places them; the handler never copies for the transport.
+//!
+//! Missing entries give the RPC answers of RFC 5531 §9: an unknown program is
+//! PROG_UNAVAIL, a known program without the version is PROG_MISMATCH with the lowest and
+//! highest versions registered, a known version without the procedure is PROC_UNAVAIL.
+
+#![deny(unsafe_code)]
+
+use std::sync::Arc;
+
+use rpcrdma_proto::rpc::OpaqueAuth;
+
+/// Most DDP-eligible results one reply may carry.
+pub const MAX_BULK_RESULTS: usize = 4;
+
+/// What the transport knows about one procedure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcSpec {
+    /// Largest encoded results the handler writes inline ([`Response::results`]), not
+    /// counting the DDP-eligible results.
+    pub max_results: u32,
+    /// Whether the arguments end with a DDP-eligible opaque (which a requester sends in a
+    /// Read chunk).
+    pub ddp_arg: bool,
+    /// Number of DDP-eligible results (each an opaque ending the results, at most
+    /// [`MAX_BULK_RESULTS`]).
+    pub ddp_results: u8,
+}
+
+impl ProcSpec {
+    /// A procedure without DDP-eligible data whose results take at most `max_results`
+    /// bytes.
+    pub const fn plain(max_results: u32) -> ProcSpec {
+        ProcSpec {
+            max_results,
+            ddp_arg: false,
+            ddp_results: 0,
+        }
+    }
+}
+
+/// The arguments of one Call, as the handler sees them.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    /// The RPC XID.
+    pub xid: u32,
+    /// Program number.
+    pub prog: u32,
+    /// Program version.
+    pub vers: u32,
+    /// Procedure number.
+    pub proc_num: u32,
+    /// The caller's credential.
+    pub cred: OpaqueAuth<'a>,
+    /// The procedure's XDR-encoded arguments, unreduced (Read chunks already reinserted).
+    pub args: &'a [u8],
+}
+
+/// Where a handler writes its results.
+#[derive(Debug)]
+pub struct Response<'a> {
+    results: &'a mut [u8],
+    results_len: usize,
+    bulk: &'a mut [u8],
+    bulk_used: usize,
+    bulk_items: [(u32, u32); MAX_BULK_RESULTS],
+    n_bulk: usize,
+    max_bulk: usize,
+}
+
+impl<'a> Response<'a> {
+    pub(crate) fn new(results: &'a mut [u8], bulk: &'a mut [u8], max_bulk: usize) -> Self {
+        Response {
+            results,
+            results_len: 0,
+            bulk,
+            bulk_used: 0,
+            bulk_items: [(0, 0); MAX_BULK_RESULTS],
+            n_bulk: 0,
+            max_bulk: max_bulk.min(MAX_BULK_RESULTS),
+        }
+    }
+
+    /// The registered reply buffer the inline results go to (XDR, in place, at most the
+    /// procedure's `max_results` bytes).
+    pub fn results(&mut self) -> &mut [u8] {
+        self.results
+    }
+
+    /// Sets how many bytes of [`results`](Self::results) were written.
+    ///
+    /// # Panics
+    ///
+    /// If `len` is larger than the buffer or not a multiple of 4 (XDR).
+    pub fn set_results_len(&mut self, len: usize) {
+        assert!(
+            len <= self.results.len() && len & 3 == 0,
+            "bad results length {len}"
+        );
+        self.results_len = len;
+    }
+
+    /// Copies `bytes` in as the whole inline results (convenience for small results).
+    pub fn write_results(&mut self, bytes: &[u8]) {
+        self.results[..bytes.len()].copy_from_slice(bytes);
+        self.set_results_len(bytes.len());
+    }
+
+    /// Reserves the next DDP-eligible result of `len` bytes in the registered bulk buffer
+    /// and returns it for the handler to fill; `None` when the procedure has no more
+    /// DDP-eligible results or the buffer is too small. Results follow the inline results
+    /// as XDR opaques, in the order pushed.
+    pub fn push_bulk(&mut self, len: usize) -> Option<&mut [u8]> {
+        if self.n_bulk >= self.max_bulk {
+            return None;
+        }
+        let start = (self.bulk_used + 7) & !7;
+        let end = start.checked_add(len)?;
+        if end > self.bulk.len() || len > u32::MAX as usize {
+            return None;
+        }
+        self.bulk_items[self.n_bulk] = (start as u32, len as u32);
+        self.n_bulk += 1;
+        self.bulk_used = end;
+        Some(&mut self.bulk[start..end])
+    }
+
+    pub(crate) fn results_len(&self) -> usize {
+        self.results_len
+    }
+
+    pub(crate) fn bulk_items(&self) -> &[(u32, u32)] {
+        &self.bulk_items[..self.n_bulk]
+    }
+}
+
+/// How a handler ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// SUCCESS: the results were written.
+    Success,
+    /// The arguments did not decode: GARBAGE_ARGS.
+    GarbageArgs,
+    /// The handler failed: SYSTEM_ERR.
+    SystemErr,
+}
+
+/// A procedure's code. Shared by every connection (and worker) of an endpoint.
+pub type Handler = Arc<dyn Fn(&Request<'_>, &mut Response<'_>) -> Outcome + Send + Sync>;
+
+/// One registered procedure.
+#[derive(Clone)]
+pub struct Entry {
+    /// What the transport knows about it.
+    pub spec: ProcSpec,
+    /// Its code.
+    pub handler: Handler,
+}
+
+impl core::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Entry").field("spec", &self.spec).finish()
+    }
+}
+
+/// The answer of a lookup.
+#[derive(Debug)]
+pub enum Lookup<'a> {
+    /// The procedure is registered.
+    Found(&'a Entry),
+    /// No such program: PROG_UNAVAIL.
+    ProgUnavail,
+    /// The program exists, not this version: PROG_MISMATCH with the range registered.
+    ProgMismatch {
+        /// Lowest version registered.
+        low: u32,
+        /// Highest version registered.
+        high: u32,
+    },
+    /// The version exists, not this procedure: PROC_UNAVAIL.
+    ProcUnavail,
+}
+
+/// The table. Build it, then share it (`Arc`) with every connection; lookups take no lock.
+#[derive(Debug, Default, Clone)]
+pub struct Dispatch {
+    // Sorted by (prog, vers, proc); a handful of programs, looked up by binary search.
+    entries: Vec<((u32, u32, u32), Entry)>,
+}
+
+impl Dispatch {
+    /// An empty table.
+    pub fn new() -> Dispatch {
+        Dispatch::default()
+    }
+
+    /// Registers (or replaces) a procedure.
+    pub fn register<F>(&mut self, prog: u32, vers: u32, proc_num: u32, spec: ProcSpec, f: F)
+    where
+        F: Fn(&Request<'_>, &mut Response<'_>) -> Outcome + Send + Sync + 'static,
+    {
+        let key = (prog, vers, proc_num);
+        let entry = Entry {
+            spec,
+            handler: Arc::new(f),
+        };
+        match self.entries.binary_search_by_key(&key, |(k, _)| *k) {
+            Ok(i) => self.entries[i].1 = entry,
+            Err(i) => self.entries.insert(i, (key, entry)),
+        }
+    }
+
+    /// Finds a procedure, or the RPC error that replaces it.
+    pub fn lookup(&self, prog: u32, vers: u32, proc_num: u32) -> Lookup<'_> {
+        let key = (prog, vers, proc_num);
+        if let Ok(i) = self.entries.binary_search_by_key(&key, |(k, _)| *k) {
+            return Lookup::Found(&self.entries[i].1);
+        }
+        let mut low = u32::MAX;
+        let mut high = 0;
+        let mut have_vers = false;
+        for ((p, v, _), _) in &self.entries {
+            if *p == prog {
+                low = low.min(*v);
+                high = high.max(*v);
+                have_vers |= *v == vers;
+            }
+        }
+        if low == u32::MAX {
+            Lookup::ProgUnavail
+        } else if !have_vers {
+            Lookup::ProgMismatch { low, high }
+        } else {
+            Lookup::ProcUnavail
+        }
+    }
+
+    /// The largest `max_results` of any procedure.
+    pub fn max_results(&self) -> u32 {
+        self.entries
+            .iter()
+            .map(|(_, e)| e.spec.max_results)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_answers() {
+        let mut d = Dispatch::new();
+        d.register(100, 2, 1, ProcSpec::plain(8), |_, _| Outcome::Success);
+        d.register(100, 3, 1, ProcSpec::plain(8), |_, _| Outcome::Success);
+        assert!(matches!(d.lookup(100, 2, 1), Lookup::Found(_)));
+        assert!(matches!(d.lookup(101, 2, 1), Lookup::ProgUnavail));
+        assert!(matches!(
+            d.lookup(100, 4, 1),
+            Lookup::ProgMismatch { low: 2, high: 3 }
+        ));
+        assert!(matches!(d.lookup(100, 3, 2), Lookup::ProcUnavail));
+    }
+}

@@ -1,0 +1,1184 @@
+//! The requester (client side): XIDs, a fixed-size pending table, credits (RFC 8166 §3.3),
+//! every Call form (Short, Read chunks, Position-Zero Long Call; Write chunks and a Reply
+//! chunk for the reply, §3.5, §4.3), per-RPC memory windows invalidated before the RPC
+//! completes (§4.4.1, §8.1.3) — skipped for the window the reply's Send With Invalidate
+//! already invalidated (RFC 8797 §4.1) — or persistent registration, and timeouts.
+//!
+//! The interface is non-blocking: [`Client::submit`] sends a Call if a credit allows,
+//! [`Client::poll_completions`] makes progress and hands each finished RPC to a callback as
+//! a [`Completion`] borrowing the receive and result buffers (zero copy); the buffers are
+//! reused when the callback returns. [`Client::call`] is the blocking convenience on top.
+//!
+//! Retransmission after a lost connection is the caller's: pending RPCs complete with
+//! [`RpcError::ConnectionLost`] after their memory was made unreachable (the windows are
+//! deallocated before the completion is delivered); [`Client::reconnect`] establishes a new
+//! connection (fresh credits, fresh RFC 8797 exchange, fresh windows) on which the caller
+//! submits again, which registers afresh.
+
+#![deny(unsafe_code)]
+// Indexes run over parallel fixed arrays (segments, echoes, work requests).
+#![allow(clippy::needless_range_loop)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rpcrdma_proto::chunks::{self, ReturnedForm};
+use rpcrdma_proto::header::{Chunks, Header, RdmaError, ReadSegment, Segment};
+use rpcrdma_proto::plan::{self, CallForm, CallShape, DdpItem, PlanError, Thresholds};
+use rpcrdma_proto::private_data::Role;
+use rpcrdma_proto::rpc::{CallHeader, OpaqueAuth, ReplyHeader};
+use rpcrdma_proto::verdict;
+use rpcrdma_proto::xdr::pad4;
+
+use crate::conn::wrid::{self, Kind};
+use crate::conn::{
+    view, ConnConfig, ConnError, Negotiation, Registration, RequesterCredits, SendQueue,
+};
+use crate::dispatch::MAX_BULK_RESULTS;
+use crate::fabric::{
+    Access, CompletionQueue, Device, MemoryRegion, MemoryWindow, MwBind, ProtectionDomain,
+    Provider, QpCaps, QpInit, QueuePair, RecvWr, SendWr, Sge, Wc, WcStatus,
+};
+use crate::pool::{Buf, BufferPool, PoolConfig};
+use crate::stats::{bump, Counters, Snapshot};
+
+/// Bits of the XID that name the pending-table slot.
+const SLOT_BITS: u32 = 12;
+const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
+/// Most Write chunks per Call.
+pub const MAX_WRITE_CHUNKS: usize = MAX_BULK_RESULTS;
+/// Most segments per chunk.
+pub const MAX_SEGMENTS: usize = 64;
+/// Most read segments per Call.
+pub const MAX_READ_SEGMENTS: usize = 128;
+const POLL_BATCH: usize = 32;
+/// Size of an RPC Call header with AUTH_NONE credential and verifier.
+const CALL_HEADER_LEN: usize = 40;
+/// Size of an accepted RPC Reply header with an AUTH_NONE verifier.
+const REPLY_HEADER_LEN: u32 = 24;
+
+/// One RPC to send.
+#[derive(Clone, Copy, Debug)]
+pub struct CallArgs<'a> {
+    /// Program number.
+    pub prog: u32,
+    /// Program version.
+    pub vers: u32,
+    /// Procedure number.
+    pub proc_num: u32,
+    /// XDR-encoded arguments (a multiple of 4 bytes), before the DDP-eligible argument.
+    pub args: &'a [u8],
+    /// The DDP-eligible argument: an opaque that ends the arguments. Sent in a Read chunk
+    /// when the Call would not fit inline otherwise.
+    pub bulk_arg: Option<&'a [u8]>,
+    /// One Write chunk per DDP-eligible result, with the result's largest length; 0 asks for
+    /// the result inline (an empty Write chunk, RFC 8166 §4.3.2.3).
+    pub bulk_results: &'a [u32],
+    /// Largest inline results (not counting the DDP-eligible results' data).
+    pub max_results: u32,
+    /// How long to wait for the reply.
+    pub timeout: Duration,
+}
+
+impl<'a> CallArgs<'a> {
+    /// A Call with inline arguments only, results of at most `max_results` bytes and a
+    /// 5-second timeout.
+    pub fn new(prog: u32, vers: u32, proc_num: u32, args: &'a [u8], max_results: u32) -> Self {
+        CallArgs {
+            prog,
+            vers,
+            proc_num,
+            args,
+            bulk_arg: None,
+            bulk_results: &[],
+            max_results,
+            timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Why an RPC did not produce a reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RpcError {
+    /// No reply in time; the RPC's memory was invalidated before this was reported.
+    Timeout,
+    /// The connection was lost; the RPC's memory is unreachable.
+    ConnectionLost,
+    /// The responder answered RDMA_ERROR / ERR_VERS with its supported range.
+    ErrVers {
+        /// Lowest version.
+        low: u32,
+        /// Highest version.
+        high: u32,
+    },
+    /// The responder answered RDMA_ERROR / ERR_CHUNK.
+    ErrChunk,
+    /// A Long Reply whose RPC header does not decode.
+    BadReply,
+}
+
+impl core::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl std::error::Error for RpcError {}
+
+/// Why a Call could not be submitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubmitError {
+    /// No credit (or send-queue room) now: poll and retry.
+    WouldBlock,
+    /// The Call does not fit any form, or the buffers (RFC 8166 §3.5).
+    TooLarge(Option<PlanError>),
+    /// Arguments that are not whole XDR units, or more chunks or segments than supported.
+    Invalid(&'static str),
+    /// The connection is lost; [`Client::reconnect`].
+    Disconnected,
+}
+
+impl core::fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl std::error::Error for SubmitError {}
+
+/// A reply, borrowed from the receive buffer (Short Reply) or the Reply chunk (Long Reply)
+/// and the Write chunks; valid during the completion callback only.
+#[derive(Clone, Copy, Debug)]
+pub struct Reply<'a> {
+    /// The RPC reply header (status).
+    pub rpc: ReplyHeader<'a>,
+    /// The results as received: every result inline, except that a DDP-eligible result
+    /// placed in a Write chunk is represented by its opaque length word only.
+    pub results: &'a [u8],
+    bulk: [&'a [u8]; MAX_WRITE_CHUNKS],
+    n_bulk: usize,
+}
+
+impl<'a> Reply<'a> {
+    /// The DDP-eligible results received through Write chunks, one per chunk provided
+    /// (empty for an unused or empty chunk).
+    pub fn bulk(&self) -> &[&'a [u8]] {
+        &self.bulk[..self.n_bulk]
+    }
+
+    /// Whether the RPC succeeded (MSG_ACCEPTED / SUCCESS).
+    pub fn is_success(&self) -> bool {
+        self.rpc.is_success()
+    }
+}
+
+/// A finished RPC.
+#[derive(Debug)]
+pub struct Completion<'a> {
+    /// The tag given to [`Client::submit`].
+    pub tag: u64,
+    /// The XID it used.
+    pub xid: u32,
+    /// The reply or why there is none.
+    pub result: Result<Reply<'a>, RpcError>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Free,
+    /// Sent, waiting for the reply.
+    Sent,
+    /// Reply (or timeout) in hand, Local Invalidates outstanding.
+    Invalidating,
+    /// Timed out and reported; holds its credit until a late reply or a new connection.
+    Zombie,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Reply,
+    Error(RpcError),
+}
+
+struct Slot<P: Provider> {
+    state: State,
+    xid: u32,
+    tag: u64,
+    deadline: Instant,
+    send: Buf<P>,
+    arg: Buf<P>,
+    res: Buf<P>,
+    mw_arg: Option<P::Mw>,
+    mw_res: Option<P::Mw>,
+    /// rkeys of windows bound for this RPC and not yet invalidated.
+    bound: [Option<u32>; 2],
+    writes: [[Segment; MAX_SEGMENTS]; MAX_WRITE_CHUNKS],
+    write_n: [usize; MAX_WRITE_CHUNKS],
+    write_off: [u32; MAX_WRITE_CHUNKS],
+    n_writes: usize,
+    reply: [Segment; MAX_SEGMENTS],
+    reply_n: usize,
+    reply_off: u32,
+    has_reply_chunk: bool,
+    recv_idx: Option<u32>,
+    recv_len: u32,
+    grant: Option<u32>,
+    outcome: Outcome,
+}
+
+/// One client connection.
+pub struct Client<P: Provider> {
+    qp: Option<P::Qp>,
+    cq: P::Cq,
+    pd: P::Pd,
+    addr: P::Addr,
+    recv: Box<[Buf<P>]>,
+    slots: Box<[Slot<P>]>,
+    free: Vec<u32>,
+    reposts: Vec<u32>,
+    sq: SendQueue,
+    credits: RequesterCredits,
+    negotiation: Negotiation,
+    config: ConnConfig,
+    stats: Arc<Counters>,
+    next_gen: u32,
+    polls: u32,
+    dead: bool,
+    wc: [Wc; POLL_BATCH],
+    _pools: [BufferPool<P>; 4],
+}
+
+impl<P: Provider> core::fmt::Debug for Client<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Client")
+            .field("negotiation", &self.negotiation)
+            .field("credits", &self.credits)
+            .field("dead", &self.dead)
+            .finish_non_exhaustive()
+    }
+}
+
+fn take_all<P: Provider>(pool: &BufferPool<P>) -> Result<Vec<Buf<P>>, ConnError> {
+    (0..pool.capacity())
+        .map(|_| pool.alloc().map_err(ConnError::from))
+        .collect()
+}
+
+fn segs_needed(len: u32, max: u32) -> u32 {
+    len.div_ceil(max).max(1)
+}
+
+impl<P: Provider> Client<P> {
+    /// Connects to the responder at `addr`: allocates the connection's domain, queues,
+    /// pending table and buffers, posts the reply receives, and does the RFC 8797
+    /// exchange.
+    pub fn connect(
+        device: &P::Device,
+        addr: &P::Addr,
+        config: ConnConfig,
+    ) -> Result<Client<P>, ConnError> {
+        config.validate()?;
+        let n = config.credits;
+        let pd = device.alloc_pd()?;
+        let sq_depth = 8 * n + 16;
+        let cq = device.create_cq(sq_depth + n + 16)?;
+        let remote = match config.registration {
+            Registration::Windows => Access::LOCAL_WRITE | Access::MW_BIND,
+            Registration::Persistent => {
+                Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE
+            }
+        };
+        let pools = [
+            BufferPool::new(
+                &pd,
+                PoolConfig::new(config.recv_size as usize, n, Access::LOCAL_WRITE),
+            )?,
+            BufferPool::new(
+                &pd,
+                PoolConfig::new(config.send_size as usize, n, Access::LOCAL_WRITE),
+            )?,
+            BufferPool::new(&pd, PoolConfig::new(config.bulk_size as usize, n, remote))?,
+            BufferPool::new(&pd, PoolConfig::new(config.bulk_size as usize, n, remote))?,
+        ];
+        let recv: Box<[Buf<P>]> = take_all(&pools[0])?.into_boxed_slice();
+        let mut sends = take_all(&pools[1])?.into_iter();
+        let mut args = take_all(&pools[2])?.into_iter();
+        let mut ress = take_all(&pools[3])?.into_iter();
+        let mut slots = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let (mw_arg, mw_res) = match config.registration {
+                Registration::Windows => (Some(pd.alloc_mw()?), Some(pd.alloc_mw()?)),
+                Registration::Persistent => (None, None),
+            };
+            slots.push(Slot {
+                state: State::Free,
+                xid: 0,
+                tag: 0,
+                deadline: Instant::now(),
+                send: sends.next().ok_or(ConnError::Config("pool"))?,
+                arg: args.next().ok_or(ConnError::Config("pool"))?,
+                res: ress.next().ok_or(ConnError::Config("pool"))?,
+                mw_arg,
+                mw_res,
+                bound: [None; 2],
+                writes: [[Segment::default(); MAX_SEGMENTS]; MAX_WRITE_CHUNKS],
+                write_n: [0; MAX_WRITE_CHUNKS],
+                write_off: [0; MAX_WRITE_CHUNKS],
+                n_writes: 0,
+                reply: [Segment::default(); MAX_SEGMENTS],
+                reply_n: 0,
+                reply_off: 0,
+                has_reply_chunk: false,
+                recv_idx: None,
+                recv_len: 0,
+                grant: None,
+                outcome: Outcome::Reply,
+            });
+        }
+        let mut client = Client {
+            qp: None,
+            cq,
+            pd,
+            addr: addr.clone(),
+            recv,
+            slots: slots.into_boxed_slice(),
+            free: (0..n).rev().collect(),
+            reposts: Vec::with_capacity(n as usize),
+            sq: SendQueue::new(sq_depth, (sq_depth / 4).max(1)),
+            credits: RequesterCredits::new(n),
+            negotiation: Negotiation::complete(Role::Client, Negotiation::advertise(&config), &[]),
+            config,
+            stats: Arc::new(Counters::default()),
+            next_gen: 1,
+            polls: 0,
+            dead: true,
+            wc: [Wc::default(); POLL_BATCH],
+            _pools: pools,
+        };
+        client.establish()?;
+        Ok(client)
+    }
+
+    fn establish(&mut self) -> Result<(), ConnError> {
+        let n = self.config.credits;
+        let caps = QpCaps {
+            max_send_wr: 8 * n + 16,
+            max_recv_wr: n,
+            max_send_sge: 2,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        };
+        let local = Negotiation::advertise(&self.config);
+        let init = QpInit::new(&self.cq, &self.cq, caps);
+        let recv = &self.recv;
+        let (qp, peer) = P::connect(
+            &self.pd,
+            &self.addr,
+            init,
+            &local.encode(),
+            self.config.connect_timeout,
+            |qp| {
+                for (i, b) in recv.iter().enumerate() {
+                    qp.post_recv(&RecvWr::new(
+                        wrid::pack(Kind::Recv, i as u32, 0),
+                        &[b.sge()],
+                    ))?;
+                }
+                Ok(())
+            },
+        )?;
+        self.negotiation = Negotiation::complete(Role::Client, local, peer.as_bytes());
+        self.qp = Some(qp);
+        self.sq.reset();
+        self.credits.reset();
+        self.dead = false;
+        Ok(())
+    }
+
+    /// Establishes a new connection to the same address after a loss: new queue pair,
+    /// fresh RFC 8797 exchange, credits back to one (RFC 8166 §3.3.3), fresh memory
+    /// windows. Pending RPCs were completed with [`RpcError::ConnectionLost`] when the loss
+    /// was noticed.
+    pub fn reconnect(&mut self) -> Result<(), ConnError> {
+        if !self.dead {
+            return Ok(());
+        }
+        self.qp = None;
+        // Drain completions of the old queue pair.
+        while matches!(self.cq.poll(&mut self.wc), Ok(n) if n > 0) {}
+        for s in self.slots.iter_mut() {
+            if self.config.registration == Registration::Windows {
+                s.mw_arg = Some(self.pd.alloc_mw()?);
+                s.mw_res = Some(self.pd.alloc_mw()?);
+            }
+        }
+        self.establish()
+    }
+
+    /// What was negotiated with the responder.
+    pub fn negotiation(&self) -> &Negotiation {
+        &self.negotiation
+    }
+
+    /// The credit state.
+    pub fn credits(&self) -> RequesterCredits {
+        self.credits
+    }
+
+    /// The counters, shared: readable from any thread.
+    pub fn stats(&self) -> Arc<Counters> {
+        Arc::clone(&self.stats)
+    }
+
+    /// A snapshot of the counters.
+    pub fn snapshot(&self) -> Snapshot {
+        self.stats.snapshot()
+    }
+
+    /// Whether the connection is lost.
+    pub fn is_dead(&self) -> bool {
+        self.dead
+    }
+
+    /// RPCs submitted and not yet completed (zombies of timed-out RPCs included).
+    pub fn in_flight(&self) -> u32 {
+        self.credits.in_flight()
+    }
+
+    /// Ends the connection; pending RPCs complete with [`RpcError::ConnectionLost`] at the
+    /// next poll.
+    pub fn disconnect(&mut self) {
+        if let Some(qp) = self.qp.as_mut() {
+            qp.disconnect();
+        }
+    }
+
+    /// Sends a Call if a credit allows (RFC 8166 §3.3.1), choosing its form (§3.5) and
+    /// exposing its chunk memory; returns its XID. Never blocks: without a credit it
+    /// returns [`SubmitError::WouldBlock`].
+    pub fn submit(&mut self, call: &CallArgs<'_>, tag: u64) -> Result<u32, SubmitError> {
+        if self.dead {
+            return Err(SubmitError::Disconnected);
+        }
+        if call.args.len() & 3 != 0 {
+            return Err(SubmitError::Invalid("arguments must be whole XDR units"));
+        }
+        if call.bulk_results.len() > MAX_WRITE_CHUNKS {
+            return Err(SubmitError::Invalid("too many DDP-eligible results"));
+        }
+        if self.sq.room() < 8 || self.free.is_empty() || self.credits.available() == 0 {
+            return Err(SubmitError::WouldBlock);
+        }
+        let max_seg = self.config.max_segment;
+        let bulk = call.bulk_arg.filter(|b| !b.is_empty());
+        let args_end = CALL_HEADER_LEN + call.args.len();
+        let call_len = args_end + bulk.map_or(0, |b| 4 + pad4(b.len()));
+        let item = bulk.map(|b| DdpItem {
+            offset: (args_end + 4) as u32,
+            len: b.len() as u32,
+            segments: segs_needed(b.len() as u32, max_seg),
+        });
+        let items = item.as_slice();
+        let mut write_segs = [0u32; MAX_WRITE_CHUNKS];
+        let mut max_reply = u64::from(REPLY_HEADER_LEN) + u64::from(call.max_results);
+        for (i, &r) in call.bulk_results.iter().enumerate() {
+            write_segs[i] = if r == 0 { 0 } else { segs_needed(r, max_seg) };
+            max_reply += 4 + pad4(r as usize) as u64;
+        }
+        let reduced = REPLY_HEADER_LEN + call.max_results + 4 * call.bulk_results.len() as u32;
+        let max_reply = u32::try_from(max_reply).map_err(|_| SubmitError::TooLarge(None))?;
+        let shape = CallShape {
+            call_len: call_len as u32,
+            items,
+            position_zero_segment_max: max_seg,
+            write_chunks: &write_segs[..call.bulk_results.len()],
+            max_reply_len: max_reply,
+            max_reply_reduced_len: Some(reduced),
+            reply_chunk_segments: segs_needed(max_reply, max_seg),
+        };
+        let thresholds = Thresholds {
+            call: self.negotiation.call_threshold(),
+            reply: self.negotiation.reply_threshold(),
+        };
+        let plan =
+            plan::plan_call(thresholds, &shape).map_err(|e| SubmitError::TooLarge(Some(e)))?;
+        if plan.read_segments as usize > MAX_READ_SEGMENTS
+            || write_segs.iter().any(|&n| n as usize > MAX_SEGMENTS)
+            || (plan.reply_chunk && shape.reply_chunk_segments as usize > MAX_SEGMENTS)
+        {
+            return Err(SubmitError::Invalid("more segments than supported"));
+        }
+        let bulk_size = self.config.bulk_size as usize;
+        // Where things go in the argument buffer (Read chunks) and the result buffer (Write
+        // chunks, then the Reply chunk).
+        let p0_len = plan.position_zero_len as usize;
+        let item_off = (p0_len + 7) & !7;
+        let arg_used = match plan.form {
+            CallForm::Short => 0,
+            CallForm::Chunked => bulk.map_or(0, |b| b.len()),
+            CallForm::Long => item_off + bulk.map_or(0, |b| b.len()),
+        };
+        let mut res_used = 0usize;
+        let mut write_off = [0u32; MAX_WRITE_CHUNKS];
+        for (i, &r) in call.bulk_results.iter().enumerate() {
+            write_off[i] = res_used as u32;
+            res_used = (res_used + r as usize + 7) & !7;
+        }
+        let reply_off = res_used;
+        if plan.reply_chunk {
+            res_used += max_reply as usize;
+        }
+        if arg_used > bulk_size
+            || res_used > bulk_size
+            || plan.send_len() > self.config.send_size as usize
+        {
+            return Err(SubmitError::TooLarge(None));
+        }
+
+        let Some(idx) = self.free.pop() else {
+            return Err(SubmitError::WouldBlock);
+        };
+        let i = idx as usize;
+        let xid = (self.next_gen << SLOT_BITS) | idx;
+        self.next_gen = self.next_gen.wrapping_add(1) & ((1 << (32 - SLOT_BITS)) - 1);
+        let persistent = self.config.registration == Registration::Persistent;
+        let slot = &mut self.slots[i];
+        let rpc = CallHeader::new(
+            xid,
+            call.prog,
+            call.vers,
+            call.proc_num,
+            OpaqueAuth::NONE,
+            OpaqueAuth::NONE,
+        );
+
+        // The Payload stream: inline in the send buffer, and/or in the argument buffer.
+        let hlen = plan.header_len;
+        {
+            let (stream_buf, at): (&mut [u8], usize) = match plan.form {
+                CallForm::Short | CallForm::Chunked => (view::bytes_mut(&mut slot.send), hlen),
+                CallForm::Long => (view::bytes_mut(&mut slot.arg), 0),
+            };
+            let s = &mut stream_buf[at..];
+            if rpc.encode(s).is_err() {
+                self.free.push(idx);
+                return Err(SubmitError::Invalid("call header"));
+            }
+            s[CALL_HEADER_LEN..args_end].copy_from_slice(call.args);
+            if let Some(b) = bulk {
+                s[args_end..args_end + 4].copy_from_slice(&(b.len() as u32).to_be_bytes());
+                if plan.form == CallForm::Short {
+                    let end = args_end + 4 + b.len();
+                    s[args_end + 4..end].copy_from_slice(b);
+                    s[end..args_end + 4 + pad4(b.len())].fill(0);
+                }
+            }
+        }
+        if let (Some(b), CallForm::Chunked | CallForm::Long) = (bulk, plan.form) {
+            let off = if plan.form == CallForm::Long {
+                item_off
+            } else {
+                0
+            };
+            view::bytes_mut(&mut slot.arg)[off..off + b.len()].copy_from_slice(b);
+        }
+
+        // Expose the memory: windows bound for this RPC, or the regions' own keys.
+        let qp = self.qp.as_mut().ok_or(SubmitError::Disconnected)?;
+        let mut arg_rkey = 0;
+        let mut res_rkey = 0;
+        slot.bound = [None; 2];
+        if persistent {
+            arg_rkey = slot.arg.region().rkey();
+            res_rkey = slot.res.region().rkey();
+        } else {
+            if arg_used > 0 {
+                if let Some(mw) = slot.mw_arg.as_ref() {
+                    arg_rkey = mw.next_rkey();
+                    let bind = MwBind {
+                        mw,
+                        rkey: arg_rkey,
+                        mr: slot.arg.region(),
+                        addr: slot.arg.addr(),
+                        len: arg_used as u64,
+                        access: Access::REMOTE_READ,
+                    };
+                    let (seq, sig) = self.sq.post(false);
+                    let mut wr = SendWr::bind_mw(
+                        wrid::pack(Kind::Bind, idx, if sig { seq } else { 0 }),
+                        bind,
+                    );
+                    if sig {
+                        wr = wr.signaled();
+                    }
+                    if qp.post_send(&wr).is_err() {
+                        self.free.push(idx);
+                        return Err(SubmitError::Disconnected);
+                    }
+                    slot.bound[0] = Some(arg_rkey);
+                    bump(&self.stats.registrations, 1);
+                }
+            }
+            if res_used > 0 {
+                if let Some(mw) = slot.mw_res.as_ref() {
+                    res_rkey = mw.next_rkey();
+                    let bind = MwBind {
+                        mw,
+                        rkey: res_rkey,
+                        mr: slot.res.region(),
+                        addr: slot.res.addr(),
+                        len: res_used as u64,
+                        access: Access::REMOTE_WRITE,
+                    };
+                    let (seq, sig) = self.sq.post(false);
+                    let mut wr = SendWr::bind_mw(
+                        wrid::pack(Kind::Bind, idx, if sig { seq } else { 0 }),
+                        bind,
+                    );
+                    if sig {
+                        wr = wr.signaled();
+                    }
+                    if qp.post_send(&wr).is_err() {
+                        self.free.push(idx);
+                        return Err(SubmitError::Disconnected);
+                    }
+                    slot.bound[1] = Some(res_rkey);
+                    bump(&self.stats.registrations, 1);
+                }
+            }
+        }
+
+        // The chunk lists (RFC 8166 §3.4).
+        let mut reads = [ReadSegment::default(); MAX_READ_SEGMENTS];
+        let mut nr = 0;
+        let arg_addr = slot.arg.addr();
+        let split = |pos: u32, base: u64, len: usize, out: &mut [ReadSegment], n: &mut usize| {
+            let mut done = 0usize;
+            while done < len {
+                let l = (len - done).min(max_seg as usize);
+                out[*n] = ReadSegment::new(pos, arg_rkey, l as u32, base + done as u64);
+                *n += 1;
+                done += l;
+            }
+        };
+        if plan.form == CallForm::Long {
+            split(0, arg_addr, p0_len, &mut reads, &mut nr);
+        }
+        if let (Some(b), Some(it), CallForm::Chunked | CallForm::Long) = (bulk, item, plan.form) {
+            let off = if plan.form == CallForm::Long {
+                item_off
+            } else {
+                0
+            };
+            split(
+                it.offset,
+                arg_addr + off as u64,
+                b.len(),
+                &mut reads,
+                &mut nr,
+            );
+        }
+        let res_addr = slot.res.addr();
+        slot.n_writes = call.bulk_results.len();
+        for (c, &r) in call.bulk_results.iter().enumerate() {
+            let mut n = 0;
+            let mut done = 0usize;
+            while done < r as usize {
+                let l = (r as usize - done).min(max_seg as usize);
+                slot.writes[c][n] = Segment::new(
+                    res_rkey,
+                    l as u32,
+                    res_addr + (write_off[c] as usize + done) as u64,
+                );
+                n += 1;
+                done += l;
+            }
+            slot.write_n[c] = n;
+            slot.write_off[c] = write_off[c];
+        }
+        slot.has_reply_chunk = plan.reply_chunk;
+        slot.reply_n = 0;
+        slot.reply_off = reply_off as u32;
+        if plan.reply_chunk {
+            let mut done = 0usize;
+            while done < max_reply as usize {
+                let l = (max_reply as usize - done).min(max_seg as usize);
+                slot.reply[slot.reply_n] =
+                    Segment::new(res_rkey, l as u32, res_addr + (reply_off + done) as u64);
+                slot.reply_n += 1;
+                done += l;
+            }
+        }
+        let mut writes: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
+        for c in 0..slot.n_writes {
+            writes[c] = &slot.writes[c][..slot.write_n[c]];
+        }
+        let chunks = Chunks {
+            reads: &reads[..nr],
+            writes: &writes[..slot.n_writes],
+            reply: slot.has_reply_chunk.then(|| &slot.reply[..slot.reply_n]),
+        };
+        let credit = self.credits.requested();
+        let header = match plan.form.proc() {
+            rpcrdma_proto::header::Proc::NoMsg => Header::nomsg(xid, credit, chunks),
+            _ => Header::msg(xid, credit, chunks),
+        };
+        let sendbuf = view::bytes_mut(&mut slot.send);
+        match header.encode(&mut sendbuf[..hlen]) {
+            Ok(n) if n == hlen => {}
+            _ => {
+                self.free.push(idx);
+                return Err(SubmitError::Invalid("header does not match its plan"));
+            }
+        }
+        let send_len = plan.send_len() as u32;
+        let (seq, sig) = self.sq.post(false);
+        let sge = [slot.send.sge_span(0, send_len)];
+        let mut wr = SendWr::send(wrid::pack(Kind::Send, idx, if sig { seq } else { 0 }), &sge);
+        if sig {
+            wr = wr.signaled();
+        }
+        if qp.post_send(&wr).is_err() {
+            self.free.push(idx);
+            return Err(SubmitError::Disconnected);
+        }
+        self.credits.take();
+        slot.state = State::Sent;
+        slot.xid = xid;
+        slot.tag = tag;
+        slot.deadline = Instant::now() + call.timeout;
+        slot.recv_idx = None;
+        slot.grant = None;
+        slot.outcome = Outcome::Reply;
+        let st = &self.stats;
+        bump(&st.calls, 1);
+        bump(&st.bytes_sent, u64::from(send_len));
+        bump(&st.bytes_read, arg_used as u64);
+        bump(
+            match plan.form {
+                CallForm::Short => &st.short_calls,
+                CallForm::Chunked => &st.chunked_calls,
+                CallForm::Long => &st.long_calls,
+            },
+            1,
+        );
+        Ok(xid)
+    }
+
+    /// Makes progress — polls a batch of completions, matches replies to pending RPCs,
+    /// invalidates their memory, checks timeouts — and hands every finished RPC to `f`.
+    /// Returns the number of completions processed; 0 means idle. Never blocks.
+    pub fn poll_completions<F>(&mut self, mut f: F) -> usize
+    where
+        F: FnMut(Completion<'_>),
+    {
+        if self.dead {
+            return 0;
+        }
+        let n = match self.cq.poll(&mut self.wc) {
+            Ok(n) => n,
+            Err(_) => {
+                self.lose(&mut f);
+                return 0;
+            }
+        };
+        for k in 0..n {
+            let wc = self.wc[k];
+            self.on_completion(&wc, &mut f);
+            if self.dead {
+                return k + 1;
+            }
+        }
+        self.polls = self.polls.wrapping_add(1);
+        if n == 0 || self.polls & 63 == 0 {
+            self.check_timeouts(&mut f);
+        }
+        if self
+            .qp
+            .as_ref()
+            .is_some_and(|q| q.state() == crate::fabric::QpState::Err)
+        {
+            self.lose(&mut f);
+            return n;
+        }
+        self.repost();
+        n
+    }
+
+    fn on_completion<F: FnMut(Completion<'_>)>(&mut self, wc: &Wc, f: &mut F) {
+        let Some(kind) = wrid::kind(wc.wr_id) else {
+            return;
+        };
+        if wc.status != WcStatus::Success {
+            if wc.status != WcStatus::WrFlushErr {
+                bump(&self.stats.wc_errors, 1);
+            }
+            return self.lose(f);
+        }
+        let seq = wrid::seq(wc.wr_id);
+        if seq != 0 {
+            self.sq.retire(seq);
+        }
+        let idx = wrid::index(wc.wr_id);
+        match kind {
+            Kind::Recv => self.on_reply(idx, wc.byte_len, wc.invalidated_rkey, f),
+            Kind::LocalInv => {
+                let slot = &mut self.slots[idx as usize];
+                if slot.state == State::Invalidating {
+                    self.finish(idx, f);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_reply<F: FnMut(Completion<'_>)>(
+        &mut self,
+        ridx: u32,
+        len: u32,
+        inv: Option<u32>,
+        f: &mut F,
+    ) {
+        bump(&self.stats.bytes_received, u64::from(len));
+        let bytes = view::bytes(&self.recv[ridx as usize], len as usize);
+        let acc = match verdict::judge_reply(bytes) {
+            Ok(a) => a,
+            Err(_) => {
+                bump(&self.stats.discards, 1);
+                self.reposts.push(ridx);
+                return;
+            }
+        };
+        let h = acc.header;
+        let xid = h.xid();
+        let i = (xid & SLOT_MASK) as usize;
+        let matches = i < self.slots.len()
+            && self.slots[i].xid == xid
+            && matches!(self.slots[i].state, State::Sent | State::Zombie);
+        if !matches {
+            bump(&self.stats.discards, 1);
+            self.reposts.push(ridx);
+            return;
+        }
+        let err = h.error();
+        let slot = &mut self.slots[i];
+        if slot.state == State::Zombie {
+            // A late reply to an RPC already reported as timed out: its credit comes back.
+            self.credits.on_reply(if err.is_some() {
+                None
+            } else {
+                Some(h.credit())
+            });
+            slot.state = State::Free;
+            self.free.push(i as u32);
+            self.reposts.push(ridx);
+            return;
+        }
+        let outcome = match err {
+            Some(RdmaError::Vers { low, high }) => {
+                bump(&self.stats.err_vers, 1);
+                Outcome::Error(RpcError::ErrVers { low, high })
+            }
+            Some(RdmaError::Chunk) => {
+                bump(&self.stats.err_chunk, 1);
+                Outcome::Error(RpcError::ErrChunk)
+            }
+            None => {
+                // Check what came back against what was provided (CHECKLIST G-4, G-17).
+                let mut prov: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
+                for c in 0..slot.n_writes {
+                    prov[c] = &slot.writes[c][..slot.write_n[c]];
+                }
+                let wl_ok =
+                    chunks::check_returned_write_list(&prov[..slot.n_writes], h.write_list())
+                        .is_ok();
+                let rc_ok = chunks::check_returned_reply(
+                    slot.has_reply_chunk.then(|| &slot.reply[..slot.reply_n]),
+                    h.reply_chunk(),
+                )
+                .is_ok();
+                if !(wl_ok && rc_ok) {
+                    bump(&self.stats.discards, 1);
+                    self.reposts.push(ridx);
+                    return;
+                }
+                Outcome::Reply
+            }
+        };
+        slot.grant = if err.is_some() {
+            None
+        } else {
+            Some(h.credit())
+        };
+        slot.recv_idx = Some(ridx);
+        slot.recv_len = len;
+        slot.outcome = outcome;
+        if let Some(k) = inv {
+            for b in slot.bound.iter_mut() {
+                if *b == Some(k) {
+                    *b = None;
+                    bump(&self.stats.remote_invalidations, 1);
+                }
+            }
+        }
+        self.invalidate(i as u32, f);
+    }
+
+    /// Posts Local Invalidates for the RPC's windows still bound (the last one signaled)
+    /// and finishes the RPC when none is left (RFC 8166 §4.4.1, §8.1.3).
+    fn invalidate<F: FnMut(Completion<'_>)>(&mut self, idx: u32, f: &mut F) {
+        let slot = &mut self.slots[idx as usize];
+        let pending: [Option<u32>; 2] = slot.bound;
+        let count = pending.iter().flatten().count();
+        if count == 0 {
+            return self.finish(idx, f);
+        }
+        let Some(qp) = self.qp.as_mut() else {
+            return self.lose(f);
+        };
+        let mut left = count;
+        for rkey in pending.iter().flatten() {
+            left -= 1;
+            let (seq, _) = self.sq.post(left == 0);
+            let mut wr = SendWr::local_inv(
+                wrid::pack(Kind::LocalInv, idx, if left == 0 { seq } else { 0 }),
+                *rkey,
+            );
+            if left == 0 {
+                wr = wr.signaled();
+            }
+            if qp.post_send(&wr).is_err() {
+                return self.lose(f);
+            }
+            bump(&self.stats.local_invalidations, 1);
+        }
+        slot.bound = [None; 2];
+        slot.state = State::Invalidating;
+    }
+
+    /// Hands the finished RPC to `f`, then frees its receive buffer, slot and credit.
+    fn finish<F: FnMut(Completion<'_>)>(&mut self, idx: u32, f: &mut F) {
+        let i = idx as usize;
+        let slot = &self.slots[i];
+        let stats = &self.stats;
+        match (slot.outcome, slot.recv_idx) {
+            (Outcome::Error(RpcError::Timeout), _) => {
+                f(Completion {
+                    tag: slot.tag,
+                    xid: slot.xid,
+                    result: Err(RpcError::Timeout),
+                });
+                self.slots[i].state = State::Zombie;
+                return;
+            }
+            (Outcome::Error(e), ridx) => {
+                f(Completion {
+                    tag: slot.tag,
+                    xid: slot.xid,
+                    result: Err(e),
+                });
+                if let Some(r) = ridx {
+                    self.reposts.push(r);
+                }
+            }
+            (Outcome::Reply, Some(ridx)) => {
+                let bytes = view::bytes(&self.recv[ridx as usize], slot.recv_len as usize);
+                let result = deliver(slot, bytes, stats);
+                bump(&stats.rpcs, 1);
+                f(Completion {
+                    tag: slot.tag,
+                    xid: slot.xid,
+                    result,
+                });
+                self.reposts.push(ridx);
+            }
+            (Outcome::Reply, None) => {}
+        }
+        let grant = self.slots[i].grant;
+        self.credits.on_reply(grant);
+        self.slots[i].state = State::Free;
+        self.slots[i].recv_idx = None;
+        self.free.push(idx);
+    }
+
+    fn check_timeouts<F: FnMut(Completion<'_>)>(&mut self, f: &mut F) {
+        if self.credits.in_flight() == 0 {
+            return;
+        }
+        let now = Instant::now();
+        for i in 0..self.slots.len() {
+            let s = &mut self.slots[i];
+            if s.state == State::Sent && s.deadline <= now {
+                bump(&self.stats.timeouts, 1);
+                s.outcome = Outcome::Error(RpcError::Timeout);
+                s.recv_idx = None;
+                self.invalidate(i as u32, f);
+                if self.dead {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The connection is gone: windows are deallocated (so no peer can reach the memory),
+    /// then every pending RPC completes with [`RpcError::ConnectionLost`].
+    fn lose<F: FnMut(Completion<'_>)>(&mut self, f: &mut F) {
+        if self.dead {
+            return;
+        }
+        self.dead = true;
+        bump(&self.stats.conn_lost, 1);
+        if let Some(qp) = self.qp.as_mut() {
+            qp.disconnect();
+        }
+        self.reposts.clear();
+        for i in 0..self.slots.len() {
+            let s = &mut self.slots[i];
+            s.mw_arg = None;
+            s.mw_res = None;
+            s.bound = [None; 2];
+            match s.state {
+                State::Sent | State::Invalidating => {
+                    if s.outcome != Outcome::Error(RpcError::Timeout) {
+                        f(Completion {
+                            tag: s.tag,
+                            xid: s.xid,
+                            result: Err(RpcError::ConnectionLost),
+                        });
+                    }
+                }
+                State::Zombie | State::Free => {}
+            }
+            if s.state != State::Free {
+                s.state = State::Free;
+                self.free.push(i as u32);
+            }
+        }
+        self.credits.reset();
+    }
+
+    fn repost(&mut self) {
+        if self.reposts.is_empty() {
+            return;
+        }
+        let Some(qp) = self.qp.as_mut() else { return };
+        let mut k = 0;
+        while k < self.reposts.len() {
+            let n = (self.reposts.len() - k).min(POLL_BATCH);
+            let mut sges = [Sge::default(); POLL_BATCH];
+            for j in 0..n {
+                sges[j] = self.recv[self.reposts[k + j] as usize].sge();
+            }
+            let mut wrs = [RecvWr::new(0, &[]); POLL_BATCH];
+            for j in 0..n {
+                wrs[j] = RecvWr::new(
+                    wrid::pack(Kind::Recv, self.reposts[k + j], 0),
+                    core::slice::from_ref(&sges[j]),
+                );
+            }
+            if qp.post_recv_list(&wrs[..n]).is_err() {
+                break;
+            }
+            k += n;
+        }
+        self.reposts.clear();
+    }
+
+    /// Sends one RPC and waits for its reply, at most `call.timeout` (plus the time to get a
+    /// credit, bounded by the same timeout); hands the reply to `f` and returns what it
+    /// returns. Must not be mixed with RPCs submitted with [`submit`](Self::submit) and not
+    /// yet completed (their completions would be dropped).
+    pub fn call<R, F>(&mut self, call: &CallArgs<'_>, f: F) -> Result<R, RpcError>
+    where
+        F: FnOnce(Result<Reply<'_>, RpcError>) -> R,
+    {
+        const TAG: u64 = u64::MAX;
+        let start = Instant::now();
+        let hard = start + call.timeout + Duration::from_secs(1);
+        loop {
+            match self.submit(call, TAG) {
+                Ok(_) => break,
+                Err(SubmitError::WouldBlock) => {
+                    if Instant::now() > start + call.timeout {
+                        return Err(RpcError::Timeout);
+                    }
+                    self.poll_completions(|_| {});
+                }
+                Err(SubmitError::Disconnected) => return Err(RpcError::ConnectionLost),
+                Err(_) => return Err(RpcError::BadReply),
+            }
+        }
+        let mut f = Some(f);
+        let mut out = None;
+        loop {
+            let n = self.poll_completions(|c| {
+                if c.tag == TAG {
+                    if let Some(f) = f.take() {
+                        out = Some(f(c.result));
+                    }
+                }
+            });
+            if let Some(r) = out.take() {
+                return Ok(r);
+            }
+            if self.dead {
+                return Err(RpcError::ConnectionLost);
+            }
+            if n == 0 {
+                if Instant::now() > hard {
+                    return Err(RpcError::Timeout);
+                }
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// The reply of a finished RPC, borrowed from the receive buffer and the result buffer
+/// (whose window was invalidated before this runs).
+fn deliver<'a, P: Provider>(
+    slot: &'a Slot<P>,
+    recv: &'a [u8],
+    stats: &Counters,
+) -> Result<Reply<'a>, RpcError> {
+    let acc = verdict::judge_reply(recv).map_err(|_| RpcError::BadReply)?;
+    let h = acc.header;
+    let (rpc, results) = match acc.reply {
+        Some((rpc, len)) => {
+            bump(&stats.short_replies, 1);
+            (rpc, &h.payload()[len..])
+        }
+        None => {
+            bump(&stats.long_replies, 1);
+            let total = h.reply_chunk().map_or(0, |c| c.total_len()) as usize;
+            let res = view::bytes(&slot.res, slot.reply_off as usize + total);
+            let stream = &res[slot.reply_off as usize..];
+            let (rpc, len) = ReplyHeader::parse(stream).map_err(|_| RpcError::BadReply)?;
+            bump(&stats.bytes_written, total as u64);
+            (rpc, &stream[len..])
+        }
+    };
+    let mut bulk: [&[u8]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
+    let mut prov: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
+    for c in 0..slot.n_writes {
+        prov[c] = &slot.writes[c][..slot.write_n[c]];
+    }
+    if let Ok(list) = chunks::check_returned_write_list(&prov[..slot.n_writes], h.write_list()) {
+        for (c, b) in bulk.iter_mut().enumerate().take(slot.n_writes) {
+            if let Some(r) = list.get(c) {
+                if r.form == ReturnedForm::Filled {
+                    let off = slot.write_off[c] as usize;
+                    let all = view::bytes(&slot.res, off + r.total as usize);
+                    *b = &all[off..];
+                    bump(&stats.bytes_written, r.total);
+                }
+            }
+        }
+    }
+    Ok(Reply {
+        rpc,
+        results,
+        bulk,
+        n_bulk: slot.n_writes,
+    })
+}

@@ -1,0 +1,869 @@
+//! The responder (server side): accepts connections, judges each received Call with the
+//! protocol crate's verdict (RFC 8166 §4.5), pulls Read chunks with RDMA Read, runs the
+//! handler from the [`Dispatch`] table, places DDP-eligible results into Write chunks with
+//! RDMA Write, sends long replies through the Reply chunk and replies with Send With
+//! Invalidate when both ends allowed it (RFC 8797 §4.1).
+//!
+//! A [`ServerConn`] is driven by whoever owns it, typically a pinned worker thread that
+//! calls [`ServerConn::poll`] on each of its connections in turn: every call does a bounded
+//! amount of work, never blocks, takes no lock and allocates nothing.
+//!
+//! # Resources of one connection (all allocated at accept)
+//!
+//! - `credits` receive buffers, all posted at accept and reposted (in a batch) before the
+//!   replies of the Calls they carried are sent: posted + in process = `credits` at every
+//!   instant, and the grant never exceeds it (RFC 8166 §3.3.1).
+//! - one pull buffer and one bulk result buffer per receive buffer, for the reassembled
+//!   arguments of a chunked Call and the DDP-eligible results of its reply;
+//! - a ring of reply buffers, indexed in send order, reused only once the Send that used it
+//!   has been retired by a signaled completion.
+
+#![deny(unsafe_code)]
+// Indexes run over parallel fixed arrays (segments, echoes, work requests).
+#![allow(clippy::needless_range_loop)]
+
+mod reply;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rpcrdma_proto::chunks::Piece;
+use rpcrdma_proto::header::{HeaderView, RdmaError};
+use rpcrdma_proto::private_data::Role;
+use rpcrdma_proto::rpc::{CallHeader, ReplyHeader};
+use rpcrdma_proto::verdict::{self, Action};
+
+use crate::conn::wrid::{self, Kind};
+use crate::conn::{view, ConnConfig, ConnError, Negotiation, ResponderCredits, SendQueue};
+use crate::dispatch::{Dispatch, Lookup, Outcome, Request, Response};
+use crate::fabric::{
+    Access, CompletionQueue, ConnRequest, Device, Listener, Provider, QpCaps, QpInit, QueuePair,
+    RecvWr, RemoteAddr, SendWr, Sge, Wc, WcStatus,
+};
+use crate::pool::{Buf, BufferPool, PoolConfig};
+use crate::stats::{bump, Counters, Snapshot};
+
+use reply::{Body, Built};
+
+/// Completions taken from the completion queue per poll.
+const POLL_BATCH: usize = 32;
+/// Send-queue slots a reply may need (RDMA Writes plus its Send).
+const REPLY_WRS: u64 =
+    (reply::MAX_WRITE_CHUNKS * reply::MAX_SEGMENTS + reply::MAX_SEGMENTS + 1) as u64;
+
+/// A listening endpoint that accepts RPC-over-RDMA connections.
+pub struct Server<P: Provider> {
+    device: P::Device,
+    listener: P::Listener,
+    dispatch: Arc<Dispatch>,
+    config: ConnConfig,
+}
+
+impl<P: Provider> core::fmt::Debug for Server<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Server")
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl<P: Provider> Server<P> {
+    /// Listens at `addr` on `device`; every connection accepted serves `dispatch`.
+    pub fn listen(
+        device: P::Device,
+        addr: &P::Addr,
+        dispatch: Arc<Dispatch>,
+        config: ConnConfig,
+    ) -> Result<Server<P>, ConnError> {
+        config.validate()?;
+        let listener = P::listen(&device, addr)?;
+        Ok(Server {
+            device,
+            listener,
+            dispatch,
+            config,
+        })
+    }
+
+    /// Waits at most `timeout` for a connection request and accepts it: the RFC 8797
+    /// exchange, the connection's resources, all receives posted before the accept.
+    pub fn accept(&mut self, timeout: Duration) -> Result<ServerConn<P>, ConnError> {
+        let req = self.listener.get_request(timeout)?;
+        ServerConn::accept(
+            &self.device,
+            req,
+            Arc::clone(&self.dispatch),
+            self.config,
+            timeout,
+        )
+    }
+
+    /// The device.
+    pub fn device(&self) -> &P::Device {
+        &self.device
+    }
+}
+
+/// Where a Call stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// The receive is posted.
+    Posted,
+    /// RDMA Reads are fetching its chunks; `phase` 0 fetches a Long Call's Position-Zero
+    /// chunk, 1 the other chunks.
+    Pulling { phase: u8 },
+    /// Ready to be answered (its arguments are all local) but waiting for send resources.
+    Ready,
+}
+
+/// One RDMA Read to post: `len` bytes from the peer's `remote` to `dst` of the pull buffer.
+#[derive(Clone, Copy, Debug)]
+struct ReadOp {
+    remote: RemoteAddr,
+    len: u32,
+    dst: u32,
+}
+
+struct Slot {
+    state: State,
+    byte_len: u32,
+    reads: Vec<ReadOp>,
+    next_read: usize,
+    pending_reads: u32,
+    queued: bool,
+}
+
+/// A Send prepared during a poll, posted after the receives are reposted.
+#[derive(Clone, Copy, Debug)]
+struct PendingSend {
+    ring: u32,
+    len: u32,
+    inv: Option<u32>,
+}
+
+/// The fabric side of a connection: what the reply path needs mutably.
+struct Io<P: Provider> {
+    qp: P::Qp,
+    sq: SendQueue,
+    stats: Arc<Counters>,
+    dead: bool,
+}
+
+/// One accepted connection, driven by [`poll`](Self::poll).
+pub struct ServerConn<P: Provider> {
+    io: Io<P>,
+    cq: P::Cq,
+    recv: Box<[Buf<P>]>,
+    pull: Box<[Buf<P>]>,
+    bulk: Box<[Buf<P>]>,
+    ring: Box<[Buf<P>]>,
+    ring_seq: Box<[u64]>,
+    ring_next: u32,
+    slots: Box<[Slot]>,
+    /// Calls waiting for read budget.
+    read_wait: VecDeque<u32>,
+    /// Calls whose reply waits for send resources.
+    ready: VecDeque<u32>,
+    reads_in_flight: u32,
+    in_process: u32,
+    reposts: Vec<u32>,
+    sends: Vec<PendingSend>,
+    credits: ResponderCredits,
+    negotiation: Negotiation,
+    dispatch: Arc<Dispatch>,
+    config: ConnConfig,
+    wc: [Wc; POLL_BATCH],
+    _pools: [BufferPool<P>; 4],
+    _pd: P::Pd,
+}
+
+impl<P: Provider> core::fmt::Debug for ServerConn<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ServerConn")
+            .field("negotiation", &self.negotiation)
+            .field("grant", &self.credits.grant())
+            .field("dead", &self.io.dead)
+            .finish_non_exhaustive()
+    }
+}
+
+fn take_all<P: Provider>(pool: &BufferPool<P>) -> Result<Box<[Buf<P>]>, ConnError> {
+    (0..pool.capacity())
+        .map(|_| pool.alloc().map_err(ConnError::from))
+        .collect()
+}
+
+impl<P: Provider> ServerConn<P> {
+    /// Accepts `req`: allocates the connection's domain, queues and buffers, posts every
+    /// receive, and completes the RFC 8797 exchange.
+    pub fn accept(
+        device: &P::Device,
+        req: P::ConnRequest,
+        dispatch: Arc<Dispatch>,
+        config: ConnConfig,
+        timeout: Duration,
+    ) -> Result<ServerConn<P>, ConnError> {
+        config.validate()?;
+        let credits = config.credits;
+        let ring_len = (2 * credits).max(8);
+        let sq_depth = (4 * ring_len + config.max_reads + 2 * REPLY_WRS as u32).min(16384);
+        let pd = device.alloc_pd()?;
+        let cq = device.create_cq(sq_depth + credits + 64)?;
+        let reply_size = config.send_size.max(config.bulk_size) as usize + 1024;
+        let pools = [
+            BufferPool::new(
+                &pd,
+                PoolConfig::new(config.recv_size as usize, credits, Access::LOCAL_WRITE),
+            )?,
+            BufferPool::new(
+                &pd,
+                PoolConfig::new(config.bulk_size as usize, credits, Access::LOCAL_WRITE),
+            )?,
+            BufferPool::new(
+                &pd,
+                PoolConfig::new(config.bulk_size as usize, credits, Access::LOCAL_WRITE),
+            )?,
+            BufferPool::new(
+                &pd,
+                PoolConfig::new(reply_size, ring_len, Access::LOCAL_WRITE),
+            )?,
+        ];
+        let recv = take_all(&pools[0])?;
+        let pull = take_all(&pools[1])?;
+        let bulk = take_all(&pools[2])?;
+        let ring = take_all(&pools[3])?;
+        let local = Negotiation::advertise(&config);
+        let peer = req.private_data();
+        let negotiation = Negotiation::complete(Role::Server, local, peer.as_bytes());
+        let caps = QpCaps {
+            max_send_wr: sq_depth,
+            max_recv_wr: credits,
+            max_send_sge: 2,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        };
+        let init = QpInit::new(&cq, &cq, caps);
+        let qp = req.accept(&pd, init, &local.encode(), timeout, |qp| {
+            for (i, b) in recv.iter().enumerate() {
+                qp.post_recv(&RecvWr::new(
+                    wrid::pack(Kind::Recv, i as u32, 0),
+                    &[b.sge()],
+                ))?;
+            }
+            Ok(())
+        })?;
+        let max_segs = config.recv_size as usize / 20 + 1;
+        let slots = (0..credits)
+            .map(|_| Slot {
+                state: State::Posted,
+                byte_len: 0,
+                reads: Vec::with_capacity(max_segs),
+                next_read: 0,
+                pending_reads: 0,
+                queued: false,
+            })
+            .collect();
+        Ok(ServerConn {
+            io: Io {
+                qp,
+                sq: SendQueue::new(sq_depth, ring_len / 2),
+                stats: Arc::new(Counters::default()),
+                dead: false,
+            },
+            cq,
+            recv,
+            pull,
+            bulk,
+            ring,
+            ring_seq: vec![0; ring_len as usize].into_boxed_slice(),
+            ring_next: 0,
+            slots,
+            read_wait: VecDeque::with_capacity(credits as usize),
+            ready: VecDeque::with_capacity(credits as usize),
+            reads_in_flight: 0,
+            in_process: 0,
+            reposts: Vec::with_capacity(credits as usize),
+            sends: Vec::with_capacity(POLL_BATCH + credits as usize),
+            credits: ResponderCredits::new(credits, config.initial_grant),
+            negotiation,
+            dispatch,
+            config,
+            wc: [Wc::default(); POLL_BATCH],
+            _pools: pools,
+            _pd: pd,
+        })
+    }
+
+    /// What was negotiated with the client.
+    pub fn negotiation(&self) -> &Negotiation {
+        &self.negotiation
+    }
+
+    /// The grant advertised in every reply.
+    pub fn grant(&self) -> u32 {
+        self.credits.grant()
+    }
+
+    /// Changes the grant (clamped to `1..=credits`); returns the grant in force. Every
+    /// receive buffer is always posted or in process, so the new grant is backed by posted
+    /// receives before the next reply carries it (RFC 8166 §3.3.1).
+    pub fn set_grant(&mut self, grant: u32) -> u32 {
+        self.credits.set_grant(grant)
+    }
+
+    /// The counters, shared: readable from any thread.
+    pub fn stats(&self) -> Arc<Counters> {
+        Arc::clone(&self.io.stats)
+    }
+
+    /// A snapshot of the counters.
+    pub fn snapshot(&self) -> Snapshot {
+        self.io.stats.snapshot()
+    }
+
+    /// Whether the connection was lost (the queue pair is in the error state). A dead
+    /// connection does nothing more; drop it.
+    pub fn is_dead(&self) -> bool {
+        self.io.dead
+    }
+
+    /// Calls received and not yet answered.
+    pub fn in_process(&self) -> u32 {
+        self.in_process
+    }
+
+    /// Ends the connection.
+    pub fn disconnect(&mut self) {
+        self.io.qp.disconnect();
+        self.io.dead = true;
+    }
+
+    /// Does the work that is ready: polls a batch of completions, answers the Calls whose
+    /// arguments are local, advances RDMA Reads, reposts the consumed receives (in one post)
+    /// and then posts the replies (in one post). Returns the number of completions and
+    /// replies handled; 0 means idle. Never blocks.
+    pub fn poll(&mut self) -> usize {
+        if self.io.dead {
+            return 0;
+        }
+        let mut work = 0;
+        // Calls deferred for send resources first, in arrival order.
+        while let Some(&idx) = self.ready.front() {
+            if !self.can_reply() {
+                break;
+            }
+            self.ready.pop_front();
+            self.slots[idx as usize].queued = false;
+            self.answer(idx);
+            work += 1;
+        }
+        let n = match self.cq.poll(&mut self.wc) {
+            Ok(n) => n,
+            Err(_) => {
+                self.lose();
+                return work;
+            }
+        };
+        for i in 0..n {
+            let wc = self.wc[i];
+            self.on_completion(&wc);
+            if self.io.dead {
+                return work + i + 1;
+            }
+        }
+        work += n;
+        self.start_reads();
+        work += self.flush();
+        work
+    }
+
+    fn on_completion(&mut self, wc: &Wc) {
+        let Some(kind) = wrid::kind(wc.wr_id) else {
+            return;
+        };
+        if wc.status != WcStatus::Success {
+            if wc.status != WcStatus::WrFlushErr {
+                bump(&self.io.stats.wc_errors, 1);
+            }
+            self.lose();
+            return;
+        }
+        let idx = wrid::index(wc.wr_id);
+        let seq = wrid::seq(wc.wr_id);
+        if seq != 0 {
+            self.io.sq.retire(seq);
+        }
+        match kind {
+            Kind::Recv => self.on_call(idx, wc.byte_len),
+            Kind::Read => {
+                self.reads_in_flight -= 1;
+                let slot = &mut self.slots[idx as usize];
+                slot.pending_reads -= 1;
+                if slot.pending_reads == 0 && slot.next_read == slot.reads.len() {
+                    self.pull_phase_done(idx);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn lose(&mut self) {
+        if !self.io.dead {
+            self.io.dead = true;
+            bump(&self.io.stats.conn_lost, 1);
+            self.io.qp.disconnect();
+        }
+    }
+
+    fn on_call(&mut self, idx: u32, byte_len: u32) {
+        let stats = &self.io.stats;
+        bump(&stats.calls, 1);
+        bump(&stats.bytes_received, u64::from(byte_len));
+        self.in_process += 1;
+        if self.in_process > self.credits.grant() {
+            bump(&stats.credit_overruns, 1);
+        }
+        let slot = &mut self.slots[idx as usize];
+        slot.byte_len = byte_len;
+        // Chunked or Long: fetch first; Short: answer now.
+        let bytes = view::bytes(&self.recv[idx as usize], byte_len as usize);
+        let pull_needed = match verdict::judge_call(bytes) {
+            Ok(call) => call.plan.chunk_count() > 0,
+            Err(_) => false,
+        };
+        if pull_needed {
+            self.start_pull(idx);
+        } else {
+            self.answer_or_defer(idx);
+        }
+    }
+
+    fn answer_or_defer(&mut self, idx: u32) {
+        if self.ready.is_empty() && self.can_reply() {
+            self.answer(idx);
+        } else {
+            let slot = &mut self.slots[idx as usize];
+            slot.state = State::Ready;
+            if !slot.queued {
+                slot.queued = true;
+                self.ready.push_back(idx);
+            }
+        }
+    }
+
+    /// Whether a reply can be built now: a free reply buffer and send-queue room.
+    fn can_reply(&self) -> bool {
+        let r = self.ring_next as usize % self.ring.len();
+        let pending = self.sends.len() as u64;
+        self.sends.len() < self.ring.len() / 2
+            && self.io.sq.is_retired(self.ring_seq[r])
+            && self.io.sq.room() >= REPLY_WRS + pending
+    }
+
+    /// Plans the RDMA Reads of a chunked or Long Call (RFC 8166 §3.4.5) into its pull
+    /// buffer. Inline pieces of a chunked Call are copied now; a Long Call first fetches its
+    /// Position-Zero chunk to the tail of the buffer (phase 0).
+    fn start_pull(&mut self, idx: u32) {
+        let i = idx as usize;
+        let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
+        let Ok(call) = verdict::judge_call(bytes) else {
+            return self.answer_or_defer(idx);
+        };
+        let plan = call.plan;
+        let total = plan.total_len() as usize;
+        let slot = &mut self.slots[i];
+        slot.reads.clear();
+        slot.next_read = 0;
+        slot.pending_reads = 0;
+        if total > self.pull[i].size() {
+            // Too large to pull: answered with SYSTEM_ERR by `answer`.
+            slot.state = State::Ready;
+            return self.answer_or_defer(idx);
+        }
+        let reads = plan.read_list();
+        if let Some(p0) = plan.position_zero() {
+            let base = (total - p0.len as usize) as u32;
+            let mut at = base;
+            for s in p0.segment_range() {
+                let Some(rs) = reads.get(s) else { continue };
+                push_read(&mut slot.reads, rs.segment, at);
+                at += rs.segment.length;
+            }
+            slot.state = State::Pulling { phase: 0 };
+        } else {
+            let inline = call.header.payload();
+            let pull = view::bytes_mut(&mut self.pull[i]);
+            for piece in plan.pieces() {
+                match piece {
+                    Piece::Inline { src, dst } => {
+                        let dst = dst as usize;
+                        pull[dst..dst + src.len()].copy_from_slice(&inline[src]);
+                    }
+                    Piece::Chunk {
+                        first_segment,
+                        segments,
+                        len,
+                        dst,
+                        pad,
+                    } => {
+                        let mut at = dst;
+                        for s in first_segment..first_segment + segments {
+                            let Some(rs) = reads.get(s) else { continue };
+                            push_read(&mut slot.reads, rs.segment, at);
+                            at += rs.segment.length;
+                        }
+                        let end = (dst + len) as usize;
+                        pull[end..end + pad as usize].fill(0);
+                    }
+                }
+            }
+            slot.state = State::Pulling { phase: 1 };
+        }
+        bump(
+            if plan.is_long_call() {
+                &self.io.stats.long_calls
+            } else {
+                &self.io.stats.chunked_calls
+            },
+            1,
+        );
+        self.queue_reads(idx);
+    }
+
+    fn queue_reads(&mut self, idx: u32) {
+        let slot = &mut self.slots[idx as usize];
+        if slot.reads.is_empty() {
+            return self.pull_phase_done(idx);
+        }
+        if !slot.queued {
+            slot.queued = true;
+            self.read_wait.push_back(idx);
+        }
+    }
+
+    /// Posts queued RDMA Reads while the outstanding-read budget and the send queue allow,
+    /// in arrival order.
+    fn start_reads(&mut self) {
+        while let Some(&idx) = self.read_wait.front() {
+            let i = idx as usize;
+            loop {
+                let slot = &mut self.slots[i];
+                if slot.next_read == slot.reads.len() {
+                    break;
+                }
+                if self.reads_in_flight >= self.config.max_reads || self.io.sq.room() <= REPLY_WRS {
+                    return;
+                }
+                let op = slot.reads[slot.next_read];
+                let (seq, _) = self.io.sq.post(true);
+                let sge = [self.pull[i].sge_span(op.dst as usize, op.len)];
+                let wr = SendWr::read(wrid::pack(Kind::Read, idx, seq), &sge, op.remote).signaled();
+                if self.io.qp.post_send(&wr).is_err() {
+                    self.lose();
+                    return;
+                }
+                bump(&self.io.stats.bytes_read, u64::from(op.len));
+                let slot = &mut self.slots[i];
+                slot.next_read += 1;
+                slot.pending_reads += 1;
+                self.reads_in_flight += 1;
+            }
+            self.read_wait.pop_front();
+            self.slots[i].queued = false;
+        }
+    }
+
+    /// All reads of the current phase landed.
+    fn pull_phase_done(&mut self, idx: u32) {
+        let i = idx as usize;
+        match self.slots[i].state {
+            State::Pulling { phase: 0 } => {
+                // Long Call: move the Position-Zero content into place and fetch the other
+                // chunks into the gaps (chunks::ReadPlan::reassemble's in-place order).
+                let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
+                let Ok(call) = verdict::judge_call(bytes) else {
+                    return self.answer_or_defer(idx);
+                };
+                let plan = call.plan;
+                let reads = plan.read_list();
+                let total = plan.total_len() as usize;
+                let p0_len = plan.position_zero().map_or(0, |p| p.len as usize);
+                let base = total - p0_len;
+                let pull = view::bytes_mut(&mut self.pull[i]);
+                let slot = &mut self.slots[i];
+                slot.reads.clear();
+                slot.next_read = 0;
+                for piece in plan.pieces() {
+                    match piece {
+                        Piece::Inline { src, dst } => {
+                            pull.copy_within(base + src.start..base + src.end, dst as usize)
+                        }
+                        Piece::Chunk {
+                            first_segment,
+                            segments,
+                            len,
+                            dst,
+                            pad,
+                        } => {
+                            let mut at = dst;
+                            for s in first_segment..first_segment + segments {
+                                let Some(rs) = reads.get(s) else { continue };
+                                push_read(&mut slot.reads, rs.segment, at);
+                                at += rs.segment.length;
+                            }
+                            let end = (dst + len) as usize;
+                            pull[end..end + pad as usize].fill(0);
+                        }
+                    }
+                }
+                slot.state = State::Pulling { phase: 1 };
+                self.queue_reads(idx);
+            }
+            _ => {
+                self.slots[i].state = State::Ready;
+                self.answer_or_defer(idx);
+            }
+        }
+    }
+
+    /// Builds the answer to the Call in receive buffer `idx` (reply, RPC error or
+    /// RDMA_ERROR, or nothing for a discard), queues its receive for reposting and its Send
+    /// for posting after the repost.
+    fn answer(&mut self, idx: u32) {
+        let i = idx as usize;
+        let r = self.ring_next as usize % self.ring.len();
+        let byte_len = self.slots[i].byte_len as usize;
+        let grant = self.credits.grant();
+        let reply_threshold = self.negotiation.reply_threshold();
+        let swi = self.negotiation.remote_invalidation();
+        let bytes = view::bytes(&self.recv[i], byte_len);
+        let ring = &mut self.ring[r];
+        let io = &mut self.io;
+        let built = match verdict::judge_call(bytes) {
+            Err(v) => match v.action {
+                Action::Discard => {
+                    bump(&io.stats.discards, 1);
+                    Built::Nothing
+                }
+                Action::ErrVers { .. } | Action::ErrChunk => {
+                    let err = v.rdma_error().unwrap_or(RdmaError::Chunk);
+                    reply::rdma_error(io, ring, bytes, grant, err)
+                }
+                Action::GarbageArgs => match HeaderView::parse(bytes) {
+                    Ok(h) => {
+                        bump(&io.stats.garbage_args, 1);
+                        let rpc = ReplyHeader::garbage_args(h.xid());
+                        reply::build(
+                            io,
+                            ring,
+                            &h,
+                            grant,
+                            reply_threshold,
+                            false,
+                            Body::Error(rpc),
+                            None,
+                        )
+                    }
+                    Err(_) => reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk),
+                },
+                Action::Process => Built::Nothing,
+            },
+            Ok(call) => {
+                let header = call.header;
+                let pulled = call.plan.chunk_count() > 0;
+                let stream: Result<(&[u8], CallHeader<'_>, usize), Body> = if pulled {
+                    let total = call.plan.total_len() as usize;
+                    if total > self.pull[i].size() {
+                        Err(Body::Error(ReplyHeader::system_err(header.xid())))
+                    } else {
+                        let s = view::bytes(&self.pull[i], total);
+                        match CallHeader::parse(s) {
+                            Ok((c, len)) if c.xid == header.xid() => Ok((s, c, len)),
+                            Ok(_) => Err(Body::ErrChunk),
+                            Err(_) => Err(Body::Error(ReplyHeader::garbage_args(header.xid()))),
+                        }
+                    }
+                } else {
+                    bump(&io.stats.short_calls, 1);
+                    match call.call {
+                        Some((c, len)) => Ok((header.payload(), c, len)),
+                        None => Err(Body::ErrChunk),
+                    }
+                };
+                match stream {
+                    Err(Body::ErrChunk) => {
+                        reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk)
+                    }
+                    Err(body) => {
+                        if matches!(body, Body::Error(ref h) if h.accept_stat() == Some(rpcrdma_proto::rpc::AcceptStat::GarbageArgs))
+                        {
+                            bump(&io.stats.garbage_args, 1);
+                        } else {
+                            bump(&io.stats.system_err, 1);
+                        }
+                        reply::build(io, ring, &header, grant, reply_threshold, swi, body, None)
+                    }
+                    Ok((stream, c, len)) => {
+                        let xid = header.xid();
+                        let body = if !c.is_rpc_v2() {
+                            bump(&io.stats.system_err, 1);
+                            Body::Error(ReplyHeader::rpc_mismatch(xid, 2, 2))
+                        } else {
+                            match self.dispatch.lookup(c.prog, c.vers, c.proc_num) {
+                                Lookup::ProgUnavail => {
+                                    bump(&io.stats.prog_unavail, 1);
+                                    Body::Error(ReplyHeader::prog_unavail(xid))
+                                }
+                                Lookup::ProgMismatch { low, high } => {
+                                    bump(&io.stats.prog_mismatch, 1);
+                                    Body::Error(ReplyHeader::prog_mismatch(xid, low, high))
+                                }
+                                Lookup::ProcUnavail => {
+                                    bump(&io.stats.proc_unavail, 1);
+                                    Body::Error(ReplyHeader::proc_unavail(xid))
+                                }
+                                Lookup::Found(entry) => {
+                                    let req = Request {
+                                        xid,
+                                        prog: c.prog,
+                                        vers: c.vers,
+                                        proc_num: c.proc_num,
+                                        cred: c.cred,
+                                        args: &stream[len..],
+                                    };
+                                    Body::Handler { entry, req }
+                                }
+                            }
+                        };
+                        let bulk = &mut self.bulk[i];
+                        reply::build(
+                            io,
+                            ring,
+                            &header,
+                            grant,
+                            reply_threshold,
+                            swi,
+                            body,
+                            Some(bulk),
+                        )
+                    }
+                }
+            }
+        };
+        self.slots[i].state = State::Posted;
+        self.in_process -= 1;
+        self.reposts.push(idx);
+        match built {
+            Built::Nothing => {}
+            Built::Send { len, inv } => {
+                self.sends.push(PendingSend {
+                    ring: r as u32,
+                    len,
+                    inv,
+                });
+                self.ring_next = self.ring_next.wrapping_add(1);
+            }
+            Built::Fatal => self.lose(),
+        }
+    }
+
+    /// Reposts the consumed receives in one post, then posts the replies in one post: the
+    /// receives are back before any reply carrying the grant leaves (RFC 8166 §3.3.1).
+    fn flush(&mut self) -> usize {
+        if self.io.dead {
+            return 0;
+        }
+        let mut done = 0;
+        if !self.reposts.is_empty() {
+            let mut sges = [Sge::default(); POLL_BATCH];
+            let mut k = 0;
+            while k < self.reposts.len() {
+                let n = (self.reposts.len() - k).min(POLL_BATCH);
+                for j in 0..n {
+                    sges[j] = self.recv[self.reposts[k + j] as usize].sge();
+                }
+                let mut wrs = [RecvWr::new(0, &[]); POLL_BATCH];
+                for j in 0..n {
+                    wrs[j] = RecvWr::new(
+                        wrid::pack(Kind::Recv, self.reposts[k + j], 0),
+                        core::slice::from_ref(&sges[j]),
+                    );
+                }
+                if self.io.qp.post_recv_list(&wrs[..n]).is_err() {
+                    self.lose();
+                    return done;
+                }
+                k += n;
+            }
+            self.reposts.clear();
+        }
+        let mut k = 0;
+        while k < self.sends.len() {
+            let n = (self.sends.len() - k).min(POLL_BATCH);
+            let mut sges = [Sge::default(); POLL_BATCH];
+            for j in 0..n {
+                let s = self.sends[k + j];
+                sges[j] = self.ring[s.ring as usize].sge_span(0, s.len);
+            }
+            let mut wrs = [SendWr::<P>::send(0, &[]); POLL_BATCH];
+            for j in 0..n {
+                let s = self.sends[k + j];
+                let (seq, signaled) = self.io.sq.post(false);
+                self.ring_seq[s.ring as usize] = seq;
+                let sge = core::slice::from_ref(&sges[j]);
+                let id = wrid::pack(Kind::Send, s.ring, if signaled { seq } else { 0 });
+                let mut wr = match s.inv {
+                    Some(rkey) => SendWr::send_with_inv(id, sge, rkey),
+                    None => SendWr::send(id, sge),
+                };
+                if signaled {
+                    wr = wr.signaled();
+                }
+                wrs[j] = wr;
+                bump(&self.io.stats.bytes_sent, u64::from(s.len));
+            }
+            if self.io.qp.post_send_list(&wrs[..n]).is_err() {
+                self.lose();
+                return done;
+            }
+            done += n;
+            k += n;
+        }
+        bump(&self.io.stats.rpcs, self.sends.len() as u64);
+        self.sends.clear();
+        done
+    }
+}
+
+fn push_read(reads: &mut Vec<ReadOp>, seg: rpcrdma_proto::header::Segment, dst: u32) {
+    if seg.length == 0 {
+        return;
+    }
+    reads.push(ReadOp {
+        remote: RemoteAddr::new(seg.offset, seg.handle),
+        len: seg.length,
+        dst,
+    });
+}
+
+/// Builds a [`Response`] over the reply ring buffer and the bulk buffer, runs the handler.
+pub(crate) fn run_handler(
+    entry: &crate::dispatch::Entry,
+    req: &Request<'_>,
+    results: &mut [u8],
+    bulk: &mut [u8],
+) -> (
+    Outcome,
+    usize,
+    [(u32, u32); crate::dispatch::MAX_BULK_RESULTS],
+    usize,
+) {
+    let max = (entry.spec.max_results as usize).min(results.len()) & !3;
+    let mut resp = Response::new(&mut results[..max], bulk, entry.spec.ddp_results as usize);
+    let outcome = (entry.handler)(req, &mut resp);
+    let mut items = [(0, 0); crate::dispatch::MAX_BULK_RESULTS];
+    let n = resp.bulk_items().len();
+    items[..n].copy_from_slice(resp.bulk_items());
+    (outcome, resp.results_len(), items, n)
+}

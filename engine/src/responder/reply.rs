@@ -1,0 +1,290 @@
+//! Building a reply in a reply ring buffer: the RPC reply header and results in place, the
+//! DDP-eligible results placed into Write chunks with RDMA Write (RFC 8166 §3.4.6, §4.3.2),
+//! a Long Reply written into the Reply chunk (§3.5.3, §4.3.3), unused and empty chunks
+//! echoed (§4.3.2.2, §4.3.2.3), and the RDMA_ERROR messages (§4.5).
+
+// Indexes run over parallel fixed arrays (segments, echoes, work requests).
+#![allow(clippy::needless_range_loop)]
+
+use rpcrdma_proto::chunks::{self, ResultTarget};
+use rpcrdma_proto::header::{Chunks, Header, HeaderView, RdmaError, Segment};
+use rpcrdma_proto::plan::{self, ReplyForm};
+use rpcrdma_proto::rpc::{AcceptStat, ReplyHeader};
+use rpcrdma_proto::xdr::pad4;
+
+use super::{run_handler, Io};
+use crate::conn::view;
+use crate::conn::wrid::{self, Kind};
+use crate::dispatch::{Entry, Outcome, Request, MAX_BULK_RESULTS};
+use crate::fabric::{Provider, QueuePair, RemoteAddr, SendWr, Sge};
+use crate::pool::Buf;
+use crate::stats::bump;
+
+/// Most Write chunks a Call may carry to this responder.
+pub const MAX_WRITE_CHUNKS: usize = 8;
+/// Most segments of one Write chunk or of the Reply chunk.
+pub const MAX_SEGMENTS: usize = 64;
+
+/// What the reply carries.
+pub(super) enum Body<'a> {
+    /// Run the handler; SUCCESS with its results unless it says otherwise.
+    Handler { entry: &'a Entry, req: Request<'a> },
+    /// An RPC reply without results (an accepted error or a denial).
+    Error(ReplyHeader<'static>),
+    /// RDMA_ERROR / ERR_CHUNK instead of a reply.
+    ErrChunk,
+}
+
+/// The result of building.
+pub(super) enum Built {
+    /// Nothing to send (discard).
+    Nothing,
+    /// Send `len` bytes of the ring buffer, with Send With Invalidate of `inv` if set.
+    Send { len: u32, inv: Option<u32> },
+    /// The queue pair refused a post: the connection is lost.
+    Fatal,
+}
+
+fn word(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// RDMA_ERROR for the message `call` (at least 28 bytes, checked by the verdict): its XID and
+/// version echoed (RFC 8166 §4.5, CHECKLIST G-2) and the current grant (G-15).
+pub(super) fn rdma_error<P: Provider>(
+    io: &mut Io<P>,
+    ring: &mut Buf<P>,
+    call: &[u8],
+    grant: u32,
+    err: RdmaError,
+) -> Built {
+    let xid = word(call, 0);
+    let vers = word(call, 4);
+    let h = Header::error(xid, vers, grant, err);
+    match h.encode(view::bytes_mut(ring)) {
+        Ok(n) => {
+            bump(
+                match err {
+                    RdmaError::Vers { .. } => &io.stats.err_vers,
+                    RdmaError::Chunk => &io.stats.err_chunk,
+                },
+                1,
+            );
+            Built::Send {
+                len: n as u32,
+                inv: None,
+            }
+        }
+        Err(_) => Built::Fatal,
+    }
+}
+
+fn post_write<P: Provider>(io: &mut Io<P>, sge: Sge, remote: RemoteAddr) -> bool {
+    let (seq, signaled) = io.sq.post(false);
+    let sges = [sge];
+    let id = wrid::pack(Kind::Write, 0, if signaled { seq } else { 0 });
+    let mut wr = SendWr::write(id, &sges, remote);
+    if signaled {
+        wr = wr.signaled();
+    }
+    bump(&io.stats.bytes_written, u64::from(sge.length));
+    io.qp.post_send(&wr).is_ok()
+}
+
+/// The rkey to invalidate with the reply: the first handle the Call advertised for the
+/// reply (Write list, then Reply chunk), else its Read list's (RFC 8797 §4.1: it belongs to
+/// this XID only).
+fn inv_rkey(header: &HeaderView<'_>) -> Option<u32> {
+    for c in header.write_list().iter() {
+        if let Some(s) = c.iter().next() {
+            return Some(s.handle);
+        }
+    }
+    if let Some(s) = header.reply_chunk().and_then(|c| c.iter().next()) {
+        return Some(s.handle);
+    }
+    header.read_list().iter().next().map(|r| r.segment.handle)
+}
+
+/// Builds the reply to the Call `header` in `ring`, posting its RDMA Writes.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn build<P: Provider>(
+    io: &mut Io<P>,
+    ring: &mut Buf<P>,
+    header: &HeaderView<'_>,
+    grant: u32,
+    threshold: u32,
+    swi: bool,
+    body: Body<'_>,
+    bulk: Option<&mut Buf<P>>,
+) -> Built {
+    let xid = header.xid();
+    let wl = header.write_list();
+    let rc = header.reply_chunk();
+    if matches!(body, Body::ErrChunk)
+        || wl.len() > MAX_WRITE_CHUNKS
+        || wl.iter().any(|c| c.len() > MAX_SEGMENTS)
+        || rc.is_some_and(|c| c.len() > MAX_SEGMENTS)
+    {
+        return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk);
+    }
+    let hlen = 16 + 4 + wl.encoded_len() + rc.map_or(4, |c| 4 + c.encoded_len());
+    let mut echo = [[Segment::default(); MAX_SEGMENTS]; MAX_WRITE_CHUNKS];
+    let mut echo_n = [0usize; MAX_WRITE_CHUNKS];
+    for (c, chunk) in wl.iter().enumerate() {
+        echo_n[c] = chunks::echo_lengths(chunk, 0, &mut echo[c]).map_or(0, |s| s.len());
+    }
+
+    // The RPC reply header and the results, in place after the transport header.
+    let out = view::bytes_mut(ring);
+    if out.len() < hlen + 64 {
+        return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk);
+    }
+    let (rpc, results_len, items, n_items, bulk) = match body {
+        Body::Handler { entry, req } => {
+            let rpc_len = ReplyHeader::accepted_success(xid).encoded_len();
+            let bulk_bytes = match bulk {
+                Some(b) => b,
+                None => return Built::Fatal,
+            };
+            let (outcome, len, items, n) = run_handler(
+                entry,
+                &req,
+                &mut out[hlen + rpc_len..],
+                view::bytes_mut(bulk_bytes),
+            );
+            match outcome {
+                Outcome::Success => (
+                    ReplyHeader::accepted_success(xid),
+                    len,
+                    items,
+                    n,
+                    Some(bulk_bytes),
+                ),
+                Outcome::GarbageArgs => {
+                    bump(&io.stats.garbage_args, 1);
+                    (ReplyHeader::garbage_args(xid), 0, items, 0, None)
+                }
+                Outcome::SystemErr => {
+                    bump(&io.stats.system_err, 1);
+                    (ReplyHeader::system_err(xid), 0, items, 0, None)
+                }
+            }
+        }
+        Body::Error(h) => (h, 0, [(0, 0); MAX_BULK_RESULTS], 0, None),
+        Body::ErrChunk => unreachable!("answered above"),
+    };
+    let rpc_len = match rpc.encode(&mut out[hlen..]) {
+        Ok(n) => n,
+        Err(_) => return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk),
+    };
+    let mut cursor = hlen + rpc_len + results_len;
+
+    // DDP-eligible results: Write chunks in order, else inline (§4.3.2.1).
+    if let Some(bulk) = bulk {
+        let targets = chunks::match_results(wl, n_items);
+        for (k, target) in targets.enumerate() {
+            let (off, len) = items[k];
+            let out = view::bytes_mut(ring);
+            if cursor + 4 > out.len() {
+                return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk);
+            }
+            out[cursor..cursor + 4].copy_from_slice(&len.to_be_bytes());
+            cursor += 4;
+            match target {
+                ResultTarget::Chunk { index, chunk } => {
+                    let fill = match chunks::place_write(chunk, len) {
+                        Ok(f) => f,
+                        Err(_) => {
+                            return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk)
+                        }
+                    };
+                    for p in fill.placements() {
+                        let sge = bulk.sge_span(off as usize + p.src_offset as usize, p.len);
+                        let remote = RemoteAddr::new(p.segment.offset, p.segment.handle);
+                        if !post_write(io, sge, remote) {
+                            return Built::Fatal;
+                        }
+                    }
+                    echo_n[index] = fill.echo(&mut echo[index]).map_or(0, |s| s.len());
+                    bump(&io.stats.write_chunks, 1);
+                }
+                ResultTarget::InlineEmptyChunk { .. } | ResultTarget::InlineNoChunk => {
+                    let padded = pad4(len as usize);
+                    if cursor + padded > out.len() {
+                        return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk);
+                    }
+                    let src = view::bytes(bulk, (off + len) as usize);
+                    out[cursor..cursor + len as usize].copy_from_slice(&src[off as usize..]);
+                    out[cursor + len as usize..cursor + padded].fill(0);
+                    cursor += padded;
+                }
+            }
+        }
+    }
+    let payload_len = (cursor - hlen) as u32;
+
+    // Short or Long (§3.5.3, §4.3.3).
+    let form = match plan::plan_reply(threshold, payload_len, wl, rc) {
+        Ok(p) => p.form,
+        Err(_) => return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk),
+    };
+    let mut rc_echo = [Segment::default(); MAX_SEGMENTS];
+    let mut rc_n = 0;
+    let send_len = match form {
+        ReplyForm::Short => {
+            if let Some(c) = rc {
+                // G-16: an unused Reply chunk is echoed with zero lengths.
+                rc_n = chunks::echo_lengths(c, 0, &mut rc_echo).map_or(0, |s| s.len());
+            }
+            bump(&io.stats.short_replies, 1);
+            hlen + payload_len as usize
+        }
+        ReplyForm::Long => {
+            let Some(c) = rc else { return Built::Fatal };
+            let fill = match chunks::place_reply(c, payload_len) {
+                Ok(f) => f,
+                Err(_) => return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk),
+            };
+            for p in fill.placements() {
+                let sge = ring.sge_span(hlen + p.src_offset as usize, p.len);
+                let remote = RemoteAddr::new(p.segment.offset, p.segment.handle);
+                if !post_write(io, sge, remote) {
+                    return Built::Fatal;
+                }
+            }
+            rc_n = fill.echo(&mut rc_echo).map_or(0, |s| s.len());
+            bump(&io.stats.long_replies, 1);
+            hlen
+        }
+    };
+
+    // The transport header, in front of the payload.
+    let mut writes: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
+    for c in 0..wl.len() {
+        writes[c] = &echo[c][..echo_n[c]];
+    }
+    let chunks = Chunks {
+        reads: &[],
+        writes: &writes[..wl.len()],
+        reply: rc.map(|_| &rc_echo[..rc_n]),
+    };
+    let h = match form {
+        ReplyForm::Short => Header::msg(xid, grant, chunks),
+        ReplyForm::Long => Header::nomsg(xid, grant, chunks),
+    };
+    let out = view::bytes_mut(ring);
+    match h.encode(&mut out[..hlen]) {
+        Ok(n) if n == hlen => {}
+        _ => return Built::Fatal,
+    }
+    let inv = if swi { inv_rkey(header) } else { None };
+    if inv.is_some() {
+        bump(&io.stats.remote_invalidations, 1);
+    }
+    let _ = AcceptStat::Success;
+    Built::Send {
+        len: send_len as u32,
+        inv,
+    }
+}

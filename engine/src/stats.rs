@@ -1,0 +1,113 @@
+//! Per-connection counters, readable from any thread without a lock.
+//!
+//! Each connection owns one [`Counters`] behind an `Arc`. Only the connection's driver
+//! writes it, with a relaxed load and store (no read-modify-write, so no locked
+//! instruction on the hot path); any thread may take a [`Snapshot`] with relaxed loads.
+//! A snapshot's fields are each exact at some recent instant, not necessarily the same one.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! counters {
+    ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
+        /// The live counters of one connection; written by its owner only.
+        #[derive(Debug, Default)]
+        pub struct Counters {
+            $( $(#[$doc])* pub $name: AtomicU64, )*
+        }
+
+        /// A copy of a connection's counters.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct Snapshot {
+            $( $(#[$doc])* pub $name: u64, )*
+        }
+
+        impl Counters {
+            /// Reads every counter (relaxed loads).
+            pub fn snapshot(&self) -> Snapshot {
+                Snapshot { $( $name: self.$name.load(Ordering::Relaxed), )* }
+            }
+
+            /// Overwrites every counter with `s` (relaxed stores; for an owner that
+            /// publishes sums, such as a worker).
+            pub fn store(&self, s: &Snapshot) {
+                $( self.$name.store(s.$name, Ordering::Relaxed); )*
+            }
+        }
+
+        impl Snapshot {
+            /// Adds `other` to this snapshot, counter by counter (wrapping).
+            pub fn add(&mut self, other: &Snapshot) {
+                $( self.$name = self.$name.wrapping_add(other.$name); )*
+            }
+        }
+    };
+}
+
+counters! {
+    /// RPCs completed (requester: replies delivered; responder: replies sent).
+    rpcs,
+    /// Calls sent (requester) or received (responder).
+    calls,
+    /// Bytes of Sends posted (headers and inline payloads).
+    bytes_sent,
+    /// Bytes of Sends received.
+    bytes_received,
+    /// Bytes moved by RDMA Read (responder) or exposed to them (requester).
+    bytes_read,
+    /// Bytes moved by RDMA Write (responder) or received through chunks (requester).
+    bytes_written,
+    /// Calls sent or received Short (RDMA_MSG, no chunk).
+    short_calls,
+    /// Calls with Read chunks and an inline payload (RDMA_MSG).
+    chunked_calls,
+    /// Long Calls (RDMA_NOMSG with a Position-Zero Read chunk).
+    long_calls,
+    /// Replies sent or received inline (RDMA_MSG).
+    short_replies,
+    /// Long Replies (RDMA_NOMSG through the Reply chunk).
+    long_replies,
+    /// Write chunks filled with a result.
+    write_chunks,
+    /// Memory window binds posted (one per exposed buffer per RPC).
+    registrations,
+    /// Windows invalidated with a Local Invalidate.
+    local_invalidations,
+    /// Windows invalidated by the peer's Send With Invalidate (requester), or Sends With
+    /// Invalidate posted (responder).
+    remote_invalidations,
+    /// RDMA_ERROR / ERR_VERS sent (responder) or received (requester).
+    err_vers,
+    /// RDMA_ERROR / ERR_CHUNK sent (responder) or received (requester).
+    err_chunk,
+    /// GARBAGE_ARGS replies sent (responder) or received (requester).
+    garbage_args,
+    /// PROG_UNAVAIL replies sent.
+    prog_unavail,
+    /// PROG_MISMATCH replies sent.
+    prog_mismatch,
+    /// PROC_UNAVAIL replies sent.
+    proc_unavail,
+    /// SYSTEM_ERR or RPC_MISMATCH replies sent.
+    system_err,
+    /// Messages silently discarded by the verdict (RFC 8166 §4.5).
+    discards,
+    /// Calls that arrived while the peer already had as many Calls in process as granted
+    /// (responder; RFC 8166 §3.3.1).
+    credit_overruns,
+    /// RPCs completed with a timeout (requester).
+    timeouts,
+    /// Work completions in error (other than flushes).
+    wc_errors,
+    /// Connections lost (the queue pair went to the error state).
+    conn_lost,
+}
+
+/// Adds `n` to a counter only its owner writes (a relaxed load and store, not a locked
+/// read-modify-write).
+#[inline]
+pub fn bump(counter: &AtomicU64, n: u64) {
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(n),
+        Ordering::Relaxed,
+    );
+}

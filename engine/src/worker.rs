@@ -1,0 +1,557 @@
+//! Workers: threads pinned to cores, each owning its connections (their queue pairs and
+//! completion queues) and busy-polling them, run to completion.
+//!
+//! A [`Workers`] set starts one thread per [`WorkerConfig`]. Connections are handed to a
+//! worker with [`Workers::assign`] (the least loaded one) and from then on are touched by
+//! that thread only: its loop calls [`Drive::poll`] on each connection in turn, with no
+//! lock, no system call and no allocation (the connection list is allocated once, at
+//! start, for [`WorkerConfig::max_conns`] connections). Every 1024 turns of the loop — and
+//! every 16 turns that found nothing to do — the worker looks at its inbox for new
+//! connections, drops the dead ones and publishes its counters.
+//!
+//! Counters ([`WorkerStats`]) are relaxed atomics written by the worker alone, so any thread
+//! reads them without a lock: the worker's own (loop turns, connections) and the sum of its
+//! connections' [`Counters`], refreshed at each publication (a few microseconds stale at
+//! most while the worker is busy).
+//!
+//! [`Workers::shutdown`] is graceful: the workers stop taking connections, keep polling
+//! until their connections have no Call in process (or the deadline passes), then
+//! disconnect them and exit.
+
+#![deny(unsafe_code)]
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crate::fabric::Provider;
+use crate::responder::ServerConn;
+use crate::stats::{Counters, Snapshot};
+
+/// Turns of the loop between two looks at the inbox and two publications of the counters.
+const HOUSEKEEPING_EVERY: u64 = 1024;
+
+/// A connection a worker can drive.
+pub trait Drive: Send + 'static {
+    /// Does the work that is ready, without blocking; returns how much (0: idle).
+    fn poll(&mut self) -> usize;
+    /// Whether the connection is gone and can be dropped.
+    fn is_dead(&self) -> bool;
+    /// Whether work is still in process (a graceful shutdown waits for it).
+    fn busy(&self) -> bool;
+    /// Ends the connection.
+    fn close(&mut self);
+    /// The connection's counters.
+    fn counters(&self) -> Snapshot;
+}
+
+impl<P: Provider> Drive for ServerConn<P>
+where
+    ServerConn<P>: Send,
+{
+    #[inline]
+    fn poll(&mut self) -> usize {
+        ServerConn::poll(self)
+    }
+
+    fn is_dead(&self) -> bool {
+        ServerConn::is_dead(self)
+    }
+
+    fn busy(&self) -> bool {
+        self.in_process() > 0
+    }
+
+    fn close(&mut self) {
+        self.disconnect();
+    }
+
+    fn counters(&self) -> Snapshot {
+        self.snapshot()
+    }
+}
+
+/// How one worker runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerConfig {
+    /// The core to pin the thread to (an index into `core_affinity::get_core_ids()`), or
+    /// `None` to leave it unpinned.
+    pub core: Option<usize>,
+    /// Most connections the worker drives at once.
+    pub max_conns: usize,
+}
+
+impl WorkerConfig {
+    /// A worker pinned to `core` driving up to 64 connections.
+    pub fn pinned(core: usize) -> WorkerConfig {
+        WorkerConfig {
+            core: Some(core),
+            max_conns: 64,
+        }
+    }
+}
+
+/// Why a worker set could not start or take a connection.
+#[derive(Debug, PartialEq, Eq)]
+pub enum WorkerError {
+    /// The configuration asks for no worker or for a worker with room for no connection.
+    Config(&'static str),
+    /// The core does not exist on this machine.
+    NoSuchCore {
+        /// The index asked for.
+        core: usize,
+        /// How many cores there are.
+        available: usize,
+    },
+    /// The operating system refused to start the thread.
+    Spawn(String),
+    /// Every worker already drives as many connections as it may; the connection was
+    /// closed.
+    Full,
+    /// The workers are shutting down (or a worker thread ended); the connection was closed.
+    Stopped,
+    /// A worker thread panicked.
+    Panicked,
+}
+
+impl core::fmt::Display for WorkerError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            WorkerError::Config(why) => write!(f, "bad worker settings: {why}"),
+            WorkerError::NoSuchCore { core, available } => {
+                write!(f, "core {core} does not exist ({available} cores)")
+            }
+            WorkerError::Spawn(e) => write!(f, "starting a worker thread: {e}"),
+            WorkerError::Full => f.write_str("every worker is full"),
+            WorkerError::Stopped => f.write_str("the workers are stopping"),
+            WorkerError::Panicked => f.write_str("a worker thread panicked"),
+        }
+    }
+}
+
+impl std::error::Error for WorkerError {}
+
+/// The counters of one worker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// The core the worker is pinned to, if it is.
+    pub core: Option<usize>,
+    /// Turns of the polling loop.
+    pub loops: u64,
+    /// Turns that found work.
+    pub busy_loops: u64,
+    /// Connections driven now.
+    pub conns: u64,
+    /// Connections taken since start.
+    pub conns_adopted: u64,
+    /// Connections dropped because they died.
+    pub conns_dead: u64,
+    /// The sum of the connections' counters (dead ones included).
+    pub rpc: Snapshot,
+}
+
+/// What a worker publishes for readers.
+#[derive(Debug, Default)]
+struct Shared {
+    stop: AtomicBool,
+    loops: AtomicU64,
+    busy_loops: AtomicU64,
+    conns: AtomicU64,
+    conns_adopted: AtomicU64,
+    conns_dead: AtomicU64,
+    /// How long a stopping worker lets Calls in process finish, in nanoseconds.
+    grace_ns: AtomicU64,
+    rpc: Counters,
+}
+
+struct Handle<T> {
+    core: Option<usize>,
+    inbox: SyncSender<T>,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    max_conns: usize,
+}
+
+/// A set of worker threads driving connections of type `T`.
+pub struct Workers<T: Drive> {
+    workers: Vec<Handle<T>>,
+}
+
+impl<T: Drive> core::fmt::Debug for Workers<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Workers")
+            .field("workers", &self.workers.len())
+            .finish()
+    }
+}
+
+impl<T: Drive> Workers<T> {
+    /// Starts one thread per configuration, pinned as it says.
+    pub fn start(configs: &[WorkerConfig]) -> Result<Workers<T>, WorkerError> {
+        if configs.is_empty() {
+            return Err(WorkerError::Config("no worker"));
+        }
+        let cores = core_affinity::get_core_ids().unwrap_or_default();
+        let mut workers = Workers {
+            workers: Vec::with_capacity(configs.len()),
+        };
+        for (i, c) in configs.iter().enumerate() {
+            if c.max_conns == 0 {
+                return Err(WorkerError::Config(
+                    "a worker must take at least one connection",
+                ));
+            }
+            let core_id = match c.core {
+                None => None,
+                Some(k) => Some(*cores.get(k).ok_or(WorkerError::NoSuchCore {
+                    core: k,
+                    available: cores.len(),
+                })?),
+            };
+            // Room for every connection the worker may take: assign never blocks.
+            let (tx, rx) = mpsc::sync_channel(c.max_conns);
+            let shared = Arc::new(Shared::default());
+            let s = Arc::clone(&shared);
+            let max = c.max_conns;
+            let thread = thread::Builder::new()
+                .name(format!("rpcrdma-worker-{i}"))
+                .spawn(move || {
+                    if let Some(id) = core_id {
+                        core_affinity::set_for_current(id);
+                    }
+                    run(rx, &s, max);
+                })
+                .map_err(|e| WorkerError::Spawn(e.to_string()))?;
+            workers.workers.push(Handle {
+                core: c.core,
+                inbox: tx,
+                shared,
+                thread: Some(thread),
+                max_conns: c.max_conns,
+            });
+        }
+        Ok(workers)
+    }
+
+    /// The number of workers.
+    pub fn len(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Whether the set has no worker (never true for a started set).
+    pub fn is_empty(&self) -> bool {
+        self.workers.is_empty()
+    }
+
+    /// Hands `conn` to the worker driving the fewest connections; returns its index. When
+    /// every worker is full or stopping, the connection is closed and dropped.
+    pub fn assign(&mut self, mut conn: T) -> Result<usize, WorkerError> {
+        let best = self
+            .workers
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| !w.shared.stop.load(Ordering::Relaxed))
+            .min_by_key(|(_, w)| w.shared.conns.load(Ordering::Relaxed));
+        let Some((i, w)) = best else {
+            conn.close();
+            return Err(WorkerError::Stopped);
+        };
+        if w.shared.conns.load(Ordering::Relaxed) >= w.max_conns as u64 {
+            conn.close();
+            return Err(WorkerError::Full);
+        }
+        match w.inbox.try_send(conn) {
+            Ok(()) => Ok(i),
+            Err(TrySendError::Full(mut c)) => {
+                c.close();
+                Err(WorkerError::Full)
+            }
+            Err(TrySendError::Disconnected(mut c)) => {
+                c.close();
+                Err(WorkerError::Stopped)
+            }
+        }
+    }
+
+    /// Every worker's counters, read without a lock.
+    pub fn stats(&self) -> Vec<WorkerStats> {
+        self.workers
+            .iter()
+            .map(|w| WorkerStats {
+                core: w.core,
+                loops: w.shared.loops.load(Ordering::Relaxed),
+                busy_loops: w.shared.busy_loops.load(Ordering::Relaxed),
+                conns: w.shared.conns.load(Ordering::Relaxed),
+                conns_adopted: w.shared.conns_adopted.load(Ordering::Relaxed),
+                conns_dead: w.shared.conns_dead.load(Ordering::Relaxed),
+                rpc: w.shared.rpc.snapshot(),
+            })
+            .collect()
+    }
+
+    /// Stops the workers: each finishes the Calls in process (for at most `grace`), closes
+    /// its connections and exits. Waits for the threads.
+    pub fn shutdown(mut self, grace: Duration) -> Result<(), WorkerError> {
+        self.stop_all(grace)
+    }
+
+    fn stop_all(&mut self, grace: Duration) -> Result<(), WorkerError> {
+        let grace_ns = u64::try_from(grace.as_nanos()).unwrap_or(u64::MAX);
+        for w in &self.workers {
+            w.shared.grace_ns.store(grace_ns, Ordering::Relaxed);
+            w.shared.stop.store(true, Ordering::Release);
+        }
+        let mut result = Ok(());
+        for w in &mut self.workers {
+            if let Some(t) = w.thread.take() {
+                if t.join().is_err() {
+                    result = Err(WorkerError::Panicked);
+                }
+            }
+        }
+        result
+    }
+}
+
+impl<T: Drive> Drop for Workers<T> {
+    fn drop(&mut self) {
+        let _ = self.stop_all(Duration::from_secs(1));
+    }
+}
+
+/// The worker's loop.
+fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
+    let mut conns: Vec<T> = Vec::with_capacity(max_conns);
+    let mut retired = Snapshot::default();
+    let mut loops: u64 = 0;
+    let mut busy: u64 = 0;
+    let mut idle: u64 = 0;
+    loop {
+        let mut work = 0;
+        for c in conns.iter_mut() {
+            work += c.poll();
+        }
+        loops += 1;
+        if work > 0 {
+            busy += 1;
+        }
+        // Idle turns look at the inbox and publish a sixteenth as often as the clock of
+        // busy ones: enough to adopt connections promptly, cheap enough that a message
+        // arriving during housekeeping is not held up.
+        if work == 0 {
+            idle += 1;
+        }
+        if loops.is_multiple_of(HOUSEKEEPING_EVERY) || (work == 0 && idle.is_multiple_of(16)) {
+            housekeeping(&inbox, &mut conns, &mut retired, shared, max_conns);
+            shared.loops.store(loops, Ordering::Relaxed);
+            shared.busy_loops.store(busy, Ordering::Relaxed);
+            if shared.stop.load(Ordering::Acquire) {
+                break;
+            }
+        }
+    }
+    drain(
+        &mut conns,
+        Duration::from_nanos(shared.grace_ns.load(Ordering::Relaxed)),
+    );
+    for c in conns.iter_mut() {
+        c.close();
+    }
+    for c in &conns {
+        retired.add(&c.counters());
+    }
+    shared.rpc.store(&retired);
+    shared.conns.store(0, Ordering::Relaxed);
+    shared.loops.store(loops, Ordering::Relaxed);
+    shared.busy_loops.store(busy, Ordering::Relaxed);
+}
+
+/// Polls until no connection has work in process, or `grace` has passed.
+fn drain<T: Drive>(conns: &mut [T], grace: Duration) {
+    let deadline = Instant::now() + grace;
+    while conns.iter().any(|c| !c.is_dead() && c.busy()) && Instant::now() < deadline {
+        for c in conns.iter_mut() {
+            c.poll();
+        }
+    }
+}
+
+/// Takes new connections, drops dead ones (keeping their counters), publishes the sums.
+fn housekeeping<T: Drive>(
+    inbox: &Receiver<T>,
+    conns: &mut Vec<T>,
+    retired: &mut Snapshot,
+    shared: &Shared,
+    max_conns: usize,
+) {
+    while conns.len() < max_conns {
+        match inbox.try_recv() {
+            Ok(c) => {
+                conns.push(c);
+                let n = shared.conns_adopted.load(Ordering::Relaxed);
+                shared.conns_adopted.store(n + 1, Ordering::Relaxed);
+            }
+            Err(_) => break,
+        }
+    }
+    let mut i = 0;
+    while i < conns.len() {
+        if conns[i].is_dead() {
+            let c = conns.swap_remove(i);
+            retired.add(&c.counters());
+            drop(c);
+            let n = shared.conns_dead.load(Ordering::Relaxed);
+            shared.conns_dead.store(n + 1, Ordering::Relaxed);
+        } else {
+            i += 1;
+        }
+    }
+    let mut sum = *retired;
+    for c in conns.iter() {
+        sum.add(&c.counters());
+    }
+    shared.rpc.store(&sum);
+    shared.conns.store(conns.len() as u64, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection that counts its polls as RPCs, dies after `die_after` polls and stays
+    /// busy for `busy_for` polls after the workers are told to stop.
+    struct Mock {
+        polls: u64,
+        die_after: u64,
+        busy_polls: Arc<AtomicU64>,
+        closed: Arc<AtomicBool>,
+        busy_for: u64,
+    }
+
+    impl Mock {
+        fn new(die_after: u64, busy_for: u64) -> (Mock, Arc<AtomicU64>, Arc<AtomicBool>) {
+            let busy_polls = Arc::new(AtomicU64::new(0));
+            let closed = Arc::new(AtomicBool::new(false));
+            (
+                Mock {
+                    polls: 0,
+                    die_after,
+                    busy_polls: Arc::clone(&busy_polls),
+                    closed: Arc::clone(&closed),
+                    busy_for,
+                },
+                busy_polls,
+                closed,
+            )
+        }
+    }
+
+    impl Drive for Mock {
+        fn poll(&mut self) -> usize {
+            self.polls += 1;
+            if self.busy() {
+                self.busy_polls.fetch_add(1, Ordering::Relaxed);
+                self.busy_for -= 1;
+            }
+            1
+        }
+        fn is_dead(&self) -> bool {
+            self.polls >= self.die_after
+        }
+        fn busy(&self) -> bool {
+            self.busy_for > 0
+        }
+        fn close(&mut self) {
+            self.closed.store(true, Ordering::Relaxed);
+        }
+        fn counters(&self) -> Snapshot {
+            Snapshot {
+                rpcs: self.polls,
+                ..Snapshot::default()
+            }
+        }
+    }
+
+    fn unpinned(max_conns: usize) -> WorkerConfig {
+        WorkerConfig {
+            core: None,
+            max_conns,
+        }
+    }
+
+    fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !cond() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn connections_are_driven_spread_and_dropped_when_dead() {
+        let mut w = Workers::<Mock>::start(&[unpinned(4), unpinned(4)]).unwrap();
+        let (a, _, _) = Mock::new(u64::MAX, 0);
+        let (b, _, _) = Mock::new(u64::MAX, 0);
+        let (dies, _, _) = Mock::new(1000, 0);
+        let first = w.assign(a).unwrap();
+        wait_for("the first adoption", || w.stats()[first].conns == 1);
+        let second = w.assign(b).unwrap();
+        assert_ne!(
+            first, second,
+            "the least loaded worker takes the next connection"
+        );
+        w.assign(dies).unwrap();
+        wait_for("the dead connection to go", || {
+            w.stats().iter().map(|s| s.conns_dead).sum::<u64>() == 1
+        });
+        wait_for("polls to be counted", || {
+            w.stats().iter().map(|s| s.rpc.rpcs).sum::<u64>() > 10_000
+        });
+        let s = w.stats();
+        assert_eq!(s.iter().map(|s| s.conns).sum::<u64>(), 2);
+        assert_eq!(s.iter().map(|s| s.conns_adopted).sum::<u64>(), 3);
+        assert!(s.iter().all(|s| s.loops > 0 && s.busy_loops > 0));
+        // The dead connection's counters stay in the sum.
+        assert!(s.iter().map(|s| s.rpc.rpcs).sum::<u64>() >= 1000);
+        w.shutdown(Duration::from_secs(1)).unwrap();
+    }
+
+    #[test]
+    fn shutdown_finishes_work_in_process_then_closes() {
+        let mut w = Workers::<Mock>::start(&[unpinned(2)]).unwrap();
+        let (m, busy_polls, closed) = Mock::new(u64::MAX, 500);
+        w.assign(m).unwrap();
+        w.shutdown(Duration::from_secs(5)).unwrap();
+        assert_eq!(busy_polls.load(Ordering::Relaxed), 500);
+        assert!(closed.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn a_full_set_refuses_and_closes_the_connection() {
+        let mut w = Workers::<Mock>::start(&[unpinned(1)]).unwrap();
+        let (a, _, _) = Mock::new(u64::MAX, 0);
+        w.assign(a).unwrap();
+        wait_for("the adoption", || w.stats()[0].conns == 1);
+        let (b, _, closed) = Mock::new(u64::MAX, 0);
+        assert_eq!(w.assign(b), Err(WorkerError::Full));
+        assert!(closed.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn bad_settings_are_refused() {
+        assert_eq!(
+            Workers::<Mock>::start(&[]).err(),
+            Some(WorkerError::Config("no worker"))
+        );
+        assert!(matches!(
+            Workers::<Mock>::start(&[unpinned(0)]).err(),
+            Some(WorkerError::Config(_))
+        ));
+        assert!(matches!(
+            Workers::<Mock>::start(&[WorkerConfig::pinned(100_000)]).err(),
+            Some(WorkerError::NoSuchCore { core: 100_000, .. })
+        ));
+    }
+}

@@ -1,0 +1,599 @@
+//! `rpcrdma serve`, `rpcrdma call` and `rpcrdma bench rpc`: the engine between two
+//! processes (or in one), on the soft fabric or on verbs, with the built-in test program
+//! ([`rpcrdma_engine::program`]).
+
+use std::process::ExitCode;
+use std::str::FromStr;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use clap::Args as ClapArgs;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rpcrdma_bench::rpc::{self, LoadConfig, LoadReport, Prepared, Workload};
+use rpcrdma_engine::conn::{ConnConfig, ConnError, Registration};
+use rpcrdma_engine::fabric::soft::Soft;
+use rpcrdma_engine::fabric::verbs::Verbs;
+use rpcrdma_engine::fabric::{bench as fabric_bench, ConnectError, Provider};
+use rpcrdma_engine::program;
+use rpcrdma_engine::requester::Client;
+use rpcrdma_engine::responder::{Server, ServerConn};
+use rpcrdma_engine::stats::Snapshot;
+use rpcrdma_engine::worker::{WorkerConfig, WorkerStats, Workers};
+use serde_json::{json, Value};
+
+use crate::conformance::Which;
+use crate::open_device::open_verbs;
+
+/// Connection settings shared by the three commands.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct ConnOpts {
+    /// The fabric.
+    #[arg(long, value_enum, default_value_t = Which::Soft)]
+    provider: Which,
+    /// The RDMA device (verbs; default: the first one).
+    #[arg(long)]
+    device: Option<String>,
+    /// Credits: the client's request and pending-table size; the server's receives.
+    #[arg(long, default_value_t = 32)]
+    credits: u32,
+    /// Inline threshold this end offers in both directions (RFC 8797 Send and Receive
+    /// Size), at least 1024.
+    #[arg(long, default_value_t = 4096)]
+    inline: u32,
+    /// Refuse Send With Invalidate (RFC 8797 R bit clear).
+    #[arg(long)]
+    no_remote_invalidation: bool,
+    /// Expose pool regions once instead of per-RPC memory windows (fast, trusting).
+    #[arg(long)]
+    persistent: bool,
+    /// Bytes of each RPC's bulk buffers (largest chunk payload).
+    #[arg(long, default_value_t = 1 << 20)]
+    bulk_size: u32,
+}
+
+impl ConnOpts {
+    fn config(&self) -> ConnConfig {
+        ConnConfig {
+            send_size: self.inline,
+            recv_size: self.inline,
+            remote_invalidation: !self.no_remote_invalidation,
+            credits: self.credits,
+            initial_grant: self.credits,
+            bulk_size: self.bulk_size,
+            registration: if self.persistent {
+                Registration::Persistent
+            } else {
+                Registration::Windows
+            },
+            ..ConnConfig::default()
+        }
+    }
+
+    fn default_addr(&self) -> &'static str {
+        match self.provider {
+            Which::Soft => "@rpcrdma",
+            Which::Verbs => "0.0.0.0:20049",
+        }
+    }
+}
+
+/// A workload on the command line: `null`, `echo:N`, `read:N`, `write:N`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkloadArg(pub Workload);
+
+impl FromStr for WorkloadArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (name, size) = s.split_once(':').unwrap_or((s, "0"));
+        let n: u32 = parse_size(size).ok_or_else(|| format!("bad size in {s:?}"))?;
+        Ok(WorkloadArg(match name {
+            "null" => Workload::Null,
+            "echo" => Workload::Echo(n),
+            "read" => Workload::Read(n),
+            "write" => Workload::Write(n),
+            _ => {
+                return Err(format!(
+                    "unknown workload {name:?} (null, echo:N, read:N, write:N)"
+                ))
+            }
+        }))
+    }
+}
+
+/// `4096`, `4k`, `64K`, `1m`.
+fn parse_size(s: &str) -> Option<u32> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last()? {
+        'k' | 'K' => (&s[..s.len() - 1], 1024),
+        'm' | 'M' => (&s[..s.len() - 1], 1024 * 1024),
+        _ => (s, 1),
+    };
+    num.parse::<u32>().ok()?.checked_mul(mult)
+}
+
+/// Arguments of `rpcrdma serve`.
+#[derive(ClapArgs, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    conn: ConnOpts,
+    /// Where to listen: `@name` or a socket path (soft), `IP:PORT` (verbs).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// First core to pin workers to (worker i gets core first+i); none: unpinned.
+    #[arg(long)]
+    first_core: Option<usize>,
+    /// Stop after this many seconds (0: run until killed).
+    #[arg(long, default_value_t = 0)]
+    seconds: u64,
+    /// Print the workers' counters every this many seconds (0: never).
+    #[arg(long, default_value_t = 0)]
+    stats_every: u64,
+}
+
+/// Arguments of `rpcrdma call`.
+#[derive(ClapArgs, Debug)]
+pub struct CallArgs {
+    #[command(flatten)]
+    conn: ConnOpts,
+    /// The server: `@name` or a socket path (soft), `IP:PORT` (verbs).
+    #[arg(long)]
+    connect: Option<String>,
+    /// What to call: null, echo:N, read:N, write:N.
+    #[arg(long, default_value = "null")]
+    workload: WorkloadArg,
+    /// How many calls, one after the other.
+    #[arg(long, default_value_t = 1)]
+    count: u32,
+    /// Per-call timeout, in milliseconds.
+    #[arg(long, default_value_t = 5000)]
+    timeout_ms: u64,
+}
+
+/// Arguments of `rpcrdma bench rpc`.
+#[derive(ClapArgs, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    conn: ConnOpts,
+    /// A running `rpcrdma serve` to load; without it, a server runs in this process on
+    /// its own pinned worker.
+    #[arg(long)]
+    connect: Option<String>,
+    /// Where the in-process server listens (default: a fresh abstract name on soft,
+    /// 10.0.2.15:20050 on verbs, the soft-RoCE guest's address).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Workloads, comma-separated: null, echo:N, read:N, write:N (one report each).
+    #[arg(long, value_delimiter = ',', default_value = "null")]
+    workload: Vec<WorkloadArg>,
+    /// Calls kept in flight.
+    #[arg(long, default_value_t = 1)]
+    depth: u32,
+    /// Measured seconds per workload.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Warm-up seconds before each measurement.
+    #[arg(long, default_value_t = 0.3)]
+    warmup: f64,
+    /// Core of the client thread (the in-process server's worker takes the next one).
+    #[arg(long, default_value_t = 0)]
+    core: usize,
+    /// Print one JSON object per workload.
+    #[arg(long)]
+    json: bool,
+}
+
+fn fail(what: &str, e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("{what}: {e}");
+    ExitCode::FAILURE
+}
+
+/// Runs `rpcrdma serve`.
+pub fn serve(args: &ServeArgs) -> ExitCode {
+    let addr = args
+        .listen
+        .clone()
+        .unwrap_or_else(|| args.conn.default_addr().to_string());
+    match args.conn.provider {
+        Which::Soft => match Soft::open_device(None) {
+            Ok(d) => serve_on::<Soft>(d, &addr, args),
+            Err(e) => fail("soft fabric", e),
+        },
+        Which::Verbs => match open_verbs(args.conn.device.as_deref()) {
+            Ok(d) => serve_on::<Verbs>(d, &addr, args),
+            Err(e) => fail("verbs", e),
+        },
+    }
+}
+
+fn parse_addr<P: Provider>(s: &str) -> Result<P::Addr, String>
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: std::fmt::Display,
+{
+    s.parse::<P::Addr>()
+        .map_err(|e| format!("bad address {s:?}: {e}"))
+}
+
+fn serve_on<P: Provider>(device: P::Device, addr: &str, args: &ServeArgs) -> ExitCode
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: std::fmt::Display,
+    ServerConn<P>: Send,
+{
+    let addr = match parse_addr::<P>(addr) {
+        Ok(a) => a,
+        Err(e) => return fail("serve", e),
+    };
+    let mut server =
+        match Server::<P>::listen(device, &addr, program::dispatch(), args.conn.config()) {
+            Ok(s) => s,
+            Err(e) => return fail(&format!("listen on {addr}"), e),
+        };
+    let configs: Vec<WorkerConfig> = (0..args.workers.max(1))
+        .map(|i| WorkerConfig {
+            core: args.first_core.map(|c| c + i),
+            max_conns: 64,
+        })
+        .collect();
+    let mut workers = match Workers::<ServerConn<P>>::start(&configs) {
+        Ok(w) => w,
+        Err(e) => return fail("starting workers", e),
+    };
+    eprintln!(
+        "rpcrdma serve: program {} v{} on {} ({}), {} worker(s)",
+        program::PROG,
+        program::VERS,
+        addr,
+        P::NAME,
+        workers.len()
+    );
+    let start = Instant::now();
+    let mut next_stats = start;
+    loop {
+        if args.seconds > 0 && start.elapsed() >= Duration::from_secs(args.seconds) {
+            break;
+        }
+        match server.accept(Duration::from_millis(200)) {
+            Ok(conn) => {
+                let n = conn.negotiation();
+                eprintln!("rpcrdma serve: accepted a connection ({n:?})");
+                if let Err(e) = workers.assign(conn) {
+                    eprintln!("rpcrdma serve: connection refused: {e}");
+                }
+            }
+            Err(ConnError::Connect(ConnectError::Timeout)) => {}
+            Err(e) => eprintln!("rpcrdma serve: a connection attempt failed: {e}"),
+        }
+        if args.stats_every > 0 && Instant::now() >= next_stats {
+            next_stats = Instant::now() + Duration::from_secs(args.stats_every);
+            eprintln!("{}", workers_json(&workers.stats()));
+        }
+    }
+    let stats = workers.stats();
+    if let Err(e) = workers.shutdown(Duration::from_secs(2)) {
+        return fail("stopping workers", e);
+    }
+    println!("{}", workers_json(&stats));
+    ExitCode::SUCCESS
+}
+
+fn snapshot_json(s: &Snapshot) -> Value {
+    json!({
+        "rpcs": s.rpcs, "calls": s.calls,
+        "short_calls": s.short_calls, "chunked_calls": s.chunked_calls, "long_calls": s.long_calls,
+        "short_replies": s.short_replies, "long_replies": s.long_replies,
+        "write_chunks": s.write_chunks, "bytes_sent": s.bytes_sent,
+        "bytes_received": s.bytes_received, "bytes_read": s.bytes_read,
+        "bytes_written": s.bytes_written, "registrations": s.registrations,
+        "local_invalidations": s.local_invalidations,
+        "remote_invalidations": s.remote_invalidations,
+        "errors": {
+            "err_vers": s.err_vers, "err_chunk": s.err_chunk, "garbage_args": s.garbage_args,
+            "prog_unavail": s.prog_unavail, "prog_mismatch": s.prog_mismatch,
+            "proc_unavail": s.proc_unavail, "system_err": s.system_err,
+            "discards": s.discards, "credit_overruns": s.credit_overruns,
+            "timeouts": s.timeouts, "wc_errors": s.wc_errors, "conn_lost": s.conn_lost,
+        },
+    })
+}
+
+fn workers_json(stats: &[WorkerStats]) -> Value {
+    json!({
+        "workers": stats.iter().map(|w| json!({
+            "core": w.core, "loops": w.loops, "busy_loops": w.busy_loops,
+            "conns": w.conns, "conns_adopted": w.conns_adopted, "conns_dead": w.conns_dead,
+            "counters": snapshot_json(&w.rpc),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Runs `rpcrdma call`.
+pub fn call(args: &CallArgs) -> ExitCode {
+    let addr = args
+        .connect
+        .clone()
+        .unwrap_or_else(|| args.conn.default_addr().to_string());
+    match args.conn.provider {
+        Which::Soft => match Soft::open_device(None) {
+            Ok(d) => call_on::<Soft>(&d, &addr, args),
+            Err(e) => fail("soft fabric", e),
+        },
+        Which::Verbs => match open_verbs(args.conn.device.as_deref()) {
+            Ok(d) => call_on::<Verbs>(&d, &addr, args),
+            Err(e) => fail("verbs", e),
+        },
+    }
+}
+
+fn call_on<P: Provider>(device: &P::Device, addr: &str, args: &CallArgs) -> ExitCode
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: std::fmt::Display,
+{
+    let addr = match parse_addr::<P>(addr) {
+        Ok(a) => a,
+        Err(e) => return fail("call", e),
+    };
+    let mut client = match Client::<P>::connect(device, &addr, args.conn.config()) {
+        Ok(c) => c,
+        Err(e) => return fail(&format!("connect to {addr}"), e),
+    };
+    let prepared = Prepared::new(args.workload.0);
+    let call = prepared.call(Duration::from_millis(args.timeout_ms));
+    let mut ok = true;
+    for i in 0..args.count.max(1) {
+        let t = Instant::now();
+        let verdict = client.call(&call, |r| {
+            let c = rpcrdma_engine::requester::Completion {
+                tag: 0,
+                xid: 0,
+                result: r,
+            };
+            prepared.verify(&c).map_err(|e| e.to_string())
+        });
+        let ns = t.elapsed().as_nanos() as u64;
+        let (status, error) = match verdict {
+            Ok(Ok(())) => ("ok", None),
+            Ok(Err(e)) => ("bad_reply", Some(e)),
+            Err(e) => ("rpc_error", Some(e.to_string())),
+        };
+        ok &= status == "ok";
+        println!(
+            "{}",
+            json!({
+                "call": i, "provider": P::NAME, "proc": args.workload.0.name(),
+                "arg_size": args.workload.0.arg_size(), "res_size": args.workload.0.res_size(),
+                "status": status, "error": error, "latency_ns": ns,
+            })
+        );
+    }
+    println!("{}", json!({ "client": snapshot_json(&client.snapshot()) }));
+    client.disconnect();
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Runs `rpcrdma bench rpc`.
+pub fn bench(args: &BenchArgs) -> ExitCode {
+    match args.conn.provider {
+        Which::Soft => {
+            bench_on::<Soft>(args, || Soft::open_device(None).map_err(|e| e.to_string()))
+        }
+        Which::Verbs => bench_on::<Verbs>(args, || open_verbs(args.conn.device.as_deref())),
+    }
+}
+
+fn bench_on<P: Provider>(
+    args: &BenchArgs,
+    open: impl Fn() -> Result<P::Device, String> + Sync,
+) -> ExitCode
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: std::fmt::Display,
+    ServerConn<P>: Send,
+{
+    let cfg = args.conn.config();
+    // The reference, measured on the same two cores: a cache-line round trip. Measured
+    // before the in-process server's worker starts busy-polling one of those cores, and
+    // again after it stopped.
+    let reference = |iters| fabric_bench::cacheline_pingpong(iters).p50_ns * 2;
+    let before = reference(200_000);
+    // The in-process server, if there is no --connect.
+    let mut local: Option<Workers<ServerConn<P>>> = None;
+    let mut client = match &args.connect {
+        Some(a) => {
+            let addr = match parse_addr::<P>(a) {
+                Ok(a) => a,
+                Err(e) => return fail("bench rpc", e),
+            };
+            let device = match open() {
+                Ok(d) => d,
+                Err(e) => return fail("bench rpc", e),
+            };
+            match Client::<P>::connect(&device, &addr, cfg) {
+                Ok(c) => c,
+                Err(e) => return fail(&format!("connect to {addr}"), e),
+            }
+        }
+        None => match in_process::<P>(&open, cfg, args.core + 1, args.listen.as_deref()) {
+            Ok((c, w)) => {
+                local = Some(w);
+                c
+            }
+            Err(e) => return fail("bench rpc: in-process server", e),
+        },
+    };
+    // The client runs on its own pinned thread: pinning this one would also narrow the
+    // cores that the reference measurement (and any later thread) may use.
+    let client_core = core_affinity::get_core_ids().and_then(|ids| ids.get(args.core).copied());
+    let (ok, reports) = thread::scope(|s| {
+        s.spawn(|| {
+            if let Some(c) = client_core {
+                core_affinity::set_for_current(c);
+            }
+            let mut ok = true;
+            let mut reports = Vec::with_capacity(args.workload.len());
+            for w in &args.workload {
+                let prepared = Prepared::new(w.0);
+                let load = LoadConfig {
+                    depth: args.depth,
+                    duration: Duration::from_secs_f64(args.seconds.max(0.01)),
+                    warmup: Duration::from_secs_f64(args.warmup.max(0.0)),
+                    timeout: Duration::from_secs(5),
+                };
+                let bar = progress_bar(w.0, args);
+                let result = rpc::run(
+                    &mut client,
+                    &prepared,
+                    load,
+                    rpcrdma_bench::alloc::allocations,
+                    |p| {
+                        bar.set_position(p.elapsed.as_millis() as u64);
+                        bar.set_message(format!("{} RPCs", p.rpcs));
+                    },
+                );
+                bar.finish_and_clear();
+                match result {
+                    Ok(r) => reports.push((w.0, r)),
+                    Err(e) => {
+                        ok = false;
+                        eprintln!("bench rpc {}: {e}", w.0.name());
+                    }
+                }
+            }
+            client.disconnect();
+            (ok, reports)
+        })
+        .join()
+        .unwrap_or_else(|_| (false, Vec::new()))
+    });
+    let workers = local.as_ref().map(|w| w.len());
+    if let Some(w) = local {
+        let _ = w.shutdown(Duration::from_secs(1));
+    }
+    let limit = before.min(reference(200_000));
+    for (w, r) in &reports {
+        report(P::NAME, *w, args, r, limit, workers);
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// A server on a worker pinned to `server_core` and a client connected to it.
+fn in_process<P: Provider>(
+    open: &(impl Fn() -> Result<P::Device, String> + Sync),
+    cfg: ConnConfig,
+    server_core: usize,
+    listen: Option<&str>,
+) -> Result<(Client<P>, Workers<ServerConn<P>>), String>
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: std::fmt::Display,
+    ServerConn<P>: Send,
+{
+    let addr_s = match (listen, P::NAME) {
+        (Some(a), _) => a.to_string(),
+        (None, "soft") => format!("@rpcrdma-bench.{}", std::process::id()),
+        (None, _) => "10.0.2.15:20050".to_string(),
+    };
+    let addr = parse_addr::<P>(&addr_s)?;
+    let device = open()?;
+    let mut server = Server::<P>::listen(device, &addr, program::dispatch(), cfg)
+        .map_err(|e| format!("listen on {addr}: {e}"))?;
+    let cores = core_affinity::get_core_ids().map_or(0, |c| c.len());
+    let worker = WorkerConfig {
+        core: (server_core < cores).then_some(server_core),
+        max_conns: 4,
+    };
+    let mut workers = Workers::<ServerConn<P>>::start(&[worker]).map_err(|e| e.to_string())?;
+    let (client, conn) = thread::scope(|s| {
+        let t = s.spawn(|| {
+            let device = open()?;
+            Client::<P>::connect(&device, &addr, cfg).map_err(|e| e.to_string())
+        });
+        let conn = server
+            .accept(cfg.connect_timeout)
+            .map_err(|e| e.to_string());
+        let client = t
+            .join()
+            .unwrap_or_else(|_| Err("connect thread panicked".into()));
+        (client, conn)
+    });
+    let (client, conn) = (client?, conn?);
+    workers.assign(conn).map_err(|e| e.to_string())?;
+    Ok((client, workers))
+}
+
+fn progress_bar(w: Workload, args: &BenchArgs) -> ProgressBar {
+    let total_ms = (args.seconds * 1000.0) as u64;
+    let bar = if args.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::with_draw_target(Some(total_ms), ProgressDrawTarget::stderr())
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>12} [{bar:30}] {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(format!("{}:{}", w.name(), w.arg_size().max(w.res_size())));
+    bar
+}
+
+fn report(
+    provider: &str,
+    w: Workload,
+    args: &BenchArgs,
+    r: &LoadReport,
+    limit_rtt: u64,
+    workers: Option<usize>,
+) {
+    let ratio = r.lat_ns.p50 as f64 / limit_rtt.max(1) as f64;
+    if args.json {
+        println!(
+            "{}",
+            json!({
+                "provider": provider,
+                "workers": workers,
+                "depth": args.depth,
+                "proc": w.name(),
+                "arg_size": w.arg_size(),
+                "res_size": w.res_size(),
+                "rpcs": r.rpcs,
+                "seconds": (r.seconds * 1000.0).round() / 1000.0,
+                "rate_rps": r.rate_rps.round(),
+                "lat_ns": {
+                    "min": r.lat_ns.min, "p50": r.lat_ns.p50, "p90": r.lat_ns.p90,
+                    "p99": r.lat_ns.p99, "p999": r.lat_ns.p999, "max": r.lat_ns.max,
+                },
+                "allocs_per_rpc": r.allocs_per_rpc,
+                "limit_ns_p50": limit_rtt,
+                "ratio_p50": (ratio * 100.0).round() / 100.0,
+                "client": snapshot_json(&r.client),
+            })
+        );
+    } else {
+        println!(
+            "{provider} {:>5} {:>7} B  depth {:>3}: {:>10.0} RPC/s  p50 {} ns ({ratio:.2}x the {limit_rtt} ns cache-line round trip)  p90 {} p99 {} p99.9 {} max {} ns  allocs/RPC {}",
+            w.name(),
+            w.arg_size().max(w.res_size()),
+            args.depth,
+            r.rate_rps,
+            r.lat_ns.p50,
+            r.lat_ns.p90,
+            r.lat_ns.p99,
+            r.lat_ns.p999,
+            r.lat_ns.max,
+            r.allocs_per_rpc.map_or("n/a".to_string(), |a| format!("{a:.3}")),
+        );
+    }
+}
