@@ -4,6 +4,7 @@
 
 use std::process::ExitCode;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -432,14 +433,46 @@ where
     // The client runs on its own pinned thread: pinning this one would also narrow the
     // cores that the reference measurement (and any later thread) may use.
     let client_core = core_affinity::get_core_ids().and_then(|ids| ids.get(args.core).copied());
+    // Progress goes through atomics to a display thread whose allocations (drawing) are
+    // not counted: the measured loop itself must not allocate.
+    let shown = AtomicUsize::new(usize::MAX);
+    let elapsed_ms = AtomicU64::new(0);
+    let done_rpcs = AtomicU64::new(0);
+    let finished = AtomicBool::new(false);
     let (ok, reports) = thread::scope(|s| {
         s.spawn(|| {
+            rpcrdma_bench::alloc::exempt_this_thread();
+            let mut current: Option<(usize, ProgressBar)> = None;
+            loop {
+                let i = shown.load(Ordering::Relaxed);
+                if current.as_ref().map(|c| c.0) != Some(i) {
+                    if let Some((_, bar)) = current.take() {
+                        bar.finish_and_clear();
+                    }
+                    if let Some(w) = args.workload.get(i) {
+                        current = Some((i, progress_bar(w.0, args)));
+                    }
+                }
+                if let Some((_, bar)) = &current {
+                    bar.set_position(elapsed_ms.load(Ordering::Relaxed));
+                    bar.set_message(format!("{} RPCs", done_rpcs.load(Ordering::Relaxed)));
+                }
+                if finished.load(Ordering::Relaxed) {
+                    if let Some((_, bar)) = current.take() {
+                        bar.finish_and_clear();
+                    }
+                    break;
+                }
+                thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let client_thread = s.spawn(|| {
             if let Some(c) = client_core {
                 core_affinity::set_for_current(c);
             }
             let mut ok = true;
             let mut reports = Vec::with_capacity(args.workload.len());
-            for w in &args.workload {
+            for (i, w) in args.workload.iter().enumerate() {
                 let prepared = Prepared::new(w.0);
                 let load = LoadConfig {
                     depth: args.depth,
@@ -447,18 +480,19 @@ where
                     warmup: Duration::from_secs_f64(args.warmup.max(0.0)),
                     timeout: Duration::from_secs(5),
                 };
-                let bar = progress_bar(w.0, args);
+                elapsed_ms.store(0, Ordering::Relaxed);
+                done_rpcs.store(0, Ordering::Relaxed);
+                shown.store(i, Ordering::Relaxed);
                 let result = rpc::run(
                     &mut client,
                     &prepared,
                     load,
                     rpcrdma_bench::alloc::allocations,
                     |p| {
-                        bar.set_position(p.elapsed.as_millis() as u64);
-                        bar.set_message(format!("{} RPCs", p.rpcs));
+                        elapsed_ms.store(p.elapsed.as_millis() as u64, Ordering::Relaxed);
+                        done_rpcs.store(p.rpcs, Ordering::Relaxed);
                     },
                 );
-                bar.finish_and_clear();
                 match result {
                     Ok(r) => reports.push((w.0, r)),
                     Err(e) => {
@@ -469,9 +503,10 @@ where
             }
             client.disconnect();
             (ok, reports)
-        })
-        .join()
-        .unwrap_or_else(|_| (false, Vec::new()))
+        });
+        let out = client_thread.join().unwrap_or_else(|_| (false, Vec::new()));
+        finished.store(true, Ordering::Relaxed);
+        out
     });
     let workers = local.as_ref().map(|w| w.len());
     if let Some(w) = local {
