@@ -116,6 +116,12 @@ impl std::fmt::Display for Latency {
     }
 }
 
+/// The unmeasured warm-up for `iters` measured samples, and the whole run's length.
+fn run_length(iters: usize) -> (usize, usize) {
+    let warmup = iters / 10 + 100;
+    (warmup, warmup + iters)
+}
+
 /// Two distinct cores to pin the two sides on, if the machine has two.
 fn two_cores() -> Option<(core_affinity::CoreId, core_affinity::CoreId)> {
     let ids = core_affinity::get_core_ids()?;
@@ -140,8 +146,7 @@ struct Line(AtomicU64);
 pub fn cacheline_pingpong(iters: usize) -> Latency {
     let line = Line(AtomicU64::new(0));
     let cores = two_cores();
-    let warmup = iters / 10 + 100;
-    let total = warmup + iters;
+    let (warmup, total) = run_length(iters);
     let mut samples = vec![0u64; iters];
     thread::scope(|s| {
         let line = &line;
@@ -231,8 +236,7 @@ pub fn send_pingpong<P: Provider, E: Env<P>>(
         })
         .map_err(|e| e.to_string())?;
     }
-    let warmup = iters / 10 + 100;
-    let total = warmup + iters;
+    let (warmup, total) = run_length(iters);
     let cores = two_cores();
     let mut samples = vec![0u64; iters];
     let timeout = env.timeout();
@@ -339,6 +343,8 @@ pub fn soft_send_pingpong(iters: usize, msg_size: usize) -> Result<Latency, Stri
 /// What both sides of a one-sided probe own: a completion queue, a domain, a region the peer
 /// may access, and the queue pairs connected by `env`.
 struct OneSided<P: Provider> {
+    /// Offset of the second half of each region (the half the peer accesses).
+    half: usize,
     cq: [P::Cq; 2],
     mr: [P::Mr; 2],
     qp: [P::Qp; 2],
@@ -381,6 +387,7 @@ fn one_sided<P: Provider, E: Env<P>>(env: &E, size: usize) -> Result<OneSided<P>
         },
     )?;
     Ok(OneSided {
+        half: len / 2,
         cq,
         mr,
         qp: [qa, qb],
@@ -451,14 +458,13 @@ pub fn write_pingpong<P: Provider, E: Env<P>>(
 ) -> Result<Latency, String> {
     let size = msg_size.max(1);
     let OneSided {
+        half,
         cq: [cq_a, cq_b],
         mr: [mr_a, mr_b],
         qp: [qa, qb],
         _pd,
     } = one_sided(env, size)?;
-    let half = size.max(64).next_multiple_of(64);
-    let warmup = iters / 10 + 100;
-    let total = warmup + iters;
+    let (warmup, total) = run_length(iters);
     let cores = two_cores();
     let timeout = env.timeout();
     let mut samples = vec![0u64; iters];
@@ -531,14 +537,13 @@ pub fn read_latency<P: Provider, E: Env<P>>(
 ) -> Result<Latency, String> {
     let size = msg_size.max(1);
     let OneSided {
+        half,
         cq: [cq_a, _cq_b],
         mr: [mr_a, mr_b],
         qp: [qa, _qb],
         _pd,
     } = one_sided(env, size)?;
-    let half = size.max(64).next_multiple_of(64);
-    let warmup = iters / 10 + 100;
-    let total = warmup + iters;
+    let (warmup, total) = run_length(iters);
     let cores = two_cores();
     let timeout = env.timeout();
     let from = mr_b.remote(half);
