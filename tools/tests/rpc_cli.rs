@@ -1,0 +1,184 @@
+//! Black-box tests of `rpcrdma serve`, `rpcrdma call` and `rpcrdma bench rpc` on the soft
+//! fabric: two processes talking RPC-over-RDMA as a user would run them.
+
+use serde_json::Value;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rpcrdma"))
+}
+
+/// A server process, killed when dropped.
+struct Serve(Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(addr: &str, extra: &[&str]) -> Serve {
+    let child = bin()
+        .args(["serve", "--listen", addr, "--seconds", "60"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn rpcrdma serve");
+    Serve(child)
+}
+
+/// Runs `rpcrdma call`, retrying while the server is still starting (at most 10 s).
+fn call(addr: &str, workload: &str, extra: &[&str]) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = bin()
+            .args([
+                "call",
+                "--connect",
+                addr,
+                "--workload",
+                workload,
+                "--count",
+                "2",
+            ])
+            .args(extra)
+            .output()
+            .expect("run rpcrdma call");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        if out.status.success() {
+            return text
+                .lines()
+                .map(|l| serde_json::from_str(l).expect("JSON lines"))
+                .collect();
+        }
+        assert!(
+            err.contains("connect") && Instant::now() < deadline,
+            "call {workload} failed: {text} {err}"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn unique(tag: &str) -> String {
+    format!("@rpcrdma-cli-test.{}.{tag}", std::process::id())
+}
+
+#[test]
+fn every_message_form_between_two_processes() {
+    for (tag, mode) in [
+        ("windows", &[][..]),
+        ("no-ri", &["--no-remote-invalidation"][..]),
+        ("persistent", &["--persistent"][..]),
+    ] {
+        let addr = unique(tag);
+        let _server = serve(&addr, mode);
+        // Around the default 4096-byte inline threshold, and well past it.
+        for w in [
+            "null",
+            "echo:100",
+            "echo:4000",
+            "echo:8000",
+            "write:100",
+            "write:4060",
+            "write:65536",
+            "read:100",
+            "read:65536",
+        ] {
+            let lines = call(&addr, w, mode);
+            assert_eq!(lines.len(), 3, "{w}: two calls and the counters");
+            for l in &lines[..2] {
+                assert_eq!(l["status"], "ok", "{w} {mode:?}: {l}");
+            }
+            let c = &lines[2]["client"];
+            assert_eq!(c["rpcs"], 2, "{w}: {c}");
+            assert_eq!(c["errors"]["conn_lost"], 0);
+            let chunked = c["chunked_calls"].as_u64().unwrap() + c["long_calls"].as_u64().unwrap();
+            let big_arg = matches!(w, "echo:8000" | "write:4060" | "write:65536");
+            assert_eq!(chunked > 0, big_arg, "{w}: calls through chunks: {c}");
+            if mode.is_empty() && (big_arg || w.starts_with("read") || w == "echo:8000") {
+                assert!(
+                    c["remote_invalidations"].as_u64().unwrap() > 0,
+                    "{w}: exposed memory retired by the server's Send With Invalidate: {c}"
+                );
+            }
+            if !mode.is_empty() {
+                assert_eq!(c["remote_invalidations"], 0, "{w} {mode:?}: {c}");
+            }
+        }
+    }
+}
+
+#[test]
+fn call_to_nobody_fails_cleanly() {
+    let out = bin()
+        .args([
+            "call",
+            "--connect",
+            &unique("nobody"),
+            "--timeout-ms",
+            "500",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("connect"));
+}
+
+#[test]
+fn bench_rpc_reports_its_fields_and_allocates_nothing_per_rpc() {
+    let out = bin()
+        .args([
+            "bench",
+            "rpc",
+            "--workload",
+            "null,write:4k,read:4k",
+            "--seconds",
+            "0.3",
+            "--warmup",
+            "0.1",
+            "--depth",
+            "4",
+            "--json",
+        ])
+        .output()
+        .expect("run bench rpc");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let reports: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(reports.len(), 3);
+    for (r, (proc_name, arg, res)) in
+        reports
+            .iter()
+            .zip([("null", 0, 0), ("write", 4096, 0), ("read", 0, 4096)])
+    {
+        assert_eq!(r["provider"], "soft");
+        assert_eq!(r["workers"], 1);
+        assert_eq!(r["depth"], 4);
+        assert_eq!(r["proc"], proc_name);
+        assert_eq!(r["arg_size"], arg);
+        assert_eq!(r["res_size"], res);
+        assert!(r["rpcs"].as_u64().unwrap() > 0);
+        assert!(r["rate_rps"].as_f64().unwrap() > 0.0);
+        let lat = &r["lat_ns"];
+        let p = |k: &str| lat[k].as_u64().unwrap();
+        assert!(p("min") <= p("p50") && p("p50") <= p("p90") && p("p90") <= p("p99"));
+        assert!(p("p99") <= p("p999") && p("p999") <= p("max"));
+        assert!(r["limit_ns_p50"].as_u64().unwrap() > 0);
+        assert_eq!(
+            r["allocs_per_rpc"], 0.0,
+            "{proc_name}: heap allocations per RPC"
+        );
+    }
+}
