@@ -45,18 +45,39 @@ pub fn pattern_byte(seed: u32, i: usize) -> u8 {
         ^ (i >> 8) as u8
 }
 
+/// The pattern's first 256 bytes for `seed`. Only the low byte of the product in
+/// [`pattern_byte`] survives, and it depends only on `i mod 256`: byte `i` of the pattern is
+/// `table[i % 256] ^ (i >> 8) as u8`, which fills and compares a byte vector at a time.
+fn pattern_table(seed: u32) -> [u8; 256] {
+    let mut t = [0u8; 256];
+    for (i, b) in t.iter_mut().enumerate() {
+        *b = pattern_byte(seed, i);
+    }
+    t
+}
+
 /// Fills `out` with the pattern for `seed`.
 pub fn fill_pattern(seed: u32, out: &mut [u8]) {
-    for (i, b) in out.iter_mut().enumerate() {
-        *b = pattern_byte(seed, i);
+    let table = pattern_table(seed);
+    for (k, block) in out.chunks_mut(256).enumerate() {
+        let hi = k as u8;
+        for (b, &t) in block.iter_mut().zip(table.iter()) {
+            *b = t ^ hi;
+        }
     }
 }
 
 /// Whether `data` is the pattern for `seed`.
 pub fn is_pattern(seed: u32, data: &[u8]) -> bool {
-    data.iter()
-        .enumerate()
-        .all(|(i, &b)| b == pattern_byte(seed, i))
+    let table = pattern_table(seed);
+    data.chunks(256).enumerate().all(|(k, block)| {
+        let hi = k as u8;
+        block
+            .iter()
+            .zip(table.iter())
+            .fold(0u8, |acc, (&b, &t)| acc | (b ^ t ^ hi))
+            == 0
+    })
 }
 
 /// The big-endian word at `at`, if the bytes are there.
@@ -211,5 +232,22 @@ mod tests {
         assert!(!is_pattern(4, &a));
         a[999] ^= 1;
         assert!(!is_pattern(3, &a));
+    }
+
+    #[test]
+    fn the_table_form_is_the_byte_definition() {
+        for seed in [0, 1, 0x5eed, u32::MAX] {
+            let mut a = vec![0u8; 70_001];
+            fill_pattern(seed, &mut a);
+            for (i, &b) in a.iter().enumerate() {
+                assert_eq!(b, pattern_byte(seed, i), "seed {seed} byte {i}");
+            }
+            assert!(is_pattern(seed, &a));
+            for at in [0, 255, 256, 65_535, 70_000] {
+                a[at] ^= 0x80;
+                assert!(!is_pattern(seed, &a), "seed {seed} flipped byte {at}");
+                a[at] ^= 0x80;
+            }
+        }
     }
 }

@@ -301,6 +301,20 @@ pub fn judge_call(buf: &[u8]) -> Result<AcceptedCall<'_>, Verdict> {
     Ok(AcceptedCall { header, plan, call })
 }
 
+/// Whether a received Call, once accepted, has Read chunks to pull before it can be answered:
+/// exactly `judge_call(buf).is_ok_and(|c| c.plan.chunk_count() > 0)`, answered from two words
+/// for an RDMA_MSG whose read list is empty (the Short Call, whatever else it holds: if it is
+/// accepted it has no chunk, and if it is not it is answered without pulling).
+pub fn call_has_chunks(buf: &[u8]) -> bool {
+    if buf.len() >= FIXED_PREFIX_LEN + 4
+        && word(buf, 12) == Proc::Msg.to_u32()
+        && word(buf, FIXED_PREFIX_LEN) == 0
+    {
+        return false;
+    }
+    judge_call(buf).is_ok_and(|c| c.plan.chunk_count() > 0)
+}
+
 /// Requester side (RFC 8166 §4.5): checks a received Reply or RDMA_ERROR; every failure is a
 /// silent discard.
 pub fn judge_reply(buf: &[u8]) -> Result<AcceptedReply<'_>, Verdict> {

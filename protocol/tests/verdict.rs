@@ -319,3 +319,65 @@ fn reply_read_list_is_discarded() {
     );
     assert_eq!(requester(&r), Action::Discard);
 }
+
+mod has_chunks {
+    use proptest::prelude::*;
+    use rpcrdma_proto::verdict::{call_has_chunks, judge_call};
+
+    fn full(buf: &[u8]) -> bool {
+        judge_call(buf).is_ok_and(|c| c.plan.chunk_count() > 0)
+    }
+
+    /// A Short Call, a Call with a Read chunk at position 44, and a Long Call.
+    fn seeds() -> Vec<Vec<u8>> {
+        let null = super::null_call("00000042");
+        let short =
+            format!("00000042 00000001 00000020 00000000 00000000 00000000 00000000 {null}");
+        let chunked = format!(
+            "00000042 00000001 00000020 00000000 \
+             00000001 0000002c 00000007 00000010 00000000 00001000 00000000 \
+             00000000 00000000 {null} 00000010"
+        );
+        let long = "00000042 00000001 00000020 00000001 \
+             00000001 00000000 00000007 00000030 00000000 00001000 00000000 \
+             00000000 00000000";
+        [short, chunked, long.to_string()]
+            .iter()
+            .map(|m| super::hex(m))
+            .collect()
+    }
+
+    #[test]
+    fn seeds_are_what_they_claim() {
+        let s = seeds();
+        assert!(!call_has_chunks(&s[0]) && !full(&s[0]));
+        assert!(call_has_chunks(&s[1]) && full(&s[1]));
+        assert!(call_has_chunks(&s[2]) && full(&s[2]));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        /// The two-word shortcut never disagrees with the full verdict, on valid messages
+        /// with any byte changed or any length cut.
+        #[test]
+        fn shortcut_agrees_with_the_full_verdict(
+            which in 0usize..3,
+            edits in proptest::collection::vec((0usize..128, any::<u8>()), 0..4),
+            cut in 0usize..128,
+        ) {
+            let mut m = seeds()[which].clone();
+            let len = m.len();
+            for (at, v) in edits {
+                m[at % len] = v;
+            }
+            m.truncate(m.len() - cut.min(m.len()));
+            prop_assert_eq!(call_has_chunks(&m), full(&m));
+        }
+
+        #[test]
+        fn shortcut_agrees_on_random_bytes(m in proptest::collection::vec(any::<u8>(), 0..96)) {
+            prop_assert_eq!(call_has_chunks(&m), full(&m));
+        }
+    }
+}

@@ -87,15 +87,18 @@ impl RequesterCredits {
 pub struct ResponderCredits {
     receives: u32,
     grant: u32,
+    limit: u32,
 }
 
 impl ResponderCredits {
     /// `receives` receive buffers, all posted, advertising `grant` (clamped to
     /// `1..=receives`).
     pub fn new(receives: u32, grant: u32) -> ResponderCredits {
+        let grant = grant.clamp(1, receives.max(1));
         ResponderCredits {
             receives,
-            grant: grant.clamp(1, receives.max(1)),
+            grant,
+            limit: grant,
         }
     }
 
@@ -114,7 +117,17 @@ impl ResponderCredits {
     /// effected at once.
     pub fn set_grant(&mut self, grant: u32) -> u32 {
         self.grant = grant.clamp(1, self.receives.max(1));
+        self.limit = self.limit.max(self.grant);
         self.grant
+    }
+
+    /// The most Calls the requester may have outstanding (received, reply not yet posted)
+    /// without breaking §3.3.1: the largest grant advertised on this connection. Version 1
+    /// has no acknowledgement of a grant, so after a decrease a requester that has not yet
+    /// received a Reply carrying it may still use the old one: more than this is certainly
+    /// an overrun, less may still be one.
+    pub fn overrun_limit(&self) -> u32 {
+        self.limit
     }
 }
 
@@ -151,5 +164,11 @@ mod tests {
         assert_eq!(r.grant(), 16);
         assert_eq!(r.set_grant(0), 1);
         assert_eq!(r.set_grant(5), 5);
+        assert_eq!(r.overrun_limit(), 16, "the largest grant advertised");
+        let mut r = ResponderCredits::new(16, 2);
+        assert_eq!(r.overrun_limit(), 2);
+        r.set_grant(6);
+        r.set_grant(3);
+        assert_eq!(r.overrun_limit(), 6);
     }
 }

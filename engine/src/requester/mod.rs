@@ -204,7 +204,10 @@ struct Slot<P: Provider> {
     state: State,
     xid: u32,
     tag: u64,
-    deadline: Instant,
+    /// When the RPC times out; `None` until the first timeout check after the submission
+    /// stamps it (submitting reads no clock), so an RPC never times out early.
+    deadline: Option<Instant>,
+    timeout: Duration,
     send: Buf<P>,
     arg: Buf<P>,
     res: Buf<P>,
@@ -243,8 +246,12 @@ pub struct Client<P: Provider> {
     stats: Arc<Counters>,
     next_gen: u32,
     polls: u32,
+    idle_polls: u32,
     dead: bool,
     wc: [Wc; POLL_BATCH],
+    /// Scratch for the read list of the Call being submitted (kept here so that a submission
+    /// does not clear a few kilobytes of stack).
+    reads: Box<[ReadSegment; MAX_READ_SEGMENTS]>,
     _pools: [BufferPool<P>; 4],
 }
 
@@ -314,7 +321,8 @@ impl<P: Provider> Client<P> {
                 state: State::Free,
                 xid: 0,
                 tag: 0,
-                deadline: Instant::now(),
+                deadline: None,
+                timeout: Duration::ZERO,
                 send: sends.next().ok_or(ConnError::Config("pool"))?,
                 arg: args.next().ok_or(ConnError::Config("pool"))?,
                 res: ress.next().ok_or(ConnError::Config("pool"))?,
@@ -351,8 +359,10 @@ impl<P: Provider> Client<P> {
             stats: Arc::new(Counters::default()),
             next_gen: 1,
             polls: 0,
+            idle_polls: 0,
             dead: true,
             wc: [Wc::default(); POLL_BATCH],
+            reads: Box::new([ReadSegment::default(); MAX_READ_SEGMENTS]),
             _pools: pools,
         };
         client.establish()?;
@@ -649,7 +659,7 @@ impl<P: Provider> Client<P> {
         }
 
         // The chunk lists (RFC 8166 §3.4).
-        let mut reads = [ReadSegment::default(); MAX_READ_SEGMENTS];
+        let reads = &mut *self.reads;
         let mut nr = 0;
         let arg_addr = slot.arg.addr();
         let split = |pos: u32, base: u64, len: usize, out: &mut [ReadSegment], n: &mut usize| {
@@ -662,7 +672,7 @@ impl<P: Provider> Client<P> {
             }
         };
         if plan.form == CallForm::Long {
-            split(0, arg_addr, p0_len, &mut reads, &mut nr);
+            split(0, arg_addr, p0_len, reads, &mut nr);
         }
         if let (Some(b), Some(it), CallForm::Chunked | CallForm::Long) = (bulk, item, plan.form) {
             let off = if plan.form == CallForm::Long {
@@ -670,13 +680,7 @@ impl<P: Provider> Client<P> {
             } else {
                 0
             };
-            split(
-                it.offset,
-                arg_addr + off as u64,
-                b.len(),
-                &mut reads,
-                &mut nr,
-            );
+            split(it.offset, arg_addr + off as u64, b.len(), reads, &mut nr);
         }
         let res_addr = slot.res.addr();
         slot.n_writes = call.bulk_results.len();
@@ -746,7 +750,8 @@ impl<P: Provider> Client<P> {
         slot.state = State::Sent;
         slot.xid = xid;
         slot.tag = tag;
-        slot.deadline = Instant::now() + call.timeout;
+        slot.deadline = None;
+        slot.timeout = call.timeout;
         slot.recv_idx = None;
         slot.grant = None;
         slot.outcome = Outcome::Reply;
@@ -789,8 +794,13 @@ impl<P: Provider> Client<P> {
                 return k + 1;
             }
         }
+        // Timeouts are looked at every 16th idle poll and every 64th poll: a clock reading
+        // per poll would slow the spin that notices replies.
         self.polls = self.polls.wrapping_add(1);
-        if n == 0 || self.polls & 63 == 0 {
+        if n == 0 {
+            self.idle_polls = self.idle_polls.wrapping_add(1);
+        }
+        if (n == 0 && self.idle_polls & 15 == 0) || self.polls & 63 == 0 {
             self.check_timeouts(&mut f);
         }
         if self
@@ -921,7 +931,29 @@ impl<P: Provider> Client<P> {
                 }
             }
         }
-        self.invalidate(i as u32, f);
+        if slot.bound.iter().any(Option::is_some) {
+            return self.invalidate(i as u32, f);
+        }
+        // Nothing left to invalidate: complete now, from the parse in hand (what `finish`
+        // does, without judging the reply a second time).
+        let result = match outcome {
+            Outcome::Reply => {
+                let r = deliver(slot, &acc, &self.stats);
+                bump(&self.stats.rpcs, 1);
+                r
+            }
+            Outcome::Error(e) => Err(e),
+        };
+        f(Completion {
+            tag: slot.tag,
+            xid: slot.xid,
+            result,
+        });
+        self.reposts.push(ridx);
+        self.credits.on_reply(slot.grant);
+        slot.state = State::Free;
+        slot.recv_idx = None;
+        self.free.push(i as u32);
     }
 
     /// Posts Local Invalidates for the RPC's windows still bound (the last one signaled)
@@ -983,7 +1015,10 @@ impl<P: Provider> Client<P> {
             }
             (Outcome::Reply, Some(ridx)) => {
                 let bytes = view::bytes(&self.recv[ridx as usize], slot.recv_len as usize);
-                let result = deliver(slot, bytes, stats);
+                let result = match verdict::judge_reply(bytes) {
+                    Ok(acc) => deliver(slot, &acc, stats),
+                    Err(_) => Err(RpcError::BadReply),
+                };
                 bump(&stats.rpcs, 1);
                 f(Completion {
                     tag: slot.tag,
@@ -1008,7 +1043,11 @@ impl<P: Provider> Client<P> {
         let now = Instant::now();
         for i in 0..self.slots.len() {
             let s = &mut self.slots[i];
-            if s.state == State::Sent && s.deadline <= now {
+            if s.state != State::Sent {
+                continue;
+            }
+            let deadline = *s.deadline.get_or_insert_with(|| now + s.timeout);
+            if deadline <= now {
                 bump(&self.stats.timeouts, 1);
                 s.outcome = Outcome::Error(RpcError::Timeout);
                 s.recv_idx = None;
@@ -1138,10 +1177,9 @@ impl<P: Provider> Client<P> {
 /// (whose window was invalidated before this runs).
 fn deliver<'a, P: Provider>(
     slot: &'a Slot<P>,
-    recv: &'a [u8],
+    acc: &verdict::AcceptedReply<'a>,
     stats: &Counters,
 ) -> Result<Reply<'a>, RpcError> {
-    let acc = verdict::judge_reply(recv).map_err(|_| RpcError::BadReply)?;
     let h = acc.header;
     let (rpc, results) = match acc.reply {
         Some((rpc, len)) => {

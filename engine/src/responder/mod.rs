@@ -44,7 +44,7 @@ use crate::fabric::{
 use crate::pool::{Buf, BufferPool, PoolConfig};
 use crate::stats::{bump, Counters, Snapshot};
 
-use reply::{Body, Built};
+use reply::{Body, Built, Echo};
 
 /// Completions taken from the completion queue per poll.
 const POLL_BATCH: usize = 32;
@@ -175,6 +175,7 @@ pub struct ServerConn<P: Provider> {
     config: ConnConfig,
     wc: [Wc; POLL_BATCH],
     _pools: [BufferPool<P>; 4],
+    echo: Box<Echo>,
     _pd: P::Pd,
 }
 
@@ -291,6 +292,7 @@ impl<P: Provider> ServerConn<P> {
             config,
             wc: [Wc::default(); POLL_BATCH],
             _pools: pools,
+            echo: Echo::new(),
             _pd: pd,
         })
     }
@@ -421,18 +423,19 @@ impl<P: Provider> ServerConn<P> {
         bump(&stats.calls, 1);
         bump(&stats.bytes_received, u64::from(byte_len));
         self.in_process += 1;
-        if self.in_process > self.credits.grant() {
+        // RFC 8166 §3.3.1, §8.1.4: the requester's outstanding Calls are those in process
+        // and those answered whose replies leave at the end of this poll; beyond the
+        // largest grant advertised it sent more than it was granted. Counted, still served
+        // (every receive is posted or in process, so nothing is at risk here).
+        if self.in_process + self.sends.len() as u32 > self.credits.overrun_limit() {
             bump(&stats.credit_overruns, 1);
         }
         let slot = &mut self.slots[idx as usize];
         slot.byte_len = byte_len;
         // Chunked or Long: fetch first; Short: answer now.
+        // A Short Call is judged once, by `answer`.
         let bytes = view::bytes(&self.recv[idx as usize], byte_len as usize);
-        let pull_needed = match verdict::judge_call(bytes) {
-            Ok(call) => call.plan.chunk_count() > 0,
-            Err(_) => false,
-        };
-        if pull_needed {
+        if verdict::call_has_chunks(bytes) {
             self.start_pull(idx);
         } else {
             self.answer_or_defer(idx);
@@ -477,7 +480,7 @@ impl<P: Provider> ServerConn<P> {
         slot.next_read = 0;
         slot.pending_reads = 0;
         if total > self.pull[i].size() {
-            // Too large to pull: answered with SYSTEM_ERR by `answer`.
+            // Too large to pull: answered with ERR_CHUNK by `answer` (RFC 8166 §8.1.4).
             slot.state = State::Ready;
             return self.answer_or_defer(idx);
         }
@@ -663,6 +666,7 @@ impl<P: Provider> ServerConn<P> {
                             false,
                             Body::Error(rpc),
                             None,
+                            &mut self.echo,
                         )
                     }
                     Err(_) => reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk),
@@ -675,7 +679,10 @@ impl<P: Provider> ServerConn<P> {
                 let stream: Result<(&[u8], CallHeader<'_>, usize), Body> = if pulled {
                     let total = call.plan.total_len() as usize;
                     if total > self.pull[i].size() {
-                        Err(Body::Error(ReplyHeader::system_err(header.xid())))
+                        // RFC 8166 §8.1.4: "A Responder is not obliged to pull Read chunks
+                        // that are unreasonably large. The Responder can use an RDMA_ERROR
+                        // response": ERR_CHUNK, before any RDMA Read.
+                        Err(Body::ErrChunk)
                     } else {
                         let s = view::bytes(&self.pull[i], total);
                         match CallHeader::parse(s) {
@@ -702,7 +709,17 @@ impl<P: Provider> ServerConn<P> {
                         } else {
                             bump(&io.stats.system_err, 1);
                         }
-                        reply::build(io, ring, &header, grant, reply_threshold, swi, body, None)
+                        reply::build(
+                            io,
+                            ring,
+                            &header,
+                            grant,
+                            reply_threshold,
+                            swi,
+                            body,
+                            None,
+                            &mut self.echo,
+                        )
                     }
                     Ok((stream, c, len)) => {
                         let xid = header.xid();
@@ -746,6 +763,7 @@ impl<P: Provider> ServerConn<P> {
                             swi,
                             body,
                             Some(bulk),
+                            &mut self.echo,
                         )
                     }
                 }
@@ -830,8 +848,10 @@ impl<P: Provider> ServerConn<P> {
             done += n;
             k += n;
         }
-        bump(&self.io.stats.rpcs, self.sends.len() as u64);
-        self.sends.clear();
+        if !self.sends.is_empty() {
+            bump(&self.io.stats.rpcs, self.sends.len() as u64);
+            self.sends.clear();
+        }
         done
     }
 }

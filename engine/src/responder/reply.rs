@@ -25,6 +25,22 @@ pub const MAX_WRITE_CHUNKS: usize = 8;
 /// Most segments of one Write chunk or of the Reply chunk.
 pub const MAX_SEGMENTS: usize = 64;
 
+/// Room for the echoed Write list and Reply chunk of one reply, kept by the connection: a
+/// reply clears none of its ten kilobytes.
+pub(super) struct Echo {
+    writes: [[Segment; MAX_SEGMENTS]; MAX_WRITE_CHUNKS],
+    reply: [Segment; MAX_SEGMENTS],
+}
+
+impl Echo {
+    pub(super) fn new() -> Box<Echo> {
+        Box::new(Echo {
+            writes: [[Segment::default(); MAX_SEGMENTS]; MAX_WRITE_CHUNKS],
+            reply: [Segment::default(); MAX_SEGMENTS],
+        })
+    }
+}
+
 /// What the reply carries.
 pub(super) enum Body<'a> {
     /// Run the handler; SUCCESS with its results unless it says otherwise.
@@ -117,6 +133,7 @@ pub(super) fn build<P: Provider>(
     swi: bool,
     body: Body<'_>,
     bulk: Option<&mut Buf<P>>,
+    scratch: &mut Echo,
 ) -> Built {
     let xid = header.xid();
     let wl = header.write_list();
@@ -129,7 +146,7 @@ pub(super) fn build<P: Provider>(
         return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk);
     }
     let hlen = 16 + 4 + wl.encoded_len() + rc.map_or(4, |c| 4 + c.encoded_len());
-    let mut echo = [[Segment::default(); MAX_SEGMENTS]; MAX_WRITE_CHUNKS];
+    let echo = &mut scratch.writes;
     let mut echo_n = [0usize; MAX_WRITE_CHUNKS];
     for (c, chunk) in wl.iter().enumerate() {
         echo_n[c] = chunks::echo_lengths(chunk, 0, &mut echo[c]).map_or(0, |s| s.len());
@@ -229,13 +246,13 @@ pub(super) fn build<P: Provider>(
         Ok(p) => p.form,
         Err(_) => return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk),
     };
-    let mut rc_echo = [Segment::default(); MAX_SEGMENTS];
+    let rc_echo = &mut scratch.reply;
     let mut rc_n = 0;
     let send_len = match form {
         ReplyForm::Short => {
             if let Some(c) = rc {
                 // G-16: an unused Reply chunk is echoed with zero lengths.
-                rc_n = chunks::echo_lengths(c, 0, &mut rc_echo).map_or(0, |s| s.len());
+                rc_n = chunks::echo_lengths(c, 0, rc_echo).map_or(0, |s| s.len());
             }
             bump(&io.stats.short_replies, 1);
             hlen + payload_len as usize
@@ -253,7 +270,7 @@ pub(super) fn build<P: Provider>(
                     return Built::Fatal;
                 }
             }
-            rc_n = fill.echo(&mut rc_echo).map_or(0, |s| s.len());
+            rc_n = fill.echo(rc_echo).map_or(0, |s| s.len());
             bump(&io.stats.long_replies, 1);
             hlen
         }
