@@ -2,46 +2,13 @@
 //! `post_recv`, `post_send` (Sends, RDMA Writes and Reads, signaled and not) and `poll` on
 //! both ends goes through the global allocator zero times.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+mod counting;
 
 use rpcrdma_engine::fabric::soft::{self, Soft};
 use rpcrdma_engine::fabric::{
     Access, CompletionQueue, Device, MemoryRegion, ProtectionDomain, Provider, QpCaps, QpInit,
     QueuePair, RecvWr, SendWr, Wc,
 };
-
-struct Counting;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards every call unchanged to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 #[test]
 fn hot_path_does_not_allocate() {
@@ -113,21 +80,11 @@ fn hot_path_does_not_allocate() {
     for i in 0..1000 {
         round(&mut qa, &mut qb, i);
     }
-    COUNTING.store(true, Ordering::SeqCst);
-    for i in 1000..21000 {
-        round(&mut qa, &mut qb, i);
-    }
-    COUNTING.store(false, Ordering::SeqCst);
-    assert_eq!(
-        ALLOCS.load(Ordering::SeqCst),
-        0,
-        "allocations on the hot path"
-    );
-    // The counter does count.
-    COUNTING.store(true, Ordering::SeqCst);
-    drop(std::hint::black_box(Vec::<u8>::with_capacity(
-        std::hint::black_box(10),
-    )));
-    COUNTING.store(false, Ordering::SeqCst);
-    assert!(ALLOCS.load(Ordering::SeqCst) >= 1);
+    let ((), allocs) = counting::counted(|| {
+        for i in 1000..21000 {
+            round(&mut qa, &mut qb, i);
+        }
+    });
+    assert_eq!(allocs, 0, "allocations on the hot path");
+    counting::assert_counter_counts();
 }

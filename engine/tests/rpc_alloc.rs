@@ -2,45 +2,11 @@
 //! RPCs with per-RPC memory windows, both ends driven in this thread.
 
 mod common;
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+mod counting;
 
 use common::*;
 use rpcrdma_engine::loopback::soft_pair;
 use rpcrdma_engine::requester::CallArgs;
-
-struct Counting;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards every call unchanged to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 #[test]
 fn steady_state_rpcs_do_not_allocate() {
@@ -74,20 +40,14 @@ fn steady_state_rpcs_do_not_allocate() {
     for _ in 0..50 {
         round(&mut c, &mut s);
     }
-    COUNTING.store(true, Ordering::SeqCst);
-    for _ in 0..500 {
-        round(&mut c, &mut s);
-    }
-    COUNTING.store(false, Ordering::SeqCst);
-    assert_eq!(ALLOCS.load(Ordering::SeqCst), 0, "allocations per RPC");
+    let ((), allocs) = counting::counted(|| {
+        for _ in 0..500 {
+            round(&mut c, &mut s);
+        }
+    });
+    assert_eq!(allocs, 0, "allocations per RPC");
     assert!(c.snapshot().registrations > 0 && c.snapshot().remote_invalidations > 0);
-    // The counter does count.
-    COUNTING.store(true, Ordering::SeqCst);
-    drop(std::hint::black_box(Vec::<u8>::with_capacity(
-        std::hint::black_box(10),
-    )));
-    COUNTING.store(false, Ordering::SeqCst);
-    assert!(ALLOCS.load(Ordering::SeqCst) >= 1);
+    counting::assert_counter_counts();
 }
 
 type C = rpcrdma_engine::requester::Client<rpcrdma_engine::fabric::soft::Soft>;
