@@ -101,28 +101,41 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (mut server, addr) = soft_server(Arc::new(dispatch(store)), config)?;
     let (mut client, conn) = connect_to(&mut server, &addr, config)?;
     println!("connected: {:?}", client.negotiation());
-    // The server connection goes to a worker pinned to the last core.
-    let last = core_affinity::get_core_ids().map_or(0, |c| c.len().saturating_sub(1));
+    // The server connection goes to a worker pinned to the last core, and this thread (the
+    // client, busy-polling too) to the first one when there is another: two spinning threads
+    // on one core would take turns by the scheduler's time slice.
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let last = cores.len().saturating_sub(1);
     let mut workers = Workers::start(&[WorkerConfig::pinned(last)])?;
     workers.assign(conn)?;
-
-    let t = Instant::now();
-    for b in 0..BLOCKS as u32 {
-        let data = block_data(b);
-        let arg = b.to_be_bytes();
-        let mut call = CallArgs::new(PROG, VERS, WRITE, &arg, 4);
-        call.bulk_arg = Some(&data); // sent through a Read chunk
-        let status = client.call(&call, |r| r.map(|r| word(r.results, 0)))??;
-        assert_eq!(status, Some(OK), "write block {b}");
+    if cores.len() > 1 {
+        core_affinity::set_for_current(cores[0]);
     }
+
+    // The blocks' contents, made before the clock starts.
+    let blocks: Vec<Vec<u8>> = (0..BLOCKS as u32).map(block_data).collect();
+    let write_all = |client: &mut rpcrdma_engine::requester::Client<_>| {
+        for (b, data) in blocks.iter().enumerate() {
+            let arg = (b as u32).to_be_bytes();
+            let mut call = CallArgs::new(PROG, VERS, WRITE, &arg, 4);
+            call.bulk_arg = Some(data); // sent through a Read chunk
+            let status = client.call(&call, |r| r.map(|r| word(r.results, 0)))??;
+            assert_eq!(status, Some(OK), "write block {b}");
+        }
+        Ok::<(), Box<dyn std::error::Error>>(())
+    };
+    // A first pass, not timed, brings the store's and the buffers' pages in.
+    write_all(&mut client)?;
+    let t = Instant::now();
+    write_all(&mut client)?;
     let wrote = t.elapsed();
     let t = Instant::now();
-    for b in 0..BLOCKS as u32 {
-        let arg = b.to_be_bytes();
+    for (b, data) in blocks.iter().enumerate() {
+        let arg = (b as u32).to_be_bytes();
         let mut call = CallArgs::new(PROG, VERS, READ, &arg, 4);
         call.bulk_results = &[BLOCK as u32]; // one Write chunk for the block
         let good = client.call(&call, |r| {
-            r.map(|r| word(r.results, 0) == Some(OK) && r.bulk()[0] == block_data(b).as_slice())
+            r.map(|r| word(r.results, 0) == Some(OK) && r.bulk()[0] == data.as_slice())
         })??;
         assert!(good, "read block {b}");
     }
