@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -126,7 +127,7 @@ pub struct ServeArgs {
     /// First core to pin workers to (worker i gets core first+i); none: unpinned.
     #[arg(long)]
     first_core: Option<usize>,
-    /// Stop after this many seconds (0: run until killed).
+    /// Stop after this many seconds (0: until SIGINT or SIGTERM, which stop gracefully).
     #[arg(long, default_value_t = 0)]
     seconds: u64,
     /// Print the workers' counters every this many seconds (0: never).
@@ -251,10 +252,20 @@ where
         P::NAME,
         workers.len()
     );
+    // SIGINT and SIGTERM end the service gracefully: Calls in process finish, the
+    // connections close, the counters are printed.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&stop)) {
+            eprintln!("rpcrdma serve: cannot handle signal {sig}: {e}");
+        }
+    }
     let start = Instant::now();
     let mut next_stats = start;
     loop {
-        if args.seconds > 0 && start.elapsed() >= Duration::from_secs(args.seconds) {
+        if stop.load(Ordering::Relaxed)
+            || (args.seconds > 0 && start.elapsed() >= Duration::from_secs(args.seconds))
+        {
             break;
         }
         match server.accept(Duration::from_millis(200)) {
