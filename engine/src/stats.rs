@@ -100,6 +100,12 @@ counters! {
     wc_errors,
     /// Connections lost (the queue pair went to the error state).
     conn_lost,
+    /// Calls sent again, with their original XID, on a new connection (requester with a
+    /// [`RetransmitPolicy`](crate::conn::RetransmitPolicy)).
+    retransmits,
+    /// New connections established by the requester after a loss (automatic or
+    /// [`Client::reconnect`](crate::requester::Client::reconnect)).
+    reconnects,
 }
 
 /// Adds `n` to a counter only its owner writes (a relaxed load and store, not a locked

@@ -36,6 +36,42 @@ pub enum Registration {
     Persistent,
 }
 
+/// Retransmission after a lost connection (requester only; RFC 8166 §4.4.1, §8.1.3,
+/// §3.3.3; RFC 5531 §9 on XIDs).
+///
+/// With a policy, a lost connection does not complete the pending RPCs: their windows are
+/// deallocated at once (the memory exposed on the old connection is unreachable), the
+/// requester connects again — from
+/// [`Client::poll_completions`](crate::requester::Client::poll_completions), one attempt
+/// at a time, each blocking at most `attempt_timeout` and never past the earliest pending
+/// deadline — and sends each pending Call again with its original XID, freshly bound
+/// windows (new rkeys in a re-encoded header) and the new connection's credits, starting
+/// from one. Each RPC keeps its deadline; after `max_attempts` failed attempts the pending
+/// RPCs complete with [`RpcError::ConnectionLost`](crate::requester::RpcError).
+///
+/// A retransmitted Call may execute twice at a responder without a duplicate-request
+/// cache (this crate's responder has none): that is why retransmission is off by default
+/// and chosen per connection for idempotent procedures or DRC-backed servers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetransmitPolicy {
+    /// Connection attempts after each loss before giving up (at least 1).
+    pub max_attempts: u32,
+    /// Longest a single attempt may take (and so the longest a poll blocks).
+    pub attempt_timeout: Duration,
+    /// Pause after a failed attempt, during which polls return at once.
+    pub backoff: Duration,
+}
+
+impl Default for RetransmitPolicy {
+    fn default() -> Self {
+        RetransmitPolicy {
+            max_attempts: 5,
+            attempt_timeout: Duration::from_millis(200),
+            backoff: Duration::from_millis(50),
+        }
+    }
+}
+
 /// Settings of one connection end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnConfig {
@@ -64,6 +100,11 @@ pub struct ConnConfig {
     pub registration: Registration,
     /// Connection establishment timeout.
     pub connect_timeout: Duration,
+    /// Requester: retransmit pending Calls on a new connection after a loss; `None` (the
+    /// default) completes them with `ConnectionLost` and leaves reconnecting to the caller.
+    /// Needs [`Registration::Windows`]: persistent regions would keep their rkeys across
+    /// connections.
+    pub retransmit: Option<RetransmitPolicy>,
 }
 
 impl Default for ConnConfig {
@@ -79,6 +120,7 @@ impl Default for ConnConfig {
             max_reads: 8,
             registration: Registration::Windows,
             connect_timeout: Duration::from_secs(5),
+            retransmit: None,
         }
     }
 }
@@ -98,6 +140,18 @@ impl ConnConfig {
             return Err(ConnError::Config(
                 "bulk size, segment and read limits too small",
             ));
+        }
+        if let Some(r) = self.retransmit {
+            if r.max_attempts == 0 || r.attempt_timeout.is_zero() {
+                return Err(ConnError::Config(
+                    "retransmission needs at least one attempt of non-zero length",
+                ));
+            }
+            if self.registration != Registration::Windows {
+                return Err(ConnError::Config(
+                    "retransmission needs Registration::Windows (fresh rkeys per connection)",
+                ));
+            }
         }
         Ok(())
     }

@@ -9,11 +9,21 @@
 //! a [`Completion`] borrowing the receive and result buffers (zero copy); the buffers are
 //! reused when the callback returns. [`Client::call`] is the blocking convenience on top.
 //!
-//! Retransmission after a lost connection is the caller's: pending RPCs complete with
-//! [`RpcError::ConnectionLost`] after their memory was made unreachable (the windows are
-//! deallocated before the completion is delivered); [`Client::reconnect`] establishes a new
+//! After a lost connection the memory of every pending RPC is made unreachable first (its
+//! windows are deallocated, RFC 8166 §4.4.1, §8.1.3). Then, by default, the pending RPCs
+//! complete with [`RpcError::ConnectionLost`] and [`Client::reconnect`] establishes a new
 //! connection (fresh credits, fresh RFC 8797 exchange, fresh windows) on which the caller
-//! submits again, which registers afresh.
+//! submits again under new XIDs. With a [`RetransmitPolicy`](crate::conn::RetransmitPolicy)
+//! in [`ConnConfig::retransmit`] the requester does it itself: the pending RPCs stay pending
+//! (state `Resend`; their Call bytes are still in the slot's send and argument buffers),
+//! [`Client::poll_completions`] reconnects (one attempt per poll at most, each bounded by
+//! the policy's `attempt_timeout` and the earliest pending deadline; polls during the
+//! backoff return at once) and re-sends each Call with the SAME XID (RFC 5531 §9: a
+//! duplicate-request cache recognises it), freshly bound windows whose new rkeys go into a
+//! re-encoded transport header, and the new connection's credits, which start at one
+//! (§3.3.3). Every RPC keeps its deadline (`Timeout` when it passes, connected or not);
+//! when the attempts run out the pending RPCs complete with `ConnectionLost`. Allocation
+//! happens only while reconnecting (the new queue pair and windows), never per retransmit.
 
 #![deny(unsafe_code)]
 // Indexes run over parallel fixed arrays (segments, echoes, work requests).
@@ -102,7 +112,8 @@ impl<'a> CallArgs<'a> {
 pub enum RpcError {
     /// No reply in time; the RPC's memory was invalidated before this was reported.
     Timeout,
-    /// The connection was lost; the RPC's memory is unreachable.
+    /// The connection was lost (with retransmission: and could not be re-established in
+    /// the policy's attempts); the RPC's memory is unreachable.
     ConnectionLost,
     /// The responder answered RDMA_ERROR / ERR_VERS with its supported range.
     ErrVers {
@@ -128,13 +139,15 @@ impl std::error::Error for RpcError {}
 /// Why a Call could not be submitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SubmitError {
-    /// No credit (or send-queue room) now: poll and retry.
+    /// No credit (or send-queue room) now, or reconnecting after a loss with
+    /// retransmission on: poll and retry.
     WouldBlock,
     /// The Call does not fit any form, or the buffers (RFC 8166 §3.5).
     TooLarge(Option<PlanError>),
     /// Arguments that are not whole XDR units, or more chunks or segments than supported.
     Invalid(&'static str),
-    /// The connection is lost; [`Client::reconnect`].
+    /// The connection is lost (and, with retransmission, the attempts ran out);
+    /// [`Client::reconnect`].
     Disconnected,
 }
 
@@ -192,6 +205,9 @@ enum State {
     Invalidating,
     /// Timed out and reported; holds its credit until a late reply or a new connection.
     Zombie,
+    /// Pending across a lost connection (retransmission on): no window, no credit; sent
+    /// again with the same XID once a new connection and a credit allow.
+    Resend,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -227,9 +243,32 @@ struct Slot<P: Provider> {
     recv_len: u32,
     grant: Option<u32>,
     outcome: Outcome,
+    /// Bytes of the Call's Send (transport header + inline payload), kept for a retransmit.
+    send_len: u32,
 }
 
-/// One client connection.
+/// Reconnection in progress after a loss with retransmission on.
+#[derive(Clone, Copy, Debug)]
+struct Recovery {
+    /// Failed attempts so far.
+    attempts: u32,
+    /// No attempt before this.
+    next_at: Instant,
+}
+
+/// Why a retransmission did not go out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Retransmit {
+    /// The queue pair refused a post: the new connection is lost too.
+    Post,
+    /// The Call kept in the send buffer does not decode (never expected).
+    Corrupt,
+}
+
+/// One client connection. When it is lost, the pending RPCs' memory is made unreachable
+/// first; then they complete with [`RpcError::ConnectionLost`], or — with
+/// [`ConnConfig::retransmit`] — are sent again, same XIDs, on a new connection the client
+/// establishes itself (see the module docs).
 pub struct Client<P: Provider> {
     qp: Option<P::Qp>,
     cq: P::Cq,
@@ -248,6 +287,12 @@ pub struct Client<P: Provider> {
     polls: u32,
     idle_polls: u32,
     dead: bool,
+    /// Slots in `State::Resend`.
+    resend_n: u32,
+    /// `Some` while reconnecting automatically after a loss.
+    recovery: Option<Recovery>,
+    /// The loss was asked for ([`Client::disconnect`]): no retransmission.
+    closing: bool,
     wc: [Wc; POLL_BATCH],
     /// Scratch for the read list of the Call being submitted (kept here so that a submission
     /// does not clear a few kilobytes of stack).
@@ -341,6 +386,7 @@ impl<P: Provider> Client<P> {
                 recv_len: 0,
                 grant: None,
                 outcome: Outcome::Reply,
+                send_len: 0,
             });
         }
         let mut client = Client {
@@ -361,15 +407,18 @@ impl<P: Provider> Client<P> {
             polls: 0,
             idle_polls: 0,
             dead: true,
+            resend_n: 0,
+            recovery: None,
+            closing: false,
             wc: [Wc::default(); POLL_BATCH],
             reads: Box::new([ReadSegment::default(); MAX_READ_SEGMENTS]),
             _pools: pools,
         };
-        client.establish()?;
+        client.establish(config.connect_timeout)?;
         Ok(client)
     }
 
-    fn establish(&mut self) -> Result<(), ConnError> {
+    fn establish(&mut self, timeout: Duration) -> Result<(), ConnError> {
         let n = self.config.credits;
         let caps = QpCaps {
             max_send_wr: 8 * n + 16,
@@ -381,48 +430,60 @@ impl<P: Provider> Client<P> {
         let local = Negotiation::advertise(&self.config);
         let init = QpInit::new(&self.cq, &self.cq, caps);
         let recv = &self.recv;
-        let (qp, peer) = P::connect(
-            &self.pd,
-            &self.addr,
-            init,
-            &local.encode(),
-            self.config.connect_timeout,
-            |qp| {
-                for (i, b) in recv.iter().enumerate() {
-                    qp.post_recv(&RecvWr::new(
-                        wrid::pack(Kind::Recv, i as u32, 0),
-                        &[b.sge()],
-                    ))?;
-                }
-                Ok(())
-            },
-        )?;
+        let (qp, peer) = P::connect(&self.pd, &self.addr, init, &local.encode(), timeout, |qp| {
+            for (i, b) in recv.iter().enumerate() {
+                qp.post_recv(&RecvWr::new(
+                    wrid::pack(Kind::Recv, i as u32, 0),
+                    &[b.sge()],
+                ))?;
+            }
+            Ok(())
+        })?;
         self.negotiation = Negotiation::complete(Role::Client, local, peer.as_bytes());
         self.qp = Some(qp);
         self.sq.reset();
         self.credits.reset();
+        // Every receive buffer was just posted: none may be posted twice.
+        self.reposts.clear();
         self.dead = false;
         Ok(())
     }
 
-    /// Establishes a new connection to the same address after a loss: new queue pair,
-    /// fresh RFC 8797 exchange, credits back to one (RFC 8166 §3.3.3), fresh memory
-    /// windows. Pending RPCs were completed with [`RpcError::ConnectionLost`] when the loss
-    /// was noticed.
+    /// Establishes a new connection to the same address after a loss (waiting at most
+    /// `connect_timeout`): new queue pair, fresh RFC 8797 exchange, credits back to one
+    /// (RFC 8166 §3.3.3), fresh memory windows. Without retransmission the pending RPCs
+    /// were completed with [`RpcError::ConnectionLost`] when the loss was noticed; with it
+    /// this is the step [`poll_completions`](Self::poll_completions) takes by itself, and
+    /// the RPCs still pending are sent again (same XIDs, new rkeys) from the next poll.
     pub fn reconnect(&mut self) -> Result<(), ConnError> {
+        self.reconnect_within(self.config.connect_timeout)
+    }
+
+    fn reconnect_within(&mut self, timeout: Duration) -> Result<(), ConnError> {
         if !self.dead {
             return Ok(());
         }
         self.qp = None;
-        // Drain completions of the old queue pair.
+        // Drain completions of the old queue pair: their work request ids would name
+        // receives and slots of the new one.
         while matches!(self.cq.poll(&mut self.wc), Ok(n) if n > 0) {}
-        for s in self.slots.iter_mut() {
-            if self.config.registration == Registration::Windows {
-                s.mw_arg = Some(self.pd.alloc_mw()?);
-                s.mw_res = Some(self.pd.alloc_mw()?);
+        // Fresh windows (new rkeys); the old ones were deallocated when the loss was seen.
+        // Windows left by a failed attempt were never exposed and are kept.
+        if self.config.registration == Registration::Windows {
+            for s in self.slots.iter_mut() {
+                if s.mw_arg.is_none() {
+                    s.mw_arg = Some(self.pd.alloc_mw()?);
+                }
+                if s.mw_res.is_none() {
+                    s.mw_res = Some(self.pd.alloc_mw()?);
+                }
             }
         }
-        self.establish()
+        self.establish(timeout)?;
+        self.recovery = None;
+        self.closing = false;
+        bump(&self.stats.reconnects, 1);
+        Ok(())
     }
 
     /// What was negotiated with the responder.
@@ -450,14 +511,23 @@ impl<P: Provider> Client<P> {
         self.dead
     }
 
-    /// RPCs submitted and not yet completed (zombies of timed-out RPCs included).
+    /// RPCs submitted and not yet completed (zombies of timed-out RPCs included, and RPCs
+    /// waiting to be retransmitted on a new connection).
     pub fn in_flight(&self) -> u32 {
-        self.credits.in_flight()
+        self.credits.in_flight() + self.resend_n
+    }
+
+    /// Whether the requester is reconnecting by itself after a loss (retransmission on,
+    /// attempts left): [`submit`](Self::submit) says `WouldBlock` meanwhile.
+    pub fn is_reconnecting(&self) -> bool {
+        self.recovery.is_some()
     }
 
     /// Ends the connection; pending RPCs complete with [`RpcError::ConnectionLost`] at the
-    /// next poll.
+    /// next poll, with or without a retransmission policy (an asked-for loss is not
+    /// recovered from).
     pub fn disconnect(&mut self) {
+        self.closing = true;
         if let Some(qp) = self.qp.as_mut() {
             qp.disconnect();
         }
@@ -468,7 +538,12 @@ impl<P: Provider> Client<P> {
     /// returns [`SubmitError::WouldBlock`].
     pub fn submit(&mut self, call: &CallArgs<'_>, tag: u64) -> Result<u32, SubmitError> {
         if self.dead {
-            return Err(SubmitError::Disconnected);
+            // While reconnecting by itself the requester will take Calls again: poll.
+            return Err(if self.recovery.is_some() {
+                SubmitError::WouldBlock
+            } else {
+                SubmitError::Disconnected
+            });
         }
         if call.args.len() & 3 != 0 {
             return Err(SubmitError::Invalid("arguments must be whole XDR units"));
@@ -752,6 +827,7 @@ impl<P: Provider> Client<P> {
         slot.tag = tag;
         slot.deadline = None;
         slot.timeout = call.timeout;
+        slot.send_len = send_len;
         slot.recv_idx = None;
         slot.grant = None;
         slot.outcome = Outcome::Reply;
@@ -772,13 +848,17 @@ impl<P: Provider> Client<P> {
 
     /// Makes progress — polls a batch of completions, matches replies to pending RPCs,
     /// invalidates their memory, checks timeouts — and hands every finished RPC to `f`.
-    /// Returns the number of completions processed; 0 means idle. Never blocks.
+    /// Returns the number of completions processed; 0 means idle. Never blocks, except
+    /// while reconnecting after a loss with [`ConnConfig::retransmit`]: a poll then makes
+    /// at most one connection attempt, bounded by the policy's `attempt_timeout` and the
+    /// earliest pending deadline (polls during the backoff return at once), and re-sends
+    /// the pending Calls the new connection's credits allow.
     pub fn poll_completions<F>(&mut self, mut f: F) -> usize
     where
         F: FnMut(Completion<'_>),
     {
         if self.dead {
-            return 0;
+            return self.recover(&mut f);
         }
         let n = match self.cq.poll(&mut self.wc) {
             Ok(n) => n,
@@ -810,6 +890,9 @@ impl<P: Provider> Client<P> {
         {
             self.lose(&mut f);
             return n;
+        }
+        if self.resend_n > 0 {
+            self.resend(&mut f);
         }
         self.repost();
         n
@@ -1037,12 +1120,19 @@ impl<P: Provider> Client<P> {
     }
 
     fn check_timeouts<F: FnMut(Completion<'_>)>(&mut self, f: &mut F) {
-        if self.credits.in_flight() == 0 {
+        if self.credits.in_flight() == 0 && self.resend_n == 0 {
             return;
         }
         let now = Instant::now();
         for i in 0..self.slots.len() {
             let s = &mut self.slots[i];
+            if s.state == State::Resend {
+                // Waiting for a credit on the new connection: no memory exposed.
+                if s.deadline.is_some_and(|d| d <= now) {
+                    self.expire_resend(i, f);
+                }
+                continue;
+            }
             if s.state != State::Sent {
                 continue;
             }
@@ -1059,8 +1149,281 @@ impl<P: Provider> Client<P> {
         }
     }
 
+    /// A `Resend` RPC whose deadline passed: nothing of it is exposed (no window bound on
+    /// the new connection, the old ones deallocated), so `Timeout` is reported at once and
+    /// the slot is free again.
+    fn expire_resend<F: FnMut(Completion<'_>)>(&mut self, i: usize, f: &mut F) {
+        let s = &mut self.slots[i];
+        bump(&self.stats.timeouts, 1);
+        f(Completion {
+            tag: s.tag,
+            xid: s.xid,
+            result: Err(RpcError::Timeout),
+        });
+        s.state = State::Free;
+        self.free.push(i as u32);
+        self.resend_n -= 1;
+    }
+
+    /// Completes every `Resend` RPC with `err` (reconnection failed for good).
+    fn abandon_resends<F: FnMut(Completion<'_>)>(&mut self, err: RpcError, f: &mut F) {
+        for i in 0..self.slots.len() {
+            let s = &mut self.slots[i];
+            if s.state == State::Resend {
+                f(Completion {
+                    tag: s.tag,
+                    xid: s.xid,
+                    result: Err(err),
+                });
+                s.state = State::Free;
+                self.free.push(i as u32);
+            }
+        }
+        self.resend_n = 0;
+    }
+
+    /// A poll while the connection is lost: with retransmission on, expires the pending
+    /// RPCs whose deadline passed, then — unless in the backoff after a failed attempt —
+    /// makes one connection attempt, bounded by the policy's `attempt_timeout` and the
+    /// earliest pending deadline. On success the pending Calls are sent again (as credits
+    /// allow); after `max_attempts` failures they complete with `ConnectionLost`.
+    fn recover<F: FnMut(Completion<'_>)>(&mut self, f: &mut F) -> usize {
+        let (Some(rec), Some(policy)) = (self.recovery, self.config.retransmit) else {
+            return 0;
+        };
+        let now = Instant::now();
+        let mut earliest: Option<Instant> = None;
+        let mut done = 0;
+        for i in 0..self.slots.len() {
+            let s = &self.slots[i];
+            if s.state != State::Resend {
+                continue;
+            }
+            match s.deadline {
+                Some(d) if d > now => earliest = Some(earliest.map_or(d, |e| e.min(d))),
+                _ => {
+                    self.expire_resend(i, f);
+                    done += 1;
+                }
+            }
+        }
+        if now < rec.next_at {
+            return done;
+        }
+        let mut timeout = policy.attempt_timeout;
+        if let Some(e) = earliest {
+            timeout = timeout.min(e - now);
+        }
+        match self.reconnect_within(timeout.max(Duration::from_millis(1))) {
+            Ok(()) => self.resend(f),
+            Err(_) => {
+                let attempts = rec.attempts + 1;
+                if attempts >= policy.max_attempts {
+                    self.recovery = None;
+                    done += self.resend_n as usize;
+                    self.abandon_resends(RpcError::ConnectionLost, f);
+                } else {
+                    self.recovery = Some(Recovery {
+                        attempts,
+                        next_at: Instant::now() + policy.backoff,
+                    });
+                }
+            }
+        }
+        done
+    }
+
+    /// Sends `Resend` RPCs again on the new connection, earliest deadline first, while
+    /// credits (from one on a new connection, RFC 8166 §3.3.3) and the send queue allow.
+    fn resend<F: FnMut(Completion<'_>)>(&mut self, f: &mut F) {
+        while self.resend_n > 0 && !self.dead && self.credits.available() > 0 && self.sq.room() >= 8
+        {
+            let mut next: Option<(usize, Option<Instant>)> = None;
+            for (i, s) in self.slots.iter().enumerate() {
+                if s.state != State::Resend {
+                    continue;
+                }
+                let earlier = match next {
+                    None => true,
+                    Some((_, d)) => s.deadline < d,
+                };
+                if earlier {
+                    next = Some((i, s.deadline));
+                }
+            }
+            let Some((i, _)) = next else {
+                self.resend_n = 0;
+                return;
+            };
+            match self.retransmit(i as u32) {
+                Ok(()) => {}
+                Err(Retransmit::Post) => return self.lose(f),
+                Err(Retransmit::Corrupt) => {
+                    // The Call as first sent no longer decodes: never expected; report it
+                    // rather than send something else under its XID.
+                    let s = &mut self.slots[i];
+                    f(Completion {
+                        tag: s.tag,
+                        xid: s.xid,
+                        result: Err(RpcError::ConnectionLost),
+                    });
+                    s.state = State::Free;
+                    s.bound = [None; 2];
+                    self.free.push(i as u32);
+                    self.resend_n -= 1;
+                }
+            }
+        }
+    }
+
+    /// Sends slot `idx`'s Call again: the same XID and payload (still in the send and
+    /// argument buffers), windows bound afresh over the same spans, and the transport
+    /// header re-encoded in place with the new rkeys and the current credit request (its
+    /// length does not depend on either).
+    fn retransmit(&mut self, idx: u32) -> Result<(), Retransmit> {
+        let i = idx as usize;
+        let slot = &mut self.slots[i];
+        let send_len = slot.send_len as usize;
+        let arg_addr = slot.arg.addr();
+        let res_addr = slot.res.addr();
+        // The read list as first sent, and the spans of the buffers it exposed.
+        let reads = &mut *self.reads;
+        let mut nr = 0;
+        let mut arg_end = 0u64;
+        let (nomsg, old_hlen) = {
+            let bytes = view::bytes(&slot.send, send_len);
+            let h =
+                rpcrdma_proto::header::HeaderView::parse(bytes).map_err(|_| Retransmit::Corrupt)?;
+            for r in h.read_list().iter() {
+                if nr == MAX_READ_SEGMENTS {
+                    return Err(Retransmit::Corrupt);
+                }
+                let end = r.segment.offset + u64::from(r.segment.length);
+                arg_end = arg_end.max(end.saturating_sub(arg_addr));
+                reads[nr] = r;
+                nr += 1;
+            }
+            let nomsg = h.proc() == rpcrdma_proto::header::Proc::NoMsg;
+            (nomsg, send_len - h.payload().len())
+        };
+        let mut res_end = 0u64;
+        for c in 0..slot.n_writes {
+            for sg in &slot.writes[c][..slot.write_n[c]] {
+                let end = sg.offset + u64::from(sg.length);
+                res_end = res_end.max(end.saturating_sub(res_addr));
+            }
+        }
+        if slot.has_reply_chunk {
+            for sg in &slot.reply[..slot.reply_n] {
+                let end = sg.offset + u64::from(sg.length);
+                res_end = res_end.max(end.saturating_sub(res_addr));
+            }
+        }
+        let qp = self.qp.as_mut().ok_or(Retransmit::Post)?;
+        slot.bound = [None; 2];
+        let mut rkeys = [0u32; 2];
+        for k in 0..2 {
+            let (end, buf, mw, access) = if k == 0 {
+                (
+                    arg_end,
+                    &slot.arg,
+                    slot.mw_arg.as_ref(),
+                    Access::REMOTE_READ,
+                )
+            } else {
+                (
+                    res_end,
+                    &slot.res,
+                    slot.mw_res.as_ref(),
+                    Access::REMOTE_WRITE,
+                )
+            };
+            if end == 0 {
+                continue;
+            }
+            let Some(mw) = mw else {
+                rkeys[k] = buf.region().rkey();
+                continue;
+            };
+            let rkey = mw.next_rkey();
+            let bind = MwBind {
+                mw,
+                rkey,
+                mr: buf.region(),
+                addr: buf.addr(),
+                len: end,
+                access,
+            };
+            let (seq, sig) = self.sq.post(false);
+            let mut wr =
+                SendWr::bind_mw(wrid::pack(Kind::Bind, idx, if sig { seq } else { 0 }), bind);
+            if sig {
+                wr = wr.signaled();
+            }
+            qp.post_send(&wr).map_err(|_| Retransmit::Post)?;
+            slot.bound[k] = Some(rkey);
+            rkeys[k] = rkey;
+            bump(&self.stats.registrations, 1);
+        }
+        // The chunk lists with the new rkeys; the segments kept for checking the reply
+        // (G-4, G-17) carry them too.
+        for r in &mut reads[..nr] {
+            r.segment.handle = rkeys[0];
+        }
+        for c in 0..slot.n_writes {
+            for sg in &mut slot.writes[c][..slot.write_n[c]] {
+                sg.handle = rkeys[1];
+            }
+        }
+        for sg in &mut slot.reply[..slot.reply_n] {
+            sg.handle = rkeys[1];
+        }
+        let mut writes: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
+        for c in 0..slot.n_writes {
+            writes[c] = &slot.writes[c][..slot.write_n[c]];
+        }
+        let chunks = Chunks {
+            reads: &reads[..nr],
+            writes: &writes[..slot.n_writes],
+            reply: slot.has_reply_chunk.then(|| &slot.reply[..slot.reply_n]),
+        };
+        let credit = self.credits.requested();
+        let header = if nomsg {
+            Header::nomsg(slot.xid, credit, chunks)
+        } else {
+            Header::msg(slot.xid, credit, chunks)
+        };
+        let hlen = header.encoded_len();
+        if hlen != old_hlen {
+            return Err(Retransmit::Corrupt);
+        }
+        let sendbuf = view::bytes_mut(&mut slot.send);
+        if header.encode(&mut sendbuf[..hlen]) != Ok(hlen) {
+            return Err(Retransmit::Corrupt);
+        }
+        let (seq, sig) = self.sq.post(false);
+        let sge = [slot.send.sge_span(0, send_len as u32)];
+        let mut wr = SendWr::send(wrid::pack(Kind::Send, idx, if sig { seq } else { 0 }), &sge);
+        if sig {
+            wr = wr.signaled();
+        }
+        qp.post_send(&wr).map_err(|_| Retransmit::Post)?;
+        self.credits.take();
+        slot.state = State::Sent;
+        slot.recv_idx = None;
+        slot.grant = None;
+        slot.outcome = Outcome::Reply;
+        self.resend_n -= 1;
+        bump(&self.stats.retransmits, 1);
+        bump(&self.stats.bytes_sent, send_len as u64);
+        Ok(())
+    }
+
     /// The connection is gone: windows are deallocated (so no peer can reach the memory),
-    /// then every pending RPC completes with [`RpcError::ConnectionLost`].
+    /// then every pending RPC completes with [`RpcError::ConnectionLost`] — or, with
+    /// retransmission on, stays pending (`Resend`, its deadline kept) while the requester
+    /// reconnects; an RPC whose reply was in hand (Local Invalidates outstanding) is
+    /// delivered then, its memory being unreachable. Timed-out RPCs report `Timeout`.
     fn lose<F: FnMut(Completion<'_>)>(&mut self, f: &mut F) {
         if self.dead {
             return;
@@ -1071,29 +1434,54 @@ impl<P: Provider> Client<P> {
             qp.disconnect();
         }
         self.reposts.clear();
+        let retransmit = self.config.retransmit.is_some() && !self.closing;
+        let now = Instant::now();
         for i in 0..self.slots.len() {
             let s = &mut self.slots[i];
             s.mw_arg = None;
             s.mw_res = None;
             s.bound = [None; 2];
             match s.state {
-                State::Sent | State::Invalidating => {
-                    if s.outcome != Outcome::Error(RpcError::Timeout) {
-                        f(Completion {
-                            tag: s.tag,
-                            xid: s.xid,
-                            result: Err(RpcError::ConnectionLost),
-                        });
+                State::Sent if retransmit => {
+                    s.deadline.get_or_insert(now + s.timeout);
+                    s.state = State::Resend;
+                    self.resend_n += 1;
+                    continue;
+                }
+                State::Resend if retransmit => continue,
+                State::Invalidating if retransmit => {
+                    // The reply (or error, or timeout) is in hand: deliver it.
+                    self.finish(i as u32, f);
+                }
+                State::Sent | State::Invalidating | State::Resend => {
+                    let timed_out = s.outcome == Outcome::Error(RpcError::Timeout);
+                    f(Completion {
+                        tag: s.tag,
+                        xid: s.xid,
+                        result: Err(if timed_out {
+                            RpcError::Timeout
+                        } else {
+                            RpcError::ConnectionLost
+                        }),
+                    });
+                    if s.state == State::Resend {
+                        self.resend_n -= 1;
                     }
                 }
                 State::Zombie | State::Free => {}
             }
+            let s = &mut self.slots[i];
             if s.state != State::Free {
                 s.state = State::Free;
                 self.free.push(i as u32);
             }
         }
         self.credits.reset();
+        self.reposts.clear();
+        self.recovery = retransmit.then_some(Recovery {
+            attempts: 0,
+            next_at: now,
+        });
     }
 
     fn repost(&mut self) {
@@ -1160,7 +1548,7 @@ impl<P: Provider> Client<P> {
             if let Some(r) = out.take() {
                 return Ok(r);
             }
-            if self.dead {
+            if self.dead && self.recovery.is_none() {
                 return Err(RpcError::ConnectionLost);
             }
             if n == 0 {
