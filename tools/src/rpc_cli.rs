@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rpcrdma_bench::rpc::{self, LoadConfig, LoadReport, Prepared, Workload};
-use rpcrdma_engine::conn::{ConnConfig, ConnError, Registration};
+use rpcrdma_engine::conn::{ConnConfig, ConnError, Registration, RetransmitPolicy};
 use rpcrdma_engine::fabric::soft::Soft;
 use rpcrdma_engine::fabric::verbs::Verbs;
 use rpcrdma_engine::fabric::{bench as fabric_bench, ConnectError, Provider};
@@ -51,6 +51,11 @@ pub struct ConnOpts {
     /// Bytes of each RPC's bulk buffers (largest chunk payload).
     #[arg(long, default_value_t = 1 << 20)]
     bulk_size: u32,
+    /// Client: after a lost connection, reconnect (at most this many attempts per loss) and
+    /// retransmit the pending Calls with their XIDs and fresh registrations (0: off, pending
+    /// RPCs fail with ConnectionLost). Needs per-RPC windows (not --persistent).
+    #[arg(long, default_value_t = 0)]
+    retransmit: u32,
 }
 
 impl ConnOpts {
@@ -67,6 +72,10 @@ impl ConnOpts {
             } else {
                 Registration::Windows
             },
+            retransmit: (self.retransmit > 0).then(|| RetransmitPolicy {
+                max_attempts: self.retransmit,
+                ..RetransmitPolicy::default()
+            }),
             ..ConnConfig::default()
         }
     }
