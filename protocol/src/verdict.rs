@@ -5,6 +5,12 @@
 //! procedure, the header's XDR and its chunk lists, then the Payload stream against the chunks.
 //! Where the documents are silent or conflict the decisions of `CHECKLIST.md` section G are
 //! followed; each is named where it is applied. `docs/ARCHITECTURE.md` lists them.
+//!
+//! The common case, a Short RDMA_MSG without any chunk, is accepted by a fast path
+//! ([`accept_short_call`], [`accept_short_reply`]) that makes the same checks from the fixed
+//! words; [`judge_call`] and [`judge_reply`] try it first and fall back to the full verdicts
+//! ([`judge_call_full`], [`judge_reply_full`]) for everything else. Both paths give the same
+//! result on every input (property tests in `tests/verdict.rs`).
 
 use crate::chunks::{ChunkError, ChunkErrorClass, ReadLimits, ReadPlan};
 use crate::header::{
@@ -82,7 +88,7 @@ impl Verdict {
 }
 
 /// A Call that passed every transport check, with what the responder needs to go on.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AcceptedCall<'a> {
     /// The decoded transport header.
     pub header: HeaderView<'a>,
@@ -94,7 +100,7 @@ pub struct AcceptedCall<'a> {
 }
 
 /// A Reply (or RDMA_ERROR) that passed every transport check.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AcceptedReply<'a> {
     /// The decoded transport header.
     pub header: HeaderView<'a>,
@@ -155,7 +161,50 @@ fn reply_process_reason(buf: &[u8]) -> Verdict {
 
 /// Responder side (RFC 8166 §4.5): checks a received Call and returns what the responder needs
 /// to process it, or the verdict that replaces processing.
+///
+/// A Short Call without chunks is accepted by [`accept_short_call`]; every other message is
+/// judged by [`judge_call_full`]. The result is the same as [`judge_call_full`]'s.
+#[inline]
 pub fn judge_call(buf: &[u8]) -> Result<AcceptedCall<'_>, Verdict> {
+    match accept_short_call(buf) {
+        Some(call) => Ok(call),
+        None => judge_call_full(buf),
+    }
+}
+
+/// The fast path of [`judge_call`]: accepts a Short RDMA_MSG Call whose read list, write list
+/// and reply chunk are all absent, with exactly the checks [`judge_call_full`] makes on such a
+/// message: at least 28 bytes, version 1, RDMA_MSG and three zero list discriminators (the
+/// fixed words, RFC 8166 §4.5), an RPC message after the header whose XID is `rdma_xid`
+/// (§4.2.1, CHECKLIST G-9), a Payload stream a 32-bit Position can describe, and an RPC Call
+/// header that decodes (§4.5.2).
+///
+/// `Some` holds what [`judge_call_full`] would accept, field for field; `None` decides
+/// nothing (any other message, or one of these checks failed), and the caller goes on with
+/// [`judge_call_full`], which gives the verdict.
+#[inline]
+pub fn accept_short_call(buf: &[u8]) -> Option<AcceptedCall<'_>> {
+    let header = HeaderView::parse_bare_msg(buf)?;
+    let payload = header.payload();
+    if payload.len() < 4 || word(payload, 0) != header.xid() {
+        return None;
+    }
+    // Empty read list: the plan is the inline payload alone (its length checked as for any
+    // Call).
+    let plan = ReadPlan::new(payload.len(), header.read_list(), LIMITS).ok()?;
+    match RpcMessage::parse(payload) {
+        Ok((RpcMessage::Call(c), len)) => Some(AcceptedCall {
+            header,
+            plan,
+            call: Some((c, len)),
+        }),
+        _ => None,
+    }
+}
+
+/// The full responder-side verdict (RFC 8166 §4.5) for any message: the reference
+/// [`judge_call`] falls back on.
+pub fn judge_call_full(buf: &[u8]) -> Result<AcceptedCall<'_>, Verdict> {
     use Action::*;
     if buf.len() < MIN_HEADER_LEN {
         return Err(TOO_SHORT);
@@ -317,7 +366,45 @@ pub fn call_has_chunks(buf: &[u8]) -> bool {
 
 /// Requester side (RFC 8166 §4.5): checks a received Reply or RDMA_ERROR; every failure is a
 /// silent discard.
+///
+/// A Short Reply without chunks is accepted by [`accept_short_reply`]; every other message is
+/// judged by [`judge_reply_full`]. The result is the same as [`judge_reply_full`]'s.
+#[inline]
 pub fn judge_reply(buf: &[u8]) -> Result<AcceptedReply<'_>, Verdict> {
+    match accept_short_reply(buf) {
+        Some(reply) => Ok(reply),
+        None => judge_reply_full(buf),
+    }
+}
+
+/// The fast path of [`judge_reply`]: accepts a Short RDMA_MSG Reply whose read list, write
+/// list and reply chunk are all absent, with exactly the checks [`judge_reply_full`] makes on
+/// such a message: at least 28 bytes, version 1, RDMA_MSG and three zero list discriminators
+/// (the fixed words, RFC 8166 §4.5; the empty read list of §4.3.1 and the absent Reply chunk
+/// of G-7 follow), an RPC message after the header whose XID is `rdma_xid` (§4.2.1, G-9),
+/// and an RPC Reply header that decodes (§4.5, §6.1).
+///
+/// `Some` holds what [`judge_reply_full`] would accept, field for field; `None` decides
+/// nothing, and the caller goes on with [`judge_reply_full`].
+#[inline]
+pub fn accept_short_reply(buf: &[u8]) -> Option<AcceptedReply<'_>> {
+    let header = HeaderView::parse_bare_msg(buf)?;
+    let payload = header.payload();
+    if payload.len() < 4 || word(payload, 0) != header.xid() {
+        return None;
+    }
+    match RpcMessage::parse(payload) {
+        Ok((RpcMessage::Reply(r), len)) => Some(AcceptedReply {
+            header,
+            reply: Some((r, len)),
+        }),
+        _ => None,
+    }
+}
+
+/// The full requester-side verdict (RFC 8166 §4.5) for any message: the reference
+/// [`judge_reply`] falls back on.
+pub fn judge_reply_full(buf: &[u8]) -> Result<AcceptedReply<'_>, Verdict> {
     use Action::*;
     if buf.len() < FIXED_PREFIX_LEN {
         return Err(TOO_SHORT);

@@ -381,3 +381,182 @@ mod has_chunks {
         }
     }
 }
+
+mod fast_path {
+    use proptest::prelude::*;
+    use rpcrdma_proto::header::Proc;
+    use rpcrdma_proto::verdict::{
+        accept_short_call, accept_short_reply, judge_call, judge_call_full, judge_reply,
+        judge_reply_full, AcceptedCall, AcceptedReply,
+    };
+
+    /// Calls: Short (AUTH_NONE), Short with AUTH_SYS and arguments, chunked, Long, Short with
+    /// a Write chunk, Short with a Reply chunk.
+    fn call_seeds() -> Vec<Vec<u8>> {
+        let null = super::null_call("00000042");
+        let sys = "00000042 00000000 00000002 00061a84 00000001 00000002 \
+                   00000001 00000018 00000007 00000003 61626300 00000000 00000000 00000000 \
+                   00000000 00000000 00000004 01020304";
+        [
+            format!("00000042 00000001 00000020 00000000 00000000 00000000 00000000 {null}"),
+            format!("00000042 00000001 00000001 00000000 00000000 00000000 00000000 {sys}"),
+            format!(
+                "00000042 00000001 00000020 00000000 \
+                 00000001 0000002c 00000007 00000010 00000000 00001000 00000000 \
+                 00000000 00000000 {null} 00000010"
+            ),
+            "00000042 00000001 00000020 00000001 \
+             00000001 00000000 00000007 00000030 00000000 00001000 00000000 \
+             00000000 00000000"
+                .to_string(),
+            format!(
+                "00000042 00000001 00000020 00000000 00000000 \
+                 00000001 00000001 00000012 00000200 00000000 00002000 00000000 \
+                 00000000 {null}"
+            ),
+            format!(
+                "00000042 00000001 00000020 00000000 00000000 00000000 \
+                 00000001 00000001 00000013 00000300 00000000 00003000 {null}"
+            ),
+        ]
+        .iter()
+        .map(|m| super::hex(m))
+        .collect()
+    }
+
+    /// Replies: Short SUCCESS with results, Short denied, with a Write chunk, Long (NOMSG),
+    /// RDMA_ERROR ERR_CHUNK and ERR_VERS.
+    fn reply_seeds() -> Vec<Vec<u8>> {
+        let ok = super::success_reply("00000042");
+        [
+            format!("00000042 00000001 00000020 00000000 00000000 00000000 00000000 {ok} 00000007"),
+            "00000042 00000001 00000020 00000000 00000000 00000000 00000000 \
+             00000042 00000001 00000001 00000000 00000002 00000002"
+                .to_string(),
+            format!(
+                "00000042 00000001 00000020 00000000 00000000 \
+                 00000001 00000001 00000012 00000010 00000000 00002000 00000000 \
+                 00000000 {ok} 00000010"
+            ),
+            "00000042 00000001 00000020 00000001 00000000 00000000 \
+             00000001 00000001 00000013 00000030 00000000 00003000"
+                .to_string(),
+            "00000042 00000001 00000020 00000004 00000002".to_string(),
+            "00000042 00000001 00000020 00000004 00000001 00000001 00000001".to_string(),
+        ]
+        .iter()
+        .map(|m| super::hex(m))
+        .collect()
+    }
+
+    /// The fast path never disagrees with the full verdict, and takes every bare RDMA_MSG
+    /// the full verdict accepts.
+    fn check_call(m: &[u8]) -> Result<(), TestCaseError> {
+        let full = judge_call_full(m);
+        prop_assert_eq!(&judge_call(m), &full);
+        match accept_short_call(m) {
+            Some(fast) => prop_assert_eq!(Ok(fast), full),
+            None => prop_assert!(!full.as_ref().is_ok_and(is_bare_call)),
+        }
+        Ok(())
+    }
+
+    fn check_reply(m: &[u8]) -> Result<(), TestCaseError> {
+        let full = judge_reply_full(m);
+        prop_assert_eq!(&judge_reply(m), &full);
+        match accept_short_reply(m) {
+            Some(fast) => prop_assert_eq!(Ok(fast), full),
+            None => prop_assert!(!full.as_ref().is_ok_and(is_bare_reply)),
+        }
+        Ok(())
+    }
+
+    fn is_bare_call(a: &AcceptedCall<'_>) -> bool {
+        a.header.proc() == Proc::Msg
+            && a.header.read_list().is_empty()
+            && a.header.write_list().is_empty()
+            && a.header.reply_chunk().is_none()
+    }
+
+    fn is_bare_reply(a: &AcceptedReply<'_>) -> bool {
+        a.header.proc() == Proc::Msg
+            && a.header.read_list().is_empty()
+            && a.header.write_list().is_empty()
+            && a.header.reply_chunk().is_none()
+    }
+
+    #[test]
+    fn seeds_take_the_expected_path() {
+        let c = call_seeds();
+        assert!(accept_short_call(&c[0]).is_some() && accept_short_call(&c[1]).is_some());
+        for m in &c[2..] {
+            assert!(accept_short_call(m).is_none());
+            assert!(judge_call_full(m).is_ok());
+        }
+        let r = reply_seeds();
+        assert!(accept_short_reply(&r[0]).is_some() && accept_short_reply(&r[1]).is_some());
+        for m in &r[2..] {
+            assert!(accept_short_reply(m).is_none());
+            assert!(judge_reply_full(m).is_ok());
+        }
+        for m in c.iter().chain(&r) {
+            check_call(m).unwrap();
+            check_reply(m).unwrap();
+        }
+        // A Call is never a Reply and the other way round.
+        assert!(accept_short_reply(&c[0]).is_none() && accept_short_call(&r[0]).is_none());
+    }
+
+    fn mutate(mut m: Vec<u8>, edits: Vec<(usize, u8)>, cut: usize, extend: usize) -> Vec<u8> {
+        let len = m.len();
+        for (at, v) in edits {
+            m[at % len] = v;
+        }
+        m.truncate(m.len() - cut.min(m.len()));
+        m.resize(m.len() + extend, 0);
+        m
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        /// Valid Calls and Replies with bytes changed (often in the fixed words), cut at any
+        /// length or padded with zeros, judged in both roles.
+        #[test]
+        fn fast_path_agrees_on_mutated_messages(
+            call in any::<bool>(),
+            which in 0usize..6,
+            edits in proptest::collection::vec(
+                (prop_oneof![0usize..28, 0usize..128], any::<u8>()), 0..4),
+            small in proptest::collection::vec((0usize..28, 0u8..6), 0..2),
+            cut in prop_oneof![Just(0usize), 0usize..128],
+            extend in prop_oneof![Just(0usize), 0usize..8],
+        ) {
+            let seed = if call { call_seeds()[which].clone() } else { reply_seeds()[which].clone() };
+            let mut edits = edits;
+            edits.extend(small);
+            let m = mutate(seed, edits, cut, extend);
+            check_call(&m)?;
+            check_reply(&m)?;
+        }
+
+        #[test]
+        fn fast_path_agrees_on_random_bytes(m in proptest::collection::vec(any::<u8>(), 0..96)) {
+            check_call(&m)?;
+            check_reply(&m)?;
+        }
+
+        /// Random bytes behind a valid bare RDMA_MSG header: the RPC message is what varies.
+        #[test]
+        fn fast_path_agrees_on_random_rpc_messages(
+            xid in prop_oneof![Just(0x42u32), any::<u32>()],
+            body in proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..64),
+        ) {
+            let mut m = super::hex("00000042 00000001 00000020 00000000 00000000 00000000 00000000 00000042");
+            m[28..32].copy_from_slice(&xid.to_be_bytes());
+            m.extend_from_slice(&body);
+            check_call(&m)?;
+            check_reply(&m)?;
+        }
+    }
+}

@@ -147,7 +147,41 @@ struct Io<P: Provider> {
     qp: P::Qp,
     sq: SendQueue,
     stats: Arc<Counters>,
+    /// The per-RPC counters of the current poll, published to `stats` when it ends.
+    tally: Tally,
     dead: bool,
+}
+
+/// The counters every Short RPC moves, summed in plain integers during one
+/// [`ServerConn::poll`] and published with one load and store per counter when it returns
+/// (instead of one per RPC). Readers see them at most one poll late; nothing in the
+/// connection reads them back.
+#[derive(Debug, Default)]
+struct Tally {
+    calls: u64,
+    bytes_received: u64,
+    short_calls: u64,
+    short_replies: u64,
+    bytes_sent: u64,
+    rpcs: u64,
+}
+
+impl Tally {
+    fn publish(&mut self, stats: &Counters) {
+        for (n, c) in [
+            (&mut self.calls, &stats.calls),
+            (&mut self.bytes_received, &stats.bytes_received),
+            (&mut self.short_calls, &stats.short_calls),
+            (&mut self.short_replies, &stats.short_replies),
+            (&mut self.bytes_sent, &stats.bytes_sent),
+            (&mut self.rpcs, &stats.rpcs),
+        ] {
+            if *n != 0 {
+                bump(c, *n);
+                *n = 0;
+            }
+        }
+    }
 }
 
 /// One accepted connection, driven by [`poll`](Self::poll).
@@ -270,6 +304,7 @@ impl<P: Provider> ServerConn<P> {
                 qp,
                 sq: SendQueue::new(sq_depth, ring_len / 2),
                 stats: Arc::new(Counters::default()),
+                tally: Tally::default(),
                 dead: false,
             },
             cq,
@@ -349,6 +384,12 @@ impl<P: Provider> ServerConn<P> {
         if self.io.dead {
             return 0;
         }
+        let work = self.poll_batch();
+        self.io.tally.publish(&self.io.stats);
+        work
+    }
+
+    fn poll_batch(&mut self) -> usize {
         let mut work = 0;
         // Calls deferred for send resources first, in arrival order.
         while let Some(&idx) = self.ready.front() {
@@ -420,8 +461,8 @@ impl<P: Provider> ServerConn<P> {
 
     fn on_call(&mut self, idx: u32, byte_len: u32) {
         let stats = &self.io.stats;
-        bump(&stats.calls, 1);
-        bump(&stats.bytes_received, u64::from(byte_len));
+        self.io.tally.calls += 1;
+        self.io.tally.bytes_received += u64::from(byte_len);
         self.in_process += 1;
         // RFC 8166 §3.3.1, §8.1.4: the requester's outstanding Calls are those in process
         // and those answered whose replies leave at the end of this poll; beyond the
@@ -692,7 +733,7 @@ impl<P: Provider> ServerConn<P> {
                         }
                     }
                 } else {
-                    bump(&io.stats.short_calls, 1);
+                    io.tally.short_calls += 1;
                     match call.call {
                         Some((c, len)) => Ok((header.payload(), c, len)),
                         None => Err(Body::ErrChunk),
@@ -839,7 +880,7 @@ impl<P: Provider> ServerConn<P> {
                     wr = wr.signaled();
                 }
                 wrs[j] = wr;
-                bump(&self.io.stats.bytes_sent, u64::from(s.len));
+                self.io.tally.bytes_sent += u64::from(s.len);
             }
             if self.io.qp.post_send_list(&wrs[..n]).is_err() {
                 self.lose();
@@ -849,7 +890,7 @@ impl<P: Provider> ServerConn<P> {
             k += n;
         }
         if !self.sends.is_empty() {
-            bump(&self.io.stats.rpcs, self.sends.len() as u64);
+            self.io.tally.rpcs += self.sends.len() as u64;
             self.sends.clear();
         }
         done

@@ -254,7 +254,7 @@ pub(super) fn build<P: Provider>(
                 // G-16: an unused Reply chunk is echoed with zero lengths.
                 rc_n = chunks::echo_lengths(c, 0, rc_echo).map_or(0, |s| s.len());
             }
-            bump(&io.stats.short_replies, 1);
+            io.tally.short_replies += 1;
             hlen + payload_len as usize
         }
         ReplyForm::Long => {

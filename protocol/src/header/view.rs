@@ -1,8 +1,8 @@
 //! Zero-copy decoding of a received transport header (RFC 8166 §4.1.2, §4.7).
 
 use super::{
-    errcode, Proc, RdmaError, ReadSegment, Segment, FIXED_PREFIX_LEN, READ_SEGMENT_LEN,
-    RPCRDMA_VERSION, SEGMENT_LEN,
+    errcode, Proc, RdmaError, ReadSegment, Segment, FIXED_PREFIX_LEN, MIN_HEADER_LEN,
+    READ_SEGMENT_LEN, RPCRDMA_VERSION, SEGMENT_LEN,
 };
 use crate::error::DecodeError;
 use crate::xdr::XdrReader;
@@ -427,6 +427,43 @@ impl<'a> HeaderView<'a> {
             fixed,
             proc,
             body,
+        })
+    }
+
+    /// The header of a bare RDMA_MSG, decided from its first seven words alone: version 1,
+    /// `rdma_proc` RDMA_MSG and the read list, write list and reply chunk all absent (three
+    /// zero discriminators), as every Short Call and Short Reply without chunks carries
+    /// (RFC 8166 §4.2, §4.3). Returns exactly what [`HeaderView::parse`] returns for such a
+    /// message, and `None` for every other message (including those shorter than 28 bytes),
+    /// which [`HeaderView::parse`] then decodes.
+    #[inline]
+    pub fn parse_bare_msg(buf: &'a [u8]) -> Option<Self> {
+        let w: &[u8; MIN_HEADER_LEN] = buf.get(..MIN_HEADER_LEN)?.try_into().ok()?;
+        let word =
+            |i: usize| u32::from_be_bytes([w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]]);
+        // Words 4, 5, 6: read list, write list and reply chunk discriminators.
+        if word(1) != RPCRDMA_VERSION
+            || word(3) != Proc::Msg.to_u32()
+            || (word(4) | word(5) | word(6)) != 0
+        {
+            return None;
+        }
+        Some(HeaderView {
+            buf,
+            fixed: FixedHeader {
+                xid: word(0),
+                vers: RPCRDMA_VERSION,
+                credit: word(2),
+                proc_raw: Proc::Msg.to_u32(),
+            },
+            proc: Proc::Msg,
+            body: Body::Lists {
+                reads: ReadList::default(),
+                writes: WriteList::default(),
+                reply: None,
+                padded: None,
+                header_len: MIN_HEADER_LEN,
+            },
         })
     }
 
