@@ -674,67 +674,48 @@ impl<P: Provider> Client<P> {
 
         // Expose the memory: windows bound for this RPC, or the regions' own keys.
         let qp = self.qp.as_mut().ok_or(SubmitError::Disconnected)?;
-        let mut arg_rkey = 0;
-        let mut res_rkey = 0;
+        let arg_rkey;
+        let res_rkey;
         slot.bound = [None; 2];
         if persistent {
             arg_rkey = slot.arg.region().rkey();
             res_rkey = slot.res.region().rkey();
         } else {
-            if arg_used > 0 {
-                if let Some(mw) = slot.mw_arg.as_ref() {
-                    arg_rkey = mw.next_rkey();
-                    let bind = MwBind {
-                        mw,
-                        rkey: arg_rkey,
-                        mr: slot.arg.region(),
-                        addr: slot.arg.addr(),
-                        len: arg_used as u64,
-                        access: Access::REMOTE_READ,
-                    };
-                    let (seq, sig) = self.sq.post(false);
-                    let mut wr = SendWr::bind_mw(
-                        wrid::pack(Kind::Bind, idx, if sig { seq } else { 0 }),
-                        bind,
-                    );
-                    if sig {
-                        wr = wr.signaled();
+            // The argument span is read by the responder, the result span written.
+            let spans = [
+                (
+                    arg_used,
+                    slot.mw_arg.as_ref(),
+                    &slot.arg,
+                    Access::REMOTE_READ,
+                ),
+                (
+                    res_used,
+                    slot.mw_res.as_ref(),
+                    &slot.res,
+                    Access::REMOTE_WRITE,
+                ),
+            ];
+            let mut bound = [None; 2];
+            for (k, (used, mw, buf, access)) in spans.into_iter().enumerate() {
+                let Some(mw) = mw.filter(|_| used > 0) else {
+                    continue;
+                };
+                match bind_window::<P>(qp, &mut self.sq, mw, buf, used as u64, access, idx) {
+                    Ok(rkey) => {
+                        bound[k] = Some(rkey);
+                        bump(&self.stats.registrations, 1);
                     }
-                    if qp.post_send(&wr).is_err() {
+                    Err(_) => {
+                        slot.bound = bound;
                         self.free.push(idx);
                         return Err(SubmitError::Disconnected);
                     }
-                    slot.bound[0] = Some(arg_rkey);
-                    bump(&self.stats.registrations, 1);
                 }
             }
-            if res_used > 0 {
-                if let Some(mw) = slot.mw_res.as_ref() {
-                    res_rkey = mw.next_rkey();
-                    let bind = MwBind {
-                        mw,
-                        rkey: res_rkey,
-                        mr: slot.res.region(),
-                        addr: slot.res.addr(),
-                        len: res_used as u64,
-                        access: Access::REMOTE_WRITE,
-                    };
-                    let (seq, sig) = self.sq.post(false);
-                    let mut wr = SendWr::bind_mw(
-                        wrid::pack(Kind::Bind, idx, if sig { seq } else { 0 }),
-                        bind,
-                    );
-                    if sig {
-                        wr = wr.signaled();
-                    }
-                    if qp.post_send(&wr).is_err() {
-                        self.free.push(idx);
-                        return Err(SubmitError::Disconnected);
-                    }
-                    slot.bound[1] = Some(res_rkey);
-                    bump(&self.stats.registrations, 1);
-                }
-            }
+            slot.bound = bound;
+            arg_rkey = bound[0].unwrap_or(0);
+            res_rkey = bound[1].unwrap_or(0);
         }
 
         // The chunk lists (RFC 8166 §3.4).
@@ -1367,22 +1348,8 @@ impl<P: Provider> Client<P> {
                 rkeys[k] = buf.region().rkey();
                 continue;
             };
-            let rkey = mw.next_rkey();
-            let bind = MwBind {
-                mw,
-                rkey,
-                mr: buf.region(),
-                addr: buf.addr(),
-                len: end,
-                access,
-            };
-            let (seq, sig) = self.sq.post(false);
-            let mut wr =
-                SendWr::bind_mw(wrid::pack(Kind::Bind, idx, if sig { seq } else { 0 }), bind);
-            if sig {
-                wr = wr.signaled();
-            }
-            qp.post_send(&wr).map_err(|_| Retransmit::Post)?;
+            let rkey = bind_window::<P>(qp, &mut self.sq, mw, buf, end, access, idx)
+                .map_err(|_| Retransmit::Post)?;
             slot.bound[k] = Some(rkey);
             rkeys[k] = rkey;
             bump(&self.stats.registrations, 1);
@@ -1629,4 +1596,33 @@ fn deliver<'a, P: Provider>(
         bulk,
         n_bulk: slot.n_writes,
     })
+}
+
+/// Binds `mw` over the first `len` bytes of `buf` with `access` (one BIND_MW work request,
+/// signaled when the send queue asks for it) and returns the window's new rkey.
+fn bind_window<P: Provider>(
+    qp: &mut P::Qp,
+    sq: &mut SendQueue,
+    mw: &P::Mw,
+    buf: &Buf<P>,
+    len: u64,
+    access: Access,
+    idx: u32,
+) -> Result<u32, crate::fabric::PostError> {
+    let rkey = mw.next_rkey();
+    let bind = MwBind {
+        mw,
+        rkey,
+        mr: buf.region(),
+        addr: buf.addr(),
+        len,
+        access,
+    };
+    let (seq, sig) = sq.post(false);
+    let mut wr = SendWr::bind_mw(wrid::pack(Kind::Bind, idx, if sig { seq } else { 0 }), bind);
+    if sig {
+        wr = wr.signaled();
+    }
+    qp.post_send(&wr)?;
+    Ok(rkey)
 }

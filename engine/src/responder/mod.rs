@@ -28,7 +28,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::ops::Range;
+
 use rpcrdma_proto::chunks::Piece;
+use rpcrdma_proto::header::ReadList;
 use rpcrdma_proto::header::{HeaderView, RdmaError};
 use rpcrdma_proto::private_data::Role;
 use rpcrdma_proto::rpc::{CallHeader, ReplyHeader};
@@ -528,12 +531,7 @@ impl<P: Provider> ServerConn<P> {
         let reads = plan.read_list();
         if let Some(p0) = plan.position_zero() {
             let base = (total - p0.len as usize) as u32;
-            let mut at = base;
-            for s in p0.segment_range() {
-                let Some(rs) = reads.get(s) else { continue };
-                push_read(&mut slot.reads, rs.segment, at);
-                at += rs.segment.length;
-            }
+            push_reads(&mut slot.reads, &reads, p0.segment_range(), base);
             slot.state = State::Pulling { phase: 0 };
         } else {
             let inline = call.header.payload();
@@ -551,12 +549,9 @@ impl<P: Provider> ServerConn<P> {
                         dst,
                         pad,
                     } => {
-                        let mut at = dst;
-                        for s in first_segment..first_segment + segments {
-                            let Some(rs) = reads.get(s) else { continue };
-                            push_read(&mut slot.reads, rs.segment, at);
-                            at += rs.segment.length;
-                        }
+                        let range = first_segment..first_segment + segments;
+                        push_reads(&mut slot.reads, &reads, range, dst);
+                        // The chunk's XDR pad is never read (RFC 8166 §3.4.5.2): zeros.
                         let end = (dst + len) as usize;
                         pull[end..end + pad as usize].fill(0);
                     }
@@ -650,12 +645,9 @@ impl<P: Provider> ServerConn<P> {
                             dst,
                             pad,
                         } => {
-                            let mut at = dst;
-                            for s in first_segment..first_segment + segments {
-                                let Some(rs) = reads.get(s) else { continue };
-                                push_read(&mut slot.reads, rs.segment, at);
-                                at += rs.segment.length;
-                            }
+                            let range = first_segment..first_segment + segments;
+                            push_reads(&mut slot.reads, &reads, range, dst);
+                            // The chunk's XDR pad is never read (RFC 8166 §3.4.5.2): zeros.
                             let end = (dst + len) as usize;
                             pull[end..end + pad as usize].fill(0);
                         }
@@ -894,6 +886,17 @@ impl<P: Provider> ServerConn<P> {
             self.sends.clear();
         }
         done
+    }
+}
+
+/// Queues the RDMA Reads of the segments `range` of `reads`, laid end to end in the pull
+/// buffer from `dst`.
+fn push_reads(out: &mut Vec<ReadOp>, reads: &ReadList<'_>, range: Range<usize>, dst: u32) {
+    let mut at = dst;
+    for s in range {
+        let Some(rs) = reads.get(s) else { continue };
+        push_read(out, rs.segment, at);
+        at += rs.segment.length;
     }
 }
 
