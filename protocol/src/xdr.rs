@@ -295,7 +295,9 @@ impl<'a> XdrWriter<'a> {
         let padded = pad4(data.len());
         let out = self.reserve(padded)?;
         out[..data.len()].copy_from_slice(data);
-        out[data.len()..].fill(0);
+        if padded != data.len() {
+            out[data.len()..].fill(0);
+        }
         Ok(())
     }
 

@@ -200,6 +200,10 @@ impl Layout {
     /// Region and byte offset of buffer `index`.
     #[inline]
     fn locate(&self, index: u32) -> (usize, usize) {
+        if index < self.per_region {
+            // The first region (the only one of most pools): no division on the hot paths.
+            return (0, index as usize * self.stride);
+        }
         let region = index / self.per_region;
         let slot = index % self.per_region;
         (region as usize, slot as usize * self.stride)

@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rpcrdma_proto::chunks::{self, ReturnedForm};
-use rpcrdma_proto::header::{Chunks, Header, RdmaError, ReadSegment, Segment};
+use rpcrdma_proto::header::{Chunks, Header, RdmaError, ReadSegment, Segment, RPCRDMA_VERSION};
 use rpcrdma_proto::plan::{self, CallForm, CallShape, DdpItem, PlanError, Thresholds};
 use rpcrdma_proto::private_data::Role;
 use rpcrdma_proto::rpc::{CallHeader, OpaqueAuth, ReplyHeader};
@@ -64,8 +64,37 @@ pub const MAX_READ_SEGMENTS: usize = 128;
 const POLL_BATCH: usize = 32;
 /// Size of an RPC Call header with AUTH_NONE credential and verifier.
 const CALL_HEADER_LEN: usize = 40;
+/// An RDMA_MSG header with three empty lists (RFC 8166 §4.7: 28 bytes).
+const BARE_MSG_LEN: usize = 28;
 /// Size of an accepted RPC Reply header with an AUTH_NONE verifier.
 const REPLY_HEADER_LEN: u32 = 24;
+
+/// The words of a Short Call without chunks before its arguments: RDMA_MSG, version 1, empty
+/// Read list, Write list and Reply chunk (RFC 8166 §4.2, §4.7), then the ONC RPC call header
+/// with AUTH_NONE credential and verifier (RFC 5531 §9). What `Header::msg(..).encode` and
+/// `CallHeader::encode` write for it (tested below).
+#[inline]
+fn short_call_prefix(xid: u32, credit: u32, prog: u32, vers: u32, proc_num: u32) -> [u32; 17] {
+    [
+        xid,
+        RPCRDMA_VERSION,
+        credit,
+        0,
+        0,
+        0,
+        0,
+        xid,
+        0,
+        2,
+        prog,
+        vers,
+        proc_num,
+        0,
+        0,
+        0,
+        0,
+    ]
+}
 
 /// One RPC to send.
 #[derive(Clone, Copy, Debug)]
@@ -559,6 +588,23 @@ impl<P: Provider> Client<P> {
             return Err(SubmitError::WouldBlock);
         }
         let max_seg = self.config.max_segment;
+        // The Short Call without chunks (no DDP-eligible argument or result, no Reply chunk
+        // needed): what `plan_call` chooses for it, decided here from the same sums (§3.5:
+        // 28-byte header of three empty lists, Call and largest Reply within the thresholds).
+        if call.bulk_arg.is_none_or(<[u8]>::is_empty)
+            && call.bulk_results.is_empty()
+            && max_seg != 0
+        {
+            let send_len = BARE_MSG_LEN + CALL_HEADER_LEN + call.args.len();
+            let max_reply =
+                (BARE_MSG_LEN + REPLY_HEADER_LEN as usize) as u64 + u64::from(call.max_results);
+            if send_len as u64 <= u64::from(self.negotiation.call_threshold())
+                && max_reply <= u64::from(self.negotiation.reply_threshold())
+                && send_len <= self.config.send_size as usize
+            {
+                return self.submit_short(call, tag, send_len);
+            }
+        }
         let bulk = call.bulk_arg.filter(|b| !b.is_empty());
         let args_end = CALL_HEADER_LEN + call.args.len();
         let call_len = args_end + bulk.map_or(0, |b| 4 + pad4(b.len()));
@@ -833,6 +879,65 @@ impl<P: Provider> Client<P> {
         Ok(xid)
     }
 
+    /// [`submit`](Self::submit) of a Short Call without chunks of `send_len` bytes (checked
+    /// to fit): the transport header's seven words and the RPC call header written in place,
+    /// no planning, no window.
+    fn submit_short(
+        &mut self,
+        call: &CallArgs<'_>,
+        tag: u64,
+        send_len: usize,
+    ) -> Result<u32, SubmitError> {
+        let Some(qp) = self.qp.as_mut() else {
+            return Err(SubmitError::Disconnected);
+        };
+        let Some(idx) = self.free.pop() else {
+            return Err(SubmitError::WouldBlock);
+        };
+        let i = idx as usize;
+        let xid = (self.next_gen << SLOT_BITS) | idx;
+        self.next_gen = self.next_gen.wrapping_add(1) & ((1 << (32 - SLOT_BITS)) - 1);
+        let slot = &mut self.slots[i];
+        let credit = self.credits.requested();
+        let buf = &mut view::bytes_mut(&mut slot.send)[..send_len];
+        let words = short_call_prefix(xid, credit, call.prog, call.vers, call.proc_num);
+        for (k, w) in words.iter().enumerate() {
+            buf[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
+        }
+        buf[BARE_MSG_LEN + CALL_HEADER_LEN..].copy_from_slice(call.args);
+        slot.bound = [None; 2];
+        slot.n_writes = 0;
+        slot.has_reply_chunk = false;
+        slot.reply_n = 0;
+        slot.reply_off = 0;
+        let send_len = send_len as u32;
+        let (seq, sig) = self.sq.post(false);
+        let sge = [slot.send.sge_span(0, send_len)];
+        let mut wr = SendWr::send(wrid::pack(Kind::Send, idx, if sig { seq } else { 0 }), &sge);
+        if sig {
+            wr = wr.signaled();
+        }
+        if qp.post_send(&wr).is_err() {
+            self.free.push(idx);
+            return Err(SubmitError::Disconnected);
+        }
+        self.credits.take();
+        slot.state = State::Sent;
+        slot.xid = xid;
+        slot.tag = tag;
+        slot.deadline = None;
+        slot.timeout = call.timeout;
+        slot.send_len = send_len;
+        slot.recv_idx = None;
+        slot.grant = None;
+        slot.outcome = Outcome::Reply;
+        let st = &self.stats;
+        bump(&st.calls, 1);
+        bump(&st.bytes_sent, u64::from(send_len));
+        bump(&st.short_calls, 1);
+        Ok(xid)
+    }
+
     /// Makes progress — polls a batch of completions, matches replies to pending RPCs,
     /// invalidates their memory, checks timeouts — and hands every finished RPC to `f`.
     /// Returns the number of completions processed; 0 means idle. Never blocks, except
@@ -863,13 +968,17 @@ impl<P: Provider> Client<P> {
             }
         }
         self.publish_batch();
-        // Timeouts are looked at every 16th idle poll and every 64th poll: a clock reading
-        // per poll would slow the spin that notices replies.
-        self.polls = self.polls.wrapping_add(1);
-        if n == 0 {
+        // Timeouts are looked at every 256th idle poll and every 64th busy one: a clock
+        // reading (and a scan of the pending table) per poll would slow the spin that
+        // notices replies; 256 idle polls take a few microseconds, far below any timeout.
+        let due = if n == 0 {
             self.idle_polls = self.idle_polls.wrapping_add(1);
-        }
-        if (n == 0 && self.idle_polls & 15 == 0) || self.polls & 63 == 0 {
+            self.idle_polls & 255 == 0
+        } else {
+            self.polls = self.polls.wrapping_add(1);
+            self.polls & 63 == 0
+        };
+        if due {
             self.check_timeouts(&mut f);
         }
         if self
@@ -1478,6 +1587,15 @@ impl<P: Provider> Client<P> {
             return;
         }
         let Some(qp) = self.qp.as_mut() else { return };
+        if let [r] = self.reposts[..] {
+            // The common case of one reply per poll: one work request, without building (and
+            // zeroing) the batch arrays.
+            let sge = self.recv[r as usize].sge();
+            let wr = RecvWr::new(wrid::pack(Kind::Recv, r, 0), core::slice::from_ref(&sge));
+            let _ = qp.post_recv(&wr);
+            self.reposts.clear();
+            return;
+        }
         let mut k = 0;
         while k < self.reposts.len() {
             let n = (self.reposts.len() - k).min(POLL_BATCH);
@@ -1625,4 +1743,39 @@ fn bind_window<P: Provider>(
     }
     qp.post_send(&wr)?;
     Ok(rkey)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_call_prefix_is_what_the_encoders_write() {
+        for (xid, credit, prog, vers, proc_num) in [
+            (1, 1, 400100, 1, 0),
+            (0xffff_ffff, 32, 7, 3, 99),
+            (0x1234_5678, 0, 0, 0, 0),
+        ] {
+            let mut want = [0u8; BARE_MSG_LEN + CALL_HEADER_LEN];
+            let h = Header::msg(xid, credit, Chunks::default());
+            assert_eq!(h.encode(&mut want), Ok(BARE_MSG_LEN));
+            let rpc = CallHeader::new(
+                xid,
+                prog,
+                vers,
+                proc_num,
+                OpaqueAuth::NONE,
+                OpaqueAuth::NONE,
+            );
+            assert_eq!(rpc.encode(&mut want[BARE_MSG_LEN..]), Ok(CALL_HEADER_LEN));
+            let mut got = [0u8; BARE_MSG_LEN + CALL_HEADER_LEN];
+            for (k, w) in short_call_prefix(xid, credit, prog, vers, proc_num)
+                .iter()
+                .enumerate()
+            {
+                got[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
+            }
+            assert_eq!(got, want);
+        }
+    }
 }

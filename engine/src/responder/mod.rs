@@ -826,7 +826,17 @@ impl<P: Provider> ServerConn<P> {
             return 0;
         }
         let mut done = 0;
-        if !self.reposts.is_empty() {
+        if let [r] = self.reposts[..] {
+            // One Call in this poll (the common case at low depth): one work request,
+            // without building (and zeroing) the batch arrays.
+            let sge = self.recv[r as usize].sge();
+            let wr = RecvWr::new(wrid::pack(Kind::Recv, r, 0), core::slice::from_ref(&sge));
+            if self.io.qp.post_recv(&wr).is_err() {
+                self.lose();
+                return done;
+            }
+            self.reposts.clear();
+        } else if !self.reposts.is_empty() {
             let mut sges = [Sge::default(); POLL_BATCH];
             let mut k = 0;
             while k < self.reposts.len() {
@@ -849,6 +859,18 @@ impl<P: Provider> ServerConn<P> {
             }
             self.reposts.clear();
         }
+        if let [s] = self.sends[..] {
+            // One reply: one work request, without the batch arrays.
+            let sge = self.ring[s.ring as usize].sge_span(0, s.len);
+            let wr = self.reply_wr(s, core::slice::from_ref(&sge));
+            if self.io.qp.post_send(&wr).is_err() {
+                self.lose();
+                return done;
+            }
+            self.io.tally.rpcs += 1;
+            self.sends.clear();
+            return done + 1;
+        }
         let mut k = 0;
         while k < self.sends.len() {
             let n = (self.sends.len() - k).min(POLL_BATCH);
@@ -860,19 +882,7 @@ impl<P: Provider> ServerConn<P> {
             let mut wrs = [SendWr::<P>::send(0, &[]); POLL_BATCH];
             for j in 0..n {
                 let s = self.sends[k + j];
-                let (seq, signaled) = self.io.sq.post(false);
-                self.ring_seq[s.ring as usize] = seq;
-                let sge = core::slice::from_ref(&sges[j]);
-                let id = wrid::pack(Kind::Send, s.ring, if signaled { seq } else { 0 });
-                let mut wr = match s.inv {
-                    Some(rkey) => SendWr::send_with_inv(id, sge, rkey),
-                    None => SendWr::send(id, sge),
-                };
-                if signaled {
-                    wr = wr.signaled();
-                }
-                wrs[j] = wr;
-                self.io.tally.bytes_sent += u64::from(s.len);
+                wrs[j] = self.reply_wr(s, core::slice::from_ref(&sges[j]));
             }
             if self.io.qp.post_send_list(&wrs[..n]).is_err() {
                 self.lose();
@@ -886,6 +896,24 @@ impl<P: Provider> ServerConn<P> {
             self.sends.clear();
         }
         done
+    }
+
+    /// The Send (with Invalidate when the reply names an rkey) of reply `s`, taking its
+    /// send-queue slot and counting its bytes.
+    #[inline]
+    fn reply_wr<'a>(&mut self, s: PendingSend, sge: &'a [Sge]) -> SendWr<'a, P> {
+        let (seq, signaled) = self.io.sq.post(false);
+        self.ring_seq[s.ring as usize] = seq;
+        let id = wrid::pack(Kind::Send, s.ring, if signaled { seq } else { 0 });
+        let mut wr = match s.inv {
+            Some(rkey) => SendWr::send_with_inv(id, sge, rkey),
+            None => SendWr::send(id, sge),
+        };
+        if signaled {
+            wr = wr.signaled();
+        }
+        self.io.tally.bytes_sent += u64::from(s.len);
+        wr
     }
 }
 
