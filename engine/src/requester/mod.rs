@@ -842,29 +842,8 @@ impl<P: Provider> Client<P> {
             }
         }
         let send_len = plan.send_len() as u32;
-        let (seq, sig) = self.sq.post(false);
-        let sge = [slot.send.sge_span(0, send_len)];
-        let mut wr = SendWr::send(wrid::pack(Kind::Send, idx, if sig { seq } else { 0 }), &sge);
-        if sig {
-            wr = wr.signaled();
-        }
-        if qp.post_send(&wr).is_err() {
-            self.free.push(idx);
-            return Err(SubmitError::Disconnected);
-        }
-        self.credits.take();
-        slot.state = State::Sent;
-        slot.xid = xid;
-        slot.tag = tag;
-        slot.deadline = None;
-        slot.timeout = call.timeout;
-        slot.send_len = send_len;
-        slot.recv_idx = None;
-        slot.grant = None;
-        slot.outcome = Outcome::Reply;
+        self.post_call(idx, xid, tag, call.timeout, send_len)?;
         let st = &self.stats;
-        bump(&st.calls, 1);
-        bump(&st.bytes_sent, u64::from(send_len));
         if arg_used > 0 {
             bump(&st.bytes_read, arg_used as u64);
         }
@@ -888,9 +867,9 @@ impl<P: Provider> Client<P> {
         tag: u64,
         send_len: usize,
     ) -> Result<u32, SubmitError> {
-        let Some(qp) = self.qp.as_mut() else {
+        if self.qp.is_none() {
             return Err(SubmitError::Disconnected);
-        };
+        }
         let Some(idx) = self.free.pop() else {
             return Err(SubmitError::WouldBlock);
         };
@@ -911,6 +890,28 @@ impl<P: Provider> Client<P> {
         slot.reply_n = 0;
         slot.reply_off = 0;
         let send_len = send_len as u32;
+        self.post_call(idx, xid, tag, call.timeout, send_len)?;
+        let st = &self.stats;
+        bump(&st.short_calls, 1);
+        Ok(xid)
+    }
+
+    /// Posts the Send of the Call built in slot `idx` (its first `send_len` bytes), takes
+    /// its credit and marks the slot Sent; on failure the slot goes back to the free list.
+    #[inline]
+    fn post_call(
+        &mut self,
+        idx: u32,
+        xid: u32,
+        tag: u64,
+        timeout: Duration,
+        send_len: u32,
+    ) -> Result<(), SubmitError> {
+        let Some(qp) = self.qp.as_mut() else {
+            self.free.push(idx);
+            return Err(SubmitError::Disconnected);
+        };
+        let slot = &mut self.slots[idx as usize];
         let (seq, sig) = self.sq.post(false);
         let sge = [slot.send.sge_span(0, send_len)];
         let mut wr = SendWr::send(wrid::pack(Kind::Send, idx, if sig { seq } else { 0 }), &sge);
@@ -926,16 +927,14 @@ impl<P: Provider> Client<P> {
         slot.xid = xid;
         slot.tag = tag;
         slot.deadline = None;
-        slot.timeout = call.timeout;
+        slot.timeout = timeout;
         slot.send_len = send_len;
         slot.recv_idx = None;
         slot.grant = None;
         slot.outcome = Outcome::Reply;
-        let st = &self.stats;
-        bump(&st.calls, 1);
-        bump(&st.bytes_sent, u64::from(send_len));
-        bump(&st.short_calls, 1);
-        Ok(xid)
+        bump(&self.stats.calls, 1);
+        bump(&self.stats.bytes_sent, u64::from(send_len));
+        Ok(())
     }
 
     /// Makes progress — polls a batch of completions, matches replies to pending RPCs,
