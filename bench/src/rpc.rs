@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::program::{self, encode_opaque, encode_words, fill_pattern, word};
-use rpcrdma_engine::requester::{CallArgs, Client, Completion, RpcError, SubmitError};
+use rpcrdma_engine::requester::{CallArgs, Client, Reply, RpcError, SubmitError};
 use rpcrdma_engine::stats::Snapshot;
 
 /// What each RPC of a run does (procedures of [`program`]).
@@ -122,8 +122,8 @@ impl Prepared {
     }
 
     /// Checks a reply: success, and every byte of the results as the program defines them.
-    pub fn verify(&self, c: &Completion<'_>) -> Result<(), ReplyError> {
-        let r = c.result.as_ref().map_err(|e| ReplyError::Rpc(*e))?;
+    pub fn verify(&self, result: &Result<Reply<'_>, RpcError>) -> Result<(), ReplyError> {
+        let r = result.as_ref().map_err(|e| ReplyError::Rpc(*e))?;
         if !r.is_success() {
             return Err(ReplyError::NotSuccess);
         }
@@ -326,7 +326,7 @@ pub fn run<P: Provider>(
             done.drain(..k);
         }
         let n = client.poll_completions(|c| {
-            if let Err(e) = prepared.verify(&c) {
+            if let Err(e) = prepared.verify(&c.result) {
                 failure.get_or_insert(e);
             }
             finished.push(c.tag);

@@ -35,6 +35,11 @@ macro_rules! counters {
         }
 
         impl Snapshot {
+            /// Every counter with its name, in declaration order (for reports).
+            pub fn fields(&self) -> impl Iterator<Item = (&'static str, u64)> {
+                [$( (stringify!($name), self.$name), )*].into_iter()
+            }
+
             /// Adds `other` to this snapshot, counter by counter (wrapping).
             pub fn add(&mut self, other: &Snapshot) {
                 $( self.$name = self.$name.wrapping_add(other.$name); )*

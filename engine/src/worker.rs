@@ -331,7 +331,7 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
     let mut conns: Vec<T> = Vec::with_capacity(max_conns);
     let mut retired = Snapshot::default();
     let mut loops: u64 = 0;
-    let mut busy: u64 = 0;
+    // Busy turns are `loops - idle`.
     let mut idle: u64 = 0;
     loop {
         let mut work = 0;
@@ -339,9 +339,6 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
             work += c.poll();
         }
         loops += 1;
-        if work > 0 {
-            busy += 1;
-        }
         // Busy turns house-keep every HOUSEKEEPING_EVERY turns, idle ones every
         // IDLE_HOUSEKEEPING_EVERY idle turns: connections are adopted promptly and a message
         // rarely arrives while the worker is busy with its counters.
@@ -353,7 +350,7 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
         {
             housekeeping(&inbox, &mut conns, &mut retired, shared, max_conns);
             shared.loops.store(loops, Ordering::Relaxed);
-            shared.busy_loops.store(busy, Ordering::Relaxed);
+            shared.busy_loops.store(loops - idle, Ordering::Relaxed);
             if shared.stop.load(Ordering::Acquire) {
                 break;
             }
@@ -372,7 +369,7 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
     shared.rpc.store(&retired);
     shared.conns.store(0, Ordering::Relaxed);
     shared.loops.store(loops, Ordering::Relaxed);
-    shared.busy_loops.store(busy, Ordering::Relaxed);
+    shared.busy_loops.store(loops - idle, Ordering::Relaxed);
 }
 
 /// Polls until no connection has work in process, or `grace` has passed.

@@ -15,7 +15,7 @@ use rpcrdma_engine::conn::ConnConfig;
 use rpcrdma_engine::fabric::soft::{Soft, SoftAddr};
 use rpcrdma_engine::fabric::{MemoryRegion, QueuePair, WcStatus};
 use rpcrdma_engine::loopback::{connect_to, soft_server};
-use rpcrdma_engine::requester::CallArgs;
+use rpcrdma_engine::requester::{CallArgs, Client};
 use rpcrdma_engine::responder::{Server, ServerConn};
 use rpcrdma_engine::stats::Snapshot;
 use rpcrdma_proto::header::{
@@ -41,6 +41,22 @@ fn raw_pair(cfg: ConnConfig) -> (RawClient, ServerConn<Soft>, Server<Soft>, Soft
     let (mut srv, addr) = soft_server(dispatch(), cfg).unwrap();
     let (c, s) = raw_connect(&mut srv, &addr, 64);
     (c, s, srv, addr)
+}
+
+/// Polls `s` until its connection is torn down; panics with `what` after 5 s.
+fn wait_dead(s: &mut ServerConn<Soft>, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !s.is_dead() {
+        s.poll();
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::yield_now();
+    }
+}
+
+/// A NULL call on the well-behaved connection succeeds.
+fn good_null_ok(good: &mut Client<Soft>, gs: &mut ServerConn<Soft>) -> bool {
+    let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
+    call(good, gs, &null, |x| x.result.unwrap().is_success())
 }
 
 /// What the responder must do with a message.
@@ -453,22 +469,11 @@ fn oversized_send_ends_only_its_connection() {
     big.resize(4097, 0);
     let st = c.send(&big);
     assert_ne!(st, WcStatus::Success, "the receiver could not take it");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !s.is_dead() {
-        s.poll();
-        assert!(
-            Instant::now() < deadline,
-            "the connection was not torn down"
-        );
-    }
+    wait_dead(&mut s, "the connection was not torn down");
     let st = s.snapshot();
     assert_eq!((st.conn_lost, st.wc_errors), (1, 1));
     assert_eq!(s.poll(), 0, "a dead connection does nothing");
-    let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
-    assert!(call(&mut good, &mut gs, &null, |x| x
-        .result
-        .unwrap()
-        .is_success()));
+    assert!(good_null_ok(&mut good, &mut gs));
 }
 
 /// A requester that never posts a receive: the responder's reply meets RNR, its connection
@@ -479,20 +484,9 @@ fn requester_without_receives_loses_only_its_connection() {
     let (mut good, mut gs) = connect_to(&mut srv, &addr, config()).unwrap();
     let (mut c, mut s) = raw_connect(&mut srv, &addr, 0);
     assert_eq!(c.send(&null_call(1)), WcStatus::Success);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !s.is_dead() {
-        s.poll();
-        assert!(
-            Instant::now() < deadline,
-            "the connection was not torn down"
-        );
-    }
+    wait_dead(&mut s, "the connection was not torn down");
     assert_eq!(s.snapshot().conn_lost, 1);
-    let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
-    assert!(call(&mut good, &mut gs, &null, |x| x
-        .result
-        .unwrap()
-        .is_success()));
+    assert!(good_null_ok(&mut good, &mut gs));
 }
 
 /// RFC 8166 §3.3.1, §8.1.4: Calls beyond the grant are counted and still served while
@@ -531,21 +525,13 @@ fn requester_exceeding_its_credits() {
     }
     assert!(statuses[..8].iter().all(|s| *s == WcStatus::Success));
     assert_eq!(statuses[8], WcStatus::RnrRetryExcErr, "RNR at the sender");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !s.is_dead() {
-        s.poll();
-        assert!(Instant::now() < deadline, "the overrun connection stays up");
-    }
+    wait_dead(&mut s, "the overrun connection stays up");
     let st = s.snapshot();
     assert_eq!(st.conn_lost, 1);
     assert!(st.credit_overruns >= 4 + 6);
     // The other connection keeps working.
-    let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
     for _ in 0..10 {
-        assert!(call(&mut good, &mut gs, &null, |x| x
-            .result
-            .unwrap()
-            .is_success()));
+        assert!(good_null_ok(&mut good, &mut gs));
     }
     assert_eq!(gs.snapshot().credit_overruns, 0);
 }
@@ -743,7 +729,6 @@ fn wait_torn_down(c: &mut RawClient, s: Option<&mut ServerConn<Soft>>) {
 fn bogus_rkeys_tear_down_only_their_connection() {
     let (mut srv, addr) = soft_server(dispatch(), config()).unwrap();
     let (mut good, mut gs) = connect_to(&mut srv, &addr, config()).unwrap();
-    let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
     for case in 0..5 {
         let (mut c, mut s) = raw_connect(&mut srv, &addr, 16);
         c.null_ok(&mut s, 1);
@@ -817,21 +802,11 @@ fn bogus_rkeys_tear_down_only_their_connection() {
         };
         assert_eq!(c.send(&m), WcStatus::Success);
         wait_torn_down(&mut c, Some(&mut s));
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !s.is_dead() {
-            s.poll();
-            assert!(
-                Instant::now() < deadline,
-                "case {case}: the connection stays up"
-            );
-        }
+        wait_dead(&mut s, &format!("case {case}: the connection stays up"));
         let st = s.snapshot();
         assert_eq!((st.conn_lost, st.wc_errors), (1, 1), "case {case}");
         assert_eq!(s.poll(), 0);
-        assert!(call(&mut good, &mut gs, &null, |x| x
-            .result
-            .unwrap()
-            .is_success()));
+        assert!(good_null_ok(&mut good, &mut gs));
     }
 }
 
@@ -842,7 +817,6 @@ fn bogus_rkeys_tear_down_only_their_connection() {
 fn peer_gone_mid_rpc_kills_only_its_connection() {
     let (mut srv, addr) = soft_server(dispatch(), config()).unwrap();
     let (mut good, mut gs) = connect_to(&mut srv, &addr, config()).unwrap();
-    let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
     for how in 0..3 {
         for what in 0..3 {
             let (mut c, mut s) = raw_connect(&mut srv, &addr, 16);
@@ -876,22 +850,11 @@ fn peer_gone_mid_rpc_kills_only_its_connection() {
                 1 => c.ends.qp.disconnect(),
                 _ => c.ends.qp.faults().drop_connection(),
             }
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while !s.is_dead() {
-                s.poll();
-                assert!(
-                    Instant::now() < deadline,
-                    "how {how} what {what}: not noticed"
-                );
-                std::thread::yield_now();
-            }
+            wait_dead(&mut s, &format!("how {how} what {what}: not noticed"));
             assert_eq!(s.snapshot().conn_lost, 1);
             assert_eq!(s.poll(), 0);
             drop(s);
-            assert!(call(&mut good, &mut gs, &null, |x| x
-                .result
-                .unwrap()
-                .is_success()));
+            assert!(good_null_ok(&mut good, &mut gs));
         }
     }
 }
@@ -1019,14 +982,7 @@ fn mutated_calls_never_break_the_responder() {
         c.ends.received.clear();
         if s.is_dead() || !c.ends.recv_errors.is_empty() {
             // Ended by a failed RDMA operation: both ends know, the next connection works.
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while !s.is_dead() {
-                s.poll();
-                assert!(
-                    Instant::now() < deadline,
-                    "iteration {iter}: half-dead connection"
-                );
-            }
+            wait_dead(&mut s, &format!("iteration {iter}: half-dead connection"));
             assert_eq!(s.poll(), 0);
             torn_down += 1;
             let (c2, s2) = raw_connect(&mut srv, &addr, 64);

@@ -897,15 +897,9 @@ pub struct ChunkFill<'a> {
 /// [`ChunkError::WriteChunkTooSmall`] when the chunk is shorter than `len`, and with
 /// [`ChunkError::SegmentWraps`] when a segment of the chunk wraps past 2^64.
 pub fn place_write(chunk: Segments<'_>, len: u32) -> Result<ChunkFill<'_>, ChunkError> {
-    check_wraps(&chunk)?;
-    let capacity = chunk.total_len();
-    if len as u64 > capacity {
-        return Err(ChunkError::WriteChunkTooSmall {
-            needed: len as u64,
-            capacity,
-        });
-    }
-    Ok(ChunkFill { chunk, len })
+    fill(chunk, len, |needed, capacity| {
+        ChunkError::WriteChunkTooSmall { needed, capacity }
+    })
 }
 
 /// Plans writing a Long Reply's Payload stream of `payload_len` bytes into the Reply chunk.
@@ -917,18 +911,35 @@ pub fn place_reply(
     reply_chunk: Segments<'_>,
     payload_len: u32,
 ) -> Result<ChunkFill<'_>, ChunkError> {
-    check_wraps(&reply_chunk)?;
-    let capacity = reply_chunk.total_len();
-    if payload_len as u64 > capacity {
-        return Err(ChunkError::ReplyChunkTooSmall {
-            needed: payload_len as u64,
-            capacity,
-        });
-    }
-    Ok(ChunkFill {
-        chunk: reply_chunk,
-        len: payload_len,
+    fill(reply_chunk, payload_len, |needed, capacity| {
+        ChunkError::ReplyChunkTooSmall { needed, capacity }
     })
+}
+
+/// The shared checks of [`place_write`] and [`place_reply`]: no segment wraps, and the chunk
+/// holds `len` bytes (`too_small(needed, capacity)` otherwise).
+fn fill(
+    chunk: Segments<'_>,
+    len: u32,
+    too_small: fn(u64, u64) -> ChunkError,
+) -> Result<ChunkFill<'_>, ChunkError> {
+    check_wraps(&chunk)?;
+    check_capacity(&chunk, len, too_small)?;
+    Ok(ChunkFill { chunk, len })
+}
+
+/// Fails with `too_small(needed, capacity)` when the segments of `chunk` sum to fewer than `len`
+/// bytes.
+fn check_capacity(
+    chunk: &Segments<'_>,
+    len: u32,
+    too_small: fn(u64, u64) -> ChunkError,
+) -> Result<(), ChunkError> {
+    let capacity = chunk.total_len();
+    if len as u64 > capacity {
+        return Err(too_small(len as u64, capacity));
+    }
+    Ok(())
 }
 
 impl<'a> ChunkFill<'a> {
@@ -1026,13 +1037,9 @@ pub fn echo_lengths<'o>(
     written: u32,
     out: &'o mut [Segment],
 ) -> Result<&'o [Segment], ChunkError> {
-    let capacity = chunk.total_len();
-    if written as u64 > capacity {
-        return Err(ChunkError::WriteChunkTooSmall {
-            needed: written as u64,
-            capacity,
-        });
-    }
+    check_capacity(&chunk, written, |needed, capacity| {
+        ChunkError::WriteChunkTooSmall { needed, capacity }
+    })?;
     echo_into(chunk, written, out)
 }
 

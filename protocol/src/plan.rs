@@ -412,10 +412,7 @@ pub fn plan_reply(
     write_list: WriteList<'_>,
     reply_chunk: Option<Segments<'_>>,
 ) -> Result<ReplyPlan, PlanError> {
-    let reply_slot = match reply_chunk {
-        None => 4,
-        Some(c) => 4 + c.encoded_len() as u64,
-    };
+    let reply_slot = reply_slot_len(reply_chunk.map(|c| c.len() as u64));
     let header_len =
         FIXED_PREFIX_LEN as u64 + read_list_len(0) + write_list.encoded_len() as u64 + reply_slot;
     let limit = threshold as u64;

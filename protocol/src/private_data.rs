@@ -377,7 +377,7 @@ impl Iterator for Candidates<'_> {
         self.from = offset + 1;
         Some(Candidate {
             offset,
-            result: check_candidate(&self.buf[offset..]),
+            result: check_candidate(self.buf, offset),
         })
     }
 }
@@ -389,13 +389,15 @@ pub fn candidates(buf: &[u8]) -> Candidates<'_> {
     Candidates { buf, from: 0 }
 }
 
-/// Applies the checks of RFC 8797 §5.2 to the octets starting at a Format Identifier.
+/// Applies the checks of RFC 8797 §5.2 to the octets of `buf` starting at the Format Identifier
+/// found at `offset` (which a [`AbsentReason::Truncated`] reports).
 ///
 /// The Version is checked before the length: only the Version says how long the content is (§4:
 /// version 1 means "exactly eight octets"), so an overrun can be judged only for a recognised
 /// Version. Without even a Version octet the candidate is truncated.
-fn check_candidate(at: &[u8]) -> Result<PrivateData, AbsentReason> {
-    let truncated = AbsentReason::Truncated { offset: 0 };
+fn check_candidate(buf: &[u8], offset: usize) -> Result<PrivateData, AbsentReason> {
+    let at = &buf[offset..];
+    let truncated = AbsentReason::Truncated { offset };
     let version = *at.get(VERSION_OFFSET).ok_or(truncated)?;
     if version != VERSION {
         return Err(AbsentReason::UnknownVersion(version));
@@ -446,12 +448,6 @@ pub fn parse(buf: &[u8]) -> Parsed {
                 }
             }
             Err(reason) => {
-                let reason = match reason {
-                    AbsentReason::Truncated { .. } => AbsentReason::Truncated {
-                        offset: candidate.offset,
-                    },
-                    other => other,
-                };
                 first_failure.get_or_insert(reason);
             }
         }

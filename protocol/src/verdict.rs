@@ -128,24 +128,24 @@ const LIMITS: ReadLimits = ReadLimits {
 
 /// Judges a received message as `role` would.
 pub fn judge(buf: &[u8], role: Role) -> Verdict {
-    let r = match role {
-        Role::Responder => judge_call(buf).map(|_| ()),
-        Role::Requester => judge_reply(buf).map(|_| ()),
-    };
-    match r {
-        Ok(()) => match role {
-            Role::Responder => Verdict::new(
+    match role {
+        Role::Responder => match judge_call(buf) {
+            Ok(_) => Verdict::new(
                 Action::Process,
                 "valid RPC-over-RDMA version 1 Call (RFC 8166 §4): hand it to the RPC layer",
             ),
-            Role::Requester => reply_process_reason(buf),
+            Err(v) => v,
         },
-        Err(v) => v,
+        Role::Requester => match judge_reply(buf) {
+            Ok(reply) => reply_process_reason(reply.header.error()),
+            Err(v) => v,
+        },
     }
 }
 
-fn reply_process_reason(buf: &[u8]) -> Verdict {
-    let reason = match HeaderView::parse(buf).ok().and_then(|h| h.error()) {
+/// The `Process` verdict for an accepted Reply, or for an RDMA_ERROR carrying `error`.
+fn reply_process_reason(error: Option<RdmaError>) -> Verdict {
+    let reason = match error {
         Some(RdmaError::Vers { .. }) => {
             "RDMA_ERROR ERR_VERS: the responder does not support this version; complete the RPC \
              with a permanent error (RFC 8166 §4.5, §4.5.1)"
@@ -185,10 +185,10 @@ pub fn judge_call(buf: &[u8]) -> Result<AcceptedCall<'_>, Verdict> {
 #[inline]
 pub fn accept_short_call(buf: &[u8]) -> Option<AcceptedCall<'_>> {
     let header = HeaderView::parse_bare_msg(buf)?;
-    let payload = header.payload();
-    if payload.len() < 4 || word(payload, 0) != header.xid() {
+    if !xid_matches(&header) {
         return None;
     }
+    let payload = header.payload();
     // Empty read list: the plan is the inline payload alone (its length checked as for any
     // Call).
     let plan = ReadPlan::new(payload.len(), header.read_list(), LIMITS).ok()?;
@@ -209,7 +209,7 @@ pub fn judge_call_full(buf: &[u8]) -> Result<AcceptedCall<'_>, Verdict> {
     if buf.len() < MIN_HEADER_LEN {
         return Err(TOO_SHORT);
     }
-    let fixed = word(buf, 4);
+    let vers = word(buf, 4);
     let proc_raw = word(buf, 12);
     if proc_raw == Proc::Error.to_u32() {
         return Err(Verdict::new(
@@ -217,7 +217,7 @@ pub fn judge_call_full(buf: &[u8]) -> Result<AcceptedCall<'_>, Verdict> {
             "a responder MUST silently discard RDMA_ERROR (RFC 8166 §4.2.4, §4.5)",
         ));
     }
-    if fixed != RPCRDMA_VERSION {
+    if vers != RPCRDMA_VERSION {
         return Err(Verdict::new(
             ErrVers {
                 low: RPCRDMA_VERSION,
@@ -389,11 +389,10 @@ pub fn judge_reply(buf: &[u8]) -> Result<AcceptedReply<'_>, Verdict> {
 #[inline]
 pub fn accept_short_reply(buf: &[u8]) -> Option<AcceptedReply<'_>> {
     let header = HeaderView::parse_bare_msg(buf)?;
-    let payload = header.payload();
-    if payload.len() < 4 || word(payload, 0) != header.xid() {
+    if !xid_matches(&header) {
         return None;
     }
-    match RpcMessage::parse(payload) {
+    match RpcMessage::parse(header.payload()) {
         Ok((RpcMessage::Reply(r), len)) => Some(AcceptedReply {
             header,
             reply: Some((r, len)),
@@ -415,17 +414,10 @@ pub fn judge_reply_full(buf: &[u8]) -> Result<AcceptedReply<'_>, Verdict> {
         // RDMA_ERROR's layout is fixed for all versions; ERR_CHUNK is 20 bytes (CHECKLIST G-1)
         // and ERR_VERS echoes the Call's version, which the requester ignores (G-2).
         return match HeaderView::parse(buf) {
-            Ok(h) => match h.error() {
-                Some(RdmaError::Vers { .. }) => Ok(AcceptedReply {
-                    header: h,
-                    reply: None,
-                }),
-                Some(RdmaError::Chunk) => Ok(AcceptedReply {
-                    header: h,
-                    reply: None,
-                }),
-                None => unreachable!("RDMA_ERROR decodes to an error"),
-            },
+            Ok(header) => Ok(AcceptedReply {
+                header,
+                reply: None,
+            }),
             Err(_) => Err(Verdict::new(
                 Discard,
                 "an RDMA_ERROR that cannot be decoded (unknown rdma_err, or too short for its \
@@ -502,15 +494,14 @@ pub fn judge_reply_full(buf: &[u8]) -> Result<AcceptedReply<'_>, Verdict> {
              be in two places): discard (RFC 8166 §3.5.3; CHECKLIST G-7, G-16)",
         ));
     }
-    let payload = header.payload();
-    if payload.len() < 4 || word(payload, 0) != header.xid() {
+    if !xid_matches(&header) {
         return Err(Verdict::new(
             Discard,
             "rdma_xid differs from the XID of the RPC message (or there is none): a requester \
              MUST silently discard the Reply (RFC 8166 §4.2.1, §4.5; CHECKLIST G-9)",
         ));
     }
-    match RpcMessage::parse(payload) {
+    match RpcMessage::parse(header.payload()) {
         Ok((RpcMessage::Reply(r), len)) => Ok(AcceptedReply {
             reply: Some((r, len)),
             header,
@@ -602,6 +593,14 @@ fn chunk_reason(e: &ChunkError) -> &'static str {
              RDMA_ERROR ERR_CHUNK (RFC 8166 §4.5.3)"
         }
     }
+}
+
+/// Whether the inline Payload stream begins with an RPC XID equal to `rdma_xid` (RFC 8166
+/// §4.2.1; CHECKLIST G-9). An RPC message shorter than its XID never matches.
+#[inline]
+fn xid_matches(header: &HeaderView<'_>) -> bool {
+    let payload = header.payload();
+    payload.len() >= 4 && word(payload, 0) == header.xid()
 }
 
 #[inline]

@@ -412,85 +412,97 @@ fn reassemble_checks_its_buffers() {
 
 // ----- Read chunks: hostile lists --------------------------------------------------------------
 
+/// Plans `reads`, carried in an RDMA_MSG header, against `inline_len` inline bytes under
+/// `limits`; `Ok` holds the length of the unreduced Payload stream.
+fn plan_reads_with(
+    inline_len: usize,
+    reads: &[ReadSegment],
+    limits: ReadLimits,
+) -> Result<u32, ChunkError> {
+    let buf = encode(reads, &[], None);
+    ReadPlan::new(inline_len, view(&buf).read_list(), limits).map(|p| p.total_len())
+}
+
+/// [`plan_reads_with`] under the default limits.
+fn plan_reads(inline_len: usize, reads: &[ReadSegment]) -> Result<u32, ChunkError> {
+    plan_reads_with(inline_len, reads, ReadLimits::default())
+}
+
+/// Asserts that planning `reads` fails with `expected`, of class `class`.
+fn assert_plan_err(
+    inline_len: usize,
+    reads: &[ReadSegment],
+    expected: ChunkError,
+    class: ChunkErrorClass,
+) {
+    let e = plan_reads(inline_len, reads).unwrap_err();
+    assert_eq!(e, expected);
+    assert_eq!(e.class(), class);
+}
+
 #[test]
 fn misaligned_position_is_err_chunk() {
-    let buf = encode(&[rs(8, 0, 4), rs(6, 1, 4)], &[], None);
-    let v = view(&buf);
-    let e = plan(64, &v).unwrap_err();
-    assert_eq!(
-        e,
+    assert_plan_err(
+        64,
+        &[rs(8, 0, 4), rs(6, 1, 4)],
         ChunkError::MisalignedPosition {
             index: 1,
-            position: 6
-        }
+            position: 6,
+        },
+        ChunkErrorClass::ErrChunk,
     );
-    assert_eq!(e.class(), ChunkErrorClass::ErrChunk);
 }
 
 /// A chunk that starts inside the preceding chunk's padded extent is a payload mismatch.
 #[test]
 fn overlapping_chunks_are_garbage_args() {
     // Chunk at 8 of 10 bytes ends at 8 + roundup(10) = 20; a chunk at 16 overlaps it.
-    let buf = encode(&[rs(8, 0, 10), rs(16, 1, 4)], &[], None);
-    let v = view(&buf);
-    let e = plan(64, &v).unwrap_err();
-    assert_eq!(
-        e,
+    assert_plan_err(
+        64,
+        &[rs(8, 0, 10), rs(16, 1, 4)],
         ChunkError::Overlap {
             position: 16,
-            previous_end: 20
-        }
+            previous_end: 20,
+        },
+        ChunkErrorClass::GarbageArgs,
     );
-    assert_eq!(e.class(), ChunkErrorClass::GarbageArgs);
     // The pad counts: a chunk at 16 after a 5-byte chunk at 12 (padded end 20) overlaps too.
-    let buf = encode(&[rs(12, 0, 5), rs(16, 1, 4)], &[], None);
-    let v = view(&buf);
     assert_eq!(
-        plan(64, &v),
+        plan_reads(64, &[rs(12, 0, 5), rs(16, 1, 4)]),
         Err(ChunkError::Overlap {
             position: 16,
             previous_end: 20
         })
     );
     // At 20 it is fine.
-    let buf = encode(&[rs(12, 0, 5), rs(20, 1, 4)], &[], None);
-    let v = view(&buf);
-    assert!(plan(64, &v).is_ok());
+    assert!(plan_reads(64, &[rs(12, 0, 5), rs(20, 1, 4)]).is_ok());
 }
 
 #[test]
 fn position_past_the_stream_is_garbage_args() {
     // Inline 8 bytes: a chunk may sit at 8 (appended at the end) but not at 12.
-    let buf = encode(&[rs(8, 0, 4)], &[], None);
-    let v = view(&buf);
-    assert_eq!(plan(8, &v).unwrap().total_len(), 12);
-    let buf = encode(&[rs(12, 0, 4)], &[], None);
-    let v = view(&buf);
-    let e = plan(8, &v).unwrap_err();
-    assert_eq!(
-        e,
+    assert_eq!(plan_reads(8, &[rs(8, 0, 4)]), Ok(12));
+    assert_plan_err(
+        8,
+        &[rs(12, 0, 4)],
         ChunkError::PositionOutOfRange {
             position: 12,
-            reachable: 8
-        }
+            reachable: 8,
+        },
+        ChunkErrorClass::GarbageArgs,
     );
-    assert_eq!(e.class(), ChunkErrorClass::GarbageArgs);
     // Reachability accounts for earlier chunks: inline 8, chunk@4 (4 bytes) -> the stream can
     // reach 12; a second chunk at 16 is out of range.
-    let buf = encode(&[rs(4, 0, 4), rs(16, 1, 4)], &[], None);
-    let v = view(&buf);
     assert_eq!(
-        plan(8, &v),
+        plan_reads(8, &[rs(4, 0, 4), rs(16, 1, 4)]),
         Err(ChunkError::PositionOutOfRange {
             position: 16,
             reachable: 12
         })
     );
     // RDMA_NOMSG (no inline payload) with only a non-zero Position: nothing to insert it into.
-    let buf = encode(&[rs(4, 0, 4)], &[], None);
-    let v = view(&buf);
     assert_eq!(
-        plan(0, &v),
+        plan_reads(0, &[rs(4, 0, 4)]),
         Err(ChunkError::PositionOutOfRange {
             position: 4,
             reachable: 0
@@ -501,49 +513,40 @@ fn position_past_the_stream_is_garbage_args() {
 #[test]
 fn segment_wrapping_past_2_64_is_err_chunk() {
     let wraps = ReadSegment::new(8, 7, 4, u64::MAX - 2);
-    let buf = encode(&[rs(8, 0, 4), wraps], &[], None);
-    let v = view(&buf);
-    let e = plan(64, &v).unwrap_err();
-    assert_eq!(
-        e,
+    assert_plan_err(
+        64,
+        &[rs(8, 0, 4), wraps],
         ChunkError::SegmentWraps {
             index: 1,
-            segment: wraps.segment
-        }
+            segment: wraps.segment,
+        },
+        ChunkErrorClass::ErrChunk,
     );
-    assert_eq!(e.class(), ChunkErrorClass::ErrChunk);
     // Ending exactly at 2^64 - 1 does not wrap.
-    let fits = ReadSegment::new(8, 7, 3, u64::MAX - 3);
-    let buf = encode(&[fits], &[], None);
-    let v = view(&buf);
-    assert!(plan(64, &v).is_ok());
+    assert!(plan_reads(64, &[ReadSegment::new(8, 7, 3, u64::MAX - 3)]).is_ok());
 }
 
 #[test]
 fn chunk_lengths_summing_past_2_32_are_err_chunk() {
-    let buf = encode(&[rs(8, 0, 0x8000_0000), rs(8, 1, 0x8000_0000)], &[], None);
-    let v = view(&buf);
-    let e = plan(64, &v).unwrap_err();
-    assert_eq!(
-        e,
+    assert_plan_err(
+        64,
+        &[rs(8, 0, 0x8000_0000), rs(8, 1, 0x8000_0000)],
         ChunkError::ChunkTooLong {
             position: 8,
-            len: 1 << 32
-        }
+            len: 1 << 32,
+        },
+        ChunkErrorClass::ErrChunk,
     );
-    assert_eq!(e.class(), ChunkErrorClass::ErrChunk);
     // A sum of u32::MAX fits a chunk, but Position 8 + roundup(u32::MAX) is past 2^32.
-    let buf = encode(&[rs(8, 0, 0x8000_0000), rs(8, 1, 0x7FFF_FFFF)], &[], None);
-    let v = view(&buf);
-    let e = plan(64, &v).unwrap_err();
-    assert_eq!(
-        e,
+    assert_plan_err(
+        64,
+        &[rs(8, 0, 0x8000_0000), rs(8, 1, 0x7FFF_FFFF)],
         ChunkError::StreamTooLong {
             len: 8 + (1 << 32),
-            max: u32::MAX
-        }
+            max: u32::MAX,
+        },
+        ChunkErrorClass::ErrChunk,
     );
-    assert_eq!(e.class(), ChunkErrorClass::ErrChunk);
 }
 
 #[test]
@@ -578,25 +581,16 @@ fn local_stream_limit() {
         max_stream_len: 1000,
         ..ReadLimits::default()
     };
-    let buf = encode(&[rs(100, 0, 900)], &[], None);
-    let v = view(&buf);
+    assert_eq!(plan_reads_with(100, &[rs(100, 0, 900)], limits), Ok(1000));
     assert_eq!(
-        ReadPlan::new(100, v.read_list(), limits)
-            .unwrap()
-            .total_len(),
-        1000
-    );
-    assert_eq!(
-        ReadPlan::new(101, v.read_list(), limits),
+        plan_reads_with(101, &[rs(100, 0, 900)], limits),
         Err(ChunkError::StreamTooLong {
             len: 1001,
             max: 1000
         })
     );
-    let buf = encode(&[rs(100, 0, 901)], &[], None);
-    let v = view(&buf);
     assert_eq!(
-        ReadPlan::new(100, v.read_list(), limits),
+        plan_reads_with(100, &[rs(100, 0, 901)], limits),
         Err(ChunkError::StreamTooLong {
             len: 1004,
             max: 1000
@@ -649,48 +643,38 @@ fn a_thousand_distinct_positions() {
 
 #[test]
 fn chunk_limit_boundary() {
-    let buf = encode(&many_positions(65), &[], None);
-    let v = view(&buf);
     let limits = |max_chunks| ReadLimits {
         max_chunks,
         ..ReadLimits::default()
     };
-    assert!(ReadPlan::new(4 * 65, v.read_list(), limits(65)).is_ok());
+    assert!(plan_reads_with(4 * 65, &many_positions(65), limits(65)).is_ok());
     assert_eq!(
-        ReadPlan::new(4 * 65, v.read_list(), limits(64)),
+        plan_reads_with(4 * 65, &many_positions(65), limits(64)),
         Err(ChunkError::TooManyChunks { max: 64 })
     );
-    let buf = encode(&many_positions(64), &[], None);
-    let v = view(&buf);
-    assert!(plan(4 * 64, &v).is_ok());
+    assert!(plan_reads(4 * 64, &many_positions(64)).is_ok());
     // A limit of zero refuses any read list but accepts an empty one.
     assert_eq!(
-        ReadPlan::new(8, v.read_list(), limits(0)),
+        plan_reads_with(8, &many_positions(64), limits(0)),
         Err(ChunkError::TooManyChunks { max: 0 })
     );
-    let buf = encode(&[], &[], None);
-    let v = view(&buf);
-    assert!(ReadPlan::new(8, v.read_list(), limits(0)).is_ok());
+    assert!(plan_reads_with(8, &[], limits(0)).is_ok());
 }
 
 #[test]
 fn non_adjacent_duplicate_positions_are_err_chunk() {
-    let buf = encode(&[rs(8, 0, 4), rs(16, 1, 4), rs(8, 2, 4)], &[], None);
-    let v = view(&buf);
-    let e = plan(64, &v).unwrap_err();
-    assert_eq!(
-        e,
+    assert_plan_err(
+        64,
+        &[rs(8, 0, 4), rs(16, 1, 4), rs(8, 2, 4)],
         ChunkError::NonAdjacentPosition {
             position: 8,
-            index: 2
-        }
+            index: 2,
+        },
+        ChunkErrorClass::ErrChunk,
     );
-    assert_eq!(e.class(), ChunkErrorClass::ErrChunk);
     // Position Zero too.
-    let buf = encode(&[rs(0, 0, 4), rs(16, 1, 4), rs(0, 2, 4)], &[], None);
-    let v = view(&buf);
     assert_eq!(
-        plan(0, &v),
+        plan_reads(0, &[rs(0, 0, 4), rs(16, 1, 4), rs(0, 2, 4)]),
         Err(ChunkError::NonAdjacentPosition {
             position: 0,
             index: 2
@@ -709,23 +693,23 @@ fn header_errors_take_precedence_over_payload_errors() {
         rs(28, 3, 4),
         rs(24, 4, 4),
     ];
-    let buf = encode(&list, &[], None);
-    let v = view(&buf);
     assert_eq!(
-        plan(64, &v),
+        plan_reads(64, &list),
         Err(ChunkError::NonAdjacentPosition {
             position: 24,
             index: 4
         })
     );
     // Out of range, then a chunk whose end passes 2^32.
-    let buf = encode(&[rs(400, 0, 4), rs(800, 1, u32::MAX)], &[], None);
-    let v = view(&buf);
-    assert!(matches!(plan(8, &v), Err(ChunkError::StreamTooLong { .. })));
+    assert!(matches!(
+        plan_reads(8, &[rs(400, 0, 4), rs(800, 1, u32::MAX)]),
+        Err(ChunkError::StreamTooLong { .. })
+    ));
     // Out of range, then too many chunks.
-    let buf = encode(&many_positions(70), &[], None);
-    let v = view(&buf);
-    assert_eq!(plan(0, &v), Err(ChunkError::TooManyChunks { max: 64 }));
+    assert_eq!(
+        plan_reads(0, &many_positions(70)),
+        Err(ChunkError::TooManyChunks { max: 64 })
+    );
 }
 
 #[test]

@@ -19,8 +19,11 @@ pub use credits::{RequesterCredits, ResponderCredits};
 pub use negotiate::{Negotiation, NegotiationError};
 pub use sq::SendQueue;
 
-use crate::fabric::{ConnectError, FabricError, PostError};
-use crate::pool::PoolError;
+use crate::fabric::{
+    Access, ConnectError, FabricError, PostError, Provider, QueuePair, RecvWr, Sge,
+};
+use crate::pool::{Buf, BufferPool, PoolConfig, PoolError};
+use wrid::Kind;
 
 /// How memory is exposed to the peer for chunks (RFC 8166 §4.4, §8.1.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -208,4 +211,70 @@ impl From<PostError> for ConnError {
     fn from(e: PostError) -> Self {
         ConnError::Post(e)
     }
+}
+
+/// A pool and every buffer taken from it.
+pub(crate) type TakenPool<P> = (BufferPool<P>, Box<[Buf<P>]>);
+
+/// A pool of `count` buffers of `size` bytes registered with `access`, and all its buffers
+/// (a connection end holds every buffer of its pools for its whole life).
+pub(crate) fn pool_taken<P: Provider>(
+    pd: &P::Pd,
+    size: usize,
+    count: u32,
+    access: Access,
+) -> Result<TakenPool<P>, ConnError> {
+    let pool = BufferPool::new(pd, PoolConfig::new(size, count, access))?;
+    let bufs = (0..pool.capacity())
+        .map(|_| pool.alloc().map_err(ConnError::from))
+        .collect::<Result<_, _>>()?;
+    Ok((pool, bufs))
+}
+
+/// Posts a receive for every buffer of `recv`, buffer `i` under the work request id of
+/// receive `i` (done before the connection is accepted or connected).
+pub(crate) fn post_all_recvs<P: Provider>(
+    qp: &mut P::Qp,
+    recv: &[Buf<P>],
+) -> Result<(), PostError> {
+    for (i, b) in recv.iter().enumerate() {
+        qp.post_recv(&RecvWr::new(
+            wrid::pack(Kind::Recv, i as u32, 0),
+            &[b.sge()],
+        ))?;
+    }
+    Ok(())
+}
+
+/// Receives posted per `post_recv_list` by [`repost_recvs`].
+const REPOST_BATCH: usize = 32;
+
+/// Posts again the receives of the buffers of `recv` named by `idxs` (each under its
+/// receive work request id), in batches of one post each; a single receive is posted
+/// without building (and zeroing) the batch arrays.
+pub(crate) fn repost_recvs<P: Provider>(
+    qp: &mut P::Qp,
+    recv: &[Buf<P>],
+    idxs: &[u32],
+) -> Result<(), PostError> {
+    if let [r] = idxs[..] {
+        let sge = recv[r as usize].sge();
+        return qp.post_recv(&RecvWr::new(
+            wrid::pack(Kind::Recv, r, 0),
+            core::slice::from_ref(&sge),
+        ));
+    }
+    let mut sges = [Sge::default(); REPOST_BATCH];
+    for batch in idxs.chunks(REPOST_BATCH) {
+        for (sge, &r) in sges.iter_mut().zip(batch) {
+            *sge = recv[r as usize].sge();
+        }
+        let mut wrs = [RecvWr::new(0, &[]); REPOST_BATCH];
+        for ((wr, sge), &r) in wrs.iter_mut().zip(&sges).zip(batch) {
+            *wr = RecvWr::new(wrid::pack(Kind::Recv, r, 0), core::slice::from_ref(sge));
+        }
+        qp.post_recv_list(&wrs[..batch.len()])
+            .map_err(|bad| bad.error)?;
+    }
+    Ok(())
 }

@@ -180,52 +180,43 @@ impl fmt::Display for Report {
 
 /// Every pair case of the suite.
 pub fn cases<P: Provider, E: Env<P>>() -> Vec<Case<P, E>> {
-    vec![
-        Case::new("connect_private_data", connect_private_data::<P, E>),
-        Case::new("connect_reject", connect_reject::<P, E>),
-        Case::new(
-            "send_recv_order_and_byte_len",
-            send_recv_order_and_byte_len::<P, E>,
-        ),
-        Case::new("send_inline", send_inline::<P, E>),
-        Case::new("send_with_imm", send_with_imm::<P, E>),
-        Case::new("rnr_without_receive", rnr_without_receive::<P, E>),
-        Case::new("receive_too_small", receive_too_small::<P, E>),
-        Case::new(
-            "receive_into_unwritable_region",
-            receive_into_unwritable_region::<P, E>,
-        ),
-        Case::new("local_protection_error", local_protection_error::<P, E>),
-        Case::new(
-            "read_into_unwritable_region",
-            read_into_unwritable_region::<P, E>,
-        ),
-        Case::new("write_read_data", write_read_data::<P, E>),
-        Case::new("write_out_of_bounds", write_out_of_bounds::<P, E>),
-        Case::new(
-            "write_without_remote_write",
-            write_without_remote_write::<P, E>,
-        ),
-        Case::new("read_without_remote_read", read_without_remote_read::<P, E>),
-        Case::new("write_invalid_rkey", write_invalid_rkey::<P, E>),
-        Case::new("write_with_imm", write_with_imm::<P, E>),
-        Case::new("send_with_invalidate", send_with_invalidate::<P, E>),
-        Case::new("local_invalidate", local_invalidate::<P, E>),
-        Case::new(
-            "local_invalidate_region_fails",
-            local_invalidate_region_fails::<P, E>,
-        ),
-        Case::new("mw_rkey_rotation", mw_rkey_rotation::<P, E>),
-        Case::new("mw_bind_errors", mw_bind_errors::<P, E>),
-        Case::new("mw_bound_to_its_qp", mw_bound_to_its_qp::<P, E>),
-        Case::new("unsignaled_sends", unsignaled_sends::<P, E>),
-        Case::new("sig_all", sig_all::<P, E>),
-        Case::new("send_queue_depth", send_queue_depth::<P, E>),
-        Case::new("recv_queue_depth", recv_queue_depth::<P, E>),
-        Case::new("too_many_sge", too_many_sge::<P, E>),
-        Case::new("cq_overrun", cq_overrun::<P, E>),
-        Case::new("disconnect_flushes", disconnect_flushes::<P, E>),
-        Case::new("peer_destroyed_flushes", peer_destroyed_flushes::<P, E>),
+    // Each case is named after its function.
+    macro_rules! cases {
+        ($($f:ident),* $(,)?) => {
+            vec![$(Case::new(stringify!($f), $f::<P, E>)),*]
+        };
+    }
+    cases![
+        connect_private_data,
+        connect_reject,
+        send_recv_order_and_byte_len,
+        send_inline,
+        send_with_imm,
+        rnr_without_receive,
+        receive_too_small,
+        receive_into_unwritable_region,
+        local_protection_error,
+        read_into_unwritable_region,
+        write_read_data,
+        write_out_of_bounds,
+        write_without_remote_write,
+        read_without_remote_read,
+        write_invalid_rkey,
+        write_with_imm,
+        send_with_invalidate,
+        local_invalidate,
+        local_invalidate_region_fails,
+        mw_rkey_rotation,
+        mw_bind_errors,
+        mw_bound_to_its_qp,
+        unsignaled_sends,
+        sig_all,
+        send_queue_depth,
+        recv_queue_depth,
+        too_many_sge,
+        cq_overrun,
+        disconnect_flushes,
+        peer_destroyed_flushes,
     ]
 }
 

@@ -42,14 +42,14 @@ use rpcrdma_proto::xdr::pad4;
 
 use crate::conn::wrid::{self, Kind};
 use crate::conn::{
-    view, ConnConfig, ConnError, Negotiation, Registration, RequesterCredits, SendQueue,
+    self, view, ConnConfig, ConnError, Negotiation, Registration, RequesterCredits, SendQueue,
 };
 use crate::dispatch::MAX_BULK_RESULTS;
 use crate::fabric::{
     Access, CompletionQueue, Device, MemoryRegion, MemoryWindow, MwBind, ProtectionDomain,
-    Provider, QpCaps, QpInit, QueuePair, RecvWr, SendWr, Sge, Wc, WcStatus,
+    Provider, QpCaps, QpInit, QueuePair, SendWr, Wc, WcStatus,
 };
-use crate::pool::{Buf, BufferPool, PoolConfig};
+use crate::pool::{Buf, BufferPool};
 use crate::stats::{bump, Counters, Snapshot};
 
 /// Bits of the XID that name the pending-table slot.
@@ -342,12 +342,6 @@ impl<P: Provider> core::fmt::Debug for Client<P> {
     }
 }
 
-fn take_all<P: Provider>(pool: &BufferPool<P>) -> Result<Vec<Buf<P>>, ConnError> {
-    (0..pool.capacity())
-        .map(|_| pool.alloc().map_err(ConnError::from))
-        .collect()
-}
-
 fn segs_needed(len: u32, max: u32) -> u32 {
     len.div_ceil(max).max(1)
 }
@@ -372,22 +366,16 @@ impl<P: Provider> Client<P> {
                 Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE
             }
         };
-        let pools = [
-            BufferPool::new(
-                &pd,
-                PoolConfig::new(config.recv_size as usize, n, Access::LOCAL_WRITE),
-            )?,
-            BufferPool::new(
-                &pd,
-                PoolConfig::new(config.send_size as usize, n, Access::LOCAL_WRITE),
-            )?,
-            BufferPool::new(&pd, PoolConfig::new(config.bulk_size as usize, n, remote))?,
-            BufferPool::new(&pd, PoolConfig::new(config.bulk_size as usize, n, remote))?,
-        ];
-        let recv: Box<[Buf<P>]> = take_all(&pools[0])?.into_boxed_slice();
-        let mut sends = take_all(&pools[1])?.into_iter();
-        let mut args = take_all(&pools[2])?.into_iter();
-        let mut ress = take_all(&pools[3])?.into_iter();
+        let (recv_pool, recv) =
+            conn::pool_taken(&pd, config.recv_size as usize, n, Access::LOCAL_WRITE)?;
+        let (send_pool, sends) =
+            conn::pool_taken(&pd, config.send_size as usize, n, Access::LOCAL_WRITE)?;
+        let (arg_pool, args) = conn::pool_taken(&pd, config.bulk_size as usize, n, remote)?;
+        let (res_pool, ress) = conn::pool_taken(&pd, config.bulk_size as usize, n, remote)?;
+        let pools = [recv_pool, send_pool, arg_pool, res_pool];
+        let mut sends = sends.into_vec().into_iter();
+        let mut args = args.into_vec().into_iter();
+        let mut ress = ress.into_vec().into_iter();
         let mut slots = Vec::with_capacity(n as usize);
         for _ in 0..n {
             let (mw_arg, mw_res) = match config.registration {
@@ -464,13 +452,7 @@ impl<P: Provider> Client<P> {
         let init = QpInit::new(&self.cq, &self.cq, caps);
         let recv = &self.recv;
         let (qp, peer) = P::connect(&self.pd, &self.addr, init, &local.encode(), timeout, |qp| {
-            for (i, b) in recv.iter().enumerate() {
-                qp.post_recv(&RecvWr::new(
-                    wrid::pack(Kind::Recv, i as u32, 0),
-                    &[b.sge()],
-                ))?;
-            }
-            Ok(())
+            conn::post_all_recvs::<P>(qp, recv)
         })?;
         self.negotiation = Negotiation::complete(Role::Client, local, peer.as_bytes());
         self.qp = Some(qp);
@@ -967,9 +949,10 @@ impl<P: Provider> Client<P> {
             }
         }
         self.publish_batch();
-        // Timeouts are looked at every 256th idle poll and every 64th busy one: a clock
-        // reading (and a scan of the pending table) per poll would slow the spin that
-        // notices replies; 256 idle polls take a few microseconds, far below any timeout.
+        // Timeouts and the queue pair's state are looked at every 256th idle poll and every
+        // 64th busy one: a clock reading or a device query (and a scan of the pending
+        // table) per poll would slow the spin that notices replies; 256 idle polls take a
+        // few microseconds, far below any timeout.
         let due = if n == 0 {
             self.idle_polls = self.idle_polls.wrapping_add(1);
             self.idle_polls & 255 == 0
@@ -979,14 +962,16 @@ impl<P: Provider> Client<P> {
         };
         if due {
             self.check_timeouts(&mut f);
-        }
-        if self
-            .qp
-            .as_ref()
-            .is_some_and(|q| q.state() == crate::fabric::QpState::Err)
-        {
-            self.lose(&mut f);
-            return n;
+            // A loss shows as flushed receives; the queue pair's state is looked at on the
+            // same cadence as the clock (it is a query to the device: `ibv_query_qp`).
+            if self
+                .qp
+                .as_ref()
+                .is_some_and(|q| q.state() == crate::fabric::QpState::Err)
+            {
+                self.lose(&mut f);
+                return n;
+            }
         }
         if self.resend_n > 0 {
             self.resend(&mut f);
@@ -1586,34 +1571,8 @@ impl<P: Provider> Client<P> {
             return;
         }
         let Some(qp) = self.qp.as_mut() else { return };
-        if let [r] = self.reposts[..] {
-            // The common case of one reply per poll: one work request, without building (and
-            // zeroing) the batch arrays.
-            let sge = self.recv[r as usize].sge();
-            let wr = RecvWr::new(wrid::pack(Kind::Recv, r, 0), core::slice::from_ref(&sge));
-            let _ = qp.post_recv(&wr);
-            self.reposts.clear();
-            return;
-        }
-        let mut k = 0;
-        while k < self.reposts.len() {
-            let n = (self.reposts.len() - k).min(POLL_BATCH);
-            let mut sges = [Sge::default(); POLL_BATCH];
-            for j in 0..n {
-                sges[j] = self.recv[self.reposts[k + j] as usize].sge();
-            }
-            let mut wrs = [RecvWr::new(0, &[]); POLL_BATCH];
-            for j in 0..n {
-                wrs[j] = RecvWr::new(
-                    wrid::pack(Kind::Recv, self.reposts[k + j], 0),
-                    core::slice::from_ref(&sges[j]),
-                );
-            }
-            if qp.post_recv_list(&wrs[..n]).is_err() {
-                break;
-            }
-            k += n;
-        }
+        // A refused post means a lost connection, noticed by the next poll.
+        let _ = conn::repost_recvs::<P>(qp, &self.recv, &self.reposts);
         self.reposts.clear();
     }
 

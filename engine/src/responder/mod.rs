@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use std::ops::Range;
 
-use rpcrdma_proto::chunks::Piece;
+use rpcrdma_proto::chunks::{Piece, ReadPlan};
 use rpcrdma_proto::header::ReadList;
 use rpcrdma_proto::header::{HeaderView, RdmaError};
 use rpcrdma_proto::private_data::Role;
@@ -38,13 +38,13 @@ use rpcrdma_proto::rpc::{CallHeader, ReplyHeader};
 use rpcrdma_proto::verdict::{self, Action};
 
 use crate::conn::wrid::{self, Kind};
-use crate::conn::{view, ConnConfig, ConnError, Negotiation, ResponderCredits, SendQueue};
+use crate::conn::{self, view, ConnConfig, ConnError, Negotiation, ResponderCredits, SendQueue};
 use crate::dispatch::{Dispatch, Lookup, Outcome, Request, Response};
 use crate::fabric::{
     Access, CompletionQueue, ConnRequest, Device, Listener, Provider, QpCaps, QpInit, QueuePair,
-    RecvWr, RemoteAddr, SendWr, Sge, Wc, WcStatus,
+    RemoteAddr, SendWr, Sge, Wc, WcStatus,
 };
-use crate::pool::{Buf, BufferPool, PoolConfig};
+use crate::pool::{Buf, BufferPool};
 use crate::stats::{bump, Counters, Snapshot};
 
 use reply::{Body, Built, Echo};
@@ -226,12 +226,6 @@ impl<P: Provider> core::fmt::Debug for ServerConn<P> {
     }
 }
 
-fn take_all<P: Provider>(pool: &BufferPool<P>) -> Result<Box<[Buf<P>]>, ConnError> {
-    (0..pool.capacity())
-        .map(|_| pool.alloc().map_err(ConnError::from))
-        .collect()
-}
-
 impl<P: Provider> ServerConn<P> {
     /// Accepts `req`: allocates the connection's domain, queues and buffers, posts every
     /// receive, and completes the RFC 8797 exchange.
@@ -249,28 +243,14 @@ impl<P: Provider> ServerConn<P> {
         let pd = device.alloc_pd()?;
         let cq = device.create_cq(sq_depth + credits + 64)?;
         let reply_size = config.send_size.max(config.bulk_size) as usize + 1024;
-        let pools = [
-            BufferPool::new(
-                &pd,
-                PoolConfig::new(config.recv_size as usize, credits, Access::LOCAL_WRITE),
-            )?,
-            BufferPool::new(
-                &pd,
-                PoolConfig::new(config.bulk_size as usize, credits, Access::LOCAL_WRITE),
-            )?,
-            BufferPool::new(
-                &pd,
-                PoolConfig::new(config.bulk_size as usize, credits, Access::LOCAL_WRITE),
-            )?,
-            BufferPool::new(
-                &pd,
-                PoolConfig::new(reply_size, ring_len, Access::LOCAL_WRITE),
-            )?,
-        ];
-        let recv = take_all(&pools[0])?;
-        let pull = take_all(&pools[1])?;
-        let bulk = take_all(&pools[2])?;
-        let ring = take_all(&pools[3])?;
+        let (recv_pool, recv) =
+            conn::pool_taken(&pd, config.recv_size as usize, credits, Access::LOCAL_WRITE)?;
+        let (pull_pool, pull) =
+            conn::pool_taken(&pd, config.bulk_size as usize, credits, Access::LOCAL_WRITE)?;
+        let (bulk_pool, bulk) =
+            conn::pool_taken(&pd, config.bulk_size as usize, credits, Access::LOCAL_WRITE)?;
+        let (ring_pool, ring) = conn::pool_taken(&pd, reply_size, ring_len, Access::LOCAL_WRITE)?;
+        let pools = [recv_pool, pull_pool, bulk_pool, ring_pool];
         let local = Negotiation::advertise(&config);
         let peer = req.private_data();
         let negotiation = Negotiation::complete(Role::Server, local, peer.as_bytes());
@@ -283,13 +263,7 @@ impl<P: Provider> ServerConn<P> {
         };
         let init = QpInit::new(&cq, &cq, caps);
         let qp = req.accept(&pd, init, &local.encode(), timeout, |qp| {
-            for (i, b) in recv.iter().enumerate() {
-                qp.post_recv(&RecvWr::new(
-                    wrid::pack(Kind::Recv, i as u32, 0),
-                    &[b.sge()],
-                ))?;
-            }
-            Ok(())
+            conn::post_all_recvs::<P>(qp, &recv)
         })?;
         let max_segs = config.recv_size as usize / 20 + 1;
         let slots = (0..credits)
@@ -536,27 +510,9 @@ impl<P: Provider> ServerConn<P> {
         } else {
             let inline = call.header.payload();
             let pull = view::bytes_mut(&mut self.pull[i]);
-            for piece in plan.pieces() {
-                match piece {
-                    Piece::Inline { src, dst } => {
-                        let dst = dst as usize;
-                        pull[dst..dst + src.len()].copy_from_slice(&inline[src]);
-                    }
-                    Piece::Chunk {
-                        first_segment,
-                        segments,
-                        len,
-                        dst,
-                        pad,
-                    } => {
-                        let range = first_segment..first_segment + segments;
-                        push_reads(&mut slot.reads, &reads, range, dst);
-                        // The chunk's XDR pad is never read (RFC 8166 §3.4.5.2): zeros.
-                        let end = (dst + len) as usize;
-                        pull[end..end + pad as usize].fill(0);
-                    }
-                }
-            }
+            lay_out(&plan, pull, &mut slot.reads, |pull, src, dst| {
+                pull[dst..dst + src.len()].copy_from_slice(&inline[src])
+            });
             slot.state = State::Pulling { phase: 1 };
         }
         bump(
@@ -625,7 +581,6 @@ impl<P: Provider> ServerConn<P> {
                     return self.answer_or_defer(idx);
                 };
                 let plan = call.plan;
-                let reads = plan.read_list();
                 let total = plan.total_len() as usize;
                 let p0_len = plan.position_zero().map_or(0, |p| p.len as usize);
                 let base = total - p0_len;
@@ -633,26 +588,9 @@ impl<P: Provider> ServerConn<P> {
                 let slot = &mut self.slots[i];
                 slot.reads.clear();
                 slot.next_read = 0;
-                for piece in plan.pieces() {
-                    match piece {
-                        Piece::Inline { src, dst } => {
-                            pull.copy_within(base + src.start..base + src.end, dst as usize)
-                        }
-                        Piece::Chunk {
-                            first_segment,
-                            segments,
-                            len,
-                            dst,
-                            pad,
-                        } => {
-                            let range = first_segment..first_segment + segments;
-                            push_reads(&mut slot.reads, &reads, range, dst);
-                            // The chunk's XDR pad is never read (RFC 8166 §3.4.5.2): zeros.
-                            let end = (dst + len) as usize;
-                            pull[end..end + pad as usize].fill(0);
-                        }
-                    }
-                }
+                lay_out(&plan, pull, &mut slot.reads, |pull, src, dst| {
+                    pull.copy_within(base + src.start..base + src.end, dst)
+                });
                 slot.state = State::Pulling { phase: 1 };
                 self.queue_reads(idx);
             }
@@ -826,36 +764,10 @@ impl<P: Provider> ServerConn<P> {
             return 0;
         }
         let mut done = 0;
-        if let [r] = self.reposts[..] {
-            // One Call in this poll (the common case at low depth): one work request,
-            // without building (and zeroing) the batch arrays.
-            let sge = self.recv[r as usize].sge();
-            let wr = RecvWr::new(wrid::pack(Kind::Recv, r, 0), core::slice::from_ref(&sge));
-            if self.io.qp.post_recv(&wr).is_err() {
+        if !self.reposts.is_empty() {
+            if conn::repost_recvs::<P>(&mut self.io.qp, &self.recv, &self.reposts).is_err() {
                 self.lose();
                 return done;
-            }
-            self.reposts.clear();
-        } else if !self.reposts.is_empty() {
-            let mut sges = [Sge::default(); POLL_BATCH];
-            let mut k = 0;
-            while k < self.reposts.len() {
-                let n = (self.reposts.len() - k).min(POLL_BATCH);
-                for j in 0..n {
-                    sges[j] = self.recv[self.reposts[k + j] as usize].sge();
-                }
-                let mut wrs = [RecvWr::new(0, &[]); POLL_BATCH];
-                for j in 0..n {
-                    wrs[j] = RecvWr::new(
-                        wrid::pack(Kind::Recv, self.reposts[k + j], 0),
-                        core::slice::from_ref(&sges[j]),
-                    );
-                }
-                if self.io.qp.post_recv_list(&wrs[..n]).is_err() {
-                    self.lose();
-                    return done;
-                }
-                k += n;
             }
             self.reposts.clear();
         }
@@ -919,6 +831,35 @@ impl<P: Provider> ServerConn<P> {
 
 /// Queues the RDMA Reads of the segments `range` of `reads`, laid end to end in the pull
 /// buffer from `dst`.
+/// Lays the unreduced stream of `plan` out in `pull`: queues into `out` the RDMA Reads of
+/// every chunk but Position Zero, zeroes each chunk's XDR pad (never read, RFC 8166
+/// §3.4.5.2), and has `inline` place each inline piece (its range in the reduced stream,
+/// its offset in `pull`).
+fn lay_out(
+    plan: &ReadPlan<'_>,
+    pull: &mut [u8],
+    out: &mut Vec<ReadOp>,
+    mut inline: impl FnMut(&mut [u8], Range<usize>, usize),
+) {
+    let reads = plan.read_list();
+    for piece in plan.pieces() {
+        match piece {
+            Piece::Inline { src, dst } => inline(pull, src, dst as usize),
+            Piece::Chunk {
+                first_segment,
+                segments,
+                len,
+                dst,
+                pad,
+            } => {
+                push_reads(out, &reads, first_segment..first_segment + segments, dst);
+                let end = (dst + len) as usize;
+                pull[end..end + pad as usize].fill(0);
+            }
+        }
+    }
+}
+
 fn push_reads(out: &mut Vec<ReadOp>, reads: &ReadList<'_>, range: Range<usize>, dst: u32) {
     let mut at = dst;
     for s in range {

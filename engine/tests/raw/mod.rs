@@ -60,7 +60,18 @@ fn caps(nrecv: u32) -> QpCaps {
     }
 }
 
-fn regions(pd: &SoftPd, nrecv: u32) -> (SoftMr, SoftMr, SoftMr, SoftMr) {
+/// The regions of a raw end: receive slots, send slots, remote-accessible data, scratch.
+type Regions = (SoftMr, SoftMr, SoftMr, SoftMr);
+
+/// A raw end's domain, completion queue and regions.
+fn resources(device: &<Soft as Provider>::Device, nrecv: u32) -> (SoftPd, SoftCq, Regions) {
+    let pd = device.alloc_pd().unwrap();
+    let cq = device.create_cq(1024).unwrap();
+    let regions = regions(&pd, nrecv);
+    (pd, cq, regions)
+}
+
+fn regions(pd: &SoftPd, nrecv: u32) -> Regions {
     let recv = pd
         .alloc_region(SLOT * nrecv.max(1) as usize, Access::LOCAL_WRITE)
         .unwrap();
@@ -90,6 +101,24 @@ fn post_recvs(
 }
 
 impl Ends {
+    fn new(qp: SoftQp, cq: SoftCq, pd: SoftPd, regions: Regions, nrecv: u32) -> Ends {
+        let (recv, send, data, scratch) = regions;
+        Ends {
+            qp,
+            cq,
+            recv,
+            send,
+            data,
+            scratch,
+            nrecv,
+            next_send: 0,
+            received: VecDeque::new(),
+            send_done: VecDeque::new(),
+            recv_errors: Vec::new(),
+            _pd: pd,
+        }
+    }
+
     /// Moves every available completion into `received` / `send_done`, reposting receives.
     pub fn poll(&mut self) -> usize {
         let mut wc = [Wc::default(); 16];
@@ -227,9 +256,7 @@ impl RawClient {
     /// cannot be invalidated remotely).
     pub fn connect(addr: &SoftAddr, nrecv: u32) -> RawClient {
         let device = Soft::open_device(None).unwrap();
-        let pd = device.alloc_pd().unwrap();
-        let cq = device.create_cq(1024).unwrap();
-        let (recv, send, data, scratch) = regions(&pd, nrecv);
+        let (pd, cq, regions) = resources(&device, nrecv);
         let pdata = private_data::PrivateData::new(SLOT as u32, SLOT as u32, false).encode();
         let (qp, peer) = Soft::connect(
             &pd,
@@ -237,24 +264,11 @@ impl RawClient {
             QpInit::new(&cq, &cq, caps(nrecv)),
             &pdata,
             Duration::from_secs(5),
-            |qp| post_recvs(qp, &recv, nrecv),
+            |qp| post_recvs(qp, &regions.0, nrecv),
         )
         .expect("raw connect");
         RawClient {
-            ends: Ends {
-                qp,
-                cq,
-                recv,
-                send,
-                data,
-                scratch,
-                nrecv,
-                next_send: 0,
-                received: VecDeque::new(),
-                send_done: VecDeque::new(),
-                recv_errors: Vec::new(),
-                _pd: pd,
-            },
+            ends: Ends::new(qp, cq, pd, regions, nrecv),
             peer,
         }
     }
@@ -349,9 +363,7 @@ impl RawServer {
         let nrecv = 64;
         let req = self.listener.get_request(Duration::from_secs(5)).unwrap();
         let peer = req.private_data();
-        let pd = self.device.alloc_pd().unwrap();
-        let cq = self.device.create_cq(1024).unwrap();
-        let (recv, send, data, scratch) = regions(&pd, nrecv);
+        let (pd, cq, regions) = resources(&self.device, nrecv);
         let pdata = private_data::PrivateData::new(SLOT as u32, SLOT as u32, swi).encode();
         let qp = req
             .accept(
@@ -359,26 +371,10 @@ impl RawServer {
                 QpInit::new(&cq, &cq, caps(nrecv)),
                 &pdata,
                 Duration::from_secs(5),
-                |qp| post_recvs(qp, &recv, nrecv),
+                |qp| post_recvs(qp, &regions.0, nrecv),
             )
             .unwrap();
-        (
-            Ends {
-                qp,
-                cq,
-                recv,
-                send,
-                data,
-                scratch,
-                nrecv,
-                next_send: 0,
-                received: VecDeque::new(),
-                send_done: VecDeque::new(),
-                recv_errors: Vec::new(),
-                _pd: pd,
-            },
-            peer,
-        )
+        (Ends::new(qp, cq, pd, regions, nrecv), peer)
     }
 }
 

@@ -439,8 +439,7 @@ impl<'a> HeaderView<'a> {
     #[inline]
     pub fn parse_bare_msg(buf: &'a [u8]) -> Option<Self> {
         let w: &[u8; MIN_HEADER_LEN] = buf.get(..MIN_HEADER_LEN)?.try_into().ok()?;
-        let word =
-            |i: usize| u32::from_be_bytes([w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]]);
+        let word = |i: usize| be32(&w[4 * i..]);
         // Words 4, 5, 6: read list, write list and reply chunk discriminators.
         if word(1) != RPCRDMA_VERSION
             || word(3) != Proc::Msg.to_u32()

@@ -120,7 +120,9 @@ impl ArenaView {
 
     /// A view of a peer's arena, after checking its geometry.
     pub(crate) fn open(map: Arc<Mapping>) -> Result<ArenaView, FabricError> {
-        let h: &ArenaHeader = map.at(0);
+        let h: &ArenaHeader = map.try_at(0).ok_or(FabricError::InvalidArgument(
+            "peer arena is smaller than its header",
+        ))?;
         if h.magic.load(Ordering::Acquire) != MAGIC {
             return Err(FabricError::InvalidArgument(
                 "peer arena has a bad magic number",

@@ -161,7 +161,9 @@ impl CqRing {
 
     /// A view of a peer's completion queue, after checking its geometry.
     pub(crate) fn open(map: Arc<Mapping>) -> Result<CqRing, FabricError> {
-        let info: &CqInfo = map.at(INFO_OFF);
+        let info: &CqInfo = map.try_at(INFO_OFF).ok_or(FabricError::InvalidArgument(
+            "peer completion queue is smaller than its header",
+        ))?;
         if info.magic.load(Ordering::Acquire) != MAGIC {
             return Err(FabricError::InvalidArgument(
                 "peer completion queue has a bad magic number",

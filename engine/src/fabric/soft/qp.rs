@@ -422,6 +422,26 @@ impl SoftQp {
         (st == S_RTS || st == S_RTR).then_some(peer)
     }
 
+    /// The checks every data-moving request starts with: resolves its local list into
+    /// `segs` (rights `need`), bounds the message size and finds a ready peer. `Err` is the
+    /// request's outcome when one fails.
+    #[inline]
+    fn prepare(
+        &self,
+        payload: &Payload<'_>,
+        need: Access,
+        op: WcOpcode,
+        segs: &mut Segs,
+    ) -> Result<&PeerLink, Outcome> {
+        if !self.gather(payload, need, segs) {
+            return Err((WcStatus::LocProtErr, op, 0));
+        }
+        if segs.total > MAX_MSG_SZ {
+            return Err((WcStatus::LocLenErr, op, 0));
+        }
+        self.peer_ready().ok_or((WcStatus::RetryExcErr, op, 0))
+    }
+
     /// Claims the peer's next receive and applies an armed receive fault to it. `Err` is the
     /// requester's status when the receive cannot be used.
     #[inline]
@@ -457,14 +477,9 @@ impl SoftQp {
     fn exec_send(&mut self, wr: &SendWr<'_, Soft>, imm: Option<u32>, inv: Option<u32>) -> Outcome {
         let op = WcOpcode::Send;
         let mut src = Segs::new();
-        if !self.gather(&wr.payload, Access::NONE, &mut src) {
-            return (WcStatus::LocProtErr, op, 0);
-        };
-        if src.total > MAX_MSG_SZ {
-            return (WcStatus::LocLenErr, op, 0);
-        }
-        let Some(peer) = self.peer_ready() else {
-            return (WcStatus::RetryExcErr, op, 0);
+        let peer = match self.prepare(&wr.payload, Access::NONE, op, &mut src) {
+            Ok(p) => p,
+            Err(outcome) => return outcome,
         };
         peer.recv_cq.prefetch();
         let wqe = match Self::take_recv(peer) {
@@ -522,14 +537,9 @@ impl SoftQp {
     ) -> Outcome {
         let op = WcOpcode::RdmaWrite;
         let mut src = Segs::new();
-        if !self.gather(&wr.payload, Access::NONE, &mut src) {
-            return (WcStatus::LocProtErr, op, 0);
-        };
-        if src.total > MAX_MSG_SZ {
-            return (WcStatus::LocLenErr, op, 0);
-        }
-        let Some(peer) = self.peer_ready() else {
-            return (WcStatus::RetryExcErr, op, 0);
+        let peer = match self.prepare(&wr.payload, Access::NONE, op, &mut src) {
+            Ok(p) => p,
+            Err(outcome) => return outcome,
         };
         let wqe = match imm {
             Some(_) => match Self::take_recv(peer) {
@@ -582,14 +592,9 @@ impl SoftQp {
     fn exec_read(&mut self, wr: &SendWr<'_, Soft>, remote: RemoteAddr) -> Outcome {
         let op = WcOpcode::RdmaRead;
         let mut dst = Segs::new();
-        if !self.gather(&wr.payload, Access::LOCAL_WRITE, &mut dst) {
-            return (WcStatus::LocProtErr, op, 0);
-        };
-        if dst.total > MAX_MSG_SZ {
-            return (WcStatus::LocLenErr, op, 0);
-        }
-        let Some(peer) = self.peer_ready() else {
-            return (WcStatus::RetryExcErr, op, 0);
+        let peer = match self.prepare(&wr.payload, Access::LOCAL_WRITE, op, &mut dst) {
+            Ok(p) => p,
+            Err(outcome) => return outcome,
         };
         let Ok(src) = peer.arena.resolve_remote(
             remote.rkey,

@@ -199,7 +199,9 @@ impl QpMem {
 
     /// A view of a peer's queue pair memory, after checking its geometry.
     pub(crate) fn open(map: Arc<Mapping>) -> Result<QpMem, FabricError> {
-        let info: &QpInfo = map.at(0);
+        let info: &QpInfo = map.try_at(0).ok_or(FabricError::InvalidArgument(
+            "peer queue pair is smaller than its header",
+        ))?;
         if info.magic.load(Ordering::Acquire) != MAGIC {
             return Err(FabricError::InvalidArgument(
                 "peer queue pair has a bad magic number",

@@ -264,18 +264,26 @@ impl Mapping {
     /// If the `T` would not lie inside the mapping or would be misaligned.
     #[inline]
     pub(crate) fn at<T: Atomics>(&self, offset: usize) -> &T {
-        assert!(
-            offset.is_multiple_of(std::mem::align_of::<T>())
-                && offset
-                    .checked_add(std::mem::size_of::<T>())
-                    .is_some_and(|end| end <= self.len),
-            "shared structure outside its mapping"
-        );
+        self.try_at(offset)
+            .expect("shared structure outside its mapping")
+    }
+
+    /// The `T` at byte `offset`, or `None` if it would not lie inside the mapping or would
+    /// be misaligned (for mappings sized by a peer).
+    #[inline]
+    pub(crate) fn try_at<T: Atomics>(&self, offset: usize) -> Option<&T> {
+        let fits = offset.is_multiple_of(std::mem::align_of::<T>())
+            && offset
+                .checked_add(std::mem::size_of::<T>())
+                .is_some_and(|end| end <= self.len);
+        if !fits {
+            return None;
+        }
         // SAFETY: the bytes are inside the mapping (checked), which lives as long as `self`;
         // the base is page aligned, so `offset` alignment (checked) is the address's; `T` is
         // made of atomics only (trait contract), so any content is a valid `T` and shared
         // mutation through `&T` is sound.
-        unsafe { &*self.base().add(offset).cast::<T>() }
+        Some(unsafe { &*self.base().add(offset).cast::<T>() })
     }
 
     /// The address of `len` bytes at `offset`, if they lie inside the mapping.

@@ -230,18 +230,18 @@ impl VerbsCq {
         })
     }
 
-    fn track(&mut self, index: usize, gen: u8) -> Option<Arc<WqTrack>> {
-        if let Some(Some((g, t))) = self.cache.get(index) {
-            if *g == gen {
-                return Some(t.clone());
+    /// The work queue of a slot and generation, from the cache (no reference count
+    /// traffic on the hot path) or, on a miss, from the table.
+    fn track(&mut self, index: usize, gen: u8) -> Option<&WqTrack> {
+        let hit = matches!(self.cache.get(index), Some(Some((g, _))) if *g == gen);
+        if !hit {
+            let t = self.inner.lookup(index, gen)?;
+            if self.cache.len() <= index {
+                self.cache.resize(index + 1, None);
             }
+            self.cache[index] = Some((gen, t));
         }
-        let t = self.inner.lookup(index, gen)?;
-        if self.cache.len() <= index {
-            self.cache.resize(index + 1, None);
-        }
-        self.cache[index] = Some((gen, t.clone()));
-        Some(t)
+        self.cache[index].as_ref().map(|(_, t)| &**t)
     }
 
     /// The caller's completion for a device completion; None if it belongs to a work
@@ -250,6 +250,7 @@ impl VerbsCq {
         let index = (raw.wr_id >> SLOT_SHIFT) as usize;
         let gen = (raw.wr_id >> GEN_SHIFT) as u8;
         let seq40 = raw.wr_id & SEQ_MASK;
+        let with_inv_flags = self.with_inv_flags;
         let track = self.track(index, gen)?;
         std::sync::atomic::fence(Ordering::Acquire);
         let retired = track.retired.load(Ordering::Relaxed);
@@ -287,7 +288,7 @@ impl VerbsCq {
                     raw.imm_data_invalidated_rkey_union.imm_data
                 }));
             }
-            if flags & self.with_inv_flags != 0 {
+            if flags & with_inv_flags != 0 {
                 // SAFETY: with IBV_WC_WITH_INV the union holds the invalidated rkey.
                 wc.invalidated_rkey =
                     Some(unsafe { raw.imm_data_invalidated_rkey_union.invalidated_rkey });

@@ -416,15 +416,10 @@ impl VerbsQp {
             count += 1;
         }
         if count > 0 {
-            for i in 0..count {
-                let next = if i + 1 < count {
-                    // SAFETY: inside the array.
-                    unsafe { raw_p.add(i + 1) }
-                } else {
-                    ptr::null_mut()
-                };
-                // SAFETY: entry `i` was written above.
-                unsafe { (*raw_p.add(i)).next = next };
+            // The last entry's `next` is null from `mem::zeroed`.
+            for i in 0..count - 1 {
+                // SAFETY: entries `i` and `i + 1` are inside the array; `i` was written.
+                unsafe { (*raw_p.add(i)).next = raw_p.add(i + 1) };
             }
             let mut bad: *mut ibv_send_wr = ptr::null_mut();
             // SAFETY: the queue pair is live; the chain's `count` entries are initialised,
@@ -433,19 +428,9 @@ impl VerbsQp {
             // provider copies what it needs before returning (inline bytes included).
             let rc = unsafe { (self.post_send_fn)(self.qp, raw_p, &mut bad) };
             if rc != 0 {
-                let posted = if bad.is_null() {
-                    0
-                } else {
-                    (bad as usize - raw_p as usize) / mem::size_of::<ibv_send_wr>()
-                };
-                self.commit_send(&wrs[..posted.min(count)]);
-                let e = if rc < 0 { errno() } else { rc };
-                let err = if e == libc::ENOMEM {
-                    PostError::QueueFull
-                } else {
-                    PostError::Os(e)
-                };
-                return Err((posted.min(count), err));
+                let posted = posted_before(raw_p, bad, count);
+                self.commit_send(&wrs[..posted]);
+                return Err((posted, post_error(rc)));
             }
             self.commit_send(&wrs[..count]);
         }
@@ -505,7 +490,7 @@ impl VerbsQp {
             count += 1;
         }
         if count > 0 {
-            for i in 0..count.saturating_sub(1) {
+            for i in 0..count - 1 {
                 // SAFETY: entries `i` and `i + 1` are inside the array; `i` was written.
                 unsafe { (*raw_p.add(i)).next = raw_p.add(i + 1) };
             }
@@ -515,19 +500,9 @@ impl VerbsQp {
             // provider copies them into its queue before returning.
             let rc = unsafe { (self.post_recv_fn)(self.qp, raw_p, &mut bad) };
             if rc != 0 {
-                let posted = if bad.is_null() {
-                    0
-                } else {
-                    (bad as usize - raw_p as usize) / mem::size_of::<ibv_recv_wr>()
-                };
-                self.recv_posted += posted.min(count) as u64;
-                let e = if rc < 0 { errno() } else { rc };
-                let err = if e == libc::ENOMEM {
-                    PostError::QueueFull
-                } else {
-                    PostError::Os(e)
-                };
-                return Err((posted.min(count), err));
+                let posted = posted_before(raw_p, bad, count);
+                self.recv_posted += posted as u64;
+                return Err((posted, post_error(rc)));
             }
             self.recv_posted += count as u64;
         }
@@ -535,6 +510,25 @@ impl VerbsQp {
             Some(r) => Err(r),
             None => Ok(count),
         }
+    }
+}
+
+/// How many entries of the chain at `chain` (of `count`) the provider took before the one
+/// it reports in `bad`, bounded by the chain (a pointer before it counts none).
+fn posted_before<T>(chain: *mut T, bad: *mut T, count: usize) -> usize {
+    if bad.is_null() {
+        return 0;
+    }
+    ((bad as usize).saturating_sub(chain as usize) / mem::size_of::<T>()).min(count)
+}
+
+/// A post verb's nonzero return: a negative value defers to errno; ENOMEM is a full queue.
+fn post_error(rc: i32) -> PostError {
+    let e = if rc < 0 { errno() } else { rc };
+    if e == libc::ENOMEM {
+        PostError::QueueFull
+    } else {
+        PostError::Os(e)
     }
 }
 
