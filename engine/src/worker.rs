@@ -382,7 +382,13 @@ fn drain<T: Drive>(conns: &mut [T], grace: Duration) {
     }
 }
 
-/// Takes new connections, drops dead ones (keeping their counters), publishes the sums.
+/// Drops dead connections (keeping their counters), takes new ones, publishes the sums.
+///
+/// The dead go first, so that their places go to the new ones. A connection the worker has
+/// no room for is closed and dropped, as [`Workers::assign`] does when it sees the worker
+/// full: `assign` judges by the count published at the last housekeeping, so a few can be
+/// queued beyond the limit, and one left waiting in the inbox would be neither served nor
+/// closed (its client would hang) until another connection ended.
 fn housekeeping<T: Drive>(
     inbox: &Receiver<T>,
     conns: &mut Vec<T>,
@@ -390,16 +396,26 @@ fn housekeeping<T: Drive>(
     shared: &Shared,
     max_conns: usize,
 ) {
-    while conns.len() < max_conns {
-        match inbox.try_recv() {
-            Ok(c) => {
-                conns.push(c);
-                let n = shared.conns_adopted.load(Ordering::Relaxed);
-                shared.conns_adopted.store(n + 1, Ordering::Relaxed);
-            }
-            Err(_) => break,
+    reap(conns, retired, shared);
+    while let Ok(mut c) = inbox.try_recv() {
+        if conns.len() < max_conns {
+            conns.push(c);
+            let n = shared.conns_adopted.load(Ordering::Relaxed);
+            shared.conns_adopted.store(n + 1, Ordering::Relaxed);
+        } else {
+            c.close();
         }
     }
+    let mut sum = *retired;
+    for c in conns.iter() {
+        sum.add(&c.counters());
+    }
+    shared.rpc.store(&sum);
+    shared.conns.store(conns.len() as u64, Ordering::Relaxed);
+}
+
+/// Drops the dead connections, adding their counters to `retired`.
+fn reap<T: Drive>(conns: &mut Vec<T>, retired: &mut Snapshot, shared: &Shared) {
     let mut i = 0;
     while i < conns.len() {
         if conns[i].is_dead() {
@@ -412,12 +428,6 @@ fn housekeeping<T: Drive>(
             i += 1;
         }
     }
-    let mut sum = *retired;
-    for c in conns.iter() {
-        sum.add(&c.counters());
-    }
-    shared.rpc.store(&sum);
-    shared.conns.store(conns.len() as u64, Ordering::Relaxed);
 }
 
 #[cfg(test)]
@@ -541,6 +551,26 @@ mod tests {
         let (b, _, closed) = Mock::new(u64::MAX, 0);
         assert_eq!(w.assign(b), Err(WorkerError::Full));
         assert!(closed.load(Ordering::Relaxed));
+    }
+
+    /// A connection queued while the worker is full (`assign` saw a count published before
+    /// the last adoptions) is closed by the worker, not left waiting in the inbox.
+    #[test]
+    fn a_connection_queued_beyond_the_limit_is_closed() {
+        let mut w = Workers::<Mock>::start(&[unpinned(1)]).unwrap();
+        let (a, _, a_closed) = Mock::new(u64::MAX, 0);
+        w.assign(a).unwrap();
+        wait_for("the adoption", || w.stats()[0].conns == 1);
+        // What `assign` does when its view of the count is stale.
+        let (b, _, b_closed) = Mock::new(u64::MAX, 0);
+        assert!(w.workers[0].inbox.try_send(b).is_ok());
+        wait_for("the extra connection to be closed", || {
+            b_closed.load(Ordering::Relaxed)
+        });
+        let s = &w.stats()[0];
+        assert_eq!((s.conns, s.conns_adopted), (1, 1));
+        assert!(!a_closed.load(Ordering::Relaxed));
+        w.shutdown(Duration::from_secs(1)).unwrap();
     }
 
     #[test]

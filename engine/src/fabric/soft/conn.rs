@@ -13,10 +13,18 @@
 //!
 //! After the handshake the socket carries nothing; each side's watchdog thread blocks on it
 //! and flushes its queue pair when it reaches end of stream (the peer closed it, or died).
+//!
+//! The listener never waits on one client: like rdma_cm, which hands over only complete
+//! connect requests, it keeps the sockets it accepted until their HELLO has fully arrived
+//! (reading it piecemeal, without blocking) or `HELLO_TIMEOUT` (5 s) has passed, and
+//! returns the first complete, valid request. A client that connects and sends nothing,
+//! part of a message or a malformed one (bad magic, wrong kind, wrong descriptors, shared
+//! memory it could still shrink) is dropped without affecting anyone else; a request whose
+//! HELLO arrives after a `get_request` timed out is returned by the next one.
 
 use std::fmt;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::path::PathBuf;
@@ -29,7 +37,7 @@ use super::cq::CqRing;
 use super::mem::SoftPd;
 use super::qp::{PeerLink, SoftQp};
 use super::rq::QpMem;
-use super::sys::{recv_with_fds, send_with_fds, wait_readable, Mapping};
+use super::sys::{poll_readable, recv_some_with_fds, recv_with_fds, send_with_fds, Mapping};
 use super::{Soft, SoftDevice};
 use crate::fabric::{
     ConnRequest, ConnectError, FabricError, Listener, PostError, PrivateData, QpInit,
@@ -88,6 +96,13 @@ const HELLO: u8 = 1;
 const ACCEPT: u8 = 2;
 const REJECT: u8 = 3;
 const READY: u8 = 4;
+
+/// How long an accepted socket may take to deliver its whole HELLO before it is closed.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Accepted sockets waiting for their HELLO, at most; when more arrive, the oldest waiting
+/// one is closed (a flood of silent clients cannot take every descriptor or lock out a
+/// client that sends its request at once).
+const MAX_PENDING: usize = 64;
 
 fn encode(kind: u8, data: &[u8]) -> [u8; MSG_LEN] {
     let mut m = [0u8; MSG_LEN];
@@ -168,6 +183,75 @@ fn map_peer(fds: Vec<OwnedFd>) -> Result<PeerLink, ConnectError> {
 pub struct SoftListener {
     listener: UnixListener,
     addr: SoftAddr,
+    /// Accepted sockets whose HELLO has not fully arrived.
+    pending: Vec<Pending>,
+}
+
+/// An accepted socket and the part of its HELLO received so far.
+struct Pending {
+    sock: UnixStream,
+    msg: [u8; MSG_LEN],
+    got: usize,
+    fds: Vec<OwnedFd>,
+    /// When it is closed if the HELLO is still incomplete.
+    until: Instant,
+}
+
+/// What reading a pending socket gave.
+enum Progress {
+    /// More of the HELLO is still to come.
+    Partial,
+    /// The whole message is in.
+    Complete,
+    /// End of stream, a socket error or too many descriptors: the client is dropped.
+    Failed,
+}
+
+impl Pending {
+    fn new(sock: UnixStream) -> Pending {
+        Pending {
+            sock,
+            msg: [0; MSG_LEN],
+            got: 0,
+            fds: Vec::new(),
+            until: Instant::now() + HELLO_TIMEOUT,
+        }
+    }
+
+    /// Takes what has arrived, without blocking.
+    fn read(&mut self) -> Progress {
+        let room = 3usize.saturating_sub(self.fds.len());
+        match recv_some_with_fds(self.sock.as_raw_fd(), &mut self.msg[self.got..], room) {
+            Ok((0, _)) => Progress::Failed,
+            Ok((n, fds)) => {
+                self.got += n;
+                self.fds.extend(fds);
+                if self.got == MSG_LEN {
+                    Progress::Complete
+                } else {
+                    Progress::Partial
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Progress::Partial,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Progress::Partial,
+            Err(_) => Progress::Failed,
+        }
+    }
+
+    /// The connect request this complete HELLO makes, mapping the client's memory.
+    fn into_request(self) -> Result<SoftConnRequest, ConnectError> {
+        let (kind, data) = decode(&self.msg)?;
+        if kind != HELLO {
+            return Err(ConnectError::Protocol("expected a connect request"));
+        }
+        let pd = PrivateData::new(data, PrivateData::CAPACITY)?;
+        let peer = map_peer(self.fds)?;
+        Ok(SoftConnRequest {
+            sock: self.sock,
+            peer,
+            private_data: pd.padded(PrivateData::CONNECT_MAX),
+        })
+    }
 }
 
 impl fmt::Debug for SoftListener {
@@ -186,6 +270,7 @@ impl SoftListener {
         Ok(SoftListener {
             listener,
             addr: addr.clone(),
+            pending: Vec::new(),
         })
     }
 
@@ -203,34 +288,78 @@ impl Drop for SoftListener {
     }
 }
 
+impl SoftListener {
+    /// Accepts every connection waiting on the listening socket.
+    fn accept_waiting(&mut self) -> Result<(), ConnectError> {
+        loop {
+            let sock = match self.listener.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // The client went away between connect and accept.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+                Err(e) => return Err(io_err(e)),
+            };
+            // Blocking, for the rest of the handshake (which has its own timeouts); the
+            // HELLO is read without waiting.
+            sock.set_nonblocking(false).map_err(io_err)?;
+            if self.pending.len() >= MAX_PENDING {
+                let oldest = (0..self.pending.len())
+                    .min_by_key(|&i| self.pending[i].until)
+                    .expect("pending is full");
+                self.pending.swap_remove(oldest);
+            }
+            self.pending.push(Pending::new(sock));
+        }
+    }
+}
+
 impl Listener<Soft> for SoftListener {
     fn get_request(&mut self, timeout: Duration) -> Result<SoftConnRequest, ConnectError> {
         let deadline = Instant::now() + timeout;
+        let mut fds: Vec<RawFd> = Vec::new();
+        let mut ready: Vec<bool> = Vec::new();
         loop {
-            if !wait_readable(self.listener.as_raw_fd(), remaining(deadline)?).map_err(io_err)? {
+            let now = Instant::now();
+            // Clients that did not deliver their request in time are closed.
+            self.pending.retain(|p| p.until > now);
+            let wake = self
+                .pending
+                .iter()
+                .map(|p| p.until)
+                .fold(deadline, Instant::min);
+            fds.clear();
+            fds.push(self.listener.as_raw_fd());
+            fds.extend(self.pending.iter().map(|p| p.sock.as_raw_fd()));
+            ready.clear();
+            ready.resize(fds.len(), false);
+            poll_readable(&fds, &mut ready, wake.saturating_duration_since(now)).map_err(io_err)?;
+            // Pending sockets first (from the back, so that removals keep the indices of
+            // those still to look at), then new connections.
+            for i in (0..self.pending.len()).rev() {
+                if !ready[i + 1] {
+                    continue;
+                }
+                match self.pending[i].read() {
+                    Progress::Partial => {}
+                    Progress::Failed => {
+                        self.pending.swap_remove(i);
+                    }
+                    Progress::Complete => {
+                        // A malformed request, or shared memory that cannot be mapped
+                        // safely, counts as no request: the client is dropped.
+                        if let Ok(req) = self.pending.swap_remove(i).into_request() {
+                            return Ok(req);
+                        }
+                    }
+                }
+            }
+            if ready[0] {
+                self.accept_waiting()?;
+            }
+            if Instant::now() >= deadline {
                 return Err(ConnectError::Timeout);
             }
-            let sock = match self.listener.accept() {
-                Ok((s, _)) => s,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Err(io_err(e)),
-            };
-            sock.set_nonblocking(false).map_err(io_err)?;
-            let (kind, pd, fds) = match recv_msg(&sock, deadline) {
-                Ok(m) => m,
-                // A client that went away before its request counts as no request.
-                Err(ConnectError::Protocol(_)) => continue,
-                Err(e) => return Err(e),
-            };
-            if kind != HELLO {
-                return Err(ConnectError::Protocol("expected a connect request"));
-            }
-            let peer = map_peer(fds)?;
-            return Ok(SoftConnRequest {
-                sock,
-                peer,
-                private_data: pd.padded(PrivateData::CONNECT_MAX),
-            });
         }
     }
 }

@@ -80,6 +80,9 @@ struct Cqe {
     slot_gen: AtomicU32,
     retire: AtomicU32,
     delay_polls: AtomicU32,
+    /// Receives: where the message landed, in the consumer's address space (a prefetch hint;
+    /// never dereferenced).
+    data: AtomicU64,
 }
 
 // SAFETY: repr(C), atomics only.
@@ -103,6 +106,9 @@ pub(crate) struct Cqe0 {
     /// Completion-delay fault: invisible for this many polls, or until this time.
     pub delay_polls: u32,
     pub not_before_ns: u64,
+    /// Receives: the address of the first byte written (0: none), so that polling can start
+    /// moving the message's cache lines while the completion is being handed out.
+    pub data: u64,
 }
 
 /// The ring overflowed; the completion was lost.
@@ -309,6 +315,7 @@ impl CqRing {
         e.slot_gen.store(c.slot_gen, Ordering::Relaxed);
         e.retire.store(c.retire, Ordering::Relaxed);
         e.delay_polls.store(c.delay_polls, Ordering::Relaxed);
+        e.data.store(c.data, Ordering::Relaxed);
     }
 }
 
@@ -403,6 +410,12 @@ impl CompletionQueue for SoftCq {
             if not_before != 0 && monotonic_ns() < not_before {
                 break;
             }
+            let data = e.data.load(Ordering::Relaxed);
+            if data != 0 {
+                // A message's first two lines: a transport header and what follows it.
+                super::sys::prefetch_addr(data);
+                super::sys::prefetch_addr(data.wrapping_add(64));
+            }
             let meta = e.meta.load(Ordering::Relaxed);
             let ex = e.ex.load(Ordering::Relaxed);
             let flags = meta >> 16;
@@ -478,6 +491,7 @@ mod tests {
             retire: 1,
             delay_polls: 0,
             not_before_ns: 0,
+            data: 0,
         }
     }
 

@@ -23,7 +23,11 @@
 //!   (through the vDSO) only while a completion delay is armed. A Send claims its completion
 //!   slot before copying, so that no locked instruction waits for the copy; it prefetches the
 //!   peer's next receive and completion slot for the next Send; a completion's cache line
-//!   travels once, producer to consumer (the consumer publishes its position elsewhere).
+//!   travels once, producer to consumer (the consumer publishes its position elsewhere), and
+//!   so does a receive's: consumers never write the receive ring (a slot returns to its
+//!   owner through the owner's depth accounting, when the receive's completion is polled). A
+//!   receive completion carries where the message landed, and `poll` starts fetching its first
+//!   two lines as soon as it sees it, before the caller asks for the bytes.
 //! - **Connections** ([`Soft::connect`](crate::fabric::Provider::connect), [`SoftListener`])
 //!   go over a Unix socket (abstract name or path), carry rdma_cm's private data and pass the
 //!   arena, queue pair and completion queue memfds with `SCM_RIGHTS`, so peers may be threads
@@ -64,7 +68,10 @@
 //!    message) leaves that queue stuck behind the unpublished slot. A NIC's completion queue
 //!    cannot be wedged by a peer.
 //! 8. **Peers are trusted.** A peer maps the whole arena; the key checks are made by the
-//!    initiator, so the soft provider protects against bugs, not against a hostile peer.
+//!    initiator, so the soft provider protects against bugs, not against a hostile peer —
+//!    except that shared memory cannot be shrunk under us: every memfd is sealed with
+//!    `F_SEAL_SHRINK | F_SEAL_SEAL`, and a peer's memfd without `F_SEAL_SHRINK` is refused,
+//!    so no peer can make our next access raise SIGBUS.
 //! 9. **Dropping a region with windows bound** invalidates the region's key (accesses through
 //!    the windows fail too) and leaks its span until the domain goes. rxe refuses that
 //!    deregistration (the verbs provider then leaks the registration) and the windows keep

@@ -367,6 +367,7 @@ impl SoftQp {
                 } else {
                     monotonic_ns() + delay_ns
                 },
+                data: 0,
             };
             self.sq_pending = 0;
             if self.send_cq.ring().push(&cqe).is_err() {
@@ -469,7 +470,6 @@ impl SoftQp {
     /// state.
     fn fail_recv(peer: &PeerLink, wqe: Claimed<'_>, status: WcStatus) {
         let cqe = peer.mem.recv_cqe(wqe.wr_id(), status);
-        drop(wqe);
         let _ = peer.recv_cq.push(&cqe);
         peer.fail();
     }
@@ -488,7 +488,6 @@ impl SoftQp {
         };
         // Claim the completion slot before copying (see `CqRing::reserve`).
         let Ok(slot) = peer.recv_cq.reserve() else {
-            drop(wqe);
             peer.fail();
             return (WcStatus::RetryExcErr, op, 0);
         };
@@ -499,16 +498,16 @@ impl SoftQp {
             peer.fail();
         };
         if src.total > wqe.capacity() {
-            drop(wqe);
             fail(&mut cqe, WcStatus::LocLenErr);
             return (WcStatus::RemInvReqErr, op, 0);
         }
         if !scatter(&src, &wqe, &peer.arena) {
-            drop(wqe);
             fail(&mut cqe, WcStatus::LocQpOpErr);
             return (WcStatus::RemOpErr, op, 0);
         }
-        drop(wqe);
+        if wqe.num_sge() > 0 {
+            cqe.data = wqe.sge(0).addr;
+        }
         cqe.byte_len = src.total as u32;
         cqe.imm = imm;
         if let Some(rkey) = inv {
@@ -577,7 +576,6 @@ impl SoftQp {
         }
         if let (Some(w), Some(imm)) = (wqe, imm) {
             let mut cqe = peer.mem.recv_cqe(w.wr_id(), WcStatus::Success);
-            drop(w);
             cqe.opcode = WcOpcode::RecvRdmaWithImm;
             cqe.byte_len = src.total as u32;
             cqe.imm = Some(imm);
@@ -656,9 +654,7 @@ impl SoftQp {
         if self.rq_outstanding() >= u64::from(self.caps.max_recv_wr) {
             return Err(PostError::QueueFull);
         }
-        if !self.mem.produce(self.rq_posted, wr.wr_id, wr.sges) {
-            return Err(PostError::QueueFull);
-        }
+        self.mem.produce(self.rq_posted, wr.wr_id, wr.sges);
         self.rq_posted += 1;
         Ok(())
     }

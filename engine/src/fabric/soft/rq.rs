@@ -95,13 +95,14 @@ unsafe impl Atomics for SgeSlot {}
 pub(crate) struct QpMem {
     map: Arc<Mapping>,
     mask: u64,
-    size: u64,
     stride: usize,
     max_sge: u32,
 }
 
-/// A receive request claimed from the ring; its slot goes back to the producer when this is
-/// dropped.
+/// A receive request claimed from the ring. Consumers never write the ring: the slot goes
+/// back to the producer through its depth accounting (a receive's completion is pushed after
+/// its consumer is done with the slot, and the owner reuses a slot only after polling enough
+/// completions), so a receive's cache line travels once, producer to consumer.
 pub(crate) struct Claimed<'a> {
     mem: &'a QpMem,
     pos: u64,
@@ -149,15 +150,6 @@ impl Claimed<'_> {
     }
 }
 
-impl Drop for Claimed<'_> {
-    fn drop(&mut self) {
-        self.mem
-            .wqe(self.pos)
-            .seq
-            .store(self.pos + self.mem.size, Ordering::Release);
-    }
-}
-
 impl QpMem {
     fn layout(size: u64, max_sge: u32) -> (usize, usize) {
         let stride = (WQE_HEAD + 16 * max_sge as usize).div_ceil(64) * 64;
@@ -178,7 +170,6 @@ impl QpMem {
         let mem = QpMem {
             map,
             mask: size - 1,
-            size,
             stride,
             max_sge,
         };
@@ -219,7 +210,6 @@ impl QpMem {
         Ok(QpMem {
             map,
             mask: size - 1,
-            size,
             stride,
             max_sge,
         })
@@ -272,17 +262,15 @@ impl QpMem {
             .at(PAGE + (pos & self.mask) as usize * self.stride + WQE_HEAD + 16 * i)
     }
 
-    /// Writes receive `pos` (the owner's running count) into the ring and publishes it.
-    /// Returns false if its slot is still taken (cannot happen while the owner respects its
-    /// depth accounting). Then checks the state: a receive posted to a queue pair in error
-    /// is flushed at once, whoever set the error (the fence pairs with the one in
-    /// [`QpMem::enter_error`]).
+    /// Writes receive `pos` (the owner's running count) into the ring and publishes it. The
+    /// caller's depth accounting guarantees the slot's previous receive was consumed: its
+    /// completion has been polled (see [`Claimed`]). Reading the slot first would stall on a
+    /// line the consumer last held. The caller then checks the state: a receive posted to a
+    /// queue pair in error is flushed at once, whoever set the error (the fence pairs with
+    /// the one in [`QpMem::enter_error`]).
     #[inline]
-    pub(crate) fn produce(&self, pos: u64, wr_id: u64, sges: &[Sge]) -> bool {
+    pub(crate) fn produce(&self, pos: u64, wr_id: u64, sges: &[Sge]) {
         let w = self.wqe(pos);
-        if w.seq.load(Ordering::Acquire) != pos {
-            return false;
-        }
         w.wr_id.store(wr_id, Ordering::Relaxed);
         w.num_sge.store(sges.len() as u32, Ordering::Relaxed);
         for (i, s) in sges.iter().enumerate() {
@@ -292,7 +280,6 @@ impl QpMem {
             slot.lkey.store(s.lkey, Ordering::Relaxed);
         }
         w.seq.store(pos + 1, Ordering::Release);
-        true
     }
 
     /// Whether a receive just produced must be flushed by its producer.
@@ -357,6 +344,7 @@ impl QpMem {
             } else {
                 super::sys::monotonic_ns() + delay_ns
             },
+            data: 0,
         }
     }
 
@@ -364,7 +352,6 @@ impl QpMem {
     pub(crate) fn flush(&self, cq: &CqRing) {
         while let Some(c) = self.consume() {
             let cqe = self.recv_cqe(c.wr_id(), WcStatus::WrFlushErr);
-            drop(c);
             // A lost flush completion is already reported as the queue's overrun.
             let _ = cq.push(&cqe);
         }
@@ -387,17 +374,14 @@ mod tests {
         let mem = QpMem::create(5, 3, 2, 0, 0).unwrap();
         let sges = [Sge::new(1, 2, 3), Sge::new(4, 5, 6)];
         for i in 0..4 {
-            assert!(mem.produce(i, 100 + i, &sges[..(i as usize % 3).min(2)]));
+            mem.produce(i, 100 + i, &sges[..(i as usize % 3).min(2)]);
         }
-        assert!(!mem.produce(4, 0, &[]), "ring of 4 is full");
         let c = mem.consume().unwrap();
         assert_eq!((c.wr_id(), c.num_sge(), c.index()), (100, 0, 0));
-        drop(c);
         let c = mem.consume().unwrap();
         assert_eq!((c.wr_id(), c.num_sge(), c.capacity()), (101, 1, 2));
         assert_eq!(c.sge(0), sges[0]);
-        drop(c);
-        assert!(mem.produce(4, 104, &[]));
+        mem.produce(4, 104, &[]);
         let cq = super::super::cq::SoftCq::create(8, 1).unwrap();
         mem.enter_error(cq.local().ring());
         assert!(mem.consume().is_none());

@@ -26,25 +26,62 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    /// A new zero-filled memfd of `len` bytes (sparse until touched), mapped.
+    /// A new zero-filled memfd of `len` bytes (sparse until touched), mapped, and sealed
+    /// against shrinking: a peer that receives the descriptor cannot ftruncate it under our
+    /// mapping (the next access would raise SIGBUS in this process).
     pub(crate) fn create(name: &str, len: usize) -> Result<Mapping, FabricError> {
         let cname = CString::new(name).map_err(|_| FabricError::InvalidArgument("memfd name"))?;
         // SAFETY: `cname` is a valid NUL-terminated string that outlives the call.
-        let raw = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+        let raw = unsafe {
+            libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+        };
         if raw < 0 {
             return Err(FabricError::last_os("memfd_create"));
         }
         // SAFETY: `raw` is a descriptor memfd_create just returned and nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: plain system call on a descriptor we own.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+        let size = libc::off_t::try_from(len)
+            .map_err(|_| FabricError::InvalidArgument("shared memory size"))?;
+        // SAFETY: plain system call on a descriptor we own; no memory is passed.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), size) } != 0 {
             return Err(FabricError::last_os("ftruncate"));
+        }
+        // The size is final: nobody holding the descriptor (a peer process included) may
+        // shrink it, and F_SEAL_SEAL, added in the same call, keeps anyone from adding seals
+        // later (F_SEAL_WRITE and the like would break our writable mapping's users).
+        // SAFETY: plain system call on a descriptor we own; the third argument is an int.
+        if unsafe {
+            libc::fcntl(
+                fd.as_raw_fd(),
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL,
+            )
+        } != 0
+        {
+            return Err(FabricError::last_os("fcntl(F_ADD_SEALS)"));
         }
         Self::map(fd, len)
     }
 
-    /// Maps a memfd received from a peer, whole.
+    /// Maps a memfd received from a peer, whole. The memfd must be sealed against shrinking
+    /// (as [`create`](Self::create) seals): a descriptor the peer could still ftruncate
+    /// below what we map would turn our next access into SIGBUS, so it is refused.
     pub(crate) fn from_fd(fd: OwnedFd) -> Result<Mapping, FabricError> {
+        // The seals are checked before the size is read: once F_SEAL_SHRINK is set it stays
+        // set, so the size read next can only grow, never fall below what we map.
+        // SAFETY: plain system call on a descriptor we own; F_GET_SEALS takes no argument.
+        let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+        if seals < 0 {
+            // EINVAL: not a memfd (or not sealable), e.g. a regular file or a pipe.
+            return Err(FabricError::InvalidArgument(
+                "shared memory from peer is not a sealable memfd",
+            ));
+        }
+        if seals & libc::F_SEAL_SHRINK == 0 {
+            return Err(FabricError::InvalidArgument(
+                "shared memory from peer is not sealed against shrinking",
+            ));
+        }
         // SAFETY: `stat` is plain old data; an all-zero value is valid and fstat overwrites it.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: `st` is a valid, writable stat buffer; `fd` is an open descriptor we own.
@@ -56,7 +93,9 @@ impl Mapping {
                 "empty shared memory from peer",
             ));
         }
-        Self::map(fd, st.st_size as usize)
+        let len = usize::try_from(st.st_size)
+            .map_err(|_| FabricError::InvalidArgument("shared memory from peer too large"))?;
+        Self::map(fd, len)
     }
 
     fn map(fd: OwnedFd, len: usize) -> Result<Mapping, FabricError> {
@@ -161,13 +200,46 @@ pub(crate) fn send_with_fds(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Resu
     Ok(())
 }
 
-/// Receives one message of exactly `buf.len()` bytes and up to `max_fds` descriptors.
-/// Returns the descriptors received; `Ok(None)` on end of stream.
+/// Receives one message of exactly `buf.len()` bytes and up to `max_fds` descriptors,
+/// blocking (within the socket's read timeout). Returns the descriptors received; `Ok(None)`
+/// on end of stream.
 pub(crate) fn recv_with_fds(
     sock: RawFd,
     buf: &mut [u8],
     max_fds: usize,
 ) -> io::Result<Option<Vec<OwnedFd>>> {
+    let (n, fds) = recvmsg_fds(sock, buf, max_fds, libc::MSG_WAITALL)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if n != buf.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "short message",
+        ));
+    }
+    Ok(Some(fds))
+}
+
+/// Receives whatever part of a message has arrived, without waiting: at most `buf.len()`
+/// bytes and `max_fds` descriptors. `Ok((0, _))` is end of stream; nothing arrived yet is
+/// `WouldBlock`.
+pub(crate) fn recv_some_with_fds(
+    sock: RawFd,
+    buf: &mut [u8],
+    max_fds: usize,
+) -> io::Result<(usize, Vec<OwnedFd>)> {
+    recvmsg_fds(sock, buf, max_fds, libc::MSG_DONTWAIT)
+}
+
+/// One `recvmsg` with `flags` into `buf`, taking the descriptors that came with the bytes
+/// (close-on-exec). More than `max_fds` descriptors is an error (all of them are closed).
+fn recvmsg_fds(
+    sock: RawFd,
+    buf: &mut [u8],
+    max_fds: usize,
+    flags: libc::c_int,
+) -> io::Result<(usize, Vec<OwnedFd>)> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -184,7 +256,7 @@ pub(crate) fn recv_with_fds(
     msg.msg_controllen = space as _;
     // SAFETY: `msg` and the buffers it points to live across the call; MSG_CMSG_CLOEXEC makes
     // received descriptors close-on-exec.
-    let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_WAITALL) };
+    let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC | flags) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -207,41 +279,44 @@ pub(crate) fn recv_with_fds(
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
     }
-    if n == 0 {
-        return Ok(None);
-    }
-    if n as usize != buf.len() {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "short message",
-        ));
-    }
     if msg.msg_flags & libc::MSG_CTRUNC != 0 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             "too many descriptors",
         ));
     }
-    Ok(Some(fds))
+    Ok((n as usize, fds))
 }
 
-/// Waits at most `timeout` for `fd` to become readable. `Ok(false)` on timeout.
-pub(crate) fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+/// Waits at most `timeout` (rounded up to a millisecond) for any of `fds` to become readable
+/// (or to reach end of stream or an error, which a read then reports); sets `ready[i]` for
+/// each one that did. `Ok(false)` on timeout.
+pub(crate) fn poll_readable(
+    fds: &[RawFd],
+    ready: &mut [bool],
+    timeout: Duration,
+) -> io::Result<bool> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
     loop {
-        // SAFETY: one valid pollfd, count 1.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        // SAFETY: `pfds` is a valid array of `pfds.len()` pollfds that lives across the call.
+        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
             return Err(e);
+        }
+        for (r, p) in ready.iter_mut().zip(&pfds) {
+            *r = p.revents != 0;
         }
         return Ok(n > 0);
     }
@@ -314,8 +389,25 @@ pub(crate) unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
     unsafe { std::ptr::copy(src, dst, len) }
 }
 
-/// Asks the CPU to start loading the cache line at `p` (no effect on program state).
+/// Asks the CPU to start loading the cache line at `addr`, which need not be mapped (no
+/// effect on program state; nothing on other architectures).
 #[inline(always)]
+pub(crate) fn prefetch_addr(addr: u64) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 only hints the cache: it never faults, whatever the address (the
+    // value may come from a peer and is never dereferenced).
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(
+            addr as usize as *const i8,
+            core::arch::x86_64::_MM_HINT_T0,
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}
+
+/// Starts fetching the cache line holding `p` (a hint; no effect on other architectures).
+#[inline]
 pub(crate) fn prefetch<T>(p: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: PREFETCHT0 only hints the cache; it never faults and `p` is a valid reference.
@@ -327,4 +419,105 @@ pub(crate) fn prefetch<T>(p: &T) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errno() -> i32 {
+        io::Error::last_os_error().raw_os_error().unwrap_or(0)
+    }
+
+    /// A memfd of `len` bytes made with `flags`, with `seals` added (if any).
+    fn memfd(flags: libc::c_uint, seals: libc::c_int, len: libc::off_t) -> OwnedFd {
+        // SAFETY: the name is a NUL-terminated literal that outlives the call.
+        let raw = unsafe { libc::memfd_create(c"rpcrdma-test".as_ptr(), flags) };
+        assert!(raw >= 0, "memfd_create: {}", errno());
+        // SAFETY: `raw` was just returned by memfd_create and nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: plain system call on a descriptor we own.
+        assert_eq!(unsafe { libc::ftruncate(fd.as_raw_fd(), len) }, 0);
+        if seals != 0 {
+            // SAFETY: plain system call on a descriptor we own; the argument is an int.
+            let r = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) };
+            assert_eq!(r, 0, "F_ADD_SEALS: {}", errno());
+        }
+        fd
+    }
+
+    fn seals_of(fd: RawFd) -> libc::c_int {
+        // SAFETY: plain system call; F_GET_SEALS takes no argument.
+        unsafe { libc::fcntl(fd, libc::F_GET_SEALS) }
+    }
+
+    fn refused(fd: OwnedFd) -> &'static str {
+        match Mapping::from_fd(fd) {
+            Err(FabricError::InvalidArgument(why)) => why,
+            Err(e) => panic!("refused with an untyped error: {e}"),
+            Ok(_) => panic!("mapped"),
+        }
+    }
+
+    /// What a hostile peer would do to our memfd after receiving it fails: it cannot be
+    /// shrunk (EPERM), nor can seals be added, and our mapping stays whole.
+    #[test]
+    fn created_mappings_cannot_shrink() {
+        let m = Mapping::create("rpcrdma-test-seal", 8192).unwrap();
+        let seals = seals_of(m.fd());
+        assert_eq!(
+            seals & (libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL),
+            libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL
+        );
+        for smaller in [4096, 1, 0] {
+            // SAFETY: plain system call on a descriptor `m` keeps open.
+            let r = unsafe { libc::ftruncate(m.fd(), smaller) };
+            assert_eq!((r, errno()), (-1, libc::EPERM), "ftruncate to {smaller}");
+        }
+        // SAFETY: plain system call on a descriptor `m` keeps open; the argument is an int.
+        let r = unsafe { libc::fcntl(m.fd(), libc::F_ADD_SEALS, libc::F_SEAL_WRITE) };
+        assert_eq!((r, errno()), (-1, libc::EPERM), "no seal can be added");
+        // SAFETY: byte 8191 lies inside the 8192-byte mapping `m` keeps alive; the memory is
+        // plain bytes nobody else is using.
+        unsafe {
+            m.base().add(8191).write_volatile(7);
+            assert_eq!(m.base().add(8191).read_volatile(), 7);
+        }
+        // A peer receiving it maps it whole.
+        let peer = match Mapping::from_fd(m.fd.try_clone().unwrap()) {
+            Ok(p) => p,
+            Err(e) => panic!("a sealed memfd was refused: {e}"),
+        };
+        assert_eq!(peer.len(), 8192);
+        // SAFETY: as above, through the second mapping of the same memfd.
+        assert_eq!(unsafe { peer.base().add(8191).read_volatile() }, 7);
+    }
+
+    /// A memfd a peer could still shrink is refused with a typed error, whatever else it
+    /// is sealed with; so is anything that is not a memfd.
+    #[test]
+    fn from_fd_refuses_memory_that_can_shrink() {
+        let sealable = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+        let why = refused(memfd(sealable, 0, 4096));
+        assert!(why.contains("not sealed against shrinking"), "{why}");
+        // Sealed, but against growing and further seals only.
+        let why = refused(memfd(sealable, libc::F_SEAL_GROW | libc::F_SEAL_SEAL, 4096));
+        assert!(why.contains("not sealed against shrinking"), "{why}");
+        // Made without MFD_ALLOW_SEALING: its only seal is F_SEAL_SEAL.
+        let why = refused(memfd(libc::MFD_CLOEXEC, 0, 4096));
+        assert!(why.contains("not sealed against shrinking"), "{why}");
+        // A regular file (which anyone with write access could truncate).
+        let file = std::fs::File::open(std::env::current_exe().unwrap()).unwrap();
+        let why = refused(OwnedFd::from(file));
+        assert!(why.contains("not a sealable memfd"), "{why}");
+        // Sealed against shrinking, but empty: still refused, still typed.
+        let why = refused(memfd(sealable, libc::F_SEAL_SHRINK, 0));
+        assert!(why.contains("empty"), "{why}");
+        // Sealed against shrinking: accepted.
+        let fd = memfd(sealable, libc::F_SEAL_SHRINK, 4096);
+        match Mapping::from_fd(fd) {
+            Ok(m) => assert_eq!(m.len(), 4096),
+            Err(e) => panic!("a sealed memfd was refused: {e}"),
+        }
+    }
 }
