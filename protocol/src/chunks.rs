@@ -372,6 +372,20 @@ impl Piece {
     }
 }
 
+/// What a [`ReadPlan`] learned about a read list, without borrowing it: kept between the
+/// phases of pulling one Call's chunks so that [`ReadPlan::resume`] rebuilds the plan
+/// without validating the list again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlanSummary {
+    segments: usize,
+    inline_len: usize,
+    reduced_len: usize,
+    total_len: u32,
+    chunks: usize,
+    position_zero: Option<ReadChunk>,
+    first_position: Option<u32>,
+}
+
 /// How the unreduced Payload stream of a received Call is rebuilt from its reduced stream and
 /// its Read chunks (§3.4.5; see the [module documentation](self#the-unreduced-stream)).
 ///
@@ -496,6 +510,39 @@ impl<'a> ReadPlan<'a> {
             chunks,
             position_zero,
             first_position,
+        })
+    }
+
+    /// What the plan learned, without the borrow of the read list: [`ReadPlan::resume`]
+    /// rebuilds the plan from it without validating the list again.
+    pub fn summary(&self) -> PlanSummary {
+        PlanSummary {
+            segments: self.reads.len(),
+            inline_len: self.inline_len,
+            reduced_len: self.reduced_len,
+            total_len: self.total_len,
+            chunks: self.chunks,
+            position_zero: self.position_zero,
+            first_position: self.first_position,
+        }
+    }
+
+    /// The plan [`ReadPlan::new`] returned for `reads`, rebuilt from its
+    /// [`summary`](Self::summary) without the validation passes.
+    ///
+    /// `reads` must be the read list the summary was made from (the same received bytes,
+    /// decoded again); `None` when its length differs. Given another list of the same length
+    /// the plan describes the old one: pieces may then name segments wrongly, but nothing
+    /// reads outside `reads` (every access is checked).
+    pub fn resume(reads: ReadList<'a>, s: PlanSummary) -> Option<ReadPlan<'a>> {
+        (reads.len() == s.segments).then_some(ReadPlan {
+            reads,
+            inline_len: s.inline_len,
+            reduced_len: s.reduced_len,
+            total_len: s.total_len,
+            chunks: s.chunks,
+            position_zero: s.position_zero,
+            first_position: s.first_position,
         })
     }
 

@@ -110,6 +110,48 @@ fn bad_msg_type(value: u32) -> DecodeError {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Direct decoding
+// ---------------------------------------------------------------------------------------------
+//
+// The parsers below first try a direct decoder: one bounds check for the fixed words, then
+// big-endian loads at fixed offsets (no cursor, no `Result` per word). A direct decoder
+// answers `Some` exactly when the cursor-based reference decoder succeeds, with the same
+// header and length (property tests below), and `None` otherwise; the parsers then run the
+// reference decoder, cold, which finds the typed error at its offset. Malformed input
+// therefore gets the same `DecodeError` as ever, and well-formed input never pays for the
+// per-word checks.
+
+/// The big-endian word at byte `at` of `w` (RFC 4506 §4.2). With a constant `at` the index is
+/// checked at compile time.
+#[inline(always)]
+fn be32_at<const N: usize>(w: &[u8; N], at: usize) -> u32 {
+    u32::from_be_bytes([w[at], w[at + 1], w[at + 2], w[at + 3]])
+}
+
+/// The `N` bytes of `buf` from `at`, or `None` when `buf` ends before.
+#[inline(always)]
+fn fixed_at<const N: usize>(buf: &[u8], at: usize) -> Option<&[u8; N]> {
+    buf.get(at..at.checked_add(N)?)?.try_into().ok()
+}
+
+/// The body of an `opaque_auth` whose length word `len` was just read and whose body starts
+/// at `at`: `None` when the length exceeds [`MAX_AUTH_BYTES`] (RFC 5531 §8.2) or the body
+/// and its padding run past `buf` (RFC 4506 §4.10). Returns the body and where the next item
+/// starts.
+#[inline(always)]
+fn auth_body_at(buf: &[u8], at: usize, len: u32) -> Option<(&[u8], usize)> {
+    let len = len as usize;
+    if len > MAX_AUTH_BYTES {
+        return None;
+    }
+    let end = at + pad4(len);
+    if end > buf.len() {
+        return None;
+    }
+    Some((&buf[at..at + len], end))
+}
+
+// ---------------------------------------------------------------------------------------------
 // opaque_auth
 // ---------------------------------------------------------------------------------------------
 
@@ -471,7 +513,53 @@ impl<'a> CallHeader<'a> {
     ///
     /// An `mtype` other than CALL is [`DecodeError::InvalidDiscriminant`] at offset 4. Any
     /// `rpcvers` is accepted.
+    #[inline]
     pub fn parse(buf: &'a [u8]) -> Result<(Self, usize), DecodeError> {
+        match Self::parse_direct(buf) {
+            Some(parsed) => Ok(parsed),
+            None => Self::parse_reference(buf),
+        }
+    }
+
+    /// [`CallHeader::parse`] by direct loads (RFC 5531 §9 `call_body`; each `opaque_auth`
+    /// body at most 400 bytes, §8.2): `Some` exactly when the reference decoder succeeds,
+    /// with the same result; `None` for anything it would reject.
+    #[inline]
+    fn parse_direct(buf: &'a [u8]) -> Option<(Self, usize)> {
+        // xid, mtype, rpcvers, prog, vers, proc, cred.flavor, cred.length.
+        let w: &[u8; 32] = fixed_at(buf, 0)?;
+        if be32_at(w, 4) != CALL {
+            return None;
+        }
+        let (cred, at) = auth_body_at(buf, 32, be32_at(w, 28))?;
+        // verf.flavor, verf.length.
+        let v: &[u8; 8] = fixed_at(buf, at)?;
+        let (verf, end) = auth_body_at(buf, at + 8, be32_at(v, 4))?;
+        Some((
+            CallHeader {
+                xid: be32_at(w, 0),
+                rpcvers: be32_at(w, 8),
+                prog: be32_at(w, 12),
+                vers: be32_at(w, 16),
+                proc_num: be32_at(w, 20),
+                cred: OpaqueAuth {
+                    flavor: be32_at(w, 24),
+                    body: cred,
+                },
+                verf: OpaqueAuth {
+                    flavor: be32_at(v, 0),
+                    body: verf,
+                },
+            },
+            end,
+        ))
+    }
+
+    /// The cursor-based decoder: the reference the direct one agrees with, and the source
+    /// of the typed error for input the direct one rejects.
+    #[cold]
+    #[inline(never)]
+    fn parse_reference(buf: &'a [u8]) -> Result<(Self, usize), DecodeError> {
         let (mut r, xid, mtype) = read_prefix(buf)?;
         if mtype != CALL {
             return Err(bad_msg_type(mtype));
@@ -797,7 +885,78 @@ impl<'a> ReplyHeader<'a> {
     ///
     /// An `mtype` other than REPLY, and unknown `reply_stat`, `accept_stat` and `reject_stat`
     /// values, are [`DecodeError::InvalidDiscriminant`]. An unknown `auth_stat` decodes.
+    #[inline]
     pub fn parse(buf: &'a [u8]) -> Result<(Self, usize), DecodeError> {
+        match Self::parse_direct(buf) {
+            Some(parsed) => Ok(parsed),
+            None => Self::parse_reference(buf),
+        }
+    }
+
+    /// [`ReplyHeader::parse`] by direct loads (RFC 5531 §9 `reply_body`; the verifier body at
+    /// most 400 bytes, §8.2): `Some` exactly when the reference decoder succeeds, with the
+    /// same result; `None` for anything it would reject.
+    #[inline]
+    fn parse_direct(buf: &'a [u8]) -> Option<(Self, usize)> {
+        // xid, mtype, reply_stat, then verf.flavor and verf.length (accepted) or reject_stat
+        // and its first word (denied).
+        let w: &[u8; 20] = fixed_at(buf, 0)?;
+        if be32_at(w, 4) != REPLY {
+            return None;
+        }
+        let (body, end) = match be32_at(w, 8) {
+            MSG_ACCEPTED => {
+                let (verf, at) = auth_body_at(buf, 20, be32_at(w, 16))?;
+                let verf = OpaqueAuth {
+                    flavor: be32_at(w, 12),
+                    body: verf,
+                };
+                let (stat, end) = match be32_at(fixed_at::<4>(buf, at)?, 0) {
+                    0 => (AcceptStat::Success, at + 4),
+                    1 => (AcceptStat::ProgUnavail, at + 4),
+                    2 => {
+                        let m: &[u8; 8] = fixed_at(buf, at + 4)?;
+                        let (low, high) = (be32_at(m, 0), be32_at(m, 4));
+                        (AcceptStat::ProgMismatch { low, high }, at + 12)
+                    }
+                    3 => (AcceptStat::ProcUnavail, at + 4),
+                    4 => (AcceptStat::GarbageArgs, at + 4),
+                    5 => (AcceptStat::SystemErr, at + 4),
+                    _ => return None,
+                };
+                (ReplyBody::Accepted { verf, stat }, end)
+            }
+            MSG_DENIED => match be32_at(w, 12) {
+                0 => {
+                    let high = be32_at(fixed_at::<4>(buf, 20)?, 0);
+                    let low = be32_at(w, 16);
+                    (
+                        ReplyBody::Denied(RejectedReply::RpcMismatch { low, high }),
+                        24,
+                    )
+                }
+                1 => (
+                    ReplyBody::Denied(RejectedReply::AuthError(AuthStat(be32_at(w, 16)))),
+                    20,
+                ),
+                _ => return None,
+            },
+            _ => return None,
+        };
+        Some((
+            ReplyHeader {
+                xid: be32_at(w, 0),
+                body,
+            },
+            end,
+        ))
+    }
+
+    /// The cursor-based decoder: the reference the direct one agrees with, and the source
+    /// of the typed error for input the direct one rejects.
+    #[cold]
+    #[inline(never)]
+    fn parse_reference(buf: &'a [u8]) -> Result<(Self, usize), DecodeError> {
         let (mut r, xid, mtype) = read_prefix(buf)?;
         if mtype != REPLY {
             return Err(bad_msg_type(mtype));
@@ -957,7 +1116,24 @@ impl<'a> RpcMessage<'a> {
     /// header's length (where the arguments or results start).
     ///
     /// An unknown `msg_type` is [`DecodeError::InvalidDiscriminant`] at offset 4.
+    #[inline]
     pub fn parse(buf: &'a [u8]) -> Result<(Self, usize), DecodeError> {
+        let direct = match fixed_at::<4>(buf, 4).map(|m| be32_at(m, 0)) {
+            Some(CALL) => CallHeader::parse_direct(buf).map(|(c, n)| (RpcMessage::Call(c), n)),
+            Some(REPLY) => ReplyHeader::parse_direct(buf).map(|(r, n)| (RpcMessage::Reply(r), n)),
+            _ => None,
+        };
+        match direct {
+            Some(parsed) => Ok(parsed),
+            None => Self::parse_reference(buf),
+        }
+    }
+
+    /// The cursor-based decoder: the reference the direct ones agree with, and the source
+    /// of the typed error for input they reject.
+    #[cold]
+    #[inline(never)]
+    fn parse_reference(buf: &'a [u8]) -> Result<(Self, usize), DecodeError> {
         let (mut r, xid, mtype) = read_prefix(buf)?;
         let msg = match mtype {
             CALL => RpcMessage::Call(CallHeader::decode_body(xid, &mut r)?),
@@ -2038,6 +2214,116 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// The direct decoders agree with the reference decoders on `bytes`: the same success or
+    /// the same typed error, for calls, replies and either.
+    fn check_direct_agrees(bytes: &[u8]) -> Result<(), TestCaseError> {
+        prop_assert_eq!(CallHeader::parse(bytes), CallHeader::parse_reference(bytes));
+        prop_assert_eq!(
+            ReplyHeader::parse(bytes),
+            ReplyHeader::parse_reference(bytes)
+        );
+        prop_assert_eq!(RpcMessage::parse(bytes), RpcMessage::parse_reference(bytes));
+        // The direct decoders alone: `Some` exactly when the reference succeeds.
+        prop_assert_eq!(
+            CallHeader::parse_direct(bytes),
+            CallHeader::parse_reference(bytes).ok()
+        );
+        prop_assert_eq!(
+            ReplyHeader::parse_direct(bytes),
+            ReplyHeader::parse_reference(bytes).ok()
+        );
+        Ok(())
+    }
+
+    /// Valid headers to mutate: calls with AUTH_NONE, AUTH_SYS and a 400-byte credential,
+    /// replies of every status, each followed by a few argument or result bytes.
+    fn direct_seeds() -> Vec<Vec<u8>> {
+        let mut seeds = vec![words(&NULL_CALL), words(&SYS_CALL)];
+        let big = [0x5au8; MAX_AUTH_BYTES];
+        let call = CallHeader::new(
+            7,
+            1,
+            2,
+            3,
+            OpaqueAuth::new(RPCSEC_GSS, &big),
+            OpaqueAuth::new(1, &big[..5]),
+        );
+        seeds.push(encode_vec(|b| call.encode(b)));
+        for kind in 0..8 {
+            let verf = OpaqueAuth::new(AUTH_SHORT, &big[..kind as usize * 3]);
+            let r = make_reply(kind, 0x42, 1, 3, verf);
+            seeds.push(encode_vec(|b| r.encode(b)));
+        }
+        for s in &mut seeds {
+            s.extend_from_slice(&[0, 0, 0, 9, 1, 2]);
+        }
+        seeds
+    }
+
+    #[test]
+    fn direct_decoders_agree_on_every_prefix_of_the_seeds() {
+        for seed in direct_seeds() {
+            for cut in 0..=seed.len() {
+                check_direct_agrees(&seed[..cut]).unwrap();
+            }
+        }
+        // Lengths just over the limit, and counts that would wrap an offset.
+        for len in [401u32, 402, 403, 404, u32::MAX - 2, u32::MAX] {
+            let mut call = words(&NULL_CALL);
+            call[28..32].copy_from_slice(&len.to_be_bytes());
+            call.resize(call.len() + 512, 0);
+            check_direct_agrees(&call).unwrap();
+            let mut call = words(&NULL_CALL);
+            call[36..40].copy_from_slice(&len.to_be_bytes());
+            call.resize(call.len() + 512, 0);
+            check_direct_agrees(&call).unwrap();
+            let mut reply = words(&[1, REPLY, MSG_ACCEPTED, 0, len, 0]);
+            reply.resize(reply.len() + 512, 0);
+            check_direct_agrees(&reply).unwrap();
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        #[test]
+        fn direct_decoders_agree_on_mutated_headers(
+            which in 0usize..11,
+            edits in proptest::collection::vec(
+                (0usize..64, prop_oneof![0u8..8, Just(0xffu8), any::<u8>()]), 0..4),
+            cut in prop_oneof![Just(0usize), 0usize..64],
+        ) {
+            let mut m = direct_seeds()[which].clone();
+            let len = m.len();
+            for (at, v) in edits {
+                m[at % len] = v;
+            }
+            m.truncate(len - cut.min(len));
+            check_direct_agrees(&m)?;
+        }
+
+        #[test]
+        fn direct_decoders_agree_on_random_bytes(
+            bytes in proptest::collection::vec(any::<u8>(), 0..96),
+        ) {
+            check_direct_agrees(&bytes)?;
+        }
+
+        #[test]
+        fn direct_decoders_agree_on_small_words(
+            ws in proptest::collection::vec(
+                prop_oneof![4 => 0u32..6, 1 => 0u32..40, 1 => 398u32..404, 1 => any::<u32>()],
+                0..24,
+            ),
+            cut in 0usize..4,
+        ) {
+            let mut bytes = words(&ws);
+            let keep = bytes.len().saturating_sub(cut);
+            bytes.truncate(keep);
+            check_direct_agrees(&bytes)?;
         }
     }
 }

@@ -99,6 +99,58 @@ pub struct AcceptedCall<'a> {
     pub call: Option<(CallHeader<'a>, usize)>,
 }
 
+impl AcceptedCall<'_> {
+    /// What the verdict learned, without borrowing the message: [`resume_call`] rebuilds this
+    /// accepted Call from it and the same bytes without judging them again.
+    pub fn summary(&self) -> CallSummary {
+        CallSummary {
+            len: self.header.bytes().len(),
+            header_len: self.header.header_len(),
+            plan: self.plan.summary(),
+            call_len: self.call.map(|(_, n)| n),
+        }
+    }
+}
+
+/// What [`judge_call`] learned about a Call it accepted, kept by a responder between the
+/// phases of one chunked or Long Call (pulling the chunks, then answering) so that the
+/// later phases need not judge the message again: see [`resume_call`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallSummary {
+    len: usize,
+    header_len: usize,
+    plan: crate::chunks::PlanSummary,
+    call_len: Option<usize>,
+}
+
+/// The [`AcceptedCall`] that [`judge_call`] returned for `buf`, rebuilt from its
+/// [`summary`](AcceptedCall::summary): the transport header decoded again (its lists are
+/// views into `buf`), the read plan resumed without its validation passes (RFC 8166 §3.4.5
+/// checks already made), the inline RPC Call header (if any) decoded again.
+///
+/// `buf` must hold the bytes that were judged (the receive buffer is not reposted between
+/// the phases). `None` when they visibly are not (another length, header length or number
+/// of read segments): the caller judges `buf` with [`judge_call`] instead. On other bytes of
+/// the same shape the result describes the old message, but nothing reads outside `buf`.
+pub fn resume_call<'a>(buf: &'a [u8], s: &CallSummary) -> Option<AcceptedCall<'a>> {
+    if buf.len() != s.len {
+        return None;
+    }
+    let header = HeaderView::parse(buf).ok()?;
+    if header.header_len() != s.header_len {
+        return None;
+    }
+    let plan = ReadPlan::resume(header.read_list(), s.plan)?;
+    let call = match s.call_len {
+        None => None,
+        Some(n) => match CallHeader::parse(header.payload()) {
+            Ok((c, len)) if len == n => Some((c, len)),
+            _ => return None,
+        },
+    };
+    Some(AcceptedCall { header, plan, call })
+}
+
 /// A Reply (or RDMA_ERROR) that passed every transport check.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AcceptedReply<'a> {
@@ -106,6 +158,99 @@ pub struct AcceptedReply<'a> {
     pub header: HeaderView<'a>,
     /// The RPC Reply header and its length, when it travels inline (RDMA_MSG).
     pub reply: Option<(ReplyHeader<'a>, usize)>,
+}
+
+/// A Short RDMA_MSG Call without any chunk, accepted by [`short_call`]: what a responder
+/// needs to answer it, borrowed from the receive buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShortCall<'a> {
+    /// `rdma_xid`, equal to the RPC XID.
+    pub xid: u32,
+    /// `rdma_credit`: the credits the requester asks for (RFC 8166 §3.3).
+    pub credit: u32,
+    /// The RPC Call header.
+    pub call: CallHeader<'a>,
+    /// The length of the encoded RPC Call header: where the arguments start in the Payload
+    /// stream.
+    pub call_len: usize,
+    /// The procedure's arguments: the rest of the Payload stream.
+    pub args: &'a [u8],
+}
+
+/// A Short RDMA_MSG Reply without any chunk, accepted by [`short_reply`]: what a requester
+/// needs to complete the RPC, borrowed from the receive buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShortReply<'a> {
+    /// `rdma_xid`, equal to the RPC XID.
+    pub xid: u32,
+    /// `rdma_credit`: the responder's grant (RFC 8166 §3.3).
+    pub credit: u32,
+    /// The RPC Reply header.
+    pub reply: ReplyHeader<'a>,
+    /// The length of the encoded RPC Reply header: where the results start in the Payload
+    /// stream.
+    pub reply_len: usize,
+    /// The results (for SUCCESS; whatever follows the header otherwise): the rest of the
+    /// Payload stream.
+    pub results: &'a [u8],
+}
+
+/// The fixed words of a bare RDMA_MSG (RFC 8166 §4.2, §4.7: version 1, RDMA_MSG, three zero
+/// list discriminators) followed by an RPC XID equal to `rdma_xid` (§4.2.1, CHECKLIST G-9):
+/// `(xid, credit, payload)`, or `None`. The same test as [`HeaderView::parse_bare_msg`]
+/// followed by [`xid_matches`], from one 32-byte load.
+#[inline(always)]
+fn bare_msg(buf: &[u8]) -> Option<(u32, u32, &[u8])> {
+    let w: &[u8; MIN_HEADER_LEN + 4] = buf.get(..MIN_HEADER_LEN + 4)?.try_into().ok()?;
+    let word = |i: usize| u32::from_be_bytes([w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]]);
+    if word(1) != RPCRDMA_VERSION
+        || word(3) != Proc::Msg.to_u32()
+        || (word(4) | word(5) | word(6)) != 0
+        || word(7) != word(0)
+    {
+        return None;
+    }
+    Some((word(0), word(2), &buf[MIN_HEADER_LEN..]))
+}
+
+/// The leanest form of [`accept_short_call`], for a responder's hot path: the same checks
+/// (fixed words, XID match, a Payload stream a 32-bit Position can describe, an RPC Call
+/// header that decodes, RFC 8166 §4.5, §4.2.1, §4.5.2), the same answer, but only the parts
+/// a Short Call has, without building the header view and the read plan. `Some` exactly
+/// when [`accept_short_call`] is `Some`, with its XID, credit and call (property tests in
+/// `tests/verdict.rs`); `None` decides nothing (judge the message with [`judge_call`]).
+#[inline]
+pub fn short_call(buf: &[u8]) -> Option<ShortCall<'_>> {
+    let (xid, credit, payload) = bare_msg(buf)?;
+    if payload.len() as u64 > u64::from(LIMITS.max_stream_len) {
+        return None;
+    }
+    let (call, call_len) = CallHeader::parse(payload).ok()?;
+    Some(ShortCall {
+        xid,
+        credit,
+        call,
+        call_len,
+        args: &payload[call_len..],
+    })
+}
+
+/// The leanest form of [`accept_short_reply`], for a requester's hot path: the same checks
+/// (fixed words, XID match, an RPC Reply header that decodes, RFC 8166 §4.5, §4.2.1, §6.1)
+/// without building the header view. `Some` exactly when [`accept_short_reply`] is `Some`,
+/// with its XID, credit and reply (property tests in `tests/verdict.rs`); `None` decides
+/// nothing (judge the message with [`judge_reply`]).
+#[inline]
+pub fn short_reply(buf: &[u8]) -> Option<ShortReply<'_>> {
+    let (xid, credit, payload) = bare_msg(buf)?;
+    let (reply, reply_len) = ReplyHeader::parse(payload).ok()?;
+    Some(ShortReply {
+        xid,
+        credit,
+        reply,
+        reply_len,
+        results: &payload[reply_len..],
+    })
 }
 
 /// Messages shorter than the minimal header (RFC 8166 §4.5).
@@ -184,22 +329,17 @@ pub fn judge_call(buf: &[u8]) -> Result<AcceptedCall<'_>, Verdict> {
 /// [`judge_call_full`], which gives the verdict.
 #[inline]
 pub fn accept_short_call(buf: &[u8]) -> Option<AcceptedCall<'_>> {
+    let short = short_call(buf)?;
+    // The fixed words were checked by `short_call`.
     let header = HeaderView::parse_bare_msg(buf)?;
-    if !xid_matches(&header) {
-        return None;
-    }
-    let payload = header.payload();
     // Empty read list: the plan is the inline payload alone (its length checked as for any
     // Call).
-    let plan = ReadPlan::new(payload.len(), header.read_list(), LIMITS).ok()?;
-    match RpcMessage::parse(payload) {
-        Ok((RpcMessage::Call(c), len)) => Some(AcceptedCall {
-            header,
-            plan,
-            call: Some((c, len)),
-        }),
-        _ => None,
-    }
+    let plan = ReadPlan::new(header.payload().len(), header.read_list(), LIMITS).ok()?;
+    Some(AcceptedCall {
+        header,
+        plan,
+        call: Some((short.call, short.call_len)),
+    })
 }
 
 /// The full responder-side verdict (RFC 8166 §4.5) for any message: the reference
@@ -388,17 +528,13 @@ pub fn judge_reply(buf: &[u8]) -> Result<AcceptedReply<'_>, Verdict> {
 /// nothing, and the caller goes on with [`judge_reply_full`].
 #[inline]
 pub fn accept_short_reply(buf: &[u8]) -> Option<AcceptedReply<'_>> {
+    let short = short_reply(buf)?;
+    // The fixed words were checked by `short_reply`.
     let header = HeaderView::parse_bare_msg(buf)?;
-    if !xid_matches(&header) {
-        return None;
-    }
-    match RpcMessage::parse(header.payload()) {
-        Ok((RpcMessage::Reply(r), len)) => Some(AcceptedReply {
-            header,
-            reply: Some((r, len)),
-        }),
-        _ => None,
-    }
+    Some(AcceptedReply {
+        header,
+        reply: Some((short.reply, short.reply_len)),
+    })
 }
 
 /// The full requester-side verdict (RFC 8166 §4.5) for any message: the reference

@@ -387,7 +387,7 @@ mod fast_path {
     use rpcrdma_proto::header::Proc;
     use rpcrdma_proto::verdict::{
         accept_short_call, accept_short_reply, judge_call, judge_call_full, judge_reply,
-        judge_reply_full, AcceptedCall, AcceptedReply,
+        judge_reply_full, resume_call, short_call, short_reply, AcceptedCall, AcceptedReply,
     };
 
     /// Calls: Short (AUTH_NONE), Short with AUTH_SYS and arguments, chunked, Long, Short with
@@ -443,6 +443,14 @@ mod fast_path {
                 .to_string(),
             "00000042 00000001 00000020 00000004 00000002".to_string(),
             "00000042 00000001 00000020 00000004 00000001 00000001 00000001".to_string(),
+            // Short PROG_MISMATCH with a verifier body, Short AUTH_ERROR.
+            "00000042 00000001 00000020 00000000 00000000 00000000 00000000 \
+             00000042 00000001 00000000 00000001 00000005 01020304 05000000 \
+             00000002 00000001 00000003"
+                .to_string(),
+            "00000042 00000001 00000020 00000000 00000000 00000000 00000000 \
+             00000042 00000001 00000001 00000001 00000005"
+                .to_string(),
         ]
         .iter()
         .map(|m| super::hex(m))
@@ -454,9 +462,32 @@ mod fast_path {
     fn check_call(m: &[u8]) -> Result<(), TestCaseError> {
         let full = judge_call_full(m);
         prop_assert_eq!(&judge_call(m), &full);
+        // An accepted Call resumes from its summary to the same acceptance.
+        if let Ok(a) = &full {
+            let resumed = resume_call(m, &a.summary());
+            prop_assert_eq!(resumed.as_ref(), Some(a));
+            // Other bytes of another length are refused, not misread.
+            let mut longer = m.to_vec();
+            longer.push(0);
+            prop_assert!(resume_call(&longer, &a.summary()).is_none());
+        }
+        let lean = short_call(m);
         match accept_short_call(m) {
-            Some(fast) => prop_assert_eq!(Ok(fast), full),
-            None => prop_assert!(!full.as_ref().is_ok_and(is_bare_call)),
+            Some(fast) => {
+                // The lean fast path takes the same messages and finds the same Call.
+                let Some(lean) = lean else {
+                    return Err(TestCaseError::fail("short_call refused an accepted Call"));
+                };
+                prop_assert_eq!(lean.xid, fast.header.xid());
+                prop_assert_eq!(lean.credit, fast.header.credit());
+                prop_assert_eq!(Some((lean.call, lean.call_len)), fast.call);
+                prop_assert_eq!(lean.args, &fast.header.payload()[lean.call_len..]);
+                prop_assert_eq!(Ok(fast), full);
+            }
+            None => {
+                prop_assert!(lean.is_none());
+                prop_assert!(!full.as_ref().is_ok_and(is_bare_call));
+            }
         }
         Ok(())
     }
@@ -464,9 +495,23 @@ mod fast_path {
     fn check_reply(m: &[u8]) -> Result<(), TestCaseError> {
         let full = judge_reply_full(m);
         prop_assert_eq!(&judge_reply(m), &full);
+        let lean = short_reply(m);
         match accept_short_reply(m) {
-            Some(fast) => prop_assert_eq!(Ok(fast), full),
-            None => prop_assert!(!full.as_ref().is_ok_and(is_bare_reply)),
+            Some(fast) => {
+                // The lean fast path takes the same messages and finds the same Reply.
+                let Some(lean) = lean else {
+                    return Err(TestCaseError::fail("short_reply refused an accepted Reply"));
+                };
+                prop_assert_eq!(lean.xid, fast.header.xid());
+                prop_assert_eq!(lean.credit, fast.header.credit());
+                prop_assert_eq!(Some((lean.reply, lean.reply_len)), fast.reply);
+                prop_assert_eq!(lean.results, &fast.header.payload()[lean.reply_len..]);
+                prop_assert_eq!(Ok(fast), full);
+            }
+            None => {
+                prop_assert!(lean.is_none());
+                prop_assert!(!full.as_ref().is_ok_and(is_bare_reply));
+            }
         }
         Ok(())
     }
@@ -495,7 +540,8 @@ mod fast_path {
         }
         let r = reply_seeds();
         assert!(accept_short_reply(&r[0]).is_some() && accept_short_reply(&r[1]).is_some());
-        for m in &r[2..] {
+        assert!(accept_short_reply(&r[6]).is_some() && accept_short_reply(&r[7]).is_some());
+        for m in &r[2..6] {
             assert!(accept_short_reply(m).is_none());
             assert!(judge_reply_full(m).is_ok());
         }
@@ -525,14 +571,15 @@ mod fast_path {
         #[test]
         fn fast_path_agrees_on_mutated_messages(
             call in any::<bool>(),
-            which in 0usize..6,
+            which in 0usize..8,
             edits in proptest::collection::vec(
                 (prop_oneof![0usize..28, 0usize..128], any::<u8>()), 0..4),
             small in proptest::collection::vec((0usize..28, 0u8..6), 0..2),
             cut in prop_oneof![Just(0usize), 0usize..128],
             extend in prop_oneof![Just(0usize), 0usize..8],
         ) {
-            let seed = if call { call_seeds()[which].clone() } else { reply_seeds()[which].clone() };
+            let seeds = if call { call_seeds() } else { reply_seeds() };
+            let seed = seeds[which % seeds.len()].clone();
             let mut edits = edits;
             edits.extend(small);
             let m = mutate(seed, edits, cut, extend);

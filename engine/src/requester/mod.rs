@@ -276,6 +276,23 @@ struct Slot<P: Provider> {
     send_len: u32,
 }
 
+impl<P: Provider> Slot<P> {
+    /// Whether a Short Reply without chunks (`verdict::short_reply`) with `xid` completes
+    /// this RPC on the fast path: the slot waits for exactly this XID (`Sent`; a `Zombie`'s
+    /// late reply only returns its credit), and its Call provided no Write chunk and no
+    /// Reply chunk (so the empty lists returned are what CHECKLIST G-4 and G-17 accept and
+    /// the whole reply is inline, RFC 8166 §3.5.1, §4.3) and left no window bound (nothing to
+    /// invalidate before completing, §4.4.1). Anything else takes the general path.
+    #[inline]
+    fn takes_short_reply(&self, xid: u32) -> bool {
+        self.xid == xid
+            && self.state == State::Sent
+            && self.n_writes == 0
+            && !self.has_reply_chunk
+            && self.bound == [None, None]
+    }
+}
+
 /// Reconnection in progress after a loss with retransmission on.
 #[derive(Clone, Copy, Debug)]
 struct Recovery {
@@ -373,6 +390,9 @@ impl<P: Provider> Client<P> {
         let (arg_pool, args) = conn::pool_taken(&pd, config.bulk_size as usize, n, remote)?;
         let (res_pool, ress) = conn::pool_taken(&pd, config.bulk_size as usize, n, remote)?;
         let pools = [recv_pool, send_pool, arg_pool, res_pool];
+        // Rebound after the pools, so that on an early return the buffers drop first: a pool
+        // dropped with buffers still out leaks its memory on purpose.
+        let recv = recv;
         let mut sends = sends.into_vec().into_iter();
         let mut args = args.into_vec().into_iter();
         let mut ress = ress.into_vec().into_iter();
@@ -1029,6 +1049,51 @@ impl<P: Provider> Client<P> {
         f: &mut F,
     ) {
         self.batch[0] += u64::from(len);
+        let bytes = view::bytes(&self.recv[ridx as usize], len as usize);
+        if let Some(short) = verdict::short_reply(bytes) {
+            let i = (short.xid & SLOT_MASK) as usize;
+            if let Some(slot) = self
+                .slots
+                .get_mut(i)
+                .filter(|s| s.takes_short_reply(short.xid))
+            {
+                // The Short-reply fast path (see `Slot::takes_short_reply`): what the general
+                // path below does for this reply, without judging it again, checking empty
+                // lists against empty provisions, or re-deriving the results.
+                slot.grant = Some(short.credit);
+                slot.outcome = Outcome::Reply;
+                bump(&self.stats.short_replies, 1);
+                self.batch[1] += 1;
+                f(Completion {
+                    tag: slot.tag,
+                    xid: slot.xid,
+                    result: Ok(Reply {
+                        rpc: short.reply,
+                        results: short.results,
+                        bulk: [&[]; MAX_WRITE_CHUNKS],
+                        n_bulk: 0,
+                    }),
+                });
+                self.reposts.push(ridx);
+                self.credits.on_reply(Some(short.credit));
+                slot.state = State::Free;
+                slot.recv_idx = None;
+                self.free.push(i as u32);
+                return;
+            }
+        }
+        self.on_reply_general(ridx, len, inv, f)
+    }
+
+    /// [`on_reply`](Self::on_reply) for any reply: judged in full, matched, its chunks
+    /// checked against what the Call provided, its windows invalidated before completing.
+    fn on_reply_general<F: FnMut(Completion<'_>)>(
+        &mut self,
+        ridx: u32,
+        len: u32,
+        inv: Option<u32>,
+        f: &mut F,
+    ) {
         let bytes = view::bytes(&self.recv[ridx as usize], len as usize);
         let acc = match verdict::judge_reply(bytes) {
             Ok(a) => a,
@@ -1706,6 +1771,8 @@ fn bind_window<P: Provider>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fabric::soft::Soft;
+    use rpcrdma_proto::rpc::{AcceptStat, AuthStat, RejectedReply};
 
     #[test]
     fn short_call_prefix_is_what_the_encoders_write() {
@@ -1735,5 +1802,223 @@ mod tests {
             }
             assert_eq!(got, want);
         }
+    }
+
+    /// The completions one reply produced: tag, XID, and the reply's header, results and
+    /// bulk count, or the error.
+    type Seen = Vec<(u64, u32, Result<(String, Vec<u8>, usize), RpcError>)>;
+
+    /// What one reply did to a client: the completions it produced (the reply's header,
+    /// results and bulk count, or the error), the counters, credits, free slots, receives
+    /// to repost and every slot's state.
+    #[derive(Debug, PartialEq)]
+    struct Effect {
+        completions: Seen,
+        stats: Snapshot,
+        batch: [u64; 2],
+        credits: RequesterCredits,
+        free: Vec<u32>,
+        reposts: Vec<u32>,
+        slots: Vec<(State, u32, Option<u32>, Outcome)>,
+    }
+
+    fn effect(c: &mut Client<Soft>, completions: Seen) -> Effect {
+        let e = Effect {
+            completions,
+            stats: c.stats.snapshot(),
+            batch: c.batch,
+            credits: c.credits,
+            free: c.free.clone(),
+            reposts: c.reposts.clone(),
+            slots: c
+                .slots
+                .iter()
+                .map(|s| (s.state, s.xid, s.grant, s.outcome))
+                .collect(),
+        };
+        c.reposts.clear();
+        e
+    }
+
+    /// Hands `reply` to the client as if it arrived in receive buffer 0, through the fast
+    /// path first (`fast`) or the general path alone.
+    fn receive(c: &mut Client<Soft>, reply: &[u8], fast: bool) -> Effect {
+        // The peer never sends in these tests, so nothing writes receive buffer 0.
+        view::bytes_mut(&mut c.recv[0])[..reply.len()].copy_from_slice(reply);
+        let mut seen = Vec::new();
+        let mut f = |comp: Completion<'_>| {
+            seen.push((
+                comp.tag,
+                comp.xid,
+                comp.result
+                    .map(|r| (format!("{:?}", r.rpc), r.results.to_vec(), r.bulk().len())),
+            ))
+        };
+        if fast {
+            c.on_reply(0, reply.len() as u32, None, &mut f);
+        } else {
+            // What `on_reply` counts before either path.
+            c.batch[0] += reply.len() as u64;
+            c.on_reply_general(0, reply.len() as u32, None, &mut f);
+        }
+        effect(c, seen)
+    }
+
+    /// A Short Reply: the 28-byte RDMA_MSG header then the RPC Reply header and `results`.
+    fn short_reply(rdma_xid: u32, credit: u32, rpc: ReplyHeader<'_>, results: &[u8]) -> Vec<u8> {
+        let mut m = vec![0u8; BARE_MSG_LEN + rpc.encoded_len()];
+        Header::msg(rdma_xid, credit, Chunks::default())
+            .encode(&mut m)
+            .unwrap();
+        rpc.encode(&mut m[BARE_MSG_LEN..]).unwrap();
+        m.extend_from_slice(results);
+        m
+    }
+
+    /// The replies to try against a pending Call with `xid`: every accepted and denied
+    /// status, a verifier body, results, truncations, XID and list mismatches, RDMA_ERROR.
+    fn replies(xid: u32, credit: u32) -> Vec<Vec<u8>> {
+        let verf = [1u8, 2, 3, 4, 5];
+        let none = OpaqueAuth::NONE;
+        let mut out = Vec::new();
+        let statuses = [
+            ReplyHeader::accepted_success(xid),
+            ReplyHeader::accepted(xid, OpaqueAuth::new(2, &verf), AcceptStat::Success),
+            ReplyHeader::prog_unavail(xid),
+            ReplyHeader::prog_mismatch(xid, 1, 3),
+            ReplyHeader::proc_unavail(xid),
+            ReplyHeader::garbage_args(xid),
+            ReplyHeader::system_err(xid),
+            ReplyHeader::rpc_mismatch(xid, 2, 2),
+            ReplyHeader::auth_error(xid, AuthStat::AUTH_BADCRED),
+            ReplyHeader::denied(xid, RejectedReply::AuthError(AuthStat(99))),
+        ];
+        for rpc in statuses {
+            for results in [&[][..], &[0, 0, 0, 7], &[9; 40]] {
+                let m = short_reply(xid, credit, rpc, results);
+                // Whole, and cut at every length (the RPC header truncated, the results
+                // shortened).
+                for cut in 0..=m.len() {
+                    out.push(m[..cut].to_vec());
+                }
+            }
+        }
+        let ok = short_reply(
+            xid,
+            credit,
+            ReplyHeader::accepted(xid, none, AcceptStat::Success),
+            &[1, 2, 3, 4],
+        );
+        // Another XID in the RPC header; another slot's XID in both; version 2; RDMA_NOMSG;
+        // an unknown accept_stat; a Call instead of a Reply; a Write list returned.
+        let mut m = ok.clone();
+        m[BARE_MSG_LEN + 3] ^= 1;
+        out.push(m);
+        let mut m = ok.clone();
+        m[3] ^= 1;
+        m[BARE_MSG_LEN + 3] ^= 1;
+        out.push(m);
+        let mut m = ok.clone();
+        m[7] = 2;
+        out.push(m);
+        let mut m = ok.clone();
+        m[15] = 1;
+        out.push(m);
+        let mut m = ok.clone();
+        m[BARE_MSG_LEN + 23] = 6;
+        out.push(m);
+        let mut m = ok.clone();
+        m[BARE_MSG_LEN + 7] = 0;
+        out.push(m);
+        let mut m = ok.clone();
+        m[23] = 1;
+        out.push(m);
+        // RDMA_ERROR ERR_CHUNK and ERR_VERS for this XID.
+        for err in [RdmaError::Chunk, RdmaError::Vers { low: 1, high: 1 }] {
+            let mut m = vec![0u8; 64];
+            let n = Header::error(xid, 1, credit, err).encode(&mut m).unwrap();
+            m.truncate(n);
+            out.push(m);
+        }
+        // Single-byte changes of a SUCCESS reply with a verifier, at every offset.
+        let v = short_reply(
+            xid,
+            credit,
+            ReplyHeader::accepted(xid, OpaqueAuth::new(1, &verf), AcceptStat::Success),
+            &[5; 8],
+        );
+        for at in 0..v.len() {
+            for b in [0u8, 1, 2, 0xff] {
+                let mut m = v.clone();
+                m[at] = b;
+                out.push(m);
+            }
+        }
+        out
+    }
+
+    /// Puts a Short Call without chunks in flight in a free slot, as `submit_short` and
+    /// `post_call` leave it, without sending it (the peer never answers in these tests).
+    fn pending(c: &mut Client<Soft>, tag: u64) -> u32 {
+        if let Some(s) = c.slots.iter().find(|s| s.state == State::Sent) {
+            return s.xid;
+        }
+        let idx = c.free.pop().expect("a free slot");
+        let xid = (c.next_gen << SLOT_BITS) | idx;
+        c.next_gen = c.next_gen.wrapping_add(1) & ((1 << (32 - SLOT_BITS)) - 1);
+        let slot = &mut c.slots[idx as usize];
+        slot.bound = [None; 2];
+        slot.n_writes = 0;
+        slot.has_reply_chunk = false;
+        slot.reply_n = 0;
+        slot.reply_off = 0;
+        c.credits.take();
+        slot.state = State::Sent;
+        slot.xid = xid;
+        slot.tag = tag;
+        slot.deadline = None;
+        slot.recv_idx = None;
+        slot.grant = None;
+        slot.outcome = Outcome::Reply;
+        xid
+    }
+
+    /// The requester's Short-reply fast path against its general path: two clients in the
+    /// same state receive the same replies, one through `on_reply` (fast path first), one
+    /// through the general path alone; every reply has the same effect on both (the same
+    /// completion or discard, counters, credits and slots).
+    #[test]
+    fn short_reply_fast_path_agrees_with_the_general_path() {
+        let dispatch = Arc::new(crate::dispatch::Dispatch::new());
+        let cfg = ConnConfig::default();
+        let (mut fast, _s1) = crate::loopback::soft_pair(Arc::clone(&dispatch), cfg, cfg).unwrap();
+        let (mut general, _s2) = crate::loopback::soft_pair(dispatch, cfg, cfg).unwrap();
+        let mut tag = 0;
+        let mut fast_completions = 0;
+        let mut checked = 0;
+        for credit in [1u32, 32] {
+            let mut xid = pending(&mut fast, tag);
+            assert_eq!(pending(&mut general, tag), xid);
+            let mut list = replies(xid, credit);
+            for k in 0..list.len() {
+                let m = &list[k];
+                let taken = verdict::short_reply(m).is_some_and(|r| r.xid == xid);
+                let a = receive(&mut fast, m, true);
+                let b = receive(&mut general, m, false);
+                assert_eq!(a, b, "reply {k}: {m:02x?}");
+                checked += 1;
+                if !a.completions.is_empty() {
+                    fast_completions += usize::from(taken && a.completions[0].2.is_ok());
+                    tag += 1;
+                    xid = pending(&mut fast, tag);
+                    assert_eq!(pending(&mut general, tag), xid);
+                    list = replies(xid, credit);
+                }
+            }
+        }
+        assert!(
+            checked > 2000 && fast_completions > 500,
+            "{checked} {fast_completions}"
+        );
     }
 }

@@ -35,7 +35,7 @@ use rpcrdma_proto::header::ReadList;
 use rpcrdma_proto::header::{HeaderView, RdmaError};
 use rpcrdma_proto::private_data::Role;
 use rpcrdma_proto::rpc::{CallHeader, ReplyHeader};
-use rpcrdma_proto::verdict::{self, Action};
+use rpcrdma_proto::verdict::{self, AcceptedCall, Action, CallSummary, Verdict};
 
 use crate::conn::wrid::{self, Kind};
 use crate::conn::{self, view, ConnConfig, ConnError, Negotiation, ResponderCredits, SendQueue};
@@ -131,6 +131,11 @@ struct ReadOp {
 struct Slot {
     state: State,
     byte_len: u32,
+    /// What the verdict learned about a chunked or Long Call when its pull started, so that
+    /// the later phases (the Long Call's second phase, the answer) resume it instead of
+    /// judging the receive buffer again; `None` otherwise. Cleared when the receive is
+    /// reposted.
+    judged: Option<CallSummary>,
     reads: Vec<ReadOp>,
     next_read: usize,
     pending_reads: u32,
@@ -159,7 +164,7 @@ struct Io<P: Provider> {
 /// [`ServerConn::poll`] and published with one load and store per counter when it returns
 /// (instead of one per RPC). Readers see them at most one poll late; nothing in the
 /// connection reads them back.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct Tally {
     calls: u64,
     bytes_received: u64,
@@ -196,6 +201,7 @@ pub struct ServerConn<P: Provider> {
     bulk: Box<[Buf<P>]>,
     ring: Box<[Buf<P>]>,
     ring_seq: Box<[u64]>,
+    /// The reply ring slot the next reply takes (always below the ring's length).
     ring_next: u32,
     slots: Box<[Slot]>,
     /// Calls waiting for read budget.
@@ -251,6 +257,9 @@ impl<P: Provider> ServerConn<P> {
             conn::pool_taken(&pd, config.bulk_size as usize, credits, Access::LOCAL_WRITE)?;
         let (ring_pool, ring) = conn::pool_taken(&pd, reply_size, ring_len, Access::LOCAL_WRITE)?;
         let pools = [recv_pool, pull_pool, bulk_pool, ring_pool];
+        // Rebound after the pools, so that on an early return the buffers drop first: a pool
+        // dropped with buffers still out leaks its memory on purpose.
+        let (recv, pull, bulk, ring) = (recv, pull, bulk, ring);
         let local = Negotiation::advertise(&config);
         let peer = req.private_data();
         let negotiation = Negotiation::complete(Role::Server, local, peer.as_bytes());
@@ -270,6 +279,7 @@ impl<P: Provider> ServerConn<P> {
             .map(|_| Slot {
                 state: State::Posted,
                 byte_len: 0,
+                judged: None,
                 reads: Vec::with_capacity(max_segs),
                 next_read: 0,
                 pending_reads: 0,
@@ -450,6 +460,7 @@ impl<P: Provider> ServerConn<P> {
         }
         let slot = &mut self.slots[idx as usize];
         slot.byte_len = byte_len;
+        slot.judged = None;
         // Chunked or Long: fetch first; Short: answer now.
         // A Short Call is judged once, by `answer`.
         let bytes = view::bytes(&self.recv[idx as usize], byte_len as usize);
@@ -475,7 +486,7 @@ impl<P: Provider> ServerConn<P> {
 
     /// Whether a reply can be built now: a free reply buffer and send-queue room.
     fn can_reply(&self) -> bool {
-        let r = self.ring_next as usize % self.ring.len();
+        let r = self.ring_next as usize;
         let pending = self.sends.len() as u64;
         self.sends.len() < self.ring.len() / 2
             && self.io.sq.is_retired(self.ring_seq[r])
@@ -494,6 +505,7 @@ impl<P: Provider> ServerConn<P> {
         let plan = call.plan;
         let total = plan.total_len() as usize;
         let slot = &mut self.slots[i];
+        slot.judged = Some(call.summary());
         slot.reads.clear();
         slot.next_read = 0;
         slot.pending_reads = 0;
@@ -577,7 +589,7 @@ impl<P: Provider> ServerConn<P> {
                 // Long Call: move the Position-Zero content into place and fetch the other
                 // chunks into the gaps (chunks::ReadPlan::reassemble's in-place order).
                 let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
-                let Ok(call) = verdict::judge_call(bytes) else {
+                let Ok(call) = judged(bytes, self.slots[i].judged.as_ref()) else {
                     return self.answer_or_defer(idx);
                 };
                 let plan = call.plan;
@@ -603,142 +615,47 @@ impl<P: Provider> ServerConn<P> {
 
     /// Builds the answer to the Call in receive buffer `idx` (reply, RPC error or
     /// RDMA_ERROR, or nothing for a discard), queues its receive for reposting and its Send
-    /// for posting after the repost.
+    /// for posting after the repost. A Short Call without chunks whose reply fits inline is
+    /// answered by [`reply::short`]; every other Call by [`answer_general`].
     fn answer(&mut self, idx: u32) {
         let i = idx as usize;
-        let r = self.ring_next as usize % self.ring.len();
+        let r = self.ring_next as usize;
         let byte_len = self.slots[i].byte_len as usize;
         let grant = self.credits.grant();
         let reply_threshold = self.negotiation.reply_threshold();
-        let swi = self.negotiation.remote_invalidation();
         let bytes = view::bytes(&self.recv[i], byte_len);
         let ring = &mut self.ring[r];
-        let io = &mut self.io;
-        let built = match verdict::judge_call(bytes) {
-            Err(v) => match v.action {
-                Action::Discard => {
-                    bump(&io.stats.discards, 1);
-                    Built::Nothing
-                }
-                Action::ErrVers { .. } | Action::ErrChunk => {
-                    let err = v.rdma_error().unwrap_or(RdmaError::Chunk);
-                    reply::rdma_error(io, ring, bytes, grant, err)
-                }
-                Action::GarbageArgs => match HeaderView::parse(bytes) {
-                    Ok(h) => {
-                        bump(&io.stats.garbage_args, 1);
-                        let rpc = ReplyHeader::garbage_args(h.xid());
-                        reply::build(
-                            io,
-                            ring,
-                            &h,
-                            grant,
-                            reply_threshold,
-                            false,
-                            Body::Error(rpc),
-                            None,
-                            &mut self.echo,
-                        )
-                    }
-                    Err(_) => reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk),
+        // A Call judged when its pull started is not a Short one.
+        let judged = self.slots[i].judged.take();
+        let short = match judged {
+            None => reply::short(
+                &mut self.io,
+                &mut *ring,
+                bytes,
+                grant,
+                reply_threshold,
+                &self.dispatch,
+                &mut self.bulk[i],
+            ),
+            Some(_) => None,
+        };
+        let built = match short {
+            Some(built) => built,
+            None => answer_general(
+                &mut self.io,
+                ring,
+                bytes,
+                &self.pull[i],
+                &mut self.bulk[i],
+                &General {
+                    grant,
+                    reply_threshold,
+                    swi: self.negotiation.remote_invalidation(),
+                    dispatch: &self.dispatch,
+                    judged,
                 },
-                Action::Process => Built::Nothing,
-            },
-            Ok(call) => {
-                let header = call.header;
-                let pulled = call.plan.chunk_count() > 0;
-                let stream: Result<(&[u8], CallHeader<'_>, usize), Body> = if pulled {
-                    let total = call.plan.total_len() as usize;
-                    if total > self.pull[i].size() {
-                        // RFC 8166 §8.1.4: "A Responder is not obliged to pull Read chunks
-                        // that are unreasonably large. The Responder can use an RDMA_ERROR
-                        // response": ERR_CHUNK, before any RDMA Read.
-                        Err(Body::ErrChunk)
-                    } else {
-                        let s = view::bytes(&self.pull[i], total);
-                        match CallHeader::parse(s) {
-                            Ok((c, len)) if c.xid == header.xid() => Ok((s, c, len)),
-                            Ok(_) => Err(Body::ErrChunk),
-                            Err(_) => Err(Body::Error(ReplyHeader::garbage_args(header.xid()))),
-                        }
-                    }
-                } else {
-                    io.tally.short_calls += 1;
-                    match call.call {
-                        Some((c, len)) => Ok((header.payload(), c, len)),
-                        None => Err(Body::ErrChunk),
-                    }
-                };
-                match stream {
-                    Err(Body::ErrChunk) => {
-                        reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk)
-                    }
-                    Err(body) => {
-                        if matches!(body, Body::Error(ref h) if h.accept_stat() == Some(rpcrdma_proto::rpc::AcceptStat::GarbageArgs))
-                        {
-                            bump(&io.stats.garbage_args, 1);
-                        } else {
-                            bump(&io.stats.system_err, 1);
-                        }
-                        reply::build(
-                            io,
-                            ring,
-                            &header,
-                            grant,
-                            reply_threshold,
-                            swi,
-                            body,
-                            None,
-                            &mut self.echo,
-                        )
-                    }
-                    Ok((stream, c, len)) => {
-                        let xid = header.xid();
-                        let body = if !c.is_rpc_v2() {
-                            bump(&io.stats.system_err, 1);
-                            Body::Error(ReplyHeader::rpc_mismatch(xid, 2, 2))
-                        } else {
-                            match self.dispatch.lookup(c.prog, c.vers, c.proc_num) {
-                                Lookup::ProgUnavail => {
-                                    bump(&io.stats.prog_unavail, 1);
-                                    Body::Error(ReplyHeader::prog_unavail(xid))
-                                }
-                                Lookup::ProgMismatch { low, high } => {
-                                    bump(&io.stats.prog_mismatch, 1);
-                                    Body::Error(ReplyHeader::prog_mismatch(xid, low, high))
-                                }
-                                Lookup::ProcUnavail => {
-                                    bump(&io.stats.proc_unavail, 1);
-                                    Body::Error(ReplyHeader::proc_unavail(xid))
-                                }
-                                Lookup::Found(entry) => {
-                                    let req = Request {
-                                        xid,
-                                        prog: c.prog,
-                                        vers: c.vers,
-                                        proc_num: c.proc_num,
-                                        cred: c.cred,
-                                        args: &stream[len..],
-                                    };
-                                    Body::Handler { entry, req }
-                                }
-                            }
-                        };
-                        let bulk = &mut self.bulk[i];
-                        reply::build(
-                            io,
-                            ring,
-                            &header,
-                            grant,
-                            reply_threshold,
-                            swi,
-                            body,
-                            Some(bulk),
-                            &mut self.echo,
-                        )
-                    }
-                }
-            }
+                &mut self.echo,
+            ),
         };
         self.slots[i].state = State::Posted;
         self.in_process -= 1;
@@ -751,7 +668,10 @@ impl<P: Provider> ServerConn<P> {
                     len,
                     inv,
                 });
-                self.ring_next = self.ring_next.wrapping_add(1);
+                self.ring_next += 1;
+                if self.ring_next as usize == self.ring.len() {
+                    self.ring_next = 0;
+                }
             }
             Built::Fatal => self.lose(),
         }
@@ -829,6 +749,164 @@ impl<P: Provider> ServerConn<P> {
     }
 }
 
+/// What the general answer path needs from the connection besides its buffers.
+struct General<'a> {
+    grant: u32,
+    reply_threshold: u32,
+    swi: bool,
+    dispatch: &'a Dispatch,
+    /// The verdict's summary when the Call was judged as its pull started.
+    judged: Option<CallSummary>,
+}
+
+/// The verdict on the Call `bytes`: resumed from `summary` when it was judged as its pull
+/// started (the receive buffer is unchanged since), else judged now (RFC 8166 §4.5).
+fn judged<'a>(bytes: &'a [u8], summary: Option<&CallSummary>) -> Result<AcceptedCall<'a>, Verdict> {
+    match summary.and_then(|s| verdict::resume_call(bytes, s)) {
+        Some(call) => Ok(call),
+        None => verdict::judge_call(bytes),
+    }
+}
+
+/// The general answer to the Call `bytes` (any form, any verdict), built in `ring`: the
+/// verdict (RFC 8166 §4.5), then the RPC checks (RFC 5531 §9) and the handler, or the
+/// RDMA_ERROR or RPC error that replaces them. `pull` holds the reassembled Payload stream
+/// of a chunked or Long Call; `bulk` receives the handler's DDP-eligible results.
+fn answer_general<P: Provider>(
+    io: &mut Io<P>,
+    ring: &mut Buf<P>,
+    bytes: &[u8],
+    pull: &Buf<P>,
+    bulk: &mut Buf<P>,
+    g: &General<'_>,
+    echo: &mut Echo,
+) -> Built {
+    let (grant, reply_threshold, swi) = (g.grant, g.reply_threshold, g.swi);
+    match judged(bytes, g.judged.as_ref()) {
+        Err(v) => match v.action {
+            Action::Discard => {
+                bump(&io.stats.discards, 1);
+                Built::Nothing
+            }
+            Action::ErrVers { .. } | Action::ErrChunk => {
+                let err = v.rdma_error().unwrap_or(RdmaError::Chunk);
+                reply::rdma_error(io, ring, bytes, grant, err)
+            }
+            Action::GarbageArgs => match HeaderView::parse(bytes) {
+                Ok(h) => {
+                    bump(&io.stats.garbage_args, 1);
+                    let rpc = ReplyHeader::garbage_args(h.xid());
+                    reply::build(
+                        io,
+                        ring,
+                        &h,
+                        grant,
+                        reply_threshold,
+                        false,
+                        Body::Error(rpc),
+                        None,
+                        echo,
+                    )
+                }
+                Err(_) => reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk),
+            },
+            Action::Process => Built::Nothing,
+        },
+        Ok(call) => {
+            let header = call.header;
+            let pulled = call.plan.chunk_count() > 0;
+            let stream: Result<(&[u8], CallHeader<'_>, usize), Body> = if pulled {
+                let total = call.plan.total_len() as usize;
+                if total > pull.size() {
+                    // RFC 8166 §8.1.4: "A Responder is not obliged to pull Read chunks
+                    // that are unreasonably large. The Responder can use an RDMA_ERROR
+                    // response": ERR_CHUNK, before any RDMA Read.
+                    Err(Body::ErrChunk)
+                } else {
+                    let s = view::bytes(pull, total);
+                    match CallHeader::parse(s) {
+                        Ok((c, len)) if c.xid == header.xid() => Ok((s, c, len)),
+                        Ok(_) => Err(Body::ErrChunk),
+                        Err(_) => Err(Body::Error(ReplyHeader::garbage_args(header.xid()))),
+                    }
+                }
+            } else {
+                io.tally.short_calls += 1;
+                match call.call {
+                    Some((c, len)) => Ok((header.payload(), c, len)),
+                    None => Err(Body::ErrChunk),
+                }
+            };
+            match stream {
+                Err(Body::ErrChunk) => reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk),
+                Err(body) => {
+                    if matches!(body, Body::Error(ref h) if h.accept_stat() == Some(rpcrdma_proto::rpc::AcceptStat::GarbageArgs))
+                    {
+                        bump(&io.stats.garbage_args, 1);
+                    } else {
+                        bump(&io.stats.system_err, 1);
+                    }
+                    reply::build(
+                        io,
+                        ring,
+                        &header,
+                        grant,
+                        reply_threshold,
+                        swi,
+                        body,
+                        None,
+                        echo,
+                    )
+                }
+                Ok((stream, c, len)) => {
+                    let xid = header.xid();
+                    let body = if !c.is_rpc_v2() {
+                        bump(&io.stats.system_err, 1);
+                        Body::Error(ReplyHeader::rpc_mismatch(xid, 2, 2))
+                    } else {
+                        match g.dispatch.lookup(c.prog, c.vers, c.proc_num) {
+                            Lookup::ProgUnavail => {
+                                bump(&io.stats.prog_unavail, 1);
+                                Body::Error(ReplyHeader::prog_unavail(xid))
+                            }
+                            Lookup::ProgMismatch { low, high } => {
+                                bump(&io.stats.prog_mismatch, 1);
+                                Body::Error(ReplyHeader::prog_mismatch(xid, low, high))
+                            }
+                            Lookup::ProcUnavail => {
+                                bump(&io.stats.proc_unavail, 1);
+                                Body::Error(ReplyHeader::proc_unavail(xid))
+                            }
+                            Lookup::Found(entry) => {
+                                let req = Request {
+                                    xid,
+                                    prog: c.prog,
+                                    vers: c.vers,
+                                    proc_num: c.proc_num,
+                                    cred: c.cred,
+                                    args: &stream[len..],
+                                };
+                                Body::Handler { entry, req }
+                            }
+                        }
+                    };
+                    reply::build(
+                        io,
+                        ring,
+                        &header,
+                        grant,
+                        reply_threshold,
+                        swi,
+                        body,
+                        Some(bulk),
+                        echo,
+                    )
+                }
+            }
+        }
+    }
+}
+
 /// Queues the RDMA Reads of the segments `range` of `reads`, laid end to end in the pull
 /// buffer from `dst`.
 /// Lays the unreduced stream of `plan` out in `pull`: queues into `out` the RDMA Reads of
@@ -899,4 +977,341 @@ pub(crate) fn run_handler(
     let n = resp.bulk_items().len();
     items[..n].copy_from_slice(resp.bulk_items());
     (outcome, resp.results_len(), items, n)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The Short-reply fast path against the general path: the same bytes, length,
+    //! invalidation and counters for every Call it takes, and no answer (nothing run, nothing
+    //! written) for those it leaves to the general path.
+
+    use super::*;
+    use crate::dispatch::ProcSpec;
+    use crate::fabric::soft::Soft;
+    use rpcrdma_proto::header::{Chunks, Header};
+    use rpcrdma_proto::rpc::{AcceptStat, OpaqueAuth, AUTH_SYS};
+
+    const PROG: u32 = 0x2000_0042;
+    /// Results as the arguments ask: word 0 the outcome (0 SUCCESS, 1 GARBAGE_ARGS,
+    /// 2 SYSTEM_ERR), word 1 the results length (a multiple of 4).
+    const ECHOISH: u32 = 1;
+    /// Results too large for the inline threshold.
+    const HUGE: u32 = 2;
+    /// One DDP-eligible result.
+    const BULKY: u32 = 3;
+
+    fn dispatch() -> Arc<Dispatch> {
+        let mut d = Dispatch::new();
+        let body = |req: &Request<'_>, resp: &mut Response<'_>| {
+            let w = |k: usize| u32::from_be_bytes(req.args[4 * k..4 * k + 4].try_into().unwrap());
+            let n = w(1) as usize;
+            for (k, b) in resp.results()[..n].iter_mut().enumerate() {
+                *b = (k as u8) ^ (req.xid as u8);
+            }
+            resp.set_results_len(n);
+            match w(0) {
+                0 => Outcome::Success,
+                1 => Outcome::GarbageArgs,
+                _ => Outcome::SystemErr,
+            }
+        };
+        d.register(PROG, 1, ECHOISH, ProcSpec::plain(1024), body);
+        d.register(PROG, 1, HUGE, ProcSpec::plain(8192), body);
+        let bulky = ProcSpec {
+            max_results: 64,
+            ddp_arg: false,
+            ddp_results: 1,
+        };
+        d.register(PROG, 1, BULKY, bulky, body);
+        Arc::new(d)
+    }
+
+    fn server() -> (crate::requester::Client<Soft>, ServerConn<Soft>) {
+        let cfg = ConnConfig::default();
+        crate::loopback::soft_pair(dispatch(), cfg, cfg).expect("soft pair")
+    }
+
+    /// A Short RDMA_MSG Call without chunks (built by the protocol crate's encoders).
+    fn call_bytes(xid: u32, credit: u32, rpc: CallHeader<'_>, args: &[u8]) -> Vec<u8> {
+        let mut m = vec![0u8; 28 + rpc.encoded_len() + args.len()];
+        Header::msg(xid, credit, Chunks::default())
+            .encode(&mut m)
+            .unwrap();
+        let n = rpc.encode(&mut m[28..]).unwrap();
+        m[28 + n..].copy_from_slice(args);
+        m
+    }
+
+    type Answer = (Option<(u32, Option<u32>)>, Vec<u8>, Tally, Snapshot);
+
+    fn sent(built: &Built, ring: &Buf<Soft>) -> (Option<(u32, Option<u32>)>, Vec<u8>) {
+        match *built {
+            Built::Send { len, inv } => {
+                (Some((len, inv)), view::bytes(ring, len as usize).to_vec())
+            }
+            Built::Nothing => (None, Vec::new()),
+            Built::Fatal => panic!("fatal"),
+        }
+    }
+
+    /// The fast path's answer to `call` (in ring slot 0), `None` when it declines.
+    fn fast(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Option<Answer> {
+        let before = s.io.stats.snapshot();
+        s.io.tally = Tally::default();
+        let threshold = s.negotiation.reply_threshold();
+        view::bytes_mut(&mut s.ring[0]).fill(0xEE);
+        let built = reply::short(
+            &mut s.io,
+            &mut s.ring[0],
+            call,
+            grant,
+            threshold,
+            &s.dispatch,
+            &mut s.bulk[0],
+        )?;
+        let (b, bytes) = sent(&built, &s.ring[0]);
+        let tally = core::mem::take(&mut s.io.tally);
+        Some((b, bytes, tally, diff(s.io.stats.snapshot(), before)))
+    }
+
+    /// The general path's answer to `call` (in ring slot 1).
+    fn general(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Answer {
+        let before = s.io.stats.snapshot();
+        s.io.tally = Tally::default();
+        view::bytes_mut(&mut s.ring[1]).fill(0x11);
+        let g = General {
+            grant,
+            reply_threshold: s.negotiation.reply_threshold(),
+            swi: s.negotiation.remote_invalidation(),
+            dispatch: &s.dispatch,
+            judged: None,
+        };
+        let built = answer_general(
+            &mut s.io,
+            &mut s.ring[1],
+            call,
+            &s.pull[0],
+            &mut s.bulk[0],
+            &g,
+            &mut s.echo,
+        );
+        let (b, bytes) = sent(&built, &s.ring[1]);
+        let tally = core::mem::take(&mut s.io.tally);
+        (b, bytes, tally, diff(s.io.stats.snapshot(), before))
+    }
+
+    fn diff(after: Snapshot, before: Snapshot) -> Snapshot {
+        Snapshot {
+            garbage_args: after.garbage_args - before.garbage_args,
+            system_err: after.system_err - before.system_err,
+            prog_unavail: after.prog_unavail - before.prog_unavail,
+            err_chunk: after.err_chunk - before.err_chunk,
+            discards: after.discards - before.discards,
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn short_reply_prefix_is_what_the_encoders_write() {
+        for (xid, grant) in [(1, 1), (0xffff_ffff, 32), (0x1234_5678, 0)] {
+            for stat in [
+                AcceptStat::Success,
+                AcceptStat::GarbageArgs,
+                AcceptStat::SystemErr,
+            ] {
+                let mut want = [0u8; reply::SHORT_RESULTS_AT];
+                let h = Header::msg(xid, grant, Chunks::default());
+                assert_eq!(h.encode(&mut want), Ok(28));
+                let rpc = ReplyHeader::accepted(xid, OpaqueAuth::NONE, stat);
+                assert_eq!(rpc.encode(&mut want[28..]), Ok(24));
+                let mut got = [0u8; reply::SHORT_RESULTS_AT];
+                for (k, w) in reply::short_reply_prefix(xid, grant, stat)
+                    .iter()
+                    .enumerate()
+                {
+                    got[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
+                }
+                assert_eq!(got, want, "xid {xid:#x} grant {grant} {stat:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn fast_path_answers_byte_for_byte_as_the_general_path() {
+        let (_client, mut s) = server();
+        let sys_body = [0u8, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let creds = [OpaqueAuth::NONE, OpaqueAuth::new(AUTH_SYS, &sys_body)];
+        let mut taken = 0;
+        for (xid, credit, grant) in [(1, 1, 1), (0xdead_beef, 32, 17), (0x8000_0000, 0, 32)] {
+            for cred in creds {
+                for outcome in 0u32..3 {
+                    for len in [0u32, 4, 12, 100, 1024] {
+                        let rpc = CallHeader::new(xid, PROG, 1, ECHOISH, cred, OpaqueAuth::NONE);
+                        let args: Vec<u8> = [outcome, len]
+                            .iter()
+                            .flat_map(|w| w.to_be_bytes())
+                            .collect();
+                        let call = call_bytes(xid, credit, rpc, &args);
+                        let f = fast(&mut s, &call, grant).expect("taken by the fast path");
+                        let g = general(&mut s, &call, grant);
+                        assert_eq!(f, g, "xid {xid:#x} outcome {outcome} len {len}");
+                        let want = if outcome == 0 { len } else { 0 };
+                        assert_eq!(f.0, Some((52 + want, None)));
+                        taken += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(taken, 90);
+    }
+
+    #[test]
+    fn fast_path_declines_what_it_does_not_answer() {
+        let (_client, mut s) = server();
+        let args: Vec<u8> = [0u32, 8].iter().flat_map(|w| w.to_be_bytes()).collect();
+        let good = CallHeader::new(9, PROG, 1, ECHOISH, OpaqueAuth::NONE, OpaqueAuth::NONE);
+        let mut cases = vec![
+            // Unknown program, version, procedure; RPC version 3.
+            call_bytes(9, 1, CallHeader { prog: 5, ..good }, &args),
+            call_bytes(9, 1, CallHeader { vers: 2, ..good }, &args),
+            call_bytes(
+                9,
+                1,
+                CallHeader {
+                    proc_num: 77,
+                    ..good
+                },
+                &args,
+            ),
+            call_bytes(9, 1, CallHeader { rpcvers: 3, ..good }, &args),
+            // Results that may not fit inline; a DDP-eligible result.
+            call_bytes(
+                9,
+                1,
+                CallHeader {
+                    proc_num: HUGE,
+                    ..good
+                },
+                &args,
+            ),
+            call_bytes(
+                9,
+                1,
+                CallHeader {
+                    proc_num: BULKY,
+                    ..good
+                },
+                &args,
+            ),
+        ];
+        let ok = call_bytes(9, 1, good, &args);
+        // XID mismatch, version 2, RDMA_NOMSG, a Write list, a truncated RPC header, a
+        // credential over 400 bytes, a Reply instead of a Call.
+        let mut m = ok.clone();
+        m[31] = 8;
+        cases.push(m);
+        let mut m = ok.clone();
+        m[7] = 2;
+        cases.push(m);
+        let mut m = ok.clone();
+        m[15] = 1;
+        cases.push(m);
+        let mut m = ok.clone();
+        m[23] = 1;
+        cases.push(m);
+        cases.push(ok[..60].to_vec());
+        let mut m = ok.clone();
+        m[28 + 28..28 + 32].copy_from_slice(&401u32.to_be_bytes());
+        cases.push(m);
+        let mut m = ok.clone();
+        m[28 + 7] = 1;
+        cases.push(m);
+        for (k, m) in cases.iter().enumerate() {
+            assert!(fast(&mut s, m, 4).is_none(), "case {k}");
+            // The general path still answers them (or discards), as before.
+            let _ = general(&mut s, m, 4);
+        }
+        assert!(fast(&mut s, &ok, 4).is_some());
+    }
+
+    /// A chunked or Long Call answered from the summary its pull left (`Slot::judged`) gets
+    /// the answer it gets when judged again.
+    #[test]
+    fn resumed_chunked_calls_are_answered_as_judged_ones() {
+        use rpcrdma_proto::header::{ReadSegment, Segment};
+        let (_client, mut s) = server();
+        let xid = 0x77;
+        let rpc = CallHeader::new(xid, PROG, 1, ECHOISH, OpaqueAuth::NONE, OpaqueAuth::NONE);
+        let mut head = vec![0u8; 40];
+        rpc.encode(&mut head).unwrap();
+        // Arguments: SUCCESS, 16 bytes of results, then a 100-byte opaque in a Read chunk.
+        for w in [0u32, 16, 100] {
+            head.extend_from_slice(&w.to_be_bytes());
+        }
+        let mut stream = head.clone();
+        stream.extend_from_slice(&[0xab; 100]);
+        stream.extend_from_slice(&[0; 4]);
+        let chunk = [ReadSegment::new(52, 0x1234, 100, 0x1000)];
+        let p0 = [ReadSegment::new(0, 0x1234, stream.len() as u32, 0x1000)];
+        let reply = [Segment::new(0x99, 4096, 0x8000)];
+        let chunked = |reply: Option<&[Segment]>| {
+            let chunks = Chunks {
+                reads: &chunk,
+                writes: &[],
+                reply,
+            };
+            let h = Header::msg(xid, 3, chunks);
+            let mut m = vec![0u8; h.encoded_len()];
+            h.encode(&mut m).unwrap();
+            m.extend_from_slice(&head);
+            m
+        };
+        let long = {
+            let chunks = Chunks {
+                reads: &p0,
+                writes: &[],
+                reply: Some(&reply),
+            };
+            let h = Header::nomsg(xid, 3, chunks);
+            let mut m = vec![0u8; h.encoded_len()];
+            h.encode(&mut m).unwrap();
+            m
+        };
+        // The rkey to invalidate: the Reply chunk's, else the Read list's (RFC 8797 §4.1).
+        for (call, rkey) in [
+            (chunked(None), 0x1234),
+            (chunked(Some(&reply)), 0x99),
+            (long, 0x99),
+        ] {
+            let summary = verdict::judge_call(&call).expect("accepted").summary();
+            view::bytes_mut(&mut s.pull[0])[..stream.len()].copy_from_slice(&stream);
+            let mut answers = Vec::new();
+            for judged in [None, Some(summary)] {
+                s.io.tally = Tally::default();
+                let g = General {
+                    grant: 5,
+                    reply_threshold: s.negotiation.reply_threshold(),
+                    swi: true,
+                    dispatch: &s.dispatch,
+                    judged,
+                };
+                let built = answer_general(
+                    &mut s.io,
+                    &mut s.ring[2],
+                    &call,
+                    &s.pull[0],
+                    &mut s.bulk[0],
+                    &g,
+                    &mut s.echo,
+                );
+                let (b, bytes) = sent(&built, &s.ring[2]);
+                answers.push((b, bytes, core::mem::take(&mut s.io.tally)));
+            }
+            assert_eq!(answers[0], answers[1]);
+            // A reply carrying the 16 bytes of results, invalidating the Call's rkey.
+            let (len, inv) = answers[0].0.expect("a reply");
+            assert!(len >= 28 + 24 + 16);
+            assert_eq!(inv, Some(rkey));
+        }
+    }
 }

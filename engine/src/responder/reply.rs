@@ -8,14 +8,16 @@
 
 use rpcrdma_proto::chunks::{self, ResultTarget};
 use rpcrdma_proto::header::{Chunks, Header, HeaderView, RdmaError, Segment};
+use rpcrdma_proto::header::{MIN_HEADER_LEN, RPCRDMA_VERSION};
 use rpcrdma_proto::plan::{self, ReplyForm};
-use rpcrdma_proto::rpc::{AcceptStat, ReplyHeader};
+use rpcrdma_proto::rpc::{AcceptStat, ReplyHeader, MSG_ACCEPTED, REPLY};
+use rpcrdma_proto::verdict;
 use rpcrdma_proto::xdr::pad4;
 
 use super::{run_handler, Io};
 use crate::conn::view;
 use crate::conn::wrid::{self, Kind};
-use crate::dispatch::{Entry, Outcome, Request, MAX_BULK_RESULTS};
+use crate::dispatch::{Dispatch, Entry, Lookup, Outcome, Request, MAX_BULK_RESULTS};
 use crate::fabric::{Provider, QueuePair, RemoteAddr, SendWr, Sge};
 use crate::pool::Buf;
 use crate::stats::bump;
@@ -59,6 +61,111 @@ pub(super) enum Built {
     Send { len: u32, inv: Option<u32> },
     /// The queue pair refused a post: the connection is lost.
     Fatal,
+}
+
+/// Size of an accepted RPC Reply header with the AUTH_NONE verifier (RFC 5531 §9: xid,
+/// REPLY, MSG_ACCEPTED, verifier flavor and length, accept_stat).
+const ACCEPTED_REPLY_LEN: usize = 24;
+/// Where the results of a Short Reply without chunks start: the 28-byte RDMA_MSG header of
+/// three empty lists (RFC 8166 §4.7) and the accepted RPC Reply header.
+pub(super) const SHORT_RESULTS_AT: usize = MIN_HEADER_LEN + ACCEPTED_REPLY_LEN;
+
+/// The words of a Short Reply without chunks before its results: `rdma_xid`, version 1, the
+/// grant, RDMA_MSG and three empty lists (RFC 8166 §4.2, §4.7: the Call had no Write list
+/// and no Reply chunk to echo, §4.3.2), then the accepted RPC Reply header with the AUTH_NONE
+/// verifier and `stat` (RFC 5531 §9, §10.1). What `Header::msg(..).encode` and
+/// `ReplyHeader::accepted(..).encode` write for it (tested below).
+#[inline]
+pub(super) fn short_reply_prefix(xid: u32, grant: u32, stat: AcceptStat) -> [u32; 13] {
+    [
+        xid,
+        RPCRDMA_VERSION,
+        grant,
+        0, // RDMA_MSG
+        0,
+        0,
+        0,
+        xid,
+        REPLY,
+        MSG_ACCEPTED,
+        0, // AUTH_NONE
+        0,
+        stat.code(),
+    ]
+}
+
+/// The Short-reply fast path: answers a Short RDMA_MSG Call without any chunk whose
+/// procedure is registered (RPC version 2) and takes no DDP-eligible result, when the
+/// largest reply it can make fits the reply threshold (RFC 8166 §3.5.1, §4.3.3 — the form
+/// [`build`] would choose). The transport header and the accepted RPC Reply header are
+/// written word by word at fixed offsets, the handler writes its results after them, and
+/// nothing is planned, matched or echoed. The bytes and counters are those [`build`]
+/// produces for the same Call (tested below).
+///
+/// `None` before anything was run or written: the Call is not one of these (or is
+/// malformed), and the caller takes the general path, which gives every other answer and
+/// every error verdict.
+#[inline]
+pub(super) fn short<P: Provider>(
+    io: &mut Io<P>,
+    ring: &mut Buf<P>,
+    call: &[u8],
+    grant: u32,
+    threshold: u32,
+    dispatch: &Dispatch,
+    bulk: &mut Buf<P>,
+) -> Option<Built> {
+    let sc = verdict::short_call(call)?;
+    let c = &sc.call;
+    // RFC 5531 §9: another RPC version is answered RPC_MISMATCH by the general path.
+    if !c.is_rpc_v2() {
+        return None;
+    }
+    let Lookup::Found(entry) = dispatch.lookup(c.prog, c.vers, c.proc_num) else {
+        return None;
+    };
+    let out = view::bytes_mut(ring);
+    // As in `build`: the results slice and the room it checks (`hlen + 64`, hlen = 28).
+    if entry.spec.ddp_results != 0 || out.len() < MIN_HEADER_LEN + 64 {
+        return None;
+    }
+    let max = (entry.spec.max_results as usize).min(out.len() - SHORT_RESULTS_AT) & !3;
+    // The largest reply is Short: 28 + 24 + results within the threshold (§3.5.1,
+    // `plan::plan_reply`).
+    if (SHORT_RESULTS_AT + max) as u64 > u64::from(threshold) {
+        return None;
+    }
+    io.tally.short_calls += 1;
+    let req = Request {
+        xid: sc.xid,
+        prog: c.prog,
+        vers: c.vers,
+        proc_num: c.proc_num,
+        cred: c.cred,
+        args: sc.args,
+    };
+    let (out_head, results) = out.split_at_mut(SHORT_RESULTS_AT);
+    let (outcome, len, _, _) = run_handler(entry, &req, results, view::bytes_mut(bulk));
+    let (stat, len) = match outcome {
+        Outcome::Success => (AcceptStat::Success, len),
+        Outcome::GarbageArgs => {
+            bump(&io.stats.garbage_args, 1);
+            (AcceptStat::GarbageArgs, 0)
+        }
+        Outcome::SystemErr => {
+            bump(&io.stats.system_err, 1);
+            (AcceptStat::SystemErr, 0)
+        }
+    };
+    for (k, w) in short_reply_prefix(sc.xid, grant, stat).iter().enumerate() {
+        out_head[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
+    }
+    io.tally.short_replies += 1;
+    // No chunk in the Call, so no rkey to invalidate (RFC 8797 §4.1).
+    Some(Built::Send {
+        len: (SHORT_RESULTS_AT + len) as u32,
+        inv: None,
+    })
 }
 
 fn word(b: &[u8], at: usize) -> u32 {
