@@ -87,7 +87,9 @@
 //!     in the shared conformance suite on rxe: a Send from an unknown lkey is
 //!     `LOC_PROT_ERR` (rxe: `LOC_QP_OP_ERR`); a receive posted after the error state is
 //!     flushed (rxe's user-space post_recv never reaches the kernel, so nothing flushes it;
-//!     the engine never waits for work posted after an error).
+//!     the engine never waits for work posted after an error). One posted in the very
+//!     instant another thread sets the error may stay unflushed, as on rxe: closing that
+//!     race would cost a fence on every post.
 //! 14. **A zero-length window bind is refused when posted** (`InvalidWr`), by both
 //!     providers; verbs would bind a window that grants nothing.
 //!

@@ -767,7 +767,7 @@ impl QueuePair<Soft> for SoftQp {
                 break;
             }
         }
-        // One fence for the whole batch.
+        // One state check for the whole batch.
         self.flush_if_error();
         result
     }

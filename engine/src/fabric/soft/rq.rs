@@ -266,8 +266,7 @@ impl QpMem {
     /// caller's depth accounting guarantees the slot's previous receive was consumed: its
     /// completion has been polled (see [`Claimed`]). Reading the slot first would stall on a
     /// line the consumer last held. The caller then checks the state: a receive posted to a
-    /// queue pair in error is flushed at once, whoever set the error (the fence pairs with
-    /// the one in [`QpMem::enter_error`]).
+    /// queue pair already in error is flushed at once (see [`QpMem::must_flush_after_post`]).
     #[inline]
     pub(crate) fn produce(&self, pos: u64, wr_id: u64, sges: &[Sge]) {
         let w = self.wqe(pos);
@@ -282,11 +281,14 @@ impl QpMem {
         w.seq.store(pos + 1, Ordering::Release);
     }
 
-    /// Whether a receive just produced must be flushed by its producer.
+    /// Whether a receive just produced must be flushed by its producer: the queue pair is
+    /// already in the error state. No fence: one would wait for the ring's lines to reach
+    /// this core (they were last read by the consumer), on every post. A receive posted in
+    /// the instant another thread sets the error may therefore stay unflushed, as every
+    /// receive posted after an error does on rxe (the engine waits for neither).
     #[inline]
     pub(crate) fn must_flush_after_post(&self) -> bool {
-        fence(Ordering::SeqCst);
-        self.info().state.load(Ordering::Relaxed) == S_ERR
+        self.info().state.load(Ordering::Acquire) == S_ERR
     }
 
     /// Starts fetching the cache line of the receive a consumer will claim next.
