@@ -191,9 +191,16 @@ pub enum Lookup<'a> {
 /// The table. Build it, then share it (`Arc`) with every connection; lookups take no lock.
 #[derive(Debug, Default, Clone)]
 pub struct Dispatch {
-    // Sorted by (prog, vers, proc); a handful of programs, looked up by binary search.
+    // Sorted by (prog, vers, proc): the source of truth, searched for what `dense` misses.
     entries: Vec<((u32, u32, u32), Entry)>,
+    // The hot path: per (prog << 32 | vers), procedure numbers below `DENSE_PROCS` mapped to
+    // 1 + their index in `entries` (0: none). A few versions, scanned in order.
+    dense: Vec<(u64, Box<[u16]>)>,
 }
+
+/// Procedure numbers below this are found by indexing (RPC programs number their
+/// procedures densely from 0; NFSv3 has 22, NFSv4 2).
+const DENSE_PROCS: u32 = 128;
 
 impl Dispatch {
     /// An empty table.
@@ -215,10 +222,42 @@ impl Dispatch {
             Ok(i) => self.entries[i].1 = entry,
             Err(i) => self.entries.insert(i, (key, entry)),
         }
+        self.reindex();
+    }
+
+    /// Rebuilds the dense index from `entries` (registration time only).
+    fn reindex(&mut self) {
+        self.dense.clear();
+        for (i, ((prog, vers, proc_num), _)) in self.entries.iter().enumerate() {
+            let key = u64::from(*prog) << 32 | u64::from(*vers);
+            if self.dense.last().is_none_or(|(k, _)| *k != key) {
+                self.dense
+                    .push((key, vec![0; DENSE_PROCS as usize].into_boxed_slice()));
+            }
+            let (_, table) = self.dense.last_mut().expect("pushed above");
+            if *proc_num < DENSE_PROCS {
+                // At most 2^16 - 1 entries are indexed; beyond that the search finds them.
+                if let Ok(v) = u16::try_from(i + 1) {
+                    table[*proc_num as usize] = v;
+                }
+            }
+        }
     }
 
     /// Finds a procedure, or the RPC error that replaces it.
     pub fn lookup(&self, prog: u32, vers: u32, proc_num: u32) -> Lookup<'_> {
+        let vkey = u64::from(prog) << 32 | u64::from(vers);
+        if proc_num < DENSE_PROCS {
+            for (k, table) in &self.dense {
+                if *k == vkey {
+                    let i = table[proc_num as usize];
+                    if i != 0 {
+                        return Lookup::Found(&self.entries[usize::from(i) - 1].1);
+                    }
+                    break;
+                }
+            }
+        }
         let key = (prog, vers, proc_num);
         if let Ok(i) = self.entries.binary_search_by_key(&key, |(k, _)| *k) {
             return Lookup::Found(&self.entries[i].1);
@@ -268,5 +307,30 @@ mod tests {
             Lookup::ProgMismatch { low: 2, high: 3 }
         ));
         assert!(matches!(d.lookup(100, 3, 2), Lookup::ProcUnavail));
+    }
+
+    #[test]
+    fn indexed_lookups_find_what_was_registered_last() {
+        let mut d = Dispatch::new();
+        // Procedures on both sides of the dense limit, versions interleaved, replacements.
+        let keys: Vec<(u32, u32, u32)> = (0..300u32)
+            .map(|i| (100 + i % 3, 1 + i % 4, (i * 37) % 400))
+            .collect();
+        for (n, &(p, v, c)) in keys.iter().enumerate() {
+            d.register(p, v, c, ProcSpec::plain(n as u32), |_, _| Outcome::Success);
+        }
+        for p in 99..104 {
+            for v in 0..6 {
+                for c in 0..420 {
+                    let last = keys.iter().rposition(|k| *k == (p, v, c));
+                    match (d.lookup(p, v, c), last) {
+                        (Lookup::Found(e), Some(n)) => assert_eq!(e.spec.max_results, n as u32),
+                        (Lookup::Found(_), None) => panic!("{p}/{v}/{c} found, never registered"),
+                        (other, Some(_)) => panic!("{p}/{v}/{c} registered, got {other:?}"),
+                        (_, None) => {}
+                    }
+                }
+            }
+        }
     }
 }

@@ -12,7 +12,7 @@ use rpcrdma_engine::fabric::soft::{self, Delay, Soft, SoftAddr, SoftConfig, Soft
 use rpcrdma_engine::fabric::{
     Access, CompletionQueue, ConnectError, CqError, Device, FabricError, Listener, MemoryRegion,
     MemoryWindow, MwBind, PostError, ProtectionDomain, Provider, QpCaps, QpInit, QpState,
-    QueuePair, RecvWr, RemoteAddr, SendWr, Wc, WcOpcode, WcStatus,
+    QueuePair, RecvWr, RemoteAddr, SendWr, Sge, Wc, WcOpcode, WcStatus,
 };
 
 const T: Duration = Duration::from_secs(5);
@@ -294,6 +294,125 @@ fn fault_fail_nth_recv() {
         ]
     );
     assert_eq!(b.qp.state(), QpState::Err);
+}
+
+/// A list of Sends claims the peer's receives and completion slots at once; what it does
+/// not use goes back: receives to the peer's ring, slots as empty entries `poll` skips.
+#[test]
+fn send_lists_claim_in_one_go_and_give_back_the_rest() {
+    let (mut a, mut b) = direct_pair(QpCaps::default(), 64);
+    let src = a.pd.alloc_region(4096, Access::LOCAL_WRITE).unwrap();
+    let dst = b.pd.alloc_region(4096, Access::LOCAL_WRITE).unwrap();
+    post_recvs(&mut b, &dst, 6);
+    // Five Sends, the third from a key that does not exist: two arrive, the third fails
+    // locally, the rest flush; the three receives claimed for them go back.
+    let good = [src.sge(0, 8)];
+    let bad = [Sge::new(src.sge(0, 8).addr, 8, 0xdead_0000)];
+    let wrs: Vec<_> = (0..5u64)
+        .map(|i| SendWr::send(i, if i == 2 { &bad[..] } else { &good[..] }).signaled())
+        .collect();
+    a.qp.post_send_list(&wrs).unwrap();
+    let sent: Vec<_> = poll_n::<Soft>(&mut a.scq, 5, T)
+        .unwrap()
+        .iter()
+        .map(|c| c.status)
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            WcStatus::Success,
+            WcStatus::Success,
+            WcStatus::LocProtErr,
+            WcStatus::WrFlushErr,
+            WcStatus::WrFlushErr
+        ]
+    );
+    let got: Vec<_> = poll_n::<Soft>(&mut b.rcq, 2, T)
+        .unwrap()
+        .iter()
+        .map(|c| (c.wr_id, c.status, c.byte_len))
+        .collect();
+    assert_eq!(got, [(0, WcStatus::Success, 8), (1, WcStatus::Success, 8)]);
+    assert!(poll_now(&mut b.rcq).is_empty(), "unused slots are skipped");
+    assert_eq!(b.qp.state(), QpState::Rts, "the peer is untouched");
+    // The three receives claimed and not used are posted again: ending the connection
+    // flushes them with the one never claimed, behind the skipped slots.
+    b.qp.disconnect();
+    let flushed: Vec<_> = poll_n::<Soft>(&mut b.rcq, 4, T)
+        .unwrap()
+        .iter()
+        .map(|c| (c.wr_id, c.status))
+        .collect();
+    assert_eq!(
+        flushed,
+        [2, 3, 4, 5].map(|i| (i, WcStatus::WrFlushErr)).to_vec()
+    );
+
+    // A fresh pair: a list longer than the receives posted. Those posted are used in order,
+    // the first without one fails with RNR, the rest flush.
+    let (mut a, mut b) = direct_pair(QpCaps::default(), 64);
+    let src = a.pd.alloc_region(4096, Access::LOCAL_WRITE).unwrap();
+    let dst = b.pd.alloc_region(4096, Access::LOCAL_WRITE).unwrap();
+    post_recvs(&mut b, &dst, 3);
+    let good = [src.sge(0, 8)];
+    let wrs: Vec<_> = (0..5u64)
+        .map(|i| SendWr::send(i, &good[..]).signaled())
+        .collect();
+    a.qp.post_send_list(&wrs).unwrap();
+    let sent: Vec<_> = poll_n::<Soft>(&mut a.scq, 5, T)
+        .unwrap()
+        .iter()
+        .map(|c| c.status)
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            WcStatus::Success,
+            WcStatus::Success,
+            WcStatus::Success,
+            WcStatus::RnrRetryExcErr,
+            WcStatus::WrFlushErr
+        ]
+    );
+    let got: Vec<_> = poll_n::<Soft>(&mut b.rcq, 3, T)
+        .unwrap()
+        .iter()
+        .map(|c| c.wr_id)
+        .collect();
+    assert_eq!(got, [0, 1, 2]);
+    assert!(poll_now(&mut b.rcq).is_empty());
+
+    // Many lists in a row on a healthy pair: every message arrives once, in order, and the
+    // completion queue never holds more than it should.
+    let (mut a, mut b) = direct_pair(QpCaps::default(), 64);
+    let src = a.pd.alloc_region(4096, Access::LOCAL_WRITE).unwrap();
+    let dst = b.pd.alloc_region(4096, Access::LOCAL_WRITE).unwrap();
+    let sge = [src.sge(0, 8)];
+    for round in 0..50u64 {
+        let n = 2 + round % 7;
+        post_recvs(&mut b, &dst, n);
+        // The last one signaled: its completion retires the list's send slots.
+        let wrs: Vec<_> = (0..n)
+            .map(|i| {
+                let wr = SendWr::send(round * 100 + i, &sge);
+                if i + 1 == n {
+                    wr.signaled()
+                } else {
+                    wr
+                }
+            })
+            .collect();
+        a.qp.post_send_list(&wrs).unwrap();
+        let got = poll_n::<Soft>(&mut b.rcq, n as usize, T).unwrap();
+        let ids: Vec<_> = got.iter().map(|c| (c.wr_id, c.status)).collect();
+        let want: Vec<_> = (0..n).map(|i| (i, WcStatus::Success)).collect();
+        assert_eq!(ids, want, "round {round}");
+        assert_eq!(
+            poll_n::<Soft>(&mut a.scq, 1, T).unwrap()[0].wr_id,
+            round * 100 + n - 1
+        );
+        assert!(poll_now(&mut b.rcq).is_empty());
+    }
 }
 
 #[test]

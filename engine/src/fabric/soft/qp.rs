@@ -9,6 +9,7 @@
 //! error state, and — when the responder would have detected the error — so does the peer's;
 //! a queue pair in the error state flushes every posted and later posted request.
 
+use std::cell::Cell;
 use std::mem::MaybeUninit;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -100,6 +101,19 @@ impl Segs {
     }
 }
 
+/// Most Sends of one list claimed at once (see [`SoftQp::preclaim`]).
+const MAX_PRECLAIM: u64 = 32;
+
+/// The peer's receives (positions `recv..recv_end`) and completion slots (`slot..slot_end`)
+/// claimed for the Sends of the list being posted and not used yet.
+#[derive(Clone, Copy, Debug, Default)]
+struct Pre {
+    recv: u64,
+    recv_end: u64,
+    slot: u64,
+    slot_end: u64,
+}
+
 /// The outcome of executing a send work request.
 type Outcome = (WcStatus, WcOpcode, u32);
 
@@ -120,6 +134,7 @@ pub struct SoftQp {
     sq_posted: u64,
     sq_pending: u32,
     rq_posted: u64,
+    pre: Cell<Pre>,
     peer: Option<PeerLink>,
     watchdog: Option<JoinHandle<()>>,
 }
@@ -206,6 +221,7 @@ impl SoftQp {
             sq_posted: 0,
             sq_pending: 0,
             rq_posted: 0,
+            pre: Cell::new(Pre::default()),
             peer: None,
             watchdog: None,
         })
@@ -284,8 +300,9 @@ impl SoftQp {
         self.mem.enter_error(self.recv_cq.ring());
     }
 
+    /// The checks of a request made when it is posted that depend on the request alone.
     #[inline]
-    fn post_send_one(&mut self, wr: &SendWr<'_, Soft>) -> Result<(), PostError> {
+    fn check_post(&self, wr: &SendWr<'_, Soft>) -> Result<(), PostError> {
         match wr.payload {
             Payload::Sges(sges) if sges.len() > self.caps.max_send_sge as usize => {
                 return Err(PostError::TooManySge {
@@ -313,6 +330,12 @@ impl SoftQp {
                 return Err(PostError::InvalidWr("zero-length window bind"));
             }
         }
+        Ok(())
+    }
+
+    #[inline]
+    fn post_send_one(&mut self, wr: &SendWr<'_, Soft>) -> Result<(), PostError> {
+        self.check_post(wr)?;
         let state = self.mem.state();
         if state == S_INIT || state == S_RTR {
             return Err(PostError::NotConnected);
@@ -450,6 +473,16 @@ impl SoftQp {
         let Some(wqe) = peer.mem.consume() else {
             return Err(WcStatus::RnrRetryExcErr);
         };
+        if let Some(status) = Self::recv_fault(peer, &wqe) {
+            Self::fail_recv(peer, wqe, status);
+            return Err(WcStatus::RemOpErr);
+        }
+        Ok(wqe)
+    }
+
+    /// The status of a receive fault armed for the claimed `wqe`, disarming it.
+    #[inline]
+    fn recv_fault(peer: &PeerLink, wqe: &Claimed<'_>) -> Option<WcStatus> {
         let info = peer.mem.info();
         let fail_at = info.recv_fail_at.load(Ordering::Acquire);
         if fail_at == wqe.index() + 1
@@ -458,12 +491,118 @@ impl SoftQp {
                 .compare_exchange(fail_at, 0, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
         {
-            let status = WcStatus::from_raw(info.recv_fail_status.load(Ordering::Relaxed))
-                .unwrap_or(WcStatus::GeneralErr);
-            Self::fail_recv(peer, wqe, status);
-            return Err(WcStatus::RemOpErr);
+            return Some(
+                WcStatus::from_raw(info.recv_fail_status.load(Ordering::Relaxed))
+                    .unwrap_or(WcStatus::GeneralErr),
+            );
         }
-        Ok(wqe)
+        None
+    }
+
+    /// The receive and completion slot of the peer for a Send: claimed by the batch in
+    /// progress ([`SoftQp::preclaim`]) if it has one left, else claimed now. `Err` is the
+    /// Send's status when there is none.
+    #[inline]
+    fn claim_recv<'p>(&self, peer: &'p PeerLink) -> Result<(Claimed<'p>, u64), WcStatus> {
+        let pre = self.pre.get();
+        if pre.slot < pre.slot_end {
+            let slot = pre.slot;
+            if pre.recv < pre.recv_end {
+                self.pre.set(Pre {
+                    recv: pre.recv + 1,
+                    slot: slot + 1,
+                    ..pre
+                });
+                let wqe = peer.mem.claimed_at(pre.recv);
+                if let Some(status) = Self::recv_fault(peer, &wqe) {
+                    let cqe = peer.mem.recv_cqe(wqe.wr_id(), status);
+                    peer.recv_cq.commit(slot, &cqe);
+                    peer.fail();
+                    return Err(WcStatus::RemOpErr);
+                }
+                return Ok((wqe, slot));
+            }
+            // The batch found fewer receives than Sends: look again, with the batch's slot.
+            self.pre.set(Pre {
+                slot: slot + 1,
+                ..pre
+            });
+            return match Self::take_recv(peer) {
+                Ok(wqe) => Ok((wqe, slot)),
+                Err(status) => {
+                    peer.recv_cq.skip(slot);
+                    Err(status)
+                }
+            };
+        }
+        peer.recv_cq.prefetch();
+        let wqe = Self::take_recv(peer)?;
+        // Claim the completion slot before copying (see `CqRing::reserve`).
+        let Ok(slot) = peer.recv_cq.reserve() else {
+            peer.fail();
+            return Err(WcStatus::RetryExcErr);
+        };
+        Ok((wqe, slot))
+    }
+
+    /// Before a list of requests starting with Sends: claims the peer's receives and
+    /// completion slots for all of them with one locked instruction each, instead of two
+    /// per Send (each of which would also wait for the previous Send's copy to reach the
+    /// peer's lines). Only requests that will pass their post-time checks are counted.
+    fn preclaim(&mut self, wrs: &[SendWr<'_, Soft>]) {
+        let room = u64::from(self.caps.max_send_wr).saturating_sub(self.sq_outstanding());
+        let n = wrs
+            .iter()
+            .take(room.min(MAX_PRECLAIM) as usize)
+            .take_while(|wr| {
+                matches!(
+                    wr.op,
+                    SendOp::Send | SendOp::SendWithImm { .. } | SendOp::SendWithInv { .. }
+                ) && self.check_post(wr).is_ok()
+            })
+            .count() as u64;
+        if n < 2 || self.mem.state() != S_RTS {
+            return;
+        }
+        let Some(peer) = self.peer_ready() else {
+            return;
+        };
+        let Some(slot) = peer.recv_cq.reserve_n(n) else {
+            return;
+        };
+        let (recv, k) = peer.mem.consume_n(n);
+        self.pre.set(Pre {
+            recv,
+            recv_end: recv + k,
+            slot,
+            slot_end: slot + n,
+        });
+    }
+
+    /// After the list: gives back what the batch claimed and did not use (its requests
+    /// failed or were flushed). Receives go back to the peer's ring if nothing was claimed
+    /// after them; otherwise a flush took the rest of the ring, and they complete with flush
+    /// errors too. Unused completion slots are published empty.
+    fn release_pre(&mut self) {
+        let mut pre = self.pre.replace(Pre::default());
+        if pre.slot == pre.slot_end {
+            return;
+        }
+        let Some(peer) = self.peer.as_ref() else {
+            return;
+        };
+        if pre.recv < pre.recv_end && !peer.mem.unclaim(pre.recv, pre.recv_end) {
+            for pos in pre.recv..pre.recv_end {
+                let wqe = peer.mem.claimed_at(pos);
+                let cqe = peer.mem.recv_cqe(wqe.wr_id(), WcStatus::WrFlushErr);
+                peer.recv_cq.commit(pre.slot, &cqe);
+                pre.slot += 1;
+            }
+            peer.fail();
+        }
+        for pos in pre.slot..pre.slot_end {
+            peer.recv_cq.skip(pos);
+        }
     }
 
     /// Completes the peer's claimed receive with an error and moves the peer to the error
@@ -481,15 +620,9 @@ impl SoftQp {
             Ok(p) => p,
             Err(outcome) => return outcome,
         };
-        peer.recv_cq.prefetch();
-        let wqe = match Self::take_recv(peer) {
-            Ok(w) => w,
+        let (wqe, slot) = match self.claim_recv(peer) {
+            Ok(claimed) => claimed,
             Err(status) => return (status, op, 0),
-        };
-        // Claim the completion slot before copying (see `CqRing::reserve`).
-        let Ok(slot) = peer.recv_cq.reserve() else {
-            peer.fail();
-            return (WcStatus::RetryExcErr, op, 0);
         };
         let mut cqe = peer.mem.recv_cqe(wqe.wr_id(), WcStatus::Success);
         let fail = |cqe: &mut Cqe0, status: WcStatus| {
@@ -752,11 +885,18 @@ impl QueuePair<Soft> for SoftQp {
     }
 
     fn post_send_list(&mut self, wrs: &[SendWr<'_, Soft>]) -> Result<(), BadWr> {
-        for (index, wr) in wrs.iter().enumerate() {
-            self.post_send_one(wr)
-                .map_err(|error| BadWr { index, error })?;
+        if wrs.len() > 1 {
+            self.preclaim(wrs);
         }
-        Ok(())
+        let mut result = Ok(());
+        for (index, wr) in wrs.iter().enumerate() {
+            if let Err(error) = self.post_send_one(wr) {
+                result = Err(BadWr { index, error });
+                break;
+            }
+        }
+        self.release_pre();
+        result
     }
 
     fn post_recv_list(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), BadWr> {

@@ -324,6 +324,46 @@ impl QpMem {
         }
     }
 
+    /// Claims up to `max` of the oldest posted receives with one locked instruction, for a
+    /// batch of Sends: returns the first position and the count (0: none posted). Each is
+    /// then taken with [`claimed_at`](Self::claimed_at), in order.
+    #[inline]
+    pub(crate) fn consume_n(&self, max: u64) -> (u64, u64) {
+        let head: &Counter = self.map.at(HEAD_OFF);
+        let mut pos = head.v.load(Ordering::Relaxed);
+        loop {
+            let mut k = 0;
+            while k < max && self.wqe(pos + k).seq.load(Ordering::Acquire) == pos + k + 1 {
+                k += 1;
+            }
+            if k == 0 {
+                return (pos, 0);
+            }
+            match head
+                .v
+                .compare_exchange_weak(pos, pos + k, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return (pos, k),
+                Err(now) => pos = now,
+            }
+        }
+    }
+
+    /// The receive at `pos`, claimed earlier by [`consume_n`](Self::consume_n).
+    #[inline]
+    pub(crate) fn claimed_at(&self, pos: u64) -> Claimed<'_> {
+        Claimed { mem: self, pos }
+    }
+
+    /// Gives back the receives claimed at `from..to` and not used, if nothing was claimed
+    /// after them (only a flush can have: then the caller completes them itself).
+    pub(crate) fn unclaim(&self, from: u64, to: u64) -> bool {
+        let head: &Counter = self.map.at(HEAD_OFF);
+        head.v
+            .compare_exchange(to, from, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
     /// The completion template for this queue pair's receives in its receive queue `cq`.
     #[inline]
     pub(crate) fn recv_cqe(&self, wr_id: u64, status: WcStatus) -> Cqe0 {
