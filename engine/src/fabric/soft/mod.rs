@@ -27,7 +27,10 @@
 //!   so does a receive's: consumers never write the receive ring (a slot returns to its
 //!   owner through the owner's depth accounting, when the receive's completion is polled). A
 //!   receive completion carries where the message landed, and `poll` starts fetching its first
-//!   two lines as soon as it sees it, before the caller asks for the bytes.
+//!   two lines as soon as it sees it, before the caller asks for the bytes. A list of Sends
+//!   (`post_send_list`) claims all its receives and completion slots with one locked
+//!   instruction each, so that no claim waits for the previous Send's copy; what the list
+//!   does not use goes back (receives to the ring, slots as entries `poll` passes over).
 //! - **Connections** ([`Soft::connect`](crate::fabric::Provider::connect), [`SoftListener`])
 //!   go over a Unix socket (abstract name or path), carry rdma_cm's private data and pass the
 //!   arena, queue pair and completion queue memfds with `SCM_RIGHTS`, so peers may be threads
