@@ -311,6 +311,8 @@ pub fn run<P: Provider>(
         // a Call later in the batch is charged for the ones before it (never flattered).
         if !done.is_empty() {
             let batch_start = Instant::now();
+            // The batch's Sends go out together, as a run-to-completion caller posts them.
+            client.cork();
             let mut k = 0;
             while k < done.len() {
                 let tag = done[k];
@@ -323,6 +325,7 @@ pub fn run<P: Provider>(
                     Err(e) => return Err(LoadError::Submit(e)),
                 }
             }
+            client.uncork();
             done.drain(..k);
         }
         let n = client.poll_completions(|c| {

@@ -47,7 +47,7 @@ use crate::conn::{
 use crate::dispatch::MAX_BULK_RESULTS;
 use crate::fabric::{
     Access, CompletionQueue, Device, MemoryRegion, MemoryWindow, MwBind, ProtectionDomain,
-    Provider, QpCaps, QpInit, QueuePair, SendWr, Wc, WcStatus,
+    Provider, QpCaps, QpInit, QueuePair, SendWr, Sge, Wc, WcStatus,
 };
 use crate::pool::{Buf, BufferPool};
 use crate::stats::{bump, Counters, Snapshot};
@@ -346,7 +346,23 @@ pub struct Client<P: Provider> {
     /// Scratch for the read list of the Call being submitted (kept here so that a submission
     /// does not clear a few kilobytes of stack).
     reads: Box<[ReadSegment; MAX_READ_SEGMENTS]>,
+    /// Short Calls' Sends held back by [`Client::cork`], in submission order.
+    corked: bool,
+    queued: [Queued; CORK_MAX],
+    n_queued: usize,
     _pools: [BufferPool<P>; 4],
+}
+
+/// Most Sends held back while corked; one more posts them first.
+const CORK_MAX: usize = 32;
+
+/// A Send held back while corked: its slot, length and work-request id.
+#[derive(Clone, Copy, Debug, Default)]
+struct Queued {
+    idx: u32,
+    len: u32,
+    wr_id: u64,
+    signaled: bool,
 }
 
 impl<P: Provider> core::fmt::Debug for Client<P> {
@@ -453,6 +469,9 @@ impl<P: Provider> Client<P> {
             closing: false,
             wc: [Wc::default(); POLL_BATCH],
             reads: Box::new([ReadSegment::default(); MAX_READ_SEGMENTS]),
+            corked: false,
+            queued: [Queued::default(); CORK_MAX],
+            n_queued: 0,
             _pools: pools,
         };
         client.establish(config.connect_timeout)?;
@@ -607,6 +626,8 @@ impl<P: Provider> Client<P> {
                 return self.submit_short(call, tag, send_len);
             }
         }
+        // Work requests go out in the order their send-queue numbers were given.
+        self.post_queued();
         let bulk = call.bulk_arg.filter(|b| !b.is_empty());
         let args_end = CALL_HEADER_LEN + call.args.len();
         let call_len = args_end + bulk.map_or(0, |b| 4 + pad4(b.len()));
@@ -844,7 +865,7 @@ impl<P: Provider> Client<P> {
             }
         }
         let send_len = plan.send_len() as u32;
-        self.post_call(idx, xid, tag, call.timeout, send_len)?;
+        self.post_call(idx, xid, tag, call.timeout, send_len, false)?;
         let st = &self.stats;
         if arg_used > 0 {
             bump(&st.bytes_read, arg_used as u64);
@@ -892,10 +913,59 @@ impl<P: Provider> Client<P> {
         slot.reply_n = 0;
         slot.reply_off = 0;
         let send_len = send_len as u32;
-        self.post_call(idx, xid, tag, call.timeout, send_len)?;
+        self.post_call(idx, xid, tag, call.timeout, send_len, self.corked)?;
         let st = &self.stats;
         bump(&st.short_calls, 1);
         Ok(xid)
+    }
+
+    /// Holds back the Sends of the Short Calls submitted from now on, to post them together
+    /// (one list: on the soft fabric one claim of the server's receives for all of them, on
+    /// verbs one doorbell) at [`uncork`](Self::uncork), at the next
+    /// [`poll_completions`](Self::poll_completions), before any other kind of Call, or when
+    /// 32 are held. A run-to-completion caller corks, submits what is ready, and uncorks.
+    pub fn cork(&mut self) {
+        self.corked = true;
+    }
+
+    /// Posts the Sends held back since [`cork`](Self::cork) and stops holding them back.
+    pub fn uncork(&mut self) {
+        self.corked = false;
+        self.post_queued();
+    }
+
+    /// Posts the held-back Sends as one list. They were accepted (their credits taken, their
+    /// slots Sent): if the post fails the connection is ended, and the next poll completes
+    /// them as any Call lost with it.
+    fn post_queued(&mut self) {
+        let n = self.n_queued;
+        if n == 0 {
+            return;
+        }
+        self.n_queued = 0;
+        let Some(qp) = self.qp.as_mut() else {
+            return;
+        };
+        let mut sges = [Sge::default(); CORK_MAX];
+        let mut wrs = [SendWr::<P>::send(0, &[]); CORK_MAX];
+        for (k, q) in self.queued[..n].iter().enumerate() {
+            sges[k] = self.slots[q.idx as usize].send.sge_span(0, q.len);
+        }
+        for (k, q) in self.queued[..n].iter().enumerate() {
+            let mut wr = SendWr::send(q.wr_id, core::slice::from_ref(&sges[k]));
+            if q.signaled {
+                wr = wr.signaled();
+            }
+            wrs[k] = wr;
+        }
+        let posted = if n == 1 {
+            qp.post_send(&wrs[0]).is_ok()
+        } else {
+            qp.post_send_list(&wrs[..n]).is_ok()
+        };
+        if !posted {
+            qp.disconnect();
+        }
     }
 
     /// Posts the Send of the Call built in slot `idx` (its first `send_len` bytes), takes
@@ -908,22 +978,39 @@ impl<P: Provider> Client<P> {
         tag: u64,
         timeout: Duration,
         send_len: u32,
+        hold: bool,
     ) -> Result<(), SubmitError> {
-        let Some(qp) = self.qp.as_mut() else {
+        if self.qp.is_none() {
             self.free.push(idx);
             return Err(SubmitError::Disconnected);
-        };
-        let slot = &mut self.slots[idx as usize];
+        }
+        if hold && self.n_queued == CORK_MAX {
+            self.post_queued();
+        }
         let (seq, sig) = self.sq.post(false);
-        let sge = [slot.send.sge_span(0, send_len)];
-        let mut wr = SendWr::send(wrid::pack(Kind::Send, idx, if sig { seq } else { 0 }), &sge);
-        if sig {
-            wr = wr.signaled();
+        let wr_id = wrid::pack(Kind::Send, idx, if sig { seq } else { 0 });
+        if hold {
+            self.queued[self.n_queued] = Queued {
+                idx,
+                len: send_len,
+                wr_id,
+                signaled: sig,
+            };
+            self.n_queued += 1;
+        } else {
+            let slot = &self.slots[idx as usize];
+            let sge = [slot.send.sge_span(0, send_len)];
+            let mut wr = SendWr::send(wr_id, &sge);
+            if sig {
+                wr = wr.signaled();
+            }
+            let posted = self.qp.as_mut().is_some_and(|qp| qp.post_send(&wr).is_ok());
+            if !posted {
+                self.free.push(idx);
+                return Err(SubmitError::Disconnected);
+            }
         }
-        if qp.post_send(&wr).is_err() {
-            self.free.push(idx);
-            return Err(SubmitError::Disconnected);
-        }
+        let slot = &mut self.slots[idx as usize];
         self.credits.take();
         slot.state = State::Sent;
         slot.xid = xid;
@@ -950,6 +1037,7 @@ impl<P: Provider> Client<P> {
     where
         F: FnMut(Completion<'_>),
     {
+        self.post_queued();
         if self.dead {
             return self.recover(&mut f);
         }
