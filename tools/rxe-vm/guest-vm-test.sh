@@ -69,6 +69,9 @@ test)
     done
     step bench-rpc rpcrdma bench rpc --provider verbs --device "$DEV" --listen "$IP:20050" \
         --workload null,write:4k,read:4k --seconds 1 --warmup 0.2 --json
+    # Several Calls in flight: corked Sends go out as lists of work requests on verbs too.
+    step bench-rpc-depth8 rpcrdma bench rpc --provider verbs --device "$DEV" --listen "$IP:20051" \
+        --workload null,echo:1k,write:4k --depth 8 --seconds 1 --warmup 0.2 --json
     ;;
 bench)
     SIZES=(8 64 512 4096 65536)
