@@ -937,11 +937,18 @@ impl<P: Provider> Client<P> {
     /// Posts the held-back Sends as one list. They were accepted (their credits taken, their
     /// slots Sent): if the post fails the connection is ended, and the next poll completes
     /// them as any Call lost with it.
+    #[inline]
     fn post_queued(&mut self) {
-        let n = self.n_queued;
-        if n == 0 {
-            return;
+        if self.n_queued != 0 {
+            self.post_held();
         }
+    }
+
+    /// [`post_queued`](Self::post_queued) with something held: kept out of line, so that the
+    /// poll loop's check stays one compare.
+    #[inline(never)]
+    fn post_held(&mut self) {
+        let n = self.n_queued;
         self.n_queued = 0;
         let Some(qp) = self.qp.as_mut() else {
             return;
