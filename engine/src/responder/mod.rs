@@ -837,8 +837,10 @@ fn answer_general<P: Provider>(
                     None => Err(Body::ErrChunk),
                 }
             };
-            match stream {
-                Err(Body::ErrChunk) => reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk),
+            let (body, bulk) = match stream {
+                Err(Body::ErrChunk) => {
+                    return reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk)
+                }
                 Err(body) => {
                     if matches!(body, Body::Error(ref h) if h.accept_stat() == Some(rpcrdma_proto::rpc::AcceptStat::GarbageArgs))
                     {
@@ -846,17 +848,7 @@ fn answer_general<P: Provider>(
                     } else {
                         bump(&io.stats.system_err, 1);
                     }
-                    reply::build(
-                        io,
-                        ring,
-                        &header,
-                        grant,
-                        reply_threshold,
-                        swi,
-                        body,
-                        None,
-                        echo,
-                    )
+                    (body, None)
                 }
                 Ok((stream, c, len)) => {
                     let xid = header.xid();
@@ -890,19 +882,20 @@ fn answer_general<P: Provider>(
                             }
                         }
                     };
-                    reply::build(
-                        io,
-                        ring,
-                        &header,
-                        grant,
-                        reply_threshold,
-                        swi,
-                        body,
-                        Some(bulk),
-                        echo,
-                    )
+                    (body, Some(bulk))
                 }
-            }
+            };
+            reply::build(
+                io,
+                ring,
+                &header,
+                grant,
+                reply_threshold,
+                swi,
+                body,
+                bulk,
+                echo,
+            )
         }
     }
 }
