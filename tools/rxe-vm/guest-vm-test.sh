@@ -53,7 +53,12 @@ test)
         SRV=(rpcrdma serve --provider verbs --device "$DEV" --listen "$IP:20049" --seconds 60 $mode)
         timeout "$STEP_TIMEOUT" "${SRV[@]}" >"$WORK/serve.log" 2>&1 &
         srv=$!
-        sleep 1
+        # Listening once it says so (under emulation start-up can take seconds).
+        for _ in $(seq 300); do
+            grep -q "^rpcrdma serve: program" "$WORK/serve.log" 2>/dev/null && break
+            kill -0 "$srv" 2>/dev/null || break
+            sleep 0.1
+        done
         for w in null echo:100 echo:8000 write:100 write:64k read:100 read:64k; do
             if timeout 60 rpcrdma call --provider verbs --device "$DEV" --connect "$IP:20049" \
                 --workload "$w" --count 3 $mode >"$WORK/call.log" 2>&1; then
