@@ -29,7 +29,10 @@ pub fn exempt_this_thread() {
 
 #[inline]
 fn count() {
-    INSTALLED.store(1, Ordering::Relaxed);
+    // Written once: a store per allocation would keep a shared line moving between cores.
+    if INSTALLED.load(Ordering::Relaxed) == 0 {
+        INSTALLED.store(1, Ordering::Relaxed);
+    }
     // `try_with`: a thread being torn down still allocates and is counted.
     if !EXEMPT.try_with(|e| e.get()).unwrap_or(false) {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);

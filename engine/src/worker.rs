@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use crate::fabric::Provider;
 use crate::responder::ServerConn;
-use crate::stats::{Counters, Snapshot};
+use crate::stats::{bump, Counters, Snapshot};
 
 /// Turns of the loop between two looks at the inbox and two publications of the counters.
 const HOUSEKEEPING_EVERY: u64 = 1024;
@@ -400,8 +400,7 @@ fn housekeeping<T: Drive>(
     while let Ok(mut c) = inbox.try_recv() {
         if conns.len() < max_conns {
             conns.push(c);
-            let n = shared.conns_adopted.load(Ordering::Relaxed);
-            shared.conns_adopted.store(n + 1, Ordering::Relaxed);
+            bump(&shared.conns_adopted, 1);
         } else {
             c.close();
         }
@@ -419,11 +418,9 @@ fn reap<T: Drive>(conns: &mut Vec<T>, retired: &mut Snapshot, shared: &Shared) {
     let mut i = 0;
     while i < conns.len() {
         if conns[i].is_dead() {
-            let c = conns.swap_remove(i);
-            retired.add(&c.counters());
-            drop(c);
-            let n = shared.conns_dead.load(Ordering::Relaxed);
-            shared.conns_dead.store(n + 1, Ordering::Relaxed);
+            // The connection (its queue pair and memory) goes with the statement.
+            retired.add(&conns.swap_remove(i).counters());
+            bump(&shared.conns_dead, 1);
         } else {
             i += 1;
         }

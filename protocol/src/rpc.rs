@@ -26,6 +26,12 @@ use crate::xdr::{pad4, XdrReader, XdrWriter};
 pub const RPC_VERSION: u32 = 2;
 /// Largest body of an `opaque_auth`, in bytes (RFC 5531 §8.2: `opaque body<400>`).
 pub const MAX_AUTH_BYTES: usize = 400;
+/// Size of a Call header with AUTH_NONE credential and verifier (RFC 5531 §9: xid, CALL,
+/// rpcvers, prog, vers, proc, two empty `opaque_auth`s).
+pub const AUTH_NONE_CALL_LEN: usize = 40;
+/// Size of an accepted Reply header with the AUTH_NONE verifier (RFC 5531 §9: xid, REPLY,
+/// MSG_ACCEPTED, verifier flavor and length, accept_stat).
+pub const AUTH_NONE_ACCEPTED_LEN: usize = 24;
 /// Largest `machinename` of an AUTH_SYS credential, in bytes (RFC 5531 appendix A:
 /// `string machinename<255>`).
 pub const MAX_MACHINENAME_LEN: usize = 255;

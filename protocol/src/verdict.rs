@@ -495,13 +495,17 @@ pub fn judge_call_full(buf: &[u8]) -> Result<AcceptedCall<'_>, Verdict> {
 /// for an RDMA_MSG whose read list is empty (the Short Call, whatever else it holds: if it is
 /// accepted it has no chunk, and if it is not it is answered without pulling).
 pub fn call_has_chunks(buf: &[u8]) -> bool {
-    if buf.len() >= FIXED_PREFIX_LEN + 4
+    !msg_without_reads(buf) && judge_call(buf).is_ok_and(|c| c.plan.chunk_count() > 0)
+}
+
+/// The two-word test of [`call_has_chunks`]: an RDMA_MSG whose read list is empty. Such a
+/// Call has nothing to pull whatever its verdict; any other Call is judged (once) to learn
+/// whether it has.
+#[inline]
+pub fn msg_without_reads(buf: &[u8]) -> bool {
+    buf.len() >= FIXED_PREFIX_LEN + 4
         && word(buf, 12) == Proc::Msg.to_u32()
         && word(buf, FIXED_PREFIX_LEN) == 0
-    {
-        return false;
-    }
-    judge_call(buf).is_ok_and(|c| c.plan.chunk_count() > 0)
 }
 
 /// Requester side (RFC 8166 §4.5): checks a received Reply or RDMA_ERROR; every failure is a

@@ -79,10 +79,12 @@ use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
+// Counters only the pool's owner writes: plain loads and stores, no locked instruction.
 use crate::fabric::{
     Access, FabricError, MemoryRegion, MemoryWindow, MwBind, ProtectionDomain, Provider,
     RemoteAddr, Sge,
 };
+use crate::stats::bump;
 use ret::{ReturnList, END};
 
 /// How a [`BufferPool`] is laid out and registered.
@@ -290,16 +292,6 @@ struct Counters {
     freed_local: AtomicU64,
     returned_remote: AtomicU64,
     exhausted: AtomicU64,
-}
-
-/// Adds `n` to a counter that only the pool's owner writes: a relaxed load and store, which
-/// compile to plain moves, not a locked read-modify-write.
-#[inline]
-fn bump(counter: &AtomicU64, n: u64) {
-    counter.store(
-        counter.load(Ordering::Relaxed).wrapping_add(n),
-        Ordering::Relaxed,
-    );
 }
 
 /// What the owner, the buffers and the return paths share.

@@ -33,10 +33,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rpcrdma_proto::chunks::{self, ReturnedForm};
-use rpcrdma_proto::header::{Chunks, Header, RdmaError, ReadSegment, Segment, RPCRDMA_VERSION};
+use rpcrdma_proto::header::{
+    Chunks, Header, RdmaError, ReadSegment, Segment, MIN_HEADER_LEN, RPCRDMA_VERSION,
+};
 use rpcrdma_proto::plan::{self, CallForm, CallShape, DdpItem, PlanError, Thresholds};
 use rpcrdma_proto::private_data::Role;
-use rpcrdma_proto::rpc::{CallHeader, OpaqueAuth, ReplyHeader};
+use rpcrdma_proto::rpc::{
+    CallHeader, OpaqueAuth, ReplyHeader, AUTH_NONE_ACCEPTED_LEN, AUTH_NONE_CALL_LEN,
+};
 use rpcrdma_proto::verdict;
 use rpcrdma_proto::xdr::pad4;
 
@@ -52,6 +56,35 @@ use crate::fabric::{
 use crate::pool::{Buf, BufferPool};
 use crate::stats::{bump, Counters, Snapshot};
 
+/// Encodes the transport header of the Call in `slot` (its Read segments `reads`, the Write
+/// chunks and Reply chunk kept in the slot) at the start of its send buffer; false unless it
+/// is exactly `len` bytes, the length its payload was laid out for.
+fn encode_call_header<P: Provider>(
+    slot: &mut Slot<P>,
+    reads: &[ReadSegment],
+    xid: u32,
+    credit: u32,
+    nomsg: bool,
+    len: usize,
+) -> bool {
+    let mut writes: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
+    for c in 0..slot.n_writes {
+        writes[c] = &slot.writes[c][..slot.write_n[c]];
+    }
+    let chunks = Chunks {
+        reads,
+        writes: &writes[..slot.n_writes],
+        reply: slot.has_reply_chunk.then(|| &slot.reply[..slot.reply_n]),
+    };
+    let header = if nomsg {
+        Header::nomsg(xid, credit, chunks)
+    } else {
+        Header::msg(xid, credit, chunks)
+    };
+    let sendbuf = view::bytes_mut(&mut slot.send);
+    sendbuf.len() >= len && header.encode(&mut sendbuf[..len]) == Ok(len)
+}
+
 /// Bits of the XID that name the pending-table slot.
 const SLOT_BITS: u32 = 12;
 const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
@@ -63,11 +96,11 @@ pub const MAX_SEGMENTS: usize = 64;
 pub const MAX_READ_SEGMENTS: usize = 128;
 const POLL_BATCH: usize = 32;
 /// Size of an RPC Call header with AUTH_NONE credential and verifier.
-const CALL_HEADER_LEN: usize = 40;
+const CALL_HEADER_LEN: usize = AUTH_NONE_CALL_LEN;
 /// An RDMA_MSG header with three empty lists (RFC 8166 §4.7: 28 bytes).
-const BARE_MSG_LEN: usize = 28;
+const BARE_MSG_LEN: usize = MIN_HEADER_LEN;
 /// Size of an accepted RPC Reply header with an AUTH_NONE verifier.
-const REPLY_HEADER_LEN: u32 = 24;
+const REPLY_HEADER_LEN: u32 = AUTH_NONE_ACCEPTED_LEN as u32;
 
 /// The words of a Short Call without chunks before its arguments: RDMA_MSG, version 1, empty
 /// Read list, Write list and Reply chunk (RFC 8166 §4.2, §4.7), then the ONC RPC call header
@@ -776,6 +809,9 @@ impl<P: Provider> Client<P> {
                         bump(&self.stats.registrations, 1);
                     }
                     Err(_) => {
+                        // A refused post leaves the connection unusable: end it, so that the
+                        // next poll completes what is pending (or reconnects).
+                        qp.disconnect();
                         slot.bound = bound;
                         self.free.push(idx);
                         return Err(SubmitError::Disconnected);
@@ -842,27 +878,11 @@ impl<P: Provider> Client<P> {
                 done += l;
             }
         }
-        let mut writes: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
-        for c in 0..slot.n_writes {
-            writes[c] = &slot.writes[c][..slot.write_n[c]];
-        }
-        let chunks = Chunks {
-            reads: &reads[..nr],
-            writes: &writes[..slot.n_writes],
-            reply: slot.has_reply_chunk.then(|| &slot.reply[..slot.reply_n]),
-        };
+        let nomsg = plan.form.proc() == rpcrdma_proto::header::Proc::NoMsg;
         let credit = self.credits.requested();
-        let header = match plan.form.proc() {
-            rpcrdma_proto::header::Proc::NoMsg => Header::nomsg(xid, credit, chunks),
-            _ => Header::msg(xid, credit, chunks),
-        };
-        let sendbuf = view::bytes_mut(&mut slot.send);
-        match header.encode(&mut sendbuf[..hlen]) {
-            Ok(n) if n == hlen => {}
-            _ => {
-                self.free.push(idx);
-                return Err(SubmitError::Invalid("header does not match its plan"));
-            }
+        if !encode_call_header(slot, &reads[..nr], xid, credit, nomsg, hlen) {
+            self.free.push(idx);
+            return Err(SubmitError::Invalid("header does not match its plan"));
         }
         let send_len = plan.send_len() as u32;
         self.post_call(idx, xid, tag, call.timeout, send_len, false)?;
@@ -1011,7 +1031,14 @@ impl<P: Provider> Client<P> {
             if sig {
                 wr = wr.signaled();
             }
-            let posted = self.qp.as_mut().is_some_and(|qp| qp.post_send(&wr).is_ok());
+            let posted = self.qp.as_mut().is_some_and(|qp| {
+                let ok = qp.post_send(&wr).is_ok();
+                if !ok {
+                    // As for a refused bind: end the connection, the next poll notices.
+                    qp.disconnect();
+                }
+                ok
+            });
             if !posted {
                 self.free.push(idx);
                 return Err(SubmitError::Disconnected);
@@ -1307,6 +1334,9 @@ impl<P: Provider> Client<P> {
         let Some(qp) = self.qp.as_mut() else {
             return self.lose(f);
         };
+        // Before posting: a loss while posting then delivers the reply already in hand
+        // (`lose`'s Invalidating arm) instead of sending the Call again.
+        slot.state = State::Invalidating;
         let mut left = count;
         for rkey in pending.iter().flatten() {
             left -= 1;
@@ -1324,7 +1354,6 @@ impl<P: Provider> Client<P> {
             bump(&self.stats.local_invalidations, 1);
         }
         slot.bound = [None; 2];
-        slot.state = State::Invalidating;
     }
 
     /// Hands the finished RPC to `f`, then frees its receive buffer, slot and credit.
@@ -1620,27 +1649,9 @@ impl<P: Provider> Client<P> {
         for sg in &mut slot.reply[..slot.reply_n] {
             sg.handle = rkeys[1];
         }
-        let mut writes: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
-        for c in 0..slot.n_writes {
-            writes[c] = &slot.writes[c][..slot.write_n[c]];
-        }
-        let chunks = Chunks {
-            reads: &reads[..nr],
-            writes: &writes[..slot.n_writes],
-            reply: slot.has_reply_chunk.then(|| &slot.reply[..slot.reply_n]),
-        };
         let credit = self.credits.requested();
-        let header = if nomsg {
-            Header::nomsg(slot.xid, credit, chunks)
-        } else {
-            Header::msg(slot.xid, credit, chunks)
-        };
-        let hlen = header.encoded_len();
-        if hlen != old_hlen {
-            return Err(Retransmit::Corrupt);
-        }
-        let sendbuf = view::bytes_mut(&mut slot.send);
-        if header.encode(&mut sendbuf[..hlen]) != Ok(hlen) {
+        // Same shape, new rkeys: the header keeps its length, so the payload stays in place.
+        if !encode_call_header(slot, &reads[..nr], slot.xid, credit, nomsg, old_hlen) {
             return Err(Retransmit::Corrupt);
         }
         let (seq, sig) = self.sq.post(false);
@@ -1747,9 +1758,9 @@ impl<P: Provider> Client<P> {
         const TAG: u64 = u64::MAX;
         let start = Instant::now();
         let hard = start + call.timeout + Duration::from_secs(1);
-        loop {
+        let xid = loop {
             match self.submit(call, TAG) {
-                Ok(_) => break,
+                Ok(xid) => break xid,
                 Err(SubmitError::WouldBlock) => {
                     if Instant::now() > start + call.timeout {
                         return Err(RpcError::Timeout);
@@ -1759,12 +1770,13 @@ impl<P: Provider> Client<P> {
                 Err(SubmitError::Disconnected) => return Err(RpcError::ConnectionLost),
                 Err(_) => return Err(RpcError::BadReply),
             }
-        }
+        };
         let mut f = Some(f);
         let mut out = None;
         loop {
             let n = self.poll_completions(|c| {
-                if c.tag == TAG {
+                // The XID too: an earlier `call` that gave up may still have its RPC pending.
+                if c.tag == TAG && c.xid == xid {
                     if let Some(f) = f.take() {
                         out = Some(f(c.result));
                     }

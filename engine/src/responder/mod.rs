@@ -464,10 +464,10 @@ impl<P: Provider> ServerConn<P> {
         // Chunked or Long: fetch first; Short: answer now.
         // A Short Call is judged once, by `answer`.
         let bytes = view::bytes(&self.recv[idx as usize], byte_len as usize);
-        if verdict::call_has_chunks(bytes) {
-            self.start_pull(idx);
-        } else {
+        if verdict::msg_without_reads(bytes) {
             self.answer_or_defer(idx);
+        } else {
+            self.start_pull(idx);
         }
     }
 
@@ -493,14 +493,17 @@ impl<P: Provider> ServerConn<P> {
             && self.io.sq.room() >= REPLY_WRS + pending
     }
 
-    /// Plans the RDMA Reads of a chunked or Long Call (RFC 8166 §3.4.5) into its pull
-    /// buffer. Inline pieces of a chunked Call are copied now; a Long Call first fetches its
-    /// Position-Zero chunk to the tail of the buffer (phase 0).
+    /// Judges a Call that is not a plain RDMA_MSG and plans the RDMA Reads of its chunks
+    /// (RFC 8166 §3.4.5) into its pull buffer. Inline pieces of a chunked Call are copied now;
+    /// a Long Call first fetches its Position-Zero chunk to the tail of the buffer (phase 0).
     fn start_pull(&mut self, idx: u32) {
         let i = idx as usize;
         let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
-        let Ok(call) = verdict::judge_call(bytes) else {
-            return self.answer_or_defer(idx);
+        // Judged once here: `answer` resumes from the summary. Rejected, or nothing to pull
+        // after all: answered (with its verdict) without pulling.
+        let call = match verdict::judge_call(bytes) {
+            Ok(call) if call.plan.chunk_count() > 0 => call,
+            _ => return self.answer_or_defer(idx),
         };
         let plan = call.plan;
         let total = plan.total_len() as usize;

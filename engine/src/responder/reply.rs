@@ -10,7 +10,7 @@ use rpcrdma_proto::chunks::{self, ResultTarget};
 use rpcrdma_proto::header::{Chunks, Header, HeaderView, RdmaError, Segment};
 use rpcrdma_proto::header::{MIN_HEADER_LEN, RPCRDMA_VERSION};
 use rpcrdma_proto::plan::{self, ReplyForm};
-use rpcrdma_proto::rpc::{AcceptStat, ReplyHeader, MSG_ACCEPTED, REPLY};
+use rpcrdma_proto::rpc::{AcceptStat, ReplyHeader, AUTH_NONE_ACCEPTED_LEN, MSG_ACCEPTED, REPLY};
 use rpcrdma_proto::verdict;
 use rpcrdma_proto::xdr::pad4;
 
@@ -63,12 +63,9 @@ pub(super) enum Built {
     Fatal,
 }
 
-/// Size of an accepted RPC Reply header with the AUTH_NONE verifier (RFC 5531 §9: xid,
-/// REPLY, MSG_ACCEPTED, verifier flavor and length, accept_stat).
-const ACCEPTED_REPLY_LEN: usize = 24;
 /// Where the results of a Short Reply without chunks start: the 28-byte RDMA_MSG header of
 /// three empty lists (RFC 8166 §4.7) and the accepted RPC Reply header.
-pub(super) const SHORT_RESULTS_AT: usize = MIN_HEADER_LEN + ACCEPTED_REPLY_LEN;
+pub(super) const SHORT_RESULTS_AT: usize = MIN_HEADER_LEN + AUTH_NONE_ACCEPTED_LEN;
 
 /// The words of a Short Reply without chunks before its results: `rdma_xid`, version 1, the
 /// grant, RDMA_MSG and three empty lists (RFC 8166 §4.2, §4.7: the Call had no Write list
@@ -406,7 +403,6 @@ pub(super) fn build<P: Provider>(
     if inv.is_some() {
         bump(&io.stats.remote_invalidations, 1);
     }
-    let _ = AcceptStat::Success;
     Built::Send {
         len: send_len as u32,
         inv,

@@ -474,7 +474,7 @@ impl SoftQp {
             return Err(WcStatus::RnrRetryExcErr);
         };
         if let Some(status) = Self::recv_fault(peer, &wqe) {
-            Self::fail_recv(peer, wqe, status);
+            Self::fail_recv(peer, wqe, status, None);
             return Err(WcStatus::RemOpErr);
         }
         Ok(wqe)
@@ -515,9 +515,7 @@ impl SoftQp {
                 });
                 let wqe = peer.mem.claimed_at(pre.recv);
                 if let Some(status) = Self::recv_fault(peer, &wqe) {
-                    let cqe = peer.mem.recv_cqe(wqe.wr_id(), status);
-                    peer.recv_cq.commit(slot, &cqe);
-                    peer.fail();
+                    Self::fail_recv(peer, wqe, status, Some(slot));
                     return Err(WcStatus::RemOpErr);
                 }
                 return Ok((wqe, slot));
@@ -548,7 +546,8 @@ impl SoftQp {
     /// Before a list of requests starting with Sends: claims the peer's receives and
     /// completion slots for all of them with one locked instruction each, instead of two
     /// per Send (each of which would also wait for the previous Send's copy to reach the
-    /// peer's lines). Only requests that will pass their post-time checks are counted.
+    /// peer's lines). A request refused when posted ends the list; `release_pre` gives back
+    /// what it and the rest had claimed.
     fn preclaim(&mut self, wrs: &[SendWr<'_, Soft>]) {
         let room = u64::from(self.caps.max_send_wr).saturating_sub(self.sq_outstanding());
         let n = wrs
@@ -558,7 +557,7 @@ impl SoftQp {
                 matches!(
                     wr.op,
                     SendOp::Send | SendOp::SendWithImm { .. } | SendOp::SendWithInv { .. }
-                ) && self.check_post(wr).is_ok()
+                )
             })
             .count() as u64;
         if n < 2 || self.mem.state() != S_RTS {
@@ -591,14 +590,20 @@ impl SoftQp {
         let Some(peer) = self.peer.as_ref() else {
             return;
         };
-        if pre.recv < pre.recv_end && !peer.mem.unclaim(pre.recv, pre.recv_end) {
-            for pos in pre.recv..pre.recv_end {
-                let wqe = peer.mem.claimed_at(pos);
-                let cqe = peer.mem.recv_cqe(wqe.wr_id(), WcStatus::WrFlushErr);
-                peer.recv_cq.commit(pre.slot, &cqe);
-                pre.slot += 1;
+        if pre.recv < pre.recv_end {
+            if peer.mem.unclaim(pre.recv, pre.recv_end) {
+                // A peer that went to the error state meanwhile flushed its ring without
+                // them: flush them now (pairs with the fence in `QpMem::enter_error`).
+                peer.mem.flush_if_error(&peer.recv_cq);
+            } else {
+                for pos in pre.recv..pre.recv_end {
+                    let wqe = peer.mem.claimed_at(pos);
+                    let cqe = peer.mem.recv_cqe(wqe.wr_id(), WcStatus::WrFlushErr);
+                    peer.recv_cq.commit(pre.slot, &cqe);
+                    pre.slot += 1;
+                }
+                peer.fail();
             }
-            peer.fail();
         }
         for pos in pre.slot..pre.slot_end {
             peer.recv_cq.skip(pos);
@@ -607,9 +612,16 @@ impl SoftQp {
 
     /// Completes the peer's claimed receive with an error and moves the peer to the error
     /// state.
-    fn fail_recv(peer: &PeerLink, wqe: Claimed<'_>, status: WcStatus) {
+    /// The completion goes into `slot` when one was claimed for it, else into a new one.
+    fn fail_recv(peer: &PeerLink, wqe: Claimed<'_>, status: WcStatus, slot: Option<u64>) {
         let cqe = peer.mem.recv_cqe(wqe.wr_id(), status);
-        let _ = peer.recv_cq.push(&cqe);
+        match slot {
+            Some(slot) => peer.recv_cq.commit(slot, &cqe),
+            // A lost completion is already reported as the queue's overrun.
+            None => {
+                let _ = peer.recv_cq.push(&cqe);
+            }
+        }
         peer.fail();
     }
 
@@ -690,7 +702,7 @@ impl SoftQp {
             Ok(p) => p,
             Err(_) => {
                 match wqe {
-                    Some(w) => Self::fail_recv(peer, w, WcStatus::RemAccessErr),
+                    Some(w) => Self::fail_recv(peer, w, WcStatus::RemAccessErr, None),
                     None => peer.fail(),
                 }
                 return (WcStatus::RemAccessErr, op, 0);

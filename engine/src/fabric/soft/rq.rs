@@ -399,6 +399,16 @@ impl QpMem {
         }
     }
 
+    /// Flushes the receive queue into `cq` if the queue pair is in the error state, after a
+    /// fence: receives that went back to the ring while another thread set the error are
+    /// flushed by one side or the other.
+    pub(crate) fn flush_if_error(&self, cq: &CqRing) {
+        fence(Ordering::SeqCst);
+        if self.info().state.load(Ordering::Relaxed) == S_ERR {
+            self.flush(cq);
+        }
+    }
+
     /// Moves the queue pair to the error state and flushes its receive queue into `cq`.
     pub(crate) fn enter_error(&self, cq: &CqRing) {
         self.info().state.store(S_ERR, Ordering::Relaxed);
