@@ -161,7 +161,9 @@ impl ArenaView {
         if index == 0 || index >= self.table_len {
             return None;
         }
-        Some(self.map.at(TABLE_OFF + index as usize * 64))
+        // SAFETY: `index < table_len`, and `TABLE_OFF + 64 * table_len` was checked against
+        // the mapping's length by `init`/`open`.
+        Some(unsafe { self.map.at_unchecked(TABLE_OFF + index as usize * 64) })
     }
 
     /// The address in this mapping of `len` bytes at virtual address `addr` of the local

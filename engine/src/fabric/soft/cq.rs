@@ -207,19 +207,39 @@ impl CqRing {
 
     #[inline]
     fn info(&self) -> &CqInfo {
-        self.map.at(INFO_OFF)
+        // SAFETY: the header lies before the ring, which `create`/`open` checked fits.
+        unsafe { self.map.at_unchecked(INFO_OFF) }
+    }
+
+    /// The producers' claim counter.
+    #[inline]
+    fn tail(&self) -> &Tail {
+        // SAFETY: as for `info`.
+        unsafe { self.map.at_unchecked(TAIL_OFF) }
+    }
+
+    /// The consumer's published position.
+    #[inline]
+    fn head(&self) -> &Tail {
+        // SAFETY: as for `info`.
+        unsafe { self.map.at_unchecked(HEAD_OFF) }
     }
 
     #[inline]
     fn cqe(&self, pos: u64) -> &Cqe {
-        self.map
-            .at(self.ring_off + ((pos & self.mask) as usize) * 64)
+        // SAFETY: `pos & mask < size`, and `ring_off + size * 64` was checked against the
+        // mapping's length by `create`/`open`; entries are 64-byte aligned.
+        unsafe {
+            self.map
+                .at_unchecked(self.ring_off + ((pos & self.mask) as usize) * 64)
+        }
     }
 
     #[inline]
     fn counters(&self, slot: u32) -> Option<&Counters> {
         if slot < self.slots {
-            Some(self.map.at(COUNTERS_OFF + slot as usize * 64))
+            // SAFETY: `slot < slots`: the counters end at `ring_off`, inside the mapping.
+            Some(unsafe { self.map.at_unchecked(COUNTERS_OFF + slot as usize * 64) })
         } else {
             None
         }
@@ -273,12 +293,12 @@ impl CqRing {
 
     #[inline]
     fn claim(&self, n: u64, overrun_if_full: bool) -> Option<u64> {
-        let tail: &Tail = self.map.at(TAIL_OFF);
+        let tail = self.tail();
         let mut pos = tail.pos.load(Ordering::Relaxed);
         loop {
             if pos + n > self.head_seen.load(Ordering::Relaxed) + self.size {
                 // Looks full: look at where the consumer really is.
-                let head = self.map.at::<Tail>(HEAD_OFF).pos.load(Ordering::Acquire);
+                let head = self.head().pos.load(Ordering::Acquire);
                 self.head_seen.fetch_max(head, Ordering::Relaxed);
                 if pos + n > head + self.size {
                     if overrun_if_full {
@@ -320,8 +340,7 @@ impl CqRing {
     /// consumer's cache overlaps other work.
     #[inline]
     pub(crate) fn prefetch(&self) {
-        let tail: &Tail = self.map.at(TAIL_OFF);
-        super::sys::prefetch(self.cqe(tail.pos.load(Ordering::Relaxed)));
+        super::sys::prefetch(self.cqe(self.tail().pos.load(Ordering::Relaxed)));
     }
 
     #[inline]
@@ -488,10 +507,7 @@ impl CompletionQueue for SoftCq {
         }
         if self.head != start {
             // Every field was read above: producers may reuse the entries.
-            ring.map
-                .at::<Tail>(HEAD_OFF)
-                .pos
-                .store(self.head, Ordering::Release);
+            ring.head().pos.store(self.head, Ordering::Release);
         }
         Ok(n)
     }

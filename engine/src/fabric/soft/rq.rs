@@ -223,7 +223,17 @@ impl QpMem {
     /// The header.
     #[inline]
     pub(crate) fn info(&self) -> &QpInfo {
-        self.map.at(0)
+        // SAFETY: the header lies in the first page, before the ring, which
+        // `create`/`open` checked fits in the mapping.
+        unsafe { self.map.at_unchecked(0) }
+    }
+
+    /// A counter in the first page (`HEAD_OFF`, `POSTED_OFF`).
+    #[inline]
+    fn counter(&self, off: usize) -> &Counter {
+        debug_assert!(off == HEAD_OFF || off == POSTED_OFF);
+        // SAFETY: as for `info`: both offsets are 64-byte aligned and inside the first page.
+        unsafe { self.map.at_unchecked(off) }
     }
 
     /// The stored state.
@@ -235,31 +245,38 @@ impl QpMem {
     /// Publishes the number of send requests posted so far.
     #[inline]
     pub(crate) fn set_posted(&self, n: u64) {
-        self.map
-            .at::<Counter>(POSTED_OFF)
-            .v
-            .store(n, Ordering::Relaxed);
+        self.counter(POSTED_OFF).v.store(n, Ordering::Relaxed);
     }
 
     /// The number of send requests posted so far.
     pub(crate) fn posted(&self) -> u64 {
-        self.map.at::<Counter>(POSTED_OFF).v.load(Ordering::Relaxed)
+        self.counter(POSTED_OFF).v.load(Ordering::Relaxed)
     }
 
     /// The number of receives consumed so far.
     pub(crate) fn consumed(&self) -> u64 {
-        self.map.at::<Counter>(HEAD_OFF).v.load(Ordering::Acquire)
+        self.counter(HEAD_OFF).v.load(Ordering::Acquire)
     }
 
     #[inline]
     fn wqe(&self, pos: u64) -> &WqeHead {
-        self.map.at(PAGE + (pos & self.mask) as usize * self.stride)
+        // SAFETY: `pos & mask < size`, and `PAGE + stride * size` was checked against the
+        // mapping's length by `create`/`open`; `stride` is a multiple of 64.
+        unsafe {
+            self.map
+                .at_unchecked(PAGE + (pos & self.mask) as usize * self.stride)
+        }
     }
 
     #[inline]
     fn sge_slot(&self, pos: u64, i: usize) -> &SgeSlot {
-        self.map
-            .at(PAGE + (pos & self.mask) as usize * self.stride + WQE_HEAD + 16 * i)
+        assert!(i < self.max_sge as usize, "scatter element index");
+        // SAFETY: as for `wqe`; `i < max_sge` and the stride holds `WQE_HEAD + 16 * max_sge`
+        // bytes.
+        unsafe {
+            self.map
+                .at_unchecked(PAGE + (pos & self.mask) as usize * self.stride + WQE_HEAD + 16 * i)
+        }
     }
 
     /// Writes receive `pos` (the owner's running count) into the ring and publishes it. The
@@ -294,14 +311,14 @@ impl QpMem {
     /// Starts fetching the cache line of the receive a consumer will claim next.
     #[inline]
     pub(crate) fn prefetch_head(&self) {
-        let head: &Counter = self.map.at(HEAD_OFF);
+        let head = self.counter(HEAD_OFF);
         super::sys::prefetch(self.wqe(head.v.load(Ordering::Relaxed)));
     }
 
     /// Claims the oldest posted receive, if any.
     #[inline]
     pub(crate) fn consume(&self) -> Option<Claimed<'_>> {
-        let head: &Counter = self.map.at(HEAD_OFF);
+        let head = self.counter(HEAD_OFF);
         let mut pos = head.v.load(Ordering::Relaxed);
         loop {
             let seq = self.wqe(pos).seq.load(Ordering::Acquire);
@@ -329,7 +346,7 @@ impl QpMem {
     /// then taken with [`claimed_at`](Self::claimed_at), in order.
     #[inline]
     pub(crate) fn consume_n(&self, max: u64) -> (u64, u64) {
-        let head: &Counter = self.map.at(HEAD_OFF);
+        let head = self.counter(HEAD_OFF);
         let mut pos = head.v.load(Ordering::Relaxed);
         loop {
             let mut k = 0;
@@ -358,7 +375,7 @@ impl QpMem {
     /// Gives back the receives claimed at `from..to` and not used, if nothing was claimed
     /// after them (only a flush can have: then the caller completes them itself).
     pub(crate) fn unclaim(&self, from: u64, to: u64) -> bool {
-        let head: &Counter = self.map.at(HEAD_OFF);
+        let head = self.counter(HEAD_OFF);
         head.v
             .compare_exchange(to, from, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()

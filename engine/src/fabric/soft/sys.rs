@@ -343,6 +343,24 @@ impl Mapping {
             .expect("shared structure outside its mapping")
     }
 
+    /// The `T` at byte `offset`, unchecked: for the hot paths of views that checked their
+    /// geometry against the mapping once, when they were built.
+    ///
+    /// # Safety
+    ///
+    /// `offset` is a multiple of `T`'s alignment and `offset + size_of::<T>()` is at most
+    /// [`len`](Self::len).
+    #[inline(always)]
+    pub(crate) unsafe fn at_unchecked<T: Atomics>(&self, offset: usize) -> &T {
+        debug_assert!(
+            self.try_at::<T>(offset).is_some(),
+            "unchecked access outside"
+        );
+        // SAFETY: inside the mapping and aligned (the caller's contract), which lives as long
+        // as `self`; any content is a valid `T` (see `try_at`).
+        unsafe { &*self.base().add(offset).cast::<T>() }
+    }
+
     /// The `T` at byte `offset`, or `None` if it would not lie inside the mapping or would
     /// be misaligned (for mappings sized by a peer).
     #[inline]
