@@ -322,7 +322,10 @@ pub fn run<P: Provider>(
                         k += 1;
                     }
                     Err(SubmitError::WouldBlock) => break,
-                    Err(e) => return Err(LoadError::Submit(e)),
+                    Err(e) => {
+                        client.uncork();
+                        return Err(LoadError::Submit(e));
+                    }
                 }
             }
             client.uncork();

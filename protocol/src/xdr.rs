@@ -295,9 +295,7 @@ impl<'a> XdrWriter<'a> {
         let padded = pad4(data.len());
         let out = self.reserve(padded)?;
         out[..data.len()].copy_from_slice(data);
-        if padded != data.len() {
-            out[data.len()..].fill(0);
-        }
+        out[data.len()..].fill(0);
         Ok(())
     }
 

@@ -425,7 +425,7 @@ mod fast_path {
     }
 
     /// Replies: Short SUCCESS with results, Short denied, with a Write chunk, Long (NOMSG),
-    /// RDMA_ERROR ERR_CHUNK and ERR_VERS.
+    /// RDMA_ERROR ERR_CHUNK and ERR_VERS, Short PROG_MISMATCH and Short AUTH_ERROR.
     fn reply_seeds() -> Vec<Vec<u8>> {
         let ok = super::success_reply("00000042");
         [

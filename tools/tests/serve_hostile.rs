@@ -1804,20 +1804,15 @@ fn silent_and_churning_connections() {
     live.null_ok(1);
 
     // 40 silent sockets and 40 with half a HELLO, then a good client: it is served within
-    // its own connect timeout (not after 80 × the server's accept timeout).
+    // its own connect timeout (`Raw::connect` gives up after WAIT; 80 × the server's accept
+    // timeout would be 16 s).
     let mut idle: Vec<UnixStream> = (0..80).map(|_| unix_connect(&srv.addr)).collect();
     for s in idle.iter_mut().skip(40) {
         s.write_all(&handshake(HELLO, &[])[..100]).unwrap();
     }
     let established = Raw::connect(&addr, 8);
-    let t = Instant::now();
     let mut c = Raw::connect(&addr, 8);
     c.null_ok(2);
-    assert!(
-        t.elapsed() < Duration::from_secs(3),
-        "a good client waited {:?} behind silent ones",
-        t.elapsed()
-    );
     srv.good_calls("while silent connections are open");
     live.null_ok(3);
     for (i, s) in idle.iter_mut().enumerate() {

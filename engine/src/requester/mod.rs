@@ -310,6 +310,32 @@ struct Slot<P: Provider> {
 }
 
 impl<P: Provider> Slot<P> {
+    /// Forgets the chunks and windows of the slot's previous Call: the state of a Call that
+    /// has none (a Short Call).
+    #[inline]
+    fn clear_chunks(&mut self) {
+        self.bound = [None; 2];
+        self.n_writes = 0;
+        self.has_reply_chunk = false;
+        self.reply_n = 0;
+        self.reply_off = 0;
+    }
+
+    /// Marks the slot in flight with the Call `xid` for `tag`: waiting for its reply, no
+    /// deadline yet (the first timeout check stamps it), no receive, no grant.
+    #[inline]
+    fn arm(&mut self, xid: u32, tag: u64, timeout: Duration, send_len: u32) {
+        self.state = State::Sent;
+        self.xid = xid;
+        self.tag = tag;
+        self.deadline = None;
+        self.timeout = timeout;
+        self.send_len = send_len;
+        self.recv_idx = None;
+        self.grant = None;
+        self.outcome = Outcome::Reply;
+    }
+
     /// Whether a Short Reply without chunks (`verdict::short_reply`) with `xid` completes
     /// this RPC on the fast path: the slot waits for exactly this XID (`Sent`; a `Zombie`'s
     /// late reply only returns its credit), and its Call provided no Write chunk and no
@@ -389,13 +415,28 @@ pub struct Client<P: Provider> {
 /// Most Sends held back while corked; one more posts them first.
 const CORK_MAX: usize = 32;
 
-/// A Send held back while corked: its slot, length and work-request id.
+/// A Send held back while corked: its slot, its send-queue number and signaling, and the
+/// bytes to send.
 #[derive(Clone, Copy, Debug, Default)]
 struct Queued {
     idx: u32,
-    len: u32,
-    wr_id: u64,
-    signaled: bool,
+    post: (u64, bool),
+    sge: Sge,
+}
+
+/// The Send of the Call in slot `idx`, numbered and signaled as the send queue's `post`
+/// said (`SendQueue::post`).
+#[inline]
+fn call_send<P: Provider>(idx: u32, (seq, signaled): (u64, bool), sge: &[Sge]) -> SendWr<'_, P> {
+    let wr = SendWr::send(
+        wrid::pack(Kind::Send, idx, if signaled { seq } else { 0 }),
+        sge,
+    );
+    if signaled {
+        wr.signaled()
+    } else {
+        wr
+    }
 }
 
 impl<P: Provider> core::fmt::Debug for Client<P> {
@@ -730,8 +771,7 @@ impl<P: Provider> Client<P> {
             return Err(SubmitError::WouldBlock);
         };
         let i = idx as usize;
-        let xid = (self.next_gen << SLOT_BITS) | idx;
-        self.next_gen = self.next_gen.wrapping_add(1) & ((1 << (32 - SLOT_BITS)) - 1);
+        let xid = self.next_xid(idx);
         let persistent = self.config.registration == Registration::Persistent;
         let slot = &mut self.slots[i];
         let rpc = CallHeader::new(
@@ -901,6 +941,15 @@ impl<P: Provider> Client<P> {
         Ok(xid)
     }
 
+    /// The XID of the next Call in slot `idx`: the slot in the low bits, a generation above
+    /// (so that a late reply to the slot's previous Call does not match).
+    #[inline]
+    fn next_xid(&mut self, idx: u32) -> u32 {
+        let xid = (self.next_gen << SLOT_BITS) | idx;
+        self.next_gen = self.next_gen.wrapping_add(1) & ((1 << (32 - SLOT_BITS)) - 1);
+        xid
+    }
+
     /// [`submit`](Self::submit) of a Short Call without chunks of `send_len` bytes (checked
     /// to fit): the transport header's seven words and the RPC call header written in place,
     /// no planning, no window.
@@ -910,15 +959,11 @@ impl<P: Provider> Client<P> {
         tag: u64,
         send_len: usize,
     ) -> Result<u32, SubmitError> {
-        if self.qp.is_none() {
-            return Err(SubmitError::Disconnected);
-        }
         let Some(idx) = self.free.pop() else {
             return Err(SubmitError::WouldBlock);
         };
         let i = idx as usize;
-        let xid = (self.next_gen << SLOT_BITS) | idx;
-        self.next_gen = self.next_gen.wrapping_add(1) & ((1 << (32 - SLOT_BITS)) - 1);
+        let xid = self.next_xid(idx);
         let slot = &mut self.slots[i];
         let credit = self.credits.requested();
         let buf = &mut view::bytes_mut(&mut slot.send)[..send_len];
@@ -927,11 +972,7 @@ impl<P: Provider> Client<P> {
             buf[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
         }
         buf[BARE_MSG_LEN + CALL_HEADER_LEN..].copy_from_slice(call.args);
-        slot.bound = [None; 2];
-        slot.n_writes = 0;
-        slot.has_reply_chunk = false;
-        slot.reply_n = 0;
-        slot.reply_off = 0;
+        slot.clear_chunks();
         let send_len = send_len as u32;
         self.post_call(idx, xid, tag, call.timeout, send_len, self.corked)?;
         let st = &self.stats;
@@ -973,17 +1014,9 @@ impl<P: Provider> Client<P> {
         let Some(qp) = self.qp.as_mut() else {
             return;
         };
-        let mut sges = [Sge::default(); CORK_MAX];
         let mut wrs = [SendWr::<P>::send(0, &[]); CORK_MAX];
-        for (k, q) in self.queued[..n].iter().enumerate() {
-            sges[k] = self.slots[q.idx as usize].send.sge_span(0, q.len);
-        }
-        for (k, q) in self.queued[..n].iter().enumerate() {
-            let mut wr = SendWr::send(q.wr_id, core::slice::from_ref(&sges[k]));
-            if q.signaled {
-                wr = wr.signaled();
-            }
-            wrs[k] = wr;
+        for (wr, q) in wrs.iter_mut().zip(&self.queued[..n]) {
+            *wr = call_send(q.idx, q.post, core::slice::from_ref(&q.sge));
         }
         let posted = if n == 1 {
             qp.post_send(&wrs[0]).is_ok()
@@ -1014,23 +1047,13 @@ impl<P: Provider> Client<P> {
         if hold && self.n_queued == CORK_MAX {
             self.post_queued();
         }
-        let (seq, sig) = self.sq.post(false);
-        let wr_id = wrid::pack(Kind::Send, idx, if sig { seq } else { 0 });
+        let post = self.sq.post(false);
+        let sge = self.slots[idx as usize].send.sge_span(0, send_len);
         if hold {
-            self.queued[self.n_queued] = Queued {
-                idx,
-                len: send_len,
-                wr_id,
-                signaled: sig,
-            };
+            self.queued[self.n_queued] = Queued { idx, post, sge };
             self.n_queued += 1;
         } else {
-            let slot = &self.slots[idx as usize];
-            let sge = [slot.send.sge_span(0, send_len)];
-            let mut wr = SendWr::send(wr_id, &sge);
-            if sig {
-                wr = wr.signaled();
-            }
+            let wr = call_send(idx, post, core::slice::from_ref(&sge));
             let posted = self.qp.as_mut().is_some_and(|qp| {
                 let ok = qp.post_send(&wr).is_ok();
                 if !ok {
@@ -1044,17 +1067,8 @@ impl<P: Provider> Client<P> {
                 return Err(SubmitError::Disconnected);
             }
         }
-        let slot = &mut self.slots[idx as usize];
         self.credits.take();
-        slot.state = State::Sent;
-        slot.xid = xid;
-        slot.tag = tag;
-        slot.deadline = None;
-        slot.timeout = timeout;
-        slot.send_len = send_len;
-        slot.recv_idx = None;
-        slot.grant = None;
-        slot.outcome = Outcome::Reply;
+        self.slots[idx as usize].arm(xid, tag, timeout, send_len);
         bump(&self.stats.calls, 1);
         bump(&self.stats.bytes_sent, u64::from(send_len));
         Ok(())
@@ -1654,12 +1668,8 @@ impl<P: Provider> Client<P> {
         if !encode_call_header(slot, &reads[..nr], slot.xid, credit, nomsg, old_hlen) {
             return Err(Retransmit::Corrupt);
         }
-        let (seq, sig) = self.sq.post(false);
         let sge = [slot.send.sge_span(0, send_len as u32)];
-        let mut wr = SendWr::send(wrid::pack(Kind::Send, idx, if sig { seq } else { 0 }), &sge);
-        if sig {
-            wr = wr.signaled();
-        }
+        let wr = call_send(idx, self.sq.post(false), &sge);
         qp.post_send(&wr).map_err(|_| Retransmit::Post)?;
         self.credits.take();
         slot.state = State::Sent;
@@ -2071,22 +2081,11 @@ mod tests {
             return s.xid;
         }
         let idx = c.free.pop().expect("a free slot");
-        let xid = (c.next_gen << SLOT_BITS) | idx;
-        c.next_gen = c.next_gen.wrapping_add(1) & ((1 << (32 - SLOT_BITS)) - 1);
+        let xid = c.next_xid(idx);
         let slot = &mut c.slots[idx as usize];
-        slot.bound = [None; 2];
-        slot.n_writes = 0;
-        slot.has_reply_chunk = false;
-        slot.reply_n = 0;
-        slot.reply_off = 0;
+        slot.clear_chunks();
         c.credits.take();
-        slot.state = State::Sent;
-        slot.xid = xid;
-        slot.tag = tag;
-        slot.deadline = None;
-        slot.recv_idx = None;
-        slot.grant = None;
-        slot.outcome = Outcome::Reply;
+        slot.arm(xid, tag, Duration::from_secs(60), 0);
         xid
     }
 

@@ -818,40 +818,41 @@ fn answer_general<P: Provider>(
         Ok(call) => {
             let header = call.header;
             let pulled = call.plan.chunk_count() > 0;
-            let stream: Result<(&[u8], CallHeader<'_>, usize), Body> = if pulled {
+            // Why there is no call to run: a chunk problem (RDMA_ERROR ERR_CHUNK) or an
+            // undecodable call header (GARBAGE_ARGS).
+            enum NoCall {
+                Chunk,
+                Garbage,
+            }
+            let stream: Result<(&[u8], CallHeader<'_>, usize), NoCall> = if pulled {
                 let total = call.plan.total_len() as usize;
                 if total > pull.size() {
                     // RFC 8166 §8.1.4: "A Responder is not obliged to pull Read chunks
                     // that are unreasonably large. The Responder can use an RDMA_ERROR
                     // response": ERR_CHUNK, before any RDMA Read.
-                    Err(Body::ErrChunk)
+                    Err(NoCall::Chunk)
                 } else {
                     let s = view::bytes(pull, total);
                     match CallHeader::parse(s) {
                         Ok((c, len)) if c.xid == header.xid() => Ok((s, c, len)),
-                        Ok(_) => Err(Body::ErrChunk),
-                        Err(_) => Err(Body::Error(ReplyHeader::garbage_args(header.xid()))),
+                        Ok(_) => Err(NoCall::Chunk),
+                        Err(_) => Err(NoCall::Garbage),
                     }
                 }
             } else {
                 io.tally.short_calls += 1;
                 match call.call {
                     Some((c, len)) => Ok((header.payload(), c, len)),
-                    None => Err(Body::ErrChunk),
+                    None => Err(NoCall::Chunk),
                 }
             };
             let (body, bulk) = match stream {
-                Err(Body::ErrChunk) => {
+                Err(NoCall::Chunk) => {
                     return reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk)
                 }
-                Err(body) => {
-                    if matches!(body, Body::Error(ref h) if h.accept_stat() == Some(rpcrdma_proto::rpc::AcceptStat::GarbageArgs))
-                    {
-                        bump(&io.stats.garbage_args, 1);
-                    } else {
-                        bump(&io.stats.system_err, 1);
-                    }
-                    (body, None)
+                Err(NoCall::Garbage) => {
+                    bump(&io.stats.garbage_args, 1);
+                    (Body::Error(ReplyHeader::garbage_args(header.xid())), None)
                 }
                 Ok((stream, c, len)) => {
                     let xid = header.xid();
@@ -903,8 +904,6 @@ fn answer_general<P: Provider>(
     }
 }
 
-/// Queues the RDMA Reads of the segments `range` of `reads`, laid end to end in the pull
-/// buffer from `dst`.
 /// Lays the unreduced stream of `plan` out in `pull`: queues into `out` the RDMA Reads of
 /// every chunk but Position Zero, zeroes each chunk's XDR pad (never read, RFC 8166
 /// §3.4.5.2), and has `inline` place each inline piece (its range in the reduced stream,
@@ -934,6 +933,8 @@ fn lay_out(
     }
 }
 
+/// Queues the RDMA Reads of the segments `range` of `reads`, laid end to end in the pull
+/// buffer from `dst`.
 fn push_reads(out: &mut Vec<ReadOp>, reads: &ReadList<'_>, range: Range<usize>, dst: u32) {
     let mut at = dst;
     for s in range {

@@ -49,8 +49,6 @@ pub(super) enum Body<'a> {
     Handler { entry: &'a Entry, req: Request<'a> },
     /// An RPC reply without results (an accepted error or a denial).
     Error(ReplyHeader<'static>),
-    /// RDMA_ERROR / ERR_CHUNK instead of a reply.
-    ErrChunk,
 }
 
 /// The result of building.
@@ -242,8 +240,7 @@ pub(super) fn build<P: Provider>(
     let xid = header.xid();
     let wl = header.write_list();
     let rc = header.reply_chunk();
-    if matches!(body, Body::ErrChunk)
-        || wl.len() > MAX_WRITE_CHUNKS
+    if wl.len() > MAX_WRITE_CHUNKS
         || wl.iter().any(|c| c.len() > MAX_SEGMENTS)
         || rc.is_some_and(|c| c.len() > MAX_SEGMENTS)
     {
@@ -293,7 +290,6 @@ pub(super) fn build<P: Provider>(
             }
         }
         Body::Error(h) => (h, 0, [(0, 0); MAX_BULK_RESULTS], 0, None),
-        Body::ErrChunk => unreachable!("answered above"),
     };
     let rpc_len = match rpc.encode(&mut out[hlen..]) {
         Ok(n) => n,

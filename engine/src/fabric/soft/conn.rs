@@ -113,7 +113,8 @@ fn encode(kind: u8, data: &[u8]) -> [u8; MSG_LEN] {
     m
 }
 
-fn decode(m: &[u8; MSG_LEN]) -> Result<(u8, &[u8]), ConnectError> {
+/// A handshake message's kind and private data.
+fn decode(m: &[u8; MSG_LEN]) -> Result<(u8, PrivateData), ConnectError> {
     if m[..4] != MSG_MAGIC {
         return Err(ConnectError::Protocol("bad handshake magic"));
     }
@@ -121,7 +122,8 @@ fn decode(m: &[u8; MSG_LEN]) -> Result<(u8, &[u8]), ConnectError> {
     if len > PrivateData::CAPACITY {
         return Err(ConnectError::Protocol("bad private data length"));
     }
-    Ok((m[4], &m[8..8 + len]))
+    let pd = PrivateData::new(&m[8..8 + len], PrivateData::CAPACITY)?;
+    Ok((m[4], pd))
 }
 
 fn io_err(e: io::Error) -> ConnectError {
@@ -157,8 +159,7 @@ fn recv_msg(
         .ok_or(ConnectError::Protocol(
             "peer closed the connection during setup",
         ))?;
-    let (kind, data) = decode(&m)?;
-    let pd = PrivateData::new(data, PrivateData::CAPACITY)?;
+    let (kind, pd) = decode(&m)?;
     Ok((kind, pd, fds))
 }
 
@@ -240,11 +241,10 @@ impl Pending {
 
     /// The connect request this complete HELLO makes, mapping the client's memory.
     fn into_request(self) -> Result<SoftConnRequest, ConnectError> {
-        let (kind, data) = decode(&self.msg)?;
+        let (kind, pd) = decode(&self.msg)?;
         if kind != HELLO {
             return Err(ConnectError::Protocol("expected a connect request"));
         }
-        let pd = PrivateData::new(data, PrivateData::CAPACITY)?;
         let peer = map_peer(self.fds)?;
         Ok(SoftConnRequest {
             sock: self.sock,
