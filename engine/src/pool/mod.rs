@@ -372,8 +372,16 @@ impl<P: Provider> BufferPool<P> {
         let index = self.free[top as usize].get();
         self.top.set(top);
         bump(&self.shared.counters.allocated, 1);
+        let (region, offset) = self.shared.layout.locate(index);
+        let mr = &self.shared.regions[region];
+        let sge = mr.sge(offset, self.shared.layout.buf_size);
+        // SAFETY: `offset` is inside the region by construction of the layout (checked
+        // again by `sge` just above), so the pointer stays inside the region's allocation.
+        let ptr = unsafe { mr.as_ptr().add(offset) };
         Ok(Buf {
             shared: NonNull::from(&*self.shared),
+            ptr: NonNull::new(ptr).expect("a registered region is not at address 0"),
+            sge,
             index,
         })
     }
@@ -497,10 +505,17 @@ pub struct Buf<P: Provider> {
     /// The pool's shared state, which outlives every `Buf` (a pool dropped with buffers out
     /// leaks it).
     shared: NonNull<Shared<P>>,
+    /// The first byte in this process (`MemoryRegion::as_ptr` of the region plus the
+    /// buffer's offset), worked out once when the buffer is handed out.
+    ptr: NonNull<u8>,
+    /// The whole buffer's scatter-gather element, worked out with `ptr`: the hot paths take
+    /// it (and spans of it) without going through the pool's layout and region table.
+    sge: Sge,
     index: u32,
 }
 
-// SAFETY: a `Buf` is an index its holder exclusively owns plus a pointer to `Shared<P>`,
+// SAFETY: a `Buf` is an index its holder exclusively owns, that buffer's address (`ptr`,
+// `sge`: plain values about memory the region keeps mapped), plus a pointer to `Shared<P>`,
 // which is `Send + Sync` (regions are `Send + Sync` by the `Provider` bounds, the rest is
 // atomics) and outlives every `Buf`; nothing in a `Buf` is tied to the thread that made it.
 unsafe impl<P: Provider> Send for Buf<P> {}
@@ -528,7 +543,7 @@ impl<P: Provider> Buf<P> {
     /// Usable bytes.
     #[inline]
     pub fn size(&self) -> usize {
-        self.shared().layout.buf_size as usize
+        self.sge.length as usize
     }
 
     /// The region the buffer is carved from, for memory window binds
@@ -552,15 +567,13 @@ impl<P: Provider> Buf<P> {
     /// Virtual address of the first byte, as work requests name it.
     #[inline]
     pub fn addr(&self) -> u64 {
-        self.region().addr() + self.region_offset() as u64
+        self.sge.addr
     }
 
     /// The scatter-gather element of the whole buffer.
     #[inline]
     pub fn sge(&self) -> Sge {
-        let shared = self.shared();
-        let (region, offset) = shared.layout.locate(self.index);
-        shared.regions[region].sge(offset, shared.layout.buf_size)
+        self.sge
     }
 
     /// The scatter-gather element of `len` bytes at `offset` of the buffer (say, just the
@@ -572,7 +585,7 @@ impl<P: Provider> Buf<P> {
     #[inline]
     pub fn sge_span(&self, offset: usize, len: u32) -> Sge {
         self.check_span(offset, len as usize);
-        self.region().sge(self.region_offset() + offset, len)
+        Sge::new(self.sge.addr + offset as u64, len, self.sge.lkey)
     }
 
     /// The buffer's address under its region's rkey, to advertise to a peer; `None` unless
@@ -635,11 +648,10 @@ impl<P: Provider> Buf<P> {
     /// bytes; writes through this `Buf` are already excluded by the borrow.
     #[inline]
     pub unsafe fn as_slice(&self) -> &[u8] {
-        let shared = self.shared();
-        let (region, offset) = shared.layout.locate(self.index);
-        // SAFETY: the span is this buffer's, inside its region by construction of the
-        // layout; the caller guarantees `MemoryRegion::slice`'s contract for it.
-        unsafe { shared.regions[region].slice(offset, shared.layout.buf_size as usize) }
+        // SAFETY: `ptr ..+ size` is this buffer's span, inside its region (checked when it
+        // was handed out), which stays mapped while any `Buf` exists; the caller guarantees
+        // `MemoryRegion::slice`'s contract for it.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.size()) }
     }
 
     /// Borrows the whole buffer in place, mutably.
@@ -652,11 +664,9 @@ impl<P: Provider> Buf<P> {
     /// This is [`MemoryRegion::slice_mut`]'s rule for the buffer's bytes.
     #[inline]
     pub unsafe fn as_mut_slice(&mut self) -> &mut [u8] {
-        let shared = self.shared();
-        let (region, offset) = shared.layout.locate(self.index);
         // SAFETY: as in `as_slice`; `&mut self` excludes every other view through this
         // `Buf`, the only handle to the buffer, and the caller guarantees the fabric side.
-        unsafe { shared.regions[region].slice_mut(offset, shared.layout.buf_size as usize) }
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.size()) }
     }
 
     /// Sends the buffer back to its pool through the lock-free return list, from any thread;
