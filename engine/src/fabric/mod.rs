@@ -298,6 +298,22 @@ pub trait QueuePair<P: Provider> {
             .map_err(|bad| bad.error)
     }
 
+    /// A hint that up to `n` receives will be posted soon (say, the receives of the Calls a
+    /// poll just returned, reposted once they are answered): a provider may start taking
+    /// ownership of the memory they will be written to, so that posting them later does not
+    /// wait for it. No effect on the queue pair's state; the default does nothing.
+    #[inline]
+    fn expect_recv_posts(&self, n: usize) {
+        let _ = n;
+    }
+
+    /// A hint from a caller about to poll again for this queue pair's next receive (its last
+    /// poll found nothing): a provider may pull in the memory that receive's message will
+    /// land in, so that reading the message once it completes does not wait for it. No
+    /// effect on the queue pair's state; the default does nothing.
+    #[inline]
+    fn watch_next_recv(&self) {}
+
     /// Ends the connection (`rdma_disconnect`): both queue pairs go to the error state and
     /// their outstanding requests complete with [`WcStatus::WrFlushErr`].
     fn disconnect(&mut self);

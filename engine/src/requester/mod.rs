@@ -1099,6 +1099,15 @@ impl<P: Provider> Client<P> {
                 return 0;
             }
         };
+        if let Some(qp) = &self.qp {
+            if n > 0 {
+                // Most of them are replies whose receives go back at the end of this poll.
+                qp.expect_recv_posts(n);
+            } else {
+                // Waiting for a reply: its message is read as soon as it completes.
+                qp.watch_next_recv();
+            }
+        }
         for k in 0..n {
             let wc = self.wc[k];
             self.on_completion(&wc, &mut f);

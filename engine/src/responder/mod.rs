@@ -395,6 +395,14 @@ impl<P: Provider> ServerConn<P> {
                 return work;
             }
         };
+        if n > 0 {
+            // Most of them are Calls whose receives go back at the end of this poll.
+            self.io.qp.expect_recv_posts(n);
+        }
+        // No `watch_next_recv` on an idle poll here, unlike the requester: measured, a worker
+        // pulling in the line a busy requester is about to write slowed 32-deep null RPCs
+        // (3.70 against 4.33 M/s, medians of 8 alternating runs).
+
         for i in 0..n {
             let wc = self.wc[i];
             self.on_completion(&wc);

@@ -949,6 +949,23 @@ impl QueuePair<Soft> for SoftQp {
         Ok(())
     }
 
+    #[inline]
+    fn expect_recv_posts(&self, n: usize) {
+        // Bounded: a hint for a poll's batch, not a sweep of the ring.
+        self.mem
+            .prefetch_produce(self.rq_posted, (n as u64).min(32));
+    }
+
+    #[inline]
+    fn watch_next_recv(&self) {
+        // Receives complete in ring order: the next one is the oldest not yet retired.
+        let (_, rq) = self.recv_cq.ring().retired(self.recv_slot.0);
+        let pos = rq.wrapping_sub(self.rq_base);
+        if pos < self.rq_posted {
+            self.mem.prefetch_landing(pos);
+        }
+    }
+
     fn disconnect(&mut self) {
         self.shared.disconnect();
     }

@@ -308,6 +308,29 @@ impl QpMem {
         self.info().state.load(Ordering::Acquire) == S_ERR
     }
 
+    /// Starts taking, for writing, the cache lines of the ring slots of receives `pos ..
+    /// pos + n` (the owner's next posts): a consumer read them last, and a store to them
+    /// would wait for its copy to be invalidated, as would the next locked instruction.
+    #[inline]
+    pub(crate) fn prefetch_produce(&self, pos: u64, n: u64) {
+        for p in pos..pos + n.min(self.mask + 1) {
+            super::sys::prefetch_write(self.wqe(p));
+        }
+    }
+
+    /// Starts fetching the first two cache lines of the first scatter element of receive
+    /// `pos`, one this owner posted (its address is in the owner's address space): where the
+    /// message that completes it will start. Done while waiting for that completion, the
+    /// fetch that follows the sender's write overlaps the fetch of the completion itself.
+    #[inline]
+    pub(crate) fn prefetch_landing(&self, pos: u64) {
+        if self.wqe(pos).num_sge.load(Ordering::Relaxed) > 0 {
+            let addr = self.sge_slot(pos, 0).addr.load(Ordering::Relaxed);
+            super::sys::prefetch_addr(addr);
+            super::sys::prefetch_addr(addr.wrapping_add(64));
+        }
+    }
+
     /// Starts fetching the cache line of the receive a consumer will claim next.
     #[inline]
     pub(crate) fn prefetch_head(&self) {

@@ -439,6 +439,25 @@ pub(crate) fn prefetch<T>(p: &T) {
     let _ = p;
 }
 
+/// Starts taking the cache line holding `p` in a writable state (PREFETCHW), so that a store
+/// to it soon after does not wait for other cores' copies to be invalidated (a hint; a plain
+/// prefetch on x86-64 CPUs without PREFETCHW, where it is a no-op; nothing elsewhere).
+#[inline]
+pub(crate) fn prefetch_write<T>(p: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHW only hints the cache: it never faults, writes nothing and `p` is a
+    // valid reference.
+    unsafe {
+        core::arch::asm!(
+            "prefetchw [{0}]",
+            in(reg) (p as *const T),
+            options(nostack, preserves_flags, readonly)
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
