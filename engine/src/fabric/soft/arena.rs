@@ -13,6 +13,7 @@
 //! (a sequence lock), so a peer never acts on a half-written binding. The entry layout is the
 //! protocol between peers; both run this code.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -47,6 +48,30 @@ struct ArenaHeader {
 
 // SAFETY: repr(C), atomics only.
 unsafe impl Atomics for ArenaHeader {}
+
+/// A region's key, span, rights and offset in the arena as last resolved (see
+/// [`ArenaView::resolve_local_memo`]). `lkey` 0 (never a region's) is empty.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RegionMemo {
+    lkey: u32,
+    va: u64,
+    end: u64,
+    /// Offset of the region's first byte from the arena's base.
+    off: u64,
+    access: Access,
+}
+
+impl Default for RegionMemo {
+    fn default() -> RegionMemo {
+        RegionMemo {
+            lkey: 0,
+            va: 0,
+            end: 0,
+            off: 0,
+            access: Access::NONE,
+        }
+    }
+}
 
 #[repr(C, align(64))]
 struct KeyEntry {
@@ -186,6 +211,74 @@ impl ArenaView {
             return Err(KeyFault);
         }
         self.span_of(e, addr, len, need)
+    }
+
+    /// [`resolve_local`](Self::resolve_local) through `memo`, the last region it resolved:
+    /// a span inside that region (same key, rights granting `need`) takes a bounds check and
+    /// no key table access; any other is resolved in full and, when it names a region, kept.
+    /// A memo lives for one posted list of requests ([`SoftQp::post_send_list`]), whose
+    /// elements mostly name one or two regions (a pool's). A region deregistered while a list
+    /// naming it is being posted (the poster's error, or a peer's for its receives) may still
+    /// be read or written by that list, as an HCA might; every access stays inside the arena.
+    ///
+    /// [`SoftQp::post_send_list`]: super::qp::SoftQp
+    #[inline(always)]
+    pub(crate) fn resolve_local_memo(
+        &self,
+        memo: &Cell<RegionMemo>,
+        lkey: u32,
+        addr: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<*mut u8, KeyFault> {
+        let m = memo.get();
+        // The empty memo (key 0, empty span) matches only a zero-length span at 0, which
+        // `resolve_local` would not check either.
+        if m.lkey == lkey && m.access.contains(need) {
+            if let Some(end) = addr.checked_add(len) {
+                if addr >= m.va && end <= m.end {
+                    // Inside the mapping: the whole region was when the memo was made.
+                    return Ok(self
+                        .map
+                        .base()
+                        .wrapping_add((m.off + (addr - m.va)) as usize));
+                }
+            }
+        }
+        self.resolve_into_memo(memo, lkey, addr, len, need)
+    }
+
+    /// [`resolve_local_memo`](Self::resolve_local_memo) when the memo does not cover the
+    /// span: resolves it in full and keeps the region it names.
+    #[inline(never)]
+    fn resolve_into_memo(
+        &self,
+        memo: &Cell<RegionMemo>,
+        lkey: u32,
+        addr: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<*mut u8, KeyFault> {
+        let p = self.resolve_local(lkey, addr, len, need)?;
+        if len != 0 {
+            if let Some(e) = self.entry(lkey >> 8) {
+                let va = e.va.load(Ordering::Relaxed);
+                let elen = e.len.load(Ordering::Relaxed);
+                let off = e.off.load(Ordering::Relaxed);
+                // Kept only if the whole region lies in the mapping, so that any span of it
+                // the memo gives later does too.
+                if let (Some(_), Some(end)) = (self.map.span(off, elen), va.checked_add(elen)) {
+                    memo.set(RegionMemo {
+                        lkey,
+                        va,
+                        end,
+                        off,
+                        access: Access::from_bits(e.access.load(Ordering::Relaxed)),
+                    });
+                }
+            }
+        }
+        Ok(p)
     }
 
     /// The address in this mapping of `len` bytes at `addr` under the remote key `rkey`, for

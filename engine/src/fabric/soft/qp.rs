@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
-use super::arena::{ArenaView, BindReq, Domain};
+use super::arena::{ArenaView, BindReq, Domain, RegionMemo};
 use super::cq::{CqLocal, CqRing, Cqe0};
 use super::faults::Faults;
 use super::mem::SoftPd;
@@ -135,6 +135,11 @@ pub struct SoftQp {
     sq_pending: u32,
     rq_posted: u64,
     pre: Cell<Pre>,
+    /// The local region last resolved for a request's gather list, and the peer's region
+    /// last resolved for a receive's element, kept while one call posts (see
+    /// `ArenaView::resolve_local_memo`); emptied when the call returns.
+    memo_src: Cell<RegionMemo>,
+    memo_dst: Cell<RegionMemo>,
     peer: Option<PeerLink>,
     watchdog: Option<JoinHandle<()>>,
 }
@@ -222,6 +227,8 @@ impl SoftQp {
             sq_pending: 0,
             rq_posted: 0,
             pre: Cell::new(Pre::default()),
+            memo_src: Cell::new(RegionMemo::default()),
+            memo_dst: Cell::new(RegionMemo::default()),
             peer: None,
             watchdog: None,
         })
@@ -428,7 +435,8 @@ impl SoftQp {
             Payload::Sges(sges) => {
                 let view = self.dom.view();
                 for sge in sges {
-                    match view.resolve_local(sge.lkey, sge.addr, u64::from(sge.length), need) {
+                    let len = u64::from(sge.length);
+                    match view.resolve_local_memo(&self.memo_src, sge.lkey, sge.addr, len, need) {
                         Ok(p) => out.push(p, sge.length),
                         Err(_) => return false,
                     }
@@ -593,6 +601,14 @@ impl SoftQp {
         }
     }
 
+    /// Empties the region memos at the end of a call that posts: a region deregistered
+    /// after it is seen as such by the next call.
+    #[inline]
+    fn forget_regions(&self) {
+        self.memo_src.set(RegionMemo::default());
+        self.memo_dst.set(RegionMemo::default());
+    }
+
     /// Completes the peer's claimed receive with an error, in the completion slot claimed
     /// for it, and moves the peer to the error state.
     fn fail_recv(peer: &PeerLink, wqe: Claimed<'_>, status: WcStatus, slot: u64) {
@@ -622,7 +638,9 @@ impl SoftQp {
         let placed = match first {
             // The usual case: the message fits the receive's first element (measured: the
             // general walk costs some 80 instructions more per Send).
-            Some(d) if u64::from(d.length) >= src.total => place(&src, d, &peer.arena),
+            Some(d) if u64::from(d.length) >= src.total => {
+                place(&src, d, &peer.arena, &self.memo_dst)
+            }
             _ => {
                 if src.total > wqe.capacity() {
                     fail(&mut cqe, WcStatus::LocLenErr);
@@ -796,11 +814,12 @@ impl SoftQp {
 /// common case of [`scatter`], without its walk over the receive's list). False if `d` is
 /// not inside a registration of the peer granting local write.
 #[inline]
-fn place(src: &Segs, d: Sge, arena: &ArenaView) -> bool {
+fn place(src: &Segs, d: Sge, arena: &ArenaView, memo: &Cell<RegionMemo>) -> bool {
     if src.total == 0 {
         return true;
     }
-    let Ok(dp) = arena.resolve_local(d.lkey, d.addr, src.total, Access::LOCAL_WRITE) else {
+    let need = Access::LOCAL_WRITE;
+    let Ok(dp) = arena.resolve_local_memo(memo, d.lkey, d.addr, src.total, need) else {
         return false;
     };
     // SAFETY: the `src.total` bytes from `dp` lie in the checked part of the peer's receive
@@ -921,6 +940,7 @@ impl QueuePair<Soft> for SoftQp {
             }
         }
         self.release_pre();
+        self.forget_regions();
         result
     }
 
@@ -939,7 +959,9 @@ impl QueuePair<Soft> for SoftQp {
 
     #[inline]
     fn post_send(&mut self, wr: &SendWr<'_, Soft>) -> Result<(), PostError> {
-        self.post_send_one(wr)
+        let result = self.post_send_one(wr);
+        self.forget_regions();
+        result
     }
 
     #[inline]
