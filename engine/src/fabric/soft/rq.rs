@@ -430,12 +430,29 @@ impl QpMem {
         }
     }
 
-    /// Completes every posted receive with a flush error into `cq`.
+    /// Whether a posted receive waits at the head of the ring (a look, not a claim).
+    fn has_posted(&self) -> bool {
+        let pos = self.counter(HEAD_OFF).v.load(Ordering::Relaxed);
+        self.wqe(pos).seq.load(Ordering::Acquire) == pos + 1
+    }
+
+    /// Completes every posted receive with a flush error into `cq`. As a Send does, each
+    /// takes its completion slot before its receive, so that completions of consumed
+    /// receives stay in claim order (the owner's ring-slot reuse relies on it, see
+    /// [`Claimed`]); a slot left without a receive (a racing Send took the last one) is
+    /// published empty. Nothing is reserved when nothing is posted: a full queue with
+    /// nothing to flush is no overrun.
     pub(crate) fn flush(&self, cq: &CqRing) {
-        while let Some(c) = self.consume() {
-            let cqe = self.recv_cqe(c.wr_id(), WcStatus::WrFlushErr);
-            // A lost flush completion is already reported as the queue's overrun.
-            let _ = cq.push(&cqe);
+        while self.has_posted() {
+            // A full queue is reported as its overrun; the flush completions are lost then.
+            let Ok(slot) = cq.reserve() else {
+                return;
+            };
+            let Some(c) = self.consume() else {
+                cq.skip(slot);
+                return;
+            };
+            cq.commit(slot, &self.recv_cqe(c.wr_id(), WcStatus::WrFlushErr));
         }
     }
 
