@@ -222,15 +222,20 @@ impl ArenaView {
     /// be read or written by that list, as an HCA might; every access stays inside the arena.
     ///
     /// [`SoftQp::post_send_list`]: super::qp::SoftQp
+    ///
+    /// Without a memo (a single request posted), just [`resolve_local`](Self::resolve_local).
     #[inline(always)]
     pub(crate) fn resolve_local_memo(
         &self,
-        memo: &Cell<RegionMemo>,
+        memo: Option<&Cell<RegionMemo>>,
         lkey: u32,
         addr: u64,
         len: u64,
         need: Access,
     ) -> Result<*mut u8, KeyFault> {
+        let Some(memo) = memo else {
+            return self.resolve_local(lkey, addr, len, need);
+        };
         let m = memo.get();
         // The empty memo (key 0, empty span) matches only a zero-length span at 0, which
         // `resolve_local` would not check either.
