@@ -440,7 +440,7 @@ impl SoftCq {
 }
 
 impl CompletionQueue for SoftCq {
-    #[inline]
+    #[inline(always)]
     fn poll(&mut self, out: &mut [Wc]) -> Result<usize, CqError> {
         let ring = &self.local.ring;
         if ring.overrun() {

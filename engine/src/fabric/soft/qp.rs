@@ -431,7 +431,7 @@ impl SoftQp {
 
     /// Resolves the local scatter-gather list of a request into `out`; false if an element
     /// is not inside a registration granting `need`.
-    #[inline]
+    #[inline(always)]
     fn gather(&self, payload: &Payload<'_>, need: Access, out: &mut Segs) -> bool {
         match *payload {
             Payload::Inline(bytes) => out.push(bytes.as_ptr() as *mut u8, bytes.len() as u32),
@@ -451,7 +451,7 @@ impl SoftQp {
     }
 
     /// Checks the peer can take a request: connected and not in error.
-    #[inline]
+    #[inline(always)]
     fn peer_ready(&self) -> Option<&PeerLink> {
         let peer = self.peer.as_ref()?;
         let st = peer.mem.state();
@@ -461,7 +461,7 @@ impl SoftQp {
     /// The checks every data-moving request starts with: resolves its local list into
     /// `segs` (rights `need`), bounds the message size and finds a ready peer. `Err` is the
     /// request's outcome when one fails.
-    #[inline]
+    #[inline(always)]
     fn prepare(
         &self,
         payload: &Payload<'_>,
@@ -503,7 +503,7 @@ impl SoftQp {
     /// completions of consumed receives in the order they were claimed, which is what lets
     /// the owner reuse a ring slot once it has polled enough completions (see [`Claimed`]).
     /// An armed receive fault is applied to the receive. `Err` is the requester's status.
-    #[inline]
+    #[inline(always)]
     fn claim_recv<'p>(&self, peer: &'p PeerLink) -> Result<(Claimed<'p>, u64), WcStatus> {
         let pre = self.pre.get();
         let batch = pre.slot < pre.slot_end;
