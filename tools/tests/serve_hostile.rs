@@ -35,17 +35,17 @@ use rpcrdma_engine::fabric::{
     Provider, QpCaps, QpInit, QueuePair, RecvWr, RemoteAddr, SendWr, Wc, WcStatus,
 };
 use rpcrdma_engine::program::{ECHO, MULTI, NULL, PROG, READ, VERS, WRITE};
-use rpcrdma_proto::header::{
-    Body, Chunks, Header, HeaderView, Proc, RdmaError, ReadSegment, Segment,
-};
+use rpcrdma_proto::header::{Body, Chunks, Header, HeaderView, RdmaError, ReadSegment, Segment};
 use rpcrdma_proto::private_data;
-use rpcrdma_proto::rpc::{
-    AcceptStat, CallHeader, OpaqueAuth, RejectedReply, ReplyBody, ReplyHeader,
-};
+use rpcrdma_proto::rpc::{AcceptStat, ReplyHeader};
 use rpcrdma_proto::verdict::{judge_call, Action};
 use rustix::fs::{MemfdFlags, SealFlags};
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 use serde_json::Value;
+
+#[path = "../../engine/tests/raw/msg.rs"]
+mod msg;
+use msg::*;
 
 /// How long any single expected event may take.
 const WAIT: Duration = Duration::from_secs(5);
@@ -540,148 +540,8 @@ impl Raw {
 }
 
 // ---------------------------------------------------------------------------------------
-// Messages.
-
-fn call_header_of(xid: u32, rpcvers: u32, prog: u32, vers: u32, proc_num: u32) -> Vec<u8> {
-    let mut h = CallHeader::new(
-        xid,
-        prog,
-        vers,
-        proc_num,
-        OpaqueAuth::NONE,
-        OpaqueAuth::NONE,
-    );
-    h.rpcvers = rpcvers;
-    let mut v = vec![0; h.encoded_len()];
-    h.encode(&mut v).unwrap();
-    v
-}
-
-fn call_header(xid: u32, proc_num: u32) -> Vec<u8> {
-    call_header_of(xid, 2, PROG, VERS, proc_num)
-}
-
-fn message(h: &Header<'_>, payload: &[u8]) -> Vec<u8> {
-    let mut v = vec![0; h.encoded_len()];
-    h.encode(&mut v).unwrap();
-    v.extend_from_slice(payload);
-    v
-}
-
-fn msg_call(xid: u32, chunks: Chunks<'_>, proc_num: u32, args: &[u8]) -> Vec<u8> {
-    let mut payload = call_header(xid, proc_num);
-    payload.extend_from_slice(args);
-    message(&Header::msg(xid, 32, chunks), &payload)
-}
-
-fn nomsg(xid: u32, chunks: Chunks<'_>) -> Vec<u8> {
-    message(&Header::nomsg(xid, 32, chunks), &[])
-}
-
-fn null_call(xid: u32) -> Vec<u8> {
-    msg_call(xid, Chunks::NONE, NULL, &[])
-}
-
-fn words(a: u32, b: u32) -> Vec<u8> {
-    [a.to_be_bytes(), b.to_be_bytes()].concat()
-}
-
-/// Position of WRITE's DDP-eligible data: the 40-byte call header, the seed, the length.
-const WRITE_DATA_POS: u32 = 48;
-
-fn rpc_reply(m: &[u8]) -> ReplyHeader<'_> {
-    let h = HeaderView::parse(m).expect("reply transport header");
-    ReplyHeader::parse(h.payload()).expect("RPC reply").0
-}
-
-fn w(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes(b[at..at + 4].try_into().unwrap())
-}
-
-fn set_word(v: &mut [u8], at: usize, x: u32) {
-    v[at..at + 4].copy_from_slice(&x.to_be_bytes());
-}
-
-/// What the server must answer.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Expect {
-    /// Nothing: the next message is the reply to the following NULL.
-    Discard,
-    /// RDMA_ERROR / ERR_VERS 1..1 echoing the XID and the version sent (28 bytes).
-    ErrVers,
-    /// RDMA_ERROR / ERR_CHUNK echoing the XID (20 bytes).
-    ErrChunk,
-    /// An RDMA_MSG RPC reply with this accept status.
-    Accepted(AcceptStat),
-    /// An RPC_MISMATCH denial (2..2).
-    RpcMismatch,
-}
-
-impl Expect {
-    /// The transport verdict of RFC 8166 §4.5 for this answer (`None`: the RPC layer's).
-    fn action(self) -> Option<Action> {
-        match self {
-            Expect::Discard => Some(Action::Discard),
-            Expect::ErrVers => Some(Action::ErrVers { low: 1, high: 1 }),
-            Expect::ErrChunk => Some(Action::ErrChunk),
-            Expect::Accepted(AcceptStat::GarbageArgs) => Some(Action::GarbageArgs),
-            _ => None,
-        }
-    }
-
-    fn from_action(a: Action) -> Option<Expect> {
-        match a {
-            Action::Discard => Some(Expect::Discard),
-            Action::ErrVers { .. } => Some(Expect::ErrVers),
-            Action::ErrChunk => Some(Expect::ErrChunk),
-            Action::GarbageArgs => Some(Expect::Accepted(AcceptStat::GarbageArgs)),
-            Action::Process => None,
-        }
-    }
-}
-
-/// Checks the exact reply `m` to `sent` against `e` (RFC 8166 §4.5, §4.5.1; CHECKLIST G-2,
-/// G-15: the XID and version echoed, the current grant).
-fn check_reply(name: &str, m: &[u8], sent: &[u8], grant: u32, e: Expect) {
-    let xid = if sent.len() >= 4 { w(sent, 0) } else { 0 };
-    assert!(m.len() >= 4, "{name}: reply of {} bytes", m.len());
-    assert_eq!(w(m, 0), xid, "{name}: XID echoed");
-    match e {
-        Expect::ErrVers => {
-            assert_eq!(m.len(), 28, "{name}: ERR_VERS is 28 bytes: {m:02x?}");
-            assert_eq!(
-                [w(m, 4), w(m, 8), w(m, 12), w(m, 16), w(m, 20), w(m, 24)],
-                [w(sent, 4), grant, 4, 1, 1, 1],
-                "{name}: RDMA_ERROR ERR_VERS 1..1, version echoed, grant"
-            );
-        }
-        Expect::ErrChunk => {
-            assert_eq!(m.len(), 20, "{name}: ERR_CHUNK is 20 bytes: {m:02x?}");
-            assert_eq!(
-                [w(m, 4), w(m, 8), w(m, 12), w(m, 16)],
-                [1, grant, 4, 2],
-                "{name}: RDMA_ERROR ERR_CHUNK"
-            );
-        }
-        Expect::Accepted(stat) => {
-            let h = HeaderView::parse(m).unwrap();
-            assert_eq!(h.proc(), Proc::Msg, "{name}: RDMA_MSG");
-            assert_eq!(h.credit(), grant, "{name}: grant");
-            let r = rpc_reply(m);
-            assert_eq!(r.xid, xid, "{name}");
-            assert_eq!(r.accept_stat(), Some(stat), "{name}: {r:?}");
-        }
-        Expect::RpcMismatch => {
-            let r = rpc_reply(m);
-            assert_eq!(
-                r.body,
-                ReplyBody::Denied(RejectedReply::RpcMismatch { low: 2, high: 2 }),
-                "{name}"
-            );
-        }
-        Expect::Discard => panic!("{name}: a reply to a discarded message: {m:02x?}"),
-    }
-}
+// Messages: the builders and reply checks shared with the engine's in-process hostile-peer
+// tests (`msg`), and one exchange over a raw connection.
 
 /// Sends `bytes`, checks the answer is exactly `e` (for a discard: the next message is the
 /// reply to a NULL sent after it), and that the connection still serves a NULL.
@@ -1905,48 +1765,4 @@ fn abandoned_handshakes_leak_nothing() {
     }
     drop(live);
     srv.finish("abandoned");
-}
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
-
-    /// A word biased toward boundary values.
-    fn word(&mut self) -> u32 {
-        const VALS: [u32; 13] = [
-            0,
-            1,
-            2,
-            3,
-            4,
-            8,
-            40,
-            44,
-            48,
-            64,
-            4096,
-            0x7fff_ffff,
-            u32::MAX,
-        ];
-        if self.below(3) == 0 {
-            self.next() as u32
-        } else {
-            VALS[self.below(VALS.len() as u64) as usize]
-        }
-    }
 }

@@ -4,6 +4,9 @@
 //! receive, unjudged.
 #![allow(dead_code)]
 
+mod msg;
+pub use msg::*;
+
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -13,11 +16,9 @@ use rpcrdma_engine::fabric::{
     ProtectionDomain, Provider, QpCaps, QpInit, QueuePair, RecvWr, RemoteAddr, SendWr, Sge, Wc,
     WcStatus,
 };
-use rpcrdma_engine::program::{NULL, PROG, VERS};
+
 use rpcrdma_engine::responder::ServerConn;
-use rpcrdma_proto::header::{Chunks, Header, HeaderView};
 use rpcrdma_proto::private_data;
-use rpcrdma_proto::rpc::{CallHeader, OpaqueAuth, ReplyHeader};
 
 /// Size of each receive buffer and send slot.
 pub const SLOT: usize = 8192;
@@ -376,47 +377,6 @@ impl RawServer {
             .unwrap();
         (Ends::new(qp, cq, pd, regions, nrecv), peer)
     }
-}
-
-/// An RPC Call header (AUTH_NONE) for `proc_num` of the test program.
-pub fn call_header(xid: u32, proc_num: u32) -> Vec<u8> {
-    let h = CallHeader::new(
-        xid,
-        PROG,
-        VERS,
-        proc_num,
-        OpaqueAuth::NONE,
-        OpaqueAuth::NONE,
-    );
-    let mut v = vec![0; h.encoded_len()];
-    h.encode(&mut v).unwrap();
-    v
-}
-
-/// A transport header followed by `payload`.
-pub fn message(h: &Header<'_>, payload: &[u8]) -> Vec<u8> {
-    let mut v = vec![0; h.encoded_len()];
-    h.encode(&mut v).unwrap();
-    v.extend_from_slice(payload);
-    v
-}
-
-/// RDMA_MSG with `chunks` and the RPC Call of `proc_num` with `args`.
-pub fn msg_call(xid: u32, chunks: Chunks<'_>, proc_num: u32, args: &[u8]) -> Vec<u8> {
-    let mut payload = call_header(xid, proc_num);
-    payload.extend_from_slice(args);
-    message(&Header::msg(xid, 32, chunks), &payload)
-}
-
-/// A well-formed Short NULL Call.
-pub fn null_call(xid: u32) -> Vec<u8> {
-    msg_call(xid, Chunks::NONE, NULL, &[])
-}
-
-/// The RPC reply in a received RDMA_MSG (panics if it is not one).
-pub fn rpc_reply(m: &[u8]) -> ReplyHeader<'_> {
-    let h = HeaderView::parse(m).expect("reply header");
-    ReplyHeader::parse(h.payload()).expect("rpc reply").0
 }
 
 /// Open file descriptors of this process.
