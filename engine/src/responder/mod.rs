@@ -637,7 +637,12 @@ impl<P: Provider> ServerConn<P> {
         let bytes = view::bytes(&self.recv[i], byte_len);
         let ring = &mut self.ring[r];
         // A Call judged when its pull started is not a Short one.
-        let judged = self.slots[i].judged.take();
+        // (Looked at before taken: a Short Call's slot holds none, and `take` would copy
+        // the whole summary out.)
+        let judged = match self.slots[i].judged {
+            Some(_) => self.slots[i].judged.take(),
+            None => None,
+        };
         let short = match judged {
             None => reply::short(
                 &mut self.io,
