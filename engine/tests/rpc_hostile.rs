@@ -838,26 +838,7 @@ fn mutated_calls_never_break_the_responder() {
                 1 => m.extend((0..1 + rng.below(64)).map(|_| rng.next() as u8)),
                 _ if m.len() >= 4 => {
                     let at = 4 * rng.below(m.len().min(160) as u64 / 4) as usize;
-                    let vals = [
-                        0,
-                        1,
-                        2,
-                        3,
-                        4,
-                        8,
-                        40,
-                        44,
-                        48,
-                        64,
-                        4096,
-                        0x7fff_ffff,
-                        u32::MAX,
-                    ];
-                    let v = if rng.below(3) == 0 {
-                        rng.next() as u32
-                    } else {
-                        vals[rng.below(vals.len() as u64) as usize]
-                    };
+                    let v = rng.word();
                     set_word(&mut m, at, v);
                 }
                 _ => {}
