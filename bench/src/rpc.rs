@@ -311,8 +311,12 @@ pub fn run<P: Provider>(
         // a Call later in the batch is charged for the ones before it (never flattered).
         if !done.is_empty() {
             let batch_start = Instant::now();
-            // The batch's Sends go out together, as a run-to-completion caller posts them.
-            client.cork();
+            // The batch's Sends go out together, as a run-to-completion caller posts them (a
+            // lone Call is simply posted).
+            let corked = done.len() > 1;
+            if corked {
+                client.cork();
+            }
             let mut k = 0;
             while k < done.len() {
                 let tag = done[k];
@@ -323,12 +327,16 @@ pub fn run<P: Provider>(
                     }
                     Err(SubmitError::WouldBlock) => break,
                     Err(e) => {
-                        client.uncork();
+                        if corked {
+                            client.uncork();
+                        }
                         return Err(LoadError::Submit(e));
                     }
                 }
             }
-            client.uncork();
+            if corked {
+                client.uncork();
+            }
             done.drain(..k);
         }
         let n = client.poll_completions(|c| {
