@@ -372,7 +372,10 @@ impl<P: Provider> ServerConn<P> {
             return 0;
         }
         let work = self.poll_batch();
-        self.io.tally.publish(&self.io.stats);
+        // Every count in the tally comes with work done (or with the loss of the connection).
+        if work != 0 || self.io.dead {
+            self.io.tally.publish(&self.io.stats);
+        }
         work
     }
 
@@ -398,6 +401,14 @@ impl<P: Provider> ServerConn<P> {
         if n > 0 {
             // Most of them are Calls whose receives go back at the end of this poll.
             self.io.qp.expect_recv_posts(n);
+        } else if work == 0
+            && self.read_wait.is_empty()
+            && self.reposts.is_empty()
+            && self.sends.is_empty()
+        {
+            // Idle: no Read to start, no receive to repost, no reply to post. Returning now
+            // keeps the turn short, so the next Call is noticed sooner.
+            return 0;
         }
         // No `watch_next_recv` on an idle poll here, unlike the requester: measured, a worker
         // pulling in the line a busy requester is about to write slowed 32-deep null RPCs
