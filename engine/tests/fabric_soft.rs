@@ -230,6 +230,52 @@ fn poll_now(cq: &mut soft::SoftCq) -> Vec<Wc> {
     wc[..n].to_vec()
 }
 
+/// A region used by a Send and then deregistered is refused by the next Send that names it,
+/// on either side: the source (local protection error) and the receive it lands in (the
+/// receiver's error, a remote operation error at the sender). The soft provider remembers
+/// the last region each queue pair resolved; a deregistration must make it look again.
+#[test]
+fn deregistered_regions_are_refused_after_use() {
+    let (mut a, mut b) = direct_pair(QpCaps::default(), 64);
+    let dst = b.pd.alloc_region(4096, Access::LOCAL_WRITE).unwrap();
+    post_recvs(&mut b, &dst, 2);
+    let src = a.pd.alloc_region(4096, Access::LOCAL_WRITE).unwrap();
+    let sge = src.sge(0, 16);
+    a.qp.post_send(&SendWr::send(1, &[sge]).signaled()).unwrap();
+    let wc = poll_one::<Soft>(&mut a.scq, T).unwrap();
+    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success));
+    assert_eq!(
+        poll_one::<Soft>(&mut b.rcq, T).unwrap().status,
+        WcStatus::Success
+    );
+    drop(src);
+    a.qp.post_send(&SendWr::send(2, &[sge]).signaled()).unwrap();
+    let wc = poll_one::<Soft>(&mut a.scq, T).unwrap();
+    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::LocProtErr), "{wc:?}");
+
+    // The receiving side: a receive posted into a region deregistered since the last Send.
+    let (mut a, mut b) = direct_pair(QpCaps::default(), 64);
+    let dst = b.pd.alloc_region(4096, Access::LOCAL_WRITE).unwrap();
+    post_recvs(&mut b, &dst, 2);
+    a.qp.post_send(&SendWr::send_inline(1, b"first").signaled())
+        .unwrap();
+    assert_eq!(
+        poll_one::<Soft>(&mut a.scq, T).unwrap().status,
+        WcStatus::Success
+    );
+    assert_eq!(
+        poll_one::<Soft>(&mut b.rcq, T).unwrap().status,
+        WcStatus::Success
+    );
+    drop(dst);
+    a.qp.post_send(&SendWr::send_inline(2, b"second").signaled())
+        .unwrap();
+    let wc = poll_one::<Soft>(&mut a.scq, T).unwrap();
+    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::RemOpErr), "{wc:?}");
+    let wc = poll_one::<Soft>(&mut b.rcq, T).unwrap();
+    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::LocQpOpErr), "{wc:?}");
+}
+
 #[test]
 fn fault_fail_nth_send() {
     let (mut a, mut b) = direct_pair(QpCaps::default(), 64);

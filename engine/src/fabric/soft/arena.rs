@@ -27,7 +27,7 @@ pub(crate) const PAGE: usize = 4096;
 /// queue headers at 0x400), so that the lines one Send touches do not all compete for the
 /// same few sets of the L1 cache.
 const TABLE_OFF: usize = PAGE + 0x800;
-const MAGIC: u64 = 0x7270_6364_6172_6e31; // "rpcdarn1"
+const MAGIC: u64 = 0x7270_6364_6172_6e32; // "rpcdarn2"
 
 /// Entry states (low 32 bits of `KeyEntry::word`).
 const ST_UNUSED: u32 = 0;
@@ -44,13 +44,16 @@ struct ArenaHeader {
     data_off: AtomicU64,
     data_len: AtomicU64,
     domain_id: AtomicU64,
+    /// Deregistrations so far: a [`RegionMemo`] made before the last one is stale.
+    regions_gen: AtomicU64,
 }
 
 // SAFETY: repr(C), atomics only.
 unsafe impl Atomics for ArenaHeader {}
 
-/// A region's key, span, rights and offset in the arena as last resolved (see
-/// [`ArenaView::resolve_local_memo`]). `lkey` 0 (never a region's) is empty.
+/// A region's key, span, rights and offset in the arena as last resolved, and the arena's
+/// deregistration count then (see [`ArenaView::resolve_local_memo`]). `lkey` 0 (never a
+/// region's) is empty.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RegionMemo {
     lkey: u32,
@@ -59,6 +62,8 @@ pub(crate) struct RegionMemo {
     /// Offset of the region's first byte from the arena's base.
     off: u64,
     access: Access,
+    /// The arena's deregistration count when the memo was made.
+    gen: u64,
 }
 
 impl Default for RegionMemo {
@@ -69,6 +74,7 @@ impl Default for RegionMemo {
             end: 0,
             off: 0,
             access: Access::NONE,
+            gen: 0,
         }
     }
 }
@@ -214,32 +220,26 @@ impl ArenaView {
     }
 
     /// [`resolve_local`](Self::resolve_local) through `memo`, the last region it resolved:
-    /// a span inside that region (same key, rights granting `need`) takes a bounds check and
-    /// no key table access; any other is resolved in full and, when it names a region, kept.
-    /// A memo lives for one posted list of requests ([`SoftQp::post_send_list`]), whose
-    /// elements mostly name one or two regions (a pool's). A region deregistered while a list
-    /// naming it is being posted (the poster's error, or a peer's for its receives) may still
-    /// be read or written by that list, as an HCA might; every access stays inside the arena.
-    ///
-    /// [`SoftQp::post_send_list`]: super::qp::SoftQp
-    ///
-    /// Without a memo (a single request posted), just [`resolve_local`](Self::resolve_local).
+    /// a span inside that region (same key, rights granting `need`, no region deregistered
+    /// in this arena since) takes a bounds check and no key table access; any other is
+    /// resolved in full and, when it names a region, kept. A queue pair keeps one memo for
+    /// its own arena (gather lists) and one for its peer's (receives), so that Sends from
+    /// one pool into another look their keys up once. A region deregistered while a request
+    /// naming it is being posted may still be read or written by that request, as an HCA
+    /// might; every access stays inside the arena.
     #[inline(always)]
     pub(crate) fn resolve_local_memo(
         &self,
-        memo: Option<&Cell<RegionMemo>>,
+        memo: &Cell<RegionMemo>,
         lkey: u32,
         addr: u64,
         len: u64,
         need: Access,
     ) -> Result<*mut u8, KeyFault> {
-        let Some(memo) = memo else {
-            return self.resolve_local(lkey, addr, len, need);
-        };
         let m = memo.get();
         // The empty memo (key 0, empty span) matches only a zero-length span at 0, which
         // `resolve_local` would not check either.
-        if m.lkey == lkey && m.access.contains(need) {
+        if m.lkey == lkey && m.access.contains(need) && m.gen == self.regions_gen() {
             if let Some(end) = addr.checked_add(len) {
                 if addr >= m.va && end <= m.end {
                     // Inside the mapping: the whole region was when the memo was made.
@@ -253,6 +253,14 @@ impl ArenaView {
         self.resolve_into_memo(memo, lkey, addr, len, need)
     }
 
+    /// The arena's deregistration count.
+    #[inline(always)]
+    fn regions_gen(&self) -> u64 {
+        // SAFETY: the header lies at offset 0, checked against the mapping by `init`/`open`.
+        let h: &ArenaHeader = unsafe { self.map.at_unchecked(0) };
+        h.regions_gen.load(Ordering::Acquire)
+    }
+
     /// [`resolve_local_memo`](Self::resolve_local_memo) when the memo does not cover the
     /// span: resolves it in full and keeps the region it names.
     #[inline(never)]
@@ -264,6 +272,8 @@ impl ArenaView {
         len: u64,
         need: Access,
     ) -> Result<*mut u8, KeyFault> {
+        // Read first: a deregistration from here on leaves the memo stale.
+        let gen = self.regions_gen();
         let p = self.resolve_local(lkey, addr, len, need)?;
         if len != 0 {
             if let Some(e) = self.entry(lkey >> 8) {
@@ -279,6 +289,7 @@ impl ArenaView {
                         end,
                         off,
                         access: Access::from_bits(e.access.load(Ordering::Relaxed)),
+                        gen,
                     });
                 }
             }
@@ -572,6 +583,10 @@ impl Domain {
         {
             return;
         }
+        // Every memo of a region made so far is stale from now on (before the span can be
+        // handed out again).
+        let h: &ArenaHeader = self.view.map.at(0);
+        h.regions_gen.fetch_add(1, Ordering::SeqCst);
         if e.num_mw.load(Ordering::SeqCst) != 0 {
             return;
         }

@@ -136,12 +136,9 @@ pub struct SoftQp {
     rq_posted: u64,
     pre: Cell<Pre>,
     /// The local region last resolved for a request's gather list, and the peer's region
-    /// last resolved for a receive's element, kept while one call posts a list (see
-    /// `ArenaView::resolve_local_memo`); emptied when the call returns.
+    /// last resolved for a receive's element (see `ArenaView::resolve_local_memo`).
     memo_src: Cell<RegionMemo>,
     memo_dst: Cell<RegionMemo>,
-    /// A list is being posted: the memos are in use (a single request does without).
-    listing: bool,
     peer: Option<PeerLink>,
     watchdog: Option<JoinHandle<()>>,
 }
@@ -231,7 +228,6 @@ impl SoftQp {
             pre: Cell::new(Pre::default()),
             memo_src: Cell::new(RegionMemo::default()),
             memo_dst: Cell::new(RegionMemo::default()),
-            listing: false,
             peer: None,
             watchdog: None,
         })
@@ -439,7 +435,7 @@ impl SoftQp {
                 let view = self.dom.view();
                 for sge in sges {
                     let len = u64::from(sge.length);
-                    let memo = self.listing.then_some(&self.memo_src);
+                    let memo = &self.memo_src;
                     match view.resolve_local_memo(memo, sge.lkey, sge.addr, len, need) {
                         Ok(p) => out.push(p, sge.length),
                         Err(_) => return false,
@@ -605,14 +601,6 @@ impl SoftQp {
         }
     }
 
-    /// Empties the region memos at the end of a call that posts: a region deregistered
-    /// after it is seen as such by the next call.
-    #[inline]
-    fn forget_regions(&self) {
-        self.memo_src.set(RegionMemo::default());
-        self.memo_dst.set(RegionMemo::default());
-    }
-
     /// Completes the peer's claimed receive with an error, in the completion slot claimed
     /// for it, and moves the peer to the error state.
     fn fail_recv(peer: &PeerLink, wqe: Claimed<'_>, status: WcStatus, slot: u64) {
@@ -643,7 +631,7 @@ impl SoftQp {
             // The usual case: the message fits the receive's first element (measured: the
             // general walk costs some 80 instructions more per Send).
             Some(d) if u64::from(d.length) >= src.total => {
-                place(&src, d, &peer.arena, self.listing.then_some(&self.memo_dst))
+                place(&src, d, &peer.arena, &self.memo_dst)
             }
             _ => {
                 if src.total > wqe.capacity() {
@@ -818,7 +806,7 @@ impl SoftQp {
 /// common case of [`scatter`], without its walk over the receive's list). False if `d` is
 /// not inside a registration of the peer granting local write.
 #[inline]
-fn place(src: &Segs, d: Sge, arena: &ArenaView, memo: Option<&Cell<RegionMemo>>) -> bool {
+fn place(src: &Segs, d: Sge, arena: &ArenaView, memo: &Cell<RegionMemo>) -> bool {
     if src.total == 0 {
         return true;
     }
@@ -935,7 +923,6 @@ impl QueuePair<Soft> for SoftQp {
     fn post_send_list(&mut self, wrs: &[SendWr<'_, Soft>]) -> Result<(), BadWr> {
         if wrs.len() > 1 {
             self.preclaim(wrs);
-            self.listing = true;
         }
         let mut result = Ok(());
         for (index, wr) in wrs.iter().enumerate() {
@@ -945,10 +932,6 @@ impl QueuePair<Soft> for SoftQp {
             }
         }
         self.release_pre();
-        if self.listing {
-            self.listing = false;
-            self.forget_regions();
-        }
         result
     }
 
