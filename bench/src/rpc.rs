@@ -318,6 +318,7 @@ pub fn run<P: Provider>(
                 client.cork();
             }
             let mut k = 0;
+            let mut failed = None;
             while k < done.len() {
                 let tag = done[k];
                 match client.submit(&call, tag) {
@@ -327,15 +328,16 @@ pub fn run<P: Provider>(
                     }
                     Err(SubmitError::WouldBlock) => break,
                     Err(e) => {
-                        if corked {
-                            client.uncork();
-                        }
-                        return Err(LoadError::Submit(e));
+                        failed = Some(e);
+                        break;
                     }
                 }
             }
             if corked {
                 client.uncork();
+            }
+            if let Some(e) = failed {
+                return Err(LoadError::Submit(e));
             }
             done.drain(..k);
         }

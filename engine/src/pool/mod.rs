@@ -79,11 +79,11 @@ use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
-// Counters only the pool's owner writes: plain loads and stores, no locked instruction.
 use crate::fabric::{
     Access, FabricError, MemoryRegion, MemoryWindow, MwBind, ProtectionDomain, Provider,
     RemoteAddr, Sge,
 };
+// The pool's counters are written by its owner only: `bump` (plain loads and stores).
 use crate::stats::bump;
 use ret::{ReturnList, END};
 
@@ -380,7 +380,7 @@ impl<P: Provider> BufferPool<P> {
         let ptr = unsafe { mr.as_ptr().add(offset) };
         Ok(Buf {
             shared: NonNull::from(&*self.shared),
-            ptr: NonNull::new(ptr).expect("a registered region is not at address 0"),
+            ptr,
             sge,
             index,
         })
@@ -507,7 +507,7 @@ pub struct Buf<P: Provider> {
     shared: NonNull<Shared<P>>,
     /// The first byte in this process (`MemoryRegion::as_ptr` of the region plus the
     /// buffer's offset), worked out once when the buffer is handed out.
-    ptr: NonNull<u8>,
+    ptr: *mut u8,
     /// The whole buffer's scatter-gather element, worked out with `ptr`: the hot paths take
     /// it (and spans of it) without going through the pool's layout and region table.
     sge: Sge,
@@ -651,7 +651,7 @@ impl<P: Provider> Buf<P> {
         // SAFETY: `ptr ..+ size` is this buffer's span, inside its region (checked when it
         // was handed out), which stays mapped while any `Buf` exists; the caller guarantees
         // `MemoryRegion::slice`'s contract for it.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.size()) }
+        unsafe { std::slice::from_raw_parts(self.ptr, self.size()) }
     }
 
     /// Borrows the whole buffer in place, mutably.
@@ -666,7 +666,7 @@ impl<P: Provider> Buf<P> {
     pub unsafe fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as in `as_slice`; `&mut self` excludes every other view through this
         // `Buf`, the only handle to the buffer, and the caller guarantees the fabric side.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.size()) }
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.size()) }
     }
 
     /// Sends the buffer back to its pool through the lock-free return list, from any thread;

@@ -325,12 +325,18 @@ impl<P: Provider> Slot<P> {
     /// deadline yet (the first timeout check stamps it), no receive, no grant.
     #[inline]
     fn arm(&mut self, xid: u32, tag: u64, timeout: Duration, send_len: u32) {
-        self.state = State::Sent;
         self.xid = xid;
         self.tag = tag;
         self.deadline = None;
         self.timeout = timeout;
         self.send_len = send_len;
+        self.await_reply();
+    }
+
+    /// Marks the slot's Call sent (again): waiting for its reply, no receive, no grant.
+    #[inline]
+    fn await_reply(&mut self) {
+        self.state = State::Sent;
         self.recv_idx = None;
         self.grant = None;
         self.outcome = Outcome::Reply;
@@ -1684,10 +1690,8 @@ impl<P: Provider> Client<P> {
         let wr = call_send(idx, self.sq.post(false), &sge);
         qp.post_send(&wr).map_err(|_| Retransmit::Post)?;
         self.credits.take();
-        slot.state = State::Sent;
-        slot.recv_idx = None;
-        slot.grant = None;
-        slot.outcome = Outcome::Reply;
+        // Its XID, tag and deadline are kept.
+        slot.await_reply();
         self.resend_n -= 1;
         bump(&self.stats.retransmits, 1);
         bump(&self.stats.bytes_sent, send_len as u64);

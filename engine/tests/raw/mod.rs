@@ -16,7 +16,6 @@ use rpcrdma_engine::fabric::{
     ProtectionDomain, Provider, QpCaps, QpInit, QueuePair, RecvWr, RemoteAddr, SendWr, Sge, Wc,
     WcStatus,
 };
-
 use rpcrdma_engine::responder::ServerConn;
 use rpcrdma_proto::private_data;
 

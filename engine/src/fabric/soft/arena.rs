@@ -51,17 +51,56 @@ struct ArenaHeader {
 // SAFETY: repr(C), atomics only.
 unsafe impl Atomics for ArenaHeader {}
 
-/// A region's key, span, rights and offset in the arena as last resolved, and the arena's
-/// deregistration count then (see [`ArenaView::resolve_local_memo`]). `lkey` 0 (never a
-/// region's) is empty.
+/// Where a registration's bytes are: its virtual span, their offset from the arena's base,
+/// and the rights it grants, as its key table entry says.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    va: u64,
+    end: u64,
+    off: u64,
+    access: Access,
+}
+
+impl Span {
+    const EMPTY: Span = Span {
+        va: 0,
+        end: 0,
+        off: 0,
+        access: Access::NONE,
+    };
+
+    /// The span entry `e` describes (`None` if it wraps around the address space).
+    #[inline]
+    fn of(e: &KeyEntry) -> Option<Span> {
+        let va = e.va.load(Ordering::Relaxed);
+        Some(Span {
+            va,
+            end: va.checked_add(e.len.load(Ordering::Relaxed))?,
+            off: e.off.load(Ordering::Relaxed),
+            access: Access::from_bits(e.access.load(Ordering::Relaxed)),
+        })
+    }
+
+    /// The arena offset of `len` bytes at `addr`, if they lie inside the span and it grants
+    /// `need`.
+    #[inline(always)]
+    fn offset_of(&self, addr: u64, len: u64, need: Access) -> Option<u64> {
+        let end = addr.checked_add(len)?;
+        if !(self.access.contains(need) && addr >= self.va && end <= self.end) {
+            return None;
+        }
+        // Checked: a peer's table may hold any offset.
+        self.off.checked_add(addr - self.va)
+    }
+}
+
+/// A region's key and span as last resolved, and the arena's deregistration count then
+/// (see [`ArenaView::resolve_local_memo`]); the whole span lies inside the mapping. `lkey`
+/// 0 (never a region's) is empty.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RegionMemo {
     lkey: u32,
-    va: u64,
-    end: u64,
-    /// Offset of the region's first byte from the arena's base.
-    off: u64,
-    access: Access,
+    span: Span,
     /// The arena's deregistration count when the memo was made.
     gen: u64,
 }
@@ -70,10 +109,7 @@ impl Default for RegionMemo {
     fn default() -> RegionMemo {
         RegionMemo {
             lkey: 0,
-            va: 0,
-            end: 0,
-            off: 0,
-            access: Access::NONE,
+            span: Span::EMPTY,
             gen: 0,
         }
     }
@@ -208,25 +244,30 @@ impl ArenaView {
         len: u64,
         need: Access,
     ) -> Result<*mut u8, KeyFault> {
-        if len == 0 {
-            return Ok(self.map.base());
-        }
-        let e = self.entry(lkey >> 8).ok_or(KeyFault)?;
-        let w = e.word.load(Ordering::Acquire);
-        if w != word(lkey, ST_MR) {
-            return Err(KeyFault);
-        }
-        self.span_of(e, addr, len, need)
+        // A one-off: through a memo of its own.
+        self.resolve_local_memo(&Cell::new(RegionMemo::default()), lkey, addr, len, need)
     }
 
-    /// [`resolve_local`](Self::resolve_local) through `memo`, the last region it resolved:
-    /// a span inside that region (same key, rights granting `need`, no region deregistered
-    /// in this arena since) takes a bounds check and no key table access; any other is
-    /// resolved in full and, when it names a region, kept. A queue pair keeps one memo for
-    /// its own arena (gather lists) and one for its peer's (receives), so that Sends from
-    /// one pool into another look their keys up once. A region deregistered while a request
-    /// naming it is being posted may still be read or written by that request, as an HCA
-    /// might; every access stays inside the arena.
+    /// The entry of the region whose local key is `lkey`, if it is one's.
+    #[inline]
+    fn region_entry(&self, lkey: u32) -> Result<&KeyEntry, KeyFault> {
+        let e = self.entry(lkey >> 8).ok_or(KeyFault)?;
+        if e.word.load(Ordering::Acquire) != word(lkey, ST_MR) {
+            return Err(KeyFault);
+        }
+        Ok(e)
+    }
+
+    /// [`resolve_local`](Self::resolve_local) (zero-length spans not checked either) through
+    /// `memo`, the last region it resolved: while the key is the memo's and no region of
+    /// this arena was deregistered since, the span is checked against the memo and the key
+    /// table is not read; another key (or a stale memo) is looked up and becomes the memo,
+    /// if it names a region lying wholly inside the mapping (a peer's table saying otherwise
+    /// is refused). A queue pair keeps one memo for its own arena (gather lists) and one for
+    /// its peer's (receives), so that Sends from one pool into another look their keys up
+    /// once. A region deregistered while a request naming it is being posted may still be
+    /// read or written by that request, as an HCA might; every access stays inside the
+    /// arena.
     #[inline(always)]
     pub(crate) fn resolve_local_memo(
         &self,
@@ -236,21 +277,17 @@ impl ArenaView {
         len: u64,
         need: Access,
     ) -> Result<*mut u8, KeyFault> {
-        let m = memo.get();
-        // The empty memo (key 0, empty span) matches only a zero-length span at 0, which
-        // `resolve_local` would not check either.
-        if m.lkey == lkey && m.access.contains(need) && m.gen == self.regions_gen() {
-            if let Some(end) = addr.checked_add(len) {
-                if addr >= m.va && end <= m.end {
-                    // Inside the mapping: the whole region was when the memo was made.
-                    return Ok(self
-                        .map
-                        .base()
-                        .wrapping_add((m.off + (addr - m.va)) as usize));
-                }
-            }
+        if len == 0 {
+            return Ok(self.map.base());
         }
-        self.resolve_into_memo(memo, lkey, addr, len, need)
+        let mut m = memo.get();
+        if m.lkey != lkey || m.gen != self.regions_gen() {
+            m = self.memo_region(lkey)?;
+            memo.set(m);
+        }
+        let off = m.span.offset_of(addr, len, need).ok_or(KeyFault)?;
+        // Inside the mapping: the whole region is (checked when the memo was made).
+        Ok(self.map.base().wrapping_add(off as usize))
     }
 
     /// The arena's deregistration count.
@@ -261,40 +298,17 @@ impl ArenaView {
         h.regions_gen.load(Ordering::Acquire)
     }
 
-    /// [`resolve_local_memo`](Self::resolve_local_memo) when the memo does not cover the
-    /// span: resolves it in full and keeps the region it names.
+    /// A memo of the region whose local key is `lkey`, which must lie wholly inside the
+    /// mapping (a peer's table saying otherwise is refused).
     #[inline(never)]
-    fn resolve_into_memo(
-        &self,
-        memo: &Cell<RegionMemo>,
-        lkey: u32,
-        addr: u64,
-        len: u64,
-        need: Access,
-    ) -> Result<*mut u8, KeyFault> {
+    fn memo_region(&self, lkey: u32) -> Result<RegionMemo, KeyFault> {
         // Read first: a deregistration from here on leaves the memo stale.
         let gen = self.regions_gen();
-        let p = self.resolve_local(lkey, addr, len, need)?;
-        if len != 0 {
-            if let Some(e) = self.entry(lkey >> 8) {
-                let va = e.va.load(Ordering::Relaxed);
-                let elen = e.len.load(Ordering::Relaxed);
-                let off = e.off.load(Ordering::Relaxed);
-                // Kept only if the whole region lies in the mapping, so that any span of it
-                // the memo gives later does too.
-                if let (Some(_), Some(end)) = (self.map.span(off, elen), va.checked_add(elen)) {
-                    memo.set(RegionMemo {
-                        lkey,
-                        va,
-                        end,
-                        off,
-                        access: Access::from_bits(e.access.load(Ordering::Relaxed)),
-                        gen,
-                    });
-                }
-            }
-        }
-        Ok(p)
+        let span = Span::of(self.region_entry(lkey)?).ok_or(KeyFault)?;
+        self.map
+            .span(span.off, span.end - span.va)
+            .ok_or(KeyFault)?;
+        Ok(RegionMemo { lkey, span, gen })
     }
 
     /// The address in this mapping of `len` bytes at `addr` under the remote key `rkey`, for
@@ -349,17 +363,9 @@ impl ArenaView {
         len: u64,
         need: Access,
     ) -> Result<*mut u8, KeyFault> {
-        let access = Access::from_bits(e.access.load(Ordering::Relaxed));
-        if !access.contains(need) {
-            return Err(KeyFault);
-        }
-        let va = e.va.load(Ordering::Relaxed);
-        let elen = e.len.load(Ordering::Relaxed);
-        let end = addr.checked_add(len).ok_or(KeyFault)?;
-        if addr < va || end > va.saturating_add(elen) {
-            return Err(KeyFault);
-        }
-        let off = e.off.load(Ordering::Relaxed) + (addr - va);
+        let off = Span::of(e)
+            .and_then(|s| s.offset_of(addr, len, need))
+            .ok_or(KeyFault)?;
         self.map.span(off, len).ok_or(KeyFault)
     }
 

@@ -104,6 +104,10 @@ impl Segs {
 /// Most Sends of one list claimed at once (see [`SoftQp::preclaim`]).
 const MAX_PRECLAIM: u64 = 32;
 
+/// Most ring slots one `expect_recv_posts` hint takes ahead (a poll's batch, not a sweep
+/// of the ring).
+const MAX_EXPECTED_POSTS: u64 = 32;
+
 /// The peer's receives (positions `recv..recv_end`) and completion slots (`slot..slot_end`)
 /// claimed for the Sends of the list being posted and not used yet.
 #[derive(Clone, Copy, Debug, Default)]
@@ -298,8 +302,15 @@ impl SoftQp {
 
     #[inline]
     fn rq_outstanding(&self) -> u64 {
+        self.rq_posted - self.rq_retired()
+    }
+
+    /// Receives of this queue pair completed and polled so far (they complete in ring
+    /// order: the next to complete is receive `rq_retired`).
+    #[inline]
+    fn rq_retired(&self) -> u64 {
         let (_, rq) = self.recv_cq.ring().retired(self.recv_slot.0);
-        self.rq_posted - rq.wrapping_sub(self.rq_base)
+        rq.wrapping_sub(self.rq_base)
     }
 
     fn fail_local(&self) {
@@ -807,9 +818,6 @@ impl SoftQp {
 /// not inside a registration of the peer granting local write.
 #[inline]
 fn place(src: &Segs, d: Sge, arena: &ArenaView, memo: &Cell<RegionMemo>) -> bool {
-    if src.total == 0 {
-        return true;
-    }
     let need = Access::LOCAL_WRITE;
     let Ok(dp) = arena.resolve_local_memo(memo, d.lkey, d.addr, src.total, need) else {
         return false;
@@ -962,16 +970,13 @@ impl QueuePair<Soft> for SoftQp {
 
     #[inline]
     fn expect_recv_posts(&self, n: usize) {
-        // Bounded: a hint for a poll's batch, not a sweep of the ring.
         self.mem
-            .prefetch_produce(self.rq_posted, (n as u64).min(32));
+            .prefetch_produce(self.rq_posted, (n as u64).min(MAX_EXPECTED_POSTS));
     }
 
     #[inline]
     fn watch_next_recv(&self) {
-        // Receives complete in ring order: the next one is the oldest not yet retired.
-        let (_, rq) = self.recv_cq.ring().retired(self.recv_slot.0);
-        let pos = rq.wrapping_sub(self.rq_base);
+        let pos = self.rq_retired();
         if pos < self.rq_posted {
             self.mem.prefetch_landing(pos);
         }

@@ -373,7 +373,7 @@ impl QpMem {
         let mut pos = head.v.load(Ordering::Relaxed);
         loop {
             let mut k = 0;
-            while k < max && self.wqe(pos + k).seq.load(Ordering::Acquire) == pos + k + 1 {
+            while k < max && self.is_posted(pos + k) {
                 k += 1;
             }
             if k == 0 {
@@ -430,10 +430,15 @@ impl QpMem {
         }
     }
 
+    /// Whether receive `pos` is posted (and not yet claimed, for a `pos` at or past the head).
+    #[inline]
+    fn is_posted(&self, pos: u64) -> bool {
+        self.wqe(pos).seq.load(Ordering::Acquire) == pos + 1
+    }
+
     /// Whether a posted receive waits at the head of the ring (a look, not a claim).
     fn has_posted(&self) -> bool {
-        let pos = self.counter(HEAD_OFF).v.load(Ordering::Relaxed);
-        self.wqe(pos).seq.load(Ordering::Acquire) == pos + 1
+        self.is_posted(self.counter(HEAD_OFF).v.load(Ordering::Relaxed))
     }
 
     /// Completes every posted receive with a flush error into `cq`. As a Send does, each
