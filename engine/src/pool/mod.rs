@@ -87,6 +87,11 @@ use crate::fabric::{
 use crate::stats::bump;
 use ret::{ReturnList, END};
 
+/// Bytes of a cache line: the least padding between buffers.
+const CACHE_LINE: usize = 64;
+/// Bytes of a page: buffers aligned to a page or more are never padded.
+const PAGE: usize = 4096;
+
 /// How a [`BufferPool`] is laid out and registered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PoolConfig {
@@ -100,7 +105,9 @@ pub struct PoolConfig {
     /// [`Access::MW_BIND`] for buffers exposed through memory windows.
     pub access: Access,
     /// Buffers start at multiples of this power of two (regions are page-aligned); the
-    /// distance between buffers is `buf_size` rounded up to it.
+    /// distance between buffers is `buf_size` rounded up to it, plus one `align` (at least a
+    /// cache line) when that distance is a multiple of [`PoolConfig::SET_SPREAD`] and `align`
+    /// is smaller than a page.
     pub align: usize,
     /// Largest region to register; the pool registers as few regions as fit the buffers
     /// under this limit (each holds a whole number of buffers).
@@ -114,6 +121,12 @@ impl PoolConfig {
     pub const DEFAULT_MAX_REGION_LEN: usize = 1 << 30;
     /// The largest number of buffers (`u32::MAX` marks the end of the return list).
     pub const MAX_COUNT: u32 = u32::MAX - 1;
+    /// Buffer distances that are multiples of this many bytes are padded by one `align`
+    /// (when `align` is under a page). Otherwise the first lines of all buffers (where
+    /// every message header is written and read) would fall into the same few sets of the
+    /// L1 cache (64 sets of 64-byte lines: a 4 KiB distance puts every buffer's first line
+    /// in one set). Padded, consecutive buffers start in different sets.
+    pub const SET_SPREAD: usize = 1024;
 
     /// `count` buffers of `buf_size` bytes registered with `access`, with the default
     /// alignment and region limit.
@@ -152,10 +165,15 @@ impl PoolConfig {
         if !self.align.is_power_of_two() {
             return Err(PoolError::InvalidConfig("alignment must be a power of two"));
         }
+        let pad = self.align.max(CACHE_LINE);
         let stride = self
             .buf_size
             .checked_add(self.align - 1)
             .map(|s| s & !(self.align - 1))
+            .and_then(|s| match s % Self::SET_SPREAD == 0 && pad < PAGE {
+                true => s.checked_add(pad),
+                false => Some(s),
+            })
             .ok_or(PoolError::InvalidConfig(
                 "buffer size overflows when aligned",
             ))?;
@@ -454,7 +472,8 @@ impl<P: Provider> BufferPool<P> {
         self.shared.layout.buf_size as usize
     }
 
-    /// Distance in bytes between consecutive buffers of a region.
+    /// Distance in bytes between consecutive buffers of a region: the buffer size rounded
+    /// up to the alignment, padded as [`PoolConfig::SET_SPREAD`] says.
     pub fn stride(&self) -> usize {
         self.shared.layout.stride
     }

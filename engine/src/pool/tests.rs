@@ -149,6 +149,10 @@ fn invalid_configurations_are_refused() {
     assert_eq!(bad(huge.with_align(1 << 40)), "pool size overflows usize");
 }
 
+/// The distance between 4 KiB buffers with the default alignment: one line more than a
+/// page, so that consecutive buffers start in different cache sets.
+const PADDED_4K: usize = 4096 + 64;
+
 #[test]
 fn fabric_errors_are_passed_on_and_nothing_leaks() {
     // Three keys, index 0 unused: room for two regions.
@@ -158,7 +162,7 @@ fn fabric_errors_are_passed_on_and_nothing_leaks() {
     };
     let pd = SoftDevice::with_config("tiny", config).alloc_pd().unwrap();
     let three_regions =
-        PoolConfig::new(4096, 12, Access::LOCAL_WRITE).with_max_region_len(4 * 4096);
+        PoolConfig::new(4096, 12, Access::LOCAL_WRITE).with_max_region_len(4 * PADDED_4K);
     let err = Pool::new(&pd, three_regions).unwrap_err();
     assert_eq!(
         err,
@@ -191,15 +195,17 @@ fn fabric_errors_are_passed_on_and_nothing_leaks() {
 #[test]
 fn sge_and_address_math_in_one_region() {
     let pool = pool(1000, 5);
-    assert_eq!(pool.stride(), 1024);
+    // 1000 rounds up to 1024, a multiple of SET_SPREAD: one more line spreads the buffers'
+    // first lines over the cache sets.
+    assert_eq!(pool.stride(), 1024 + 64);
     assert_eq!(pool.regions().len(), 1);
     let mr = &pool.regions()[0];
-    assert_eq!(mr.len(), 5 * 1024);
+    assert_eq!(mr.len(), 5 * 1088);
     let bufs: Vec<_> = (0..5).map(|_| pool.alloc().unwrap()).collect();
     for b in &bufs {
         let i = b.index() as usize;
-        assert_eq!(b.region_offset(), i * 1024);
-        assert_eq!(b.addr(), mr.addr() + (i * 1024) as u64);
+        assert_eq!(b.region_offset(), i * 1088);
+        assert_eq!(b.addr(), mr.addr() + (i * 1088) as u64);
         assert_eq!(b.sge(), Sge::new(b.addr(), 1000, mr.lkey()));
         assert_eq!(b.sge_span(10, 90), Sge::new(b.addr() + 10, 90, mr.lkey()));
         assert_eq!(b.sge_span(1000, 0).addr, b.addr() + 1000);
@@ -219,21 +225,23 @@ fn sge_and_address_math_across_regions() {
     let access = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
     let pool = Pool::new(
         &pd,
-        PoolConfig::new(4096, 10, access).with_max_region_len(3 * 4096 + 17),
+        PoolConfig::new(4096, 10, access).with_max_region_len(3 * PADDED_4K + 17),
     )
     .unwrap();
+    assert_eq!(pool.stride(), PADDED_4K);
     assert_eq!(pool.regions().len(), 4);
     let lens: Vec<_> = pool.regions().iter().map(|r| r.len()).collect();
-    assert_eq!(lens, [3 * 4096, 3 * 4096, 3 * 4096, 4096]);
+    let s = PADDED_4K;
+    assert_eq!(lens, [3 * s, 3 * s, 3 * s, s]);
     let bufs: Vec<_> = (0..10).map(|_| pool.alloc().unwrap()).collect();
     for b in &bufs {
         let (r, slot) = (b.index() as usize / 3, b.index() as usize % 3);
         let mr = &pool.regions()[r];
         assert!(core::ptr::eq(b.region(), mr));
-        assert_eq!(b.region_offset(), slot * 4096);
+        assert_eq!(b.region_offset(), slot * s);
         assert_eq!(
             b.sge(),
-            Sge::new(mr.addr() + (slot * 4096) as u64, 4096, mr.lkey())
+            Sge::new(mr.addr() + (slot * s) as u64, 4096, mr.lkey())
         );
         assert_eq!(b.remote(), Some(RemoteAddr::new(b.addr(), mr.rkey())));
     }
