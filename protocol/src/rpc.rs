@@ -531,7 +531,7 @@ impl<'a> CallHeader<'a> {
     /// body at most 400 bytes, §8.2): `Some` exactly when the reference decoder succeeds,
     /// with the same result; `None` for anything it would reject.
     #[inline]
-    fn parse_direct(buf: &'a [u8]) -> Option<(Self, usize)> {
+    pub(crate) fn parse_direct(buf: &'a [u8]) -> Option<(Self, usize)> {
         // xid, mtype, rpcvers, prog, vers, proc, cred.flavor, cred.length.
         let w: &[u8; 32] = fixed_at(buf, 0)?;
         if be32_at(w, 4) != CALL {
@@ -903,7 +903,7 @@ impl<'a> ReplyHeader<'a> {
     /// most 400 bytes, §8.2): `Some` exactly when the reference decoder succeeds, with the
     /// same result; `None` for anything it would reject.
     #[inline]
-    fn parse_direct(buf: &'a [u8]) -> Option<(Self, usize)> {
+    pub(crate) fn parse_direct(buf: &'a [u8]) -> Option<(Self, usize)> {
         // xid, mtype, reply_stat, then verf.flavor and verf.length (accepted) or reject_stat
         // and its first word (denied).
         let w: &[u8; 20] = fixed_at(buf, 0)?;

@@ -219,13 +219,17 @@ fn bare_msg(buf: &[u8]) -> Option<(u32, u32, &[u8])> {
 /// a Short Call has, without building the header view and the read plan. `Some` exactly
 /// when [`accept_short_call`] is `Some`, with its XID, credit and call (property tests in
 /// `tests/verdict.rs`); `None` decides nothing (judge the message with [`judge_call`]).
-#[inline]
+#[inline(always)]
 pub fn short_call(buf: &[u8]) -> Option<ShortCall<'_>> {
     let (xid, credit, payload) = bare_msg(buf)?;
     if payload.len() as u64 > u64::from(LIMITS.max_stream_len) {
         return None;
     }
-    let (call, call_len) = CallHeader::parse(payload).ok()?;
+    // The direct decoder alone: it accepts exactly what the reference decoder accepts, and
+    // without the fallback's call the header stays in registers (merged with the
+    // fallback's result, it went through the stack, in stores too narrow to forward to the
+    // wide loads that copy it on).
+    let (call, call_len) = CallHeader::parse_direct(payload)?;
     Some(ShortCall {
         xid,
         credit,
@@ -240,10 +244,11 @@ pub fn short_call(buf: &[u8]) -> Option<ShortCall<'_>> {
 /// without building the header view. `Some` exactly when [`accept_short_reply`] is `Some`,
 /// with its XID, credit and reply (property tests in `tests/verdict.rs`); `None` decides
 /// nothing (judge the message with [`judge_reply`]).
-#[inline]
+#[inline(always)]
 pub fn short_reply(buf: &[u8]) -> Option<ShortReply<'_>> {
     let (xid, credit, payload) = bare_msg(buf)?;
-    let (reply, reply_len) = ReplyHeader::parse(payload).ok()?;
+    // The direct decoder alone, as in `short_call`.
+    let (reply, reply_len) = ReplyHeader::parse_direct(payload)?;
     Some(ShortReply {
         xid,
         credit,
