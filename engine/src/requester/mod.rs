@@ -422,12 +422,15 @@ pub struct Client<P: Provider> {
 const CORK_MAX: usize = 32;
 
 /// A Send held back while corked: its slot, its send-queue number and signaling, and the
-/// bytes to send.
+/// bytes to send. Flat fields, each stored on its own: built whole, the value went through
+/// the stack and was copied in with wide loads spanning narrower stores, which cannot be
+/// forwarded (perf: over half of `post_call`'s samples sat on that copy).
 #[derive(Clone, Copy, Debug, Default)]
 struct Queued {
-    idx: u32,
-    post: (u64, bool),
+    seq: u64,
     sge: Sge,
+    idx: u32,
+    signaled: bool,
 }
 
 /// The Send of the Call in slot `idx`, numbered and signaled as the send queue's `post`
@@ -1023,12 +1026,16 @@ impl<P: Provider> Client<P> {
         let posted = if let [q] = &self.queued[..n] {
             // One Send: one work request, without building (and zeroing) the 32-entry list
             // (measured: some 80 ns of a depth-1 round trip).
-            qp.post_send(&call_send(q.idx, q.post, core::slice::from_ref(&q.sge)))
-                .is_ok()
+            qp.post_send(&call_send(
+                q.idx,
+                (q.seq, q.signaled),
+                core::slice::from_ref(&q.sge),
+            ))
+            .is_ok()
         } else {
             let mut wrs = [SendWr::<P>::send(0, &[]); CORK_MAX];
             for (wr, q) in wrs.iter_mut().zip(&self.queued[..n]) {
-                *wr = call_send(q.idx, q.post, core::slice::from_ref(&q.sge));
+                *wr = call_send(q.idx, (q.seq, q.signaled), core::slice::from_ref(&q.sge));
             }
             qp.post_send_list(&wrs[..n]).is_ok()
         };
@@ -1059,7 +1066,11 @@ impl<P: Provider> Client<P> {
         let post = self.sq.post(false);
         let sge = self.slots[idx as usize].send.sge_span(0, send_len);
         if hold {
-            self.queued[self.n_queued] = Queued { idx, post, sge };
+            let q = &mut self.queued[self.n_queued];
+            (q.seq, q.signaled) = post;
+            // Field by field, as for `Queued` itself.
+            (q.sge.addr, q.sge.length, q.sge.lkey) = (sge.addr, sge.length, sge.lkey);
+            q.idx = idx;
             self.n_queued += 1;
         } else {
             let wr = call_send(idx, post, core::slice::from_ref(&sge));
