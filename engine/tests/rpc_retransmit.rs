@@ -595,3 +595,86 @@ fn retransmission_needs_windows() {
     };
     assert!(retransmitting(zero).validate().is_err());
 }
+
+/// RFC 8166 §3.3.1, §3.3.3: an RPC that timed out keeps its credit until a late reply
+/// (the responder may still be working on it). When such RPCs hold every credit, nothing
+/// could be sent until the responder answers one, so the connection is replaced: with
+/// retransmission on the requester reconnects and new RPCs run on the new connection (with
+/// the credit accounting started over); with it off, the requester is disconnected and
+/// says so at once instead of refusing every Call for want of a credit.
+#[test]
+fn timed_out_rpcs_holding_every_credit_replace_the_connection() {
+    let (mut c, mut e, rs) = connect_raw(RetransmitPolicy {
+        max_attempts: 20,
+        attempt_timeout: Duration::from_secs(2),
+        backoff: Duration::from_millis(10),
+    });
+    let mut null = CallArgs::new(PROG, VERS, NULL, &[], 0);
+    null.timeout = Duration::from_millis(100);
+    // 31 of the 32 credits time out: one is left, the connection stays.
+    for k in 0..31 {
+        c.submit(&null, k).unwrap();
+        next_call(&mut c, &mut e);
+    }
+    let mut timeouts = 0;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while timeouts < 31 {
+        c.poll_completions(|x| {
+            assert_eq!(x.result.err(), Some(RpcError::Timeout));
+            timeouts += 1;
+        });
+        assert!(Instant::now() < deadline, "{timeouts} timeouts");
+    }
+    for _ in 0..1000 {
+        c.poll_completions(|x| panic!("completion {}", x.xid));
+    }
+    assert!(!c.is_dead(), "a credit is left");
+    assert_eq!(c.in_flight(), 31);
+    // The last one times out too: the connection goes and a new one is made.
+    c.submit(&null, 31).unwrap();
+    next_call(&mut c, &mut e);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !c.is_dead() {
+        c.poll_completions(|x| assert_eq!(x.result.err(), Some(RpcError::Timeout)));
+        assert!(Instant::now() < deadline, "stuck with every credit held");
+    }
+    let (_rs, mut e2) = reaccept(&mut c, rs);
+    assert_eq!(c.in_flight(), 0, "the zombies went with the old connection");
+    c.submit(&CallArgs::new(PROG, VERS, NULL, &[], 0), 40)
+        .unwrap();
+    let m = next_call(&mut c, &mut e2);
+    let xid = HeaderView::parse(&m).unwrap().xid();
+    assert_eq!(e2.send(&reply(xid, Chunks::NONE, &[])), WcStatus::Success);
+    let mut done = false;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done {
+        c.poll_completions(|x| {
+            assert_eq!(x.tag, 40);
+            assert!(x.result.unwrap().is_success());
+            done = true;
+        });
+        assert!(Instant::now() < deadline, "no reply on the new connection");
+    }
+    let st = c.snapshot();
+    assert_eq!((st.timeouts, st.conn_lost, st.reconnects), (32, 1, 1));
+
+    // Without retransmission, on a fresh connection's single credit.
+    let mut rs = RawServer::listen();
+    let addr = rs.addr.clone();
+    let t = std::thread::spawn(move || {
+        Client::<Soft>::connect(&Soft::open_device(None).unwrap(), &addr, config()).unwrap()
+    });
+    let (mut e, _) = rs.accept(true);
+    let mut c = t.join().unwrap();
+    c.submit(&null, 1).unwrap();
+    next_call(&mut c, &mut e);
+    let mut got = None;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !c.is_dead() {
+        c.poll_completions(|x| got = Some(x.result.err()));
+        assert!(Instant::now() < deadline, "stuck with the one credit held");
+    }
+    assert_eq!(got, Some(Some(RpcError::Timeout)));
+    assert!(matches!(c.submit(&null, 2), Err(SubmitError::Disconnected)));
+    assert_eq!(c.snapshot().conn_lost, 1);
+}

@@ -265,7 +265,8 @@ enum State {
     Sent,
     /// Reply (or timeout) in hand, Local Invalidates outstanding.
     Invalidating,
-    /// Timed out and reported; holds its credit until a late reply or a new connection.
+    /// Timed out and reported; holds its credit until a late reply or a new connection
+    /// (made when zombies hold every credit).
     Zombie,
     /// Pending across a lost connection (retransmission on): no window, no credit; sent
     /// again with the same XID once a new connection and a credit allow.
@@ -1147,6 +1148,14 @@ impl<P: Provider> Client<P> {
         };
         if due {
             self.check_timeouts(&mut f);
+            if self.zombies_hold_every_credit() {
+                // Only late replies could free a credit, and none has come within the RPCs'
+                // timeouts: this connection carries nothing more. A new one starts the
+                // credit accounting over (RFC 8166 §3.3.3), as an ONC RPC transport
+                // replaces its connection when RPCs time out.
+                self.lose(&mut f);
+                return n;
+            }
             // A loss shows as flushed receives; the queue pair's state is looked at on the
             // same cadence as the clock (it is a query to the device: `ibv_query_qp`).
             if self
@@ -1475,6 +1484,21 @@ impl<P: Provider> Client<P> {
                 }
             }
         }
+    }
+
+    /// Whether every credit is held by an RPC already reported as timed out (a zombie,
+    /// which keeps its credit until a late reply: the responder may still be working on
+    /// it, RFC 8166 §3.3.1), so that no Call can be sent until one of them is answered.
+    fn zombies_hold_every_credit(&self) -> bool {
+        let held = self.credits.in_flight();
+        held > 0
+            && self.credits.available() == 0
+            && self
+                .slots
+                .iter()
+                .filter(|s| s.state == State::Zombie)
+                .count()
+                == held as usize
     }
 
     /// A `Resend` RPC whose deadline passed: nothing of it is exposed (no window bound on
