@@ -15,8 +15,8 @@
 //! most while the worker is busy).
 //!
 //! [`Workers::shutdown`] is graceful: the workers stop taking connections, keep polling
-//! until their connections have no Call in process (or the deadline passes), then
-//! disconnect them and exit.
+//! until their connections have no Call in process and every reply posted is known sent
+//! (or the deadline passes), then disconnect them and exit.
 
 #![deny(unsafe_code)]
 
@@ -46,6 +46,9 @@ pub trait Drive: Send + 'static {
     fn is_dead(&self) -> bool;
     /// Whether work is still in process (a graceful shutdown waits for it).
     fn busy(&self) -> bool;
+    /// Called while a graceful shutdown waits: makes the end of the work done so far
+    /// observable, so that `busy` can turn false (see [`ServerConn::settle`]).
+    fn settle(&mut self) {}
     /// Ends the connection.
     fn close(&mut self);
     /// The connection's counters.
@@ -66,7 +69,12 @@ where
     }
 
     fn busy(&self) -> bool {
-        self.in_process() > 0
+        // Replies posted but not known sent count too: on a NIC a close would flush them.
+        self.in_process() > 0 || self.sends_outstanding() > 0
+    }
+
+    fn settle(&mut self) {
+        ServerConn::settle(self);
     }
 
     fn close(&mut self) {
@@ -372,12 +380,14 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
     shared.busy_loops.store(loops - idle, Ordering::Relaxed);
 }
 
-/// Polls until no connection has work in process, or `grace` has passed.
+/// Polls until no connection has work in process or replies it has not seen complete, or
+/// `grace` has passed.
 fn drain<T: Drive>(conns: &mut [T], grace: Duration) {
     let deadline = Instant::now() + grace;
     while conns.iter().any(|c| !c.is_dead() && c.busy()) && Instant::now() < deadline {
         for c in conns.iter_mut() {
             c.poll();
+            c.settle();
         }
     }
 }

@@ -155,3 +155,60 @@ fn peer_disconnect_mid_rpc_completes_pending_with_errors() {
         .unwrap()
         .is_success()));
 }
+
+/// A graceful close waits for the replies it posted: unsignaled replies stay outstanding
+/// until a signaled request behind them completes (on a NIC, posting is not sending, and a
+/// close would flush what is still queued), so `settle` posts a signaled zero-length RDMA
+/// Write, invisible to the peer, after which nothing is outstanding and the connection is
+/// no longer busy.
+#[test]
+fn settling_makes_every_posted_reply_known_sent() {
+    use rpcrdma_engine::worker::Drive;
+    let (mut c, mut s) = soft_pair(dispatch(), config(), config()).unwrap();
+    let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
+    let mut done = 0;
+    for k in 0..3 {
+        c.submit(&null, k).unwrap();
+        for _ in 0..1000 {
+            s.poll();
+            c.poll_completions(|x| {
+                assert!(x.result.unwrap().is_success());
+                done += 1;
+            });
+            if done == k + 1 {
+                break;
+            }
+        }
+    }
+    assert_eq!(done, 3);
+    assert_eq!(s.in_process(), 0);
+    assert_eq!(s.sends_outstanding(), 3, "three unsignaled replies");
+    assert!(Drive::busy(&s), "a close now could lose them on a NIC");
+    for _ in 0..1000 {
+        s.poll();
+        Drive::settle(&mut s);
+        if s.sends_outstanding() == 0 {
+            break;
+        }
+    }
+    assert_eq!(s.sends_outstanding(), 0);
+    assert!(!Drive::busy(&s));
+    // Nothing more is posted once settled, and the peer saw nothing of it.
+    Drive::settle(&mut s);
+    s.poll();
+    assert_eq!(s.sends_outstanding(), 0);
+    for _ in 0..100 {
+        c.poll_completions(|x| panic!("completion {}", x.xid));
+    }
+    c.submit(&null, 9).unwrap();
+    let mut more = false;
+    for _ in 0..1000 {
+        s.poll();
+        c.poll_completions(|x| more = x.result.unwrap().is_success());
+        if more {
+            break;
+        }
+    }
+    assert!(more, "the connection carries on");
+    assert_eq!(s.snapshot().wc_errors + s.snapshot().conn_lost, 0);
+}

@@ -66,6 +66,12 @@ impl SendQueue {
         seq <= self.retired
     }
 
+    /// Whether the last request posted was signaled, so that its completion will retire
+    /// everything posted (or nothing was posted).
+    pub fn last_is_signaled(&self) -> bool {
+        self.last_signaled == self.posted
+    }
+
     /// Requests posted and not retired.
     #[inline]
     pub fn outstanding(&self) -> u64 {

@@ -357,6 +357,35 @@ impl<P: Provider> ServerConn<P> {
         self.in_process
     }
 
+    /// Send-queue requests (replies, RDMA Reads) posted and not yet known complete. An
+    /// unsignaled reply stays counted until a later signaled request completes.
+    pub fn sends_outstanding(&self) -> u64 {
+        self.io.sq.outstanding()
+    }
+
+    /// Makes the completion of every posted reply observable, for a graceful close: when
+    /// no Call is in process and the last request posted was unsignaled, posts a signaled
+    /// zero-length RDMA Write (it needs no valid key, IBTA C9-88, and the peer sees
+    /// nothing), whose completion retires everything before it (a reliable connection
+    /// completes in order). On a NIC, posting is not sending: a reply still in the send
+    /// queue when the connection is torn down would be flushed, not delivered, so a close
+    /// waits for [`sends_outstanding`](Self::sends_outstanding) to reach 0.
+    pub fn settle(&mut self) {
+        if self.io.dead
+            || self.in_process > 0
+            || self.io.sq.last_is_signaled()
+            || self.io.sq.room() == 0
+        {
+            return;
+        }
+        let (seq, _) = self.io.sq.post(true);
+        let fence =
+            SendWr::write(wrid::pack(Kind::Write, 0, seq), &[], RemoteAddr::new(0, 0)).signaled();
+        if self.io.qp.post_send(&fence).is_err() {
+            self.lose();
+        }
+    }
+
     /// Ends the connection.
     pub fn disconnect(&mut self) {
         self.io.qp.disconnect();
