@@ -167,18 +167,11 @@ fn settling_makes_every_posted_reply_known_sent() {
     let (mut c, mut s) = soft_pair(dispatch(), config(), config()).unwrap();
     let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
     let mut done = 0;
-    for k in 0..3 {
-        c.submit(&null, k).unwrap();
-        for _ in 0..1000 {
-            s.poll();
-            c.poll_completions(|x| {
-                assert!(x.result.unwrap().is_success());
-                done += 1;
-            });
-            if done == k + 1 {
-                break;
-            }
-        }
+    for _ in 0..3 {
+        call(&mut c, &mut s, &null, |x| {
+            assert!(x.result.unwrap().is_success());
+            done += 1;
+        });
     }
     assert_eq!(done, 3);
     assert_eq!(s.in_process(), 0);
@@ -200,15 +193,7 @@ fn settling_makes_every_posted_reply_known_sent() {
     for _ in 0..100 {
         c.poll_completions(|x| panic!("completion {}", x.xid));
     }
-    c.submit(&null, 9).unwrap();
-    let mut more = false;
-    for _ in 0..1000 {
-        s.poll();
-        c.poll_completions(|x| more = x.result.unwrap().is_success());
-        if more {
-            break;
-        }
-    }
+    let more = call(&mut c, &mut s, &null, |x| x.result.unwrap().is_success());
     assert!(more, "the connection carries on");
     assert_eq!(s.snapshot().wc_errors + s.snapshot().conn_lost, 0);
 }

@@ -476,26 +476,42 @@ fn retransmits_advertise_fresh_rkeys_and_old_ones_are_dead() {
     assert_eq!((st.conn_lost, st.reconnects, st.retransmits), (2, 2, 3));
 }
 
-/// A real client connected to a raw responder, warmed up to the full grant of 32.
-fn connect_raw(policy: RetransmitPolicy) -> (Client<Soft>, Ends, RawServer) {
+/// A real client with `cfg` connected to a raw responder (not warmed up: one credit).
+fn accept_raw(cfg: ConnConfig) -> (Client<Soft>, Ends, RawServer) {
     let mut rs = RawServer::listen();
     let addr = rs.addr.clone();
     let t = std::thread::spawn(move || {
         let device = Soft::open_device(None).unwrap();
-        Client::<Soft>::connect(&device, &addr, retransmitting(policy)).unwrap()
+        Client::<Soft>::connect(&device, &addr, cfg).unwrap()
     });
-    let (mut e, _) = rs.accept(true);
-    let mut c = t.join().unwrap();
-    c.submit(&CallArgs::new(PROG, VERS, NULL, &[], 0), 99)
+    let (e, _) = rs.accept(true);
+    (t.join().unwrap(), e, rs)
+}
+
+/// A NULL RPC tagged `tag`, answered by the raw end (grant 32); waits for its success.
+fn null_rpc(c: &mut Client<Soft>, e: &mut Ends, tag: u64) {
+    c.submit(&CallArgs::new(PROG, VERS, NULL, &[], 0), tag)
         .unwrap();
-    let m = next_call(&mut c, &mut e);
+    let m = next_call(c, e);
     let xid = HeaderView::parse(&m).unwrap().xid();
     assert_eq!(e.send(&reply(xid, Chunks::NONE, &[])), WcStatus::Success);
+    let mut done = false;
     let deadline = Instant::now() + Duration::from_secs(5);
-    while c.in_flight() > 0 {
-        c.poll_completions(|x| assert!(x.result.unwrap().is_success()));
-        assert!(Instant::now() < deadline, "no warm-up reply");
+    while !done {
+        c.poll_completions(|x| {
+            assert_eq!(x.tag, tag);
+            assert!(x.result.unwrap().is_success());
+            done = true;
+        });
+        assert!(Instant::now() < deadline, "no reply to the NULL RPC");
     }
+}
+
+/// A real client connected to a raw responder, warmed up to the full grant of 32.
+fn connect_raw(policy: RetransmitPolicy) -> (Client<Soft>, Ends, RawServer) {
+    let (mut c, mut e, rs) = accept_raw(retransmitting(policy));
+    null_rpc(&mut c, &mut e, 99);
+    assert_eq!(c.in_flight(), 0);
     assert_eq!(c.credits().granted(), 32);
     (c, e, rs)
 }
@@ -640,32 +656,13 @@ fn timed_out_rpcs_holding_every_credit_replace_the_connection() {
     }
     let (_rs, mut e2) = reaccept(&mut c, rs);
     assert_eq!(c.in_flight(), 0, "the zombies went with the old connection");
-    c.submit(&CallArgs::new(PROG, VERS, NULL, &[], 0), 40)
-        .unwrap();
-    let m = next_call(&mut c, &mut e2);
-    let xid = HeaderView::parse(&m).unwrap().xid();
-    assert_eq!(e2.send(&reply(xid, Chunks::NONE, &[])), WcStatus::Success);
-    let mut done = false;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !done {
-        c.poll_completions(|x| {
-            assert_eq!(x.tag, 40);
-            assert!(x.result.unwrap().is_success());
-            done = true;
-        });
-        assert!(Instant::now() < deadline, "no reply on the new connection");
-    }
+    // A new RPC runs on the new connection.
+    null_rpc(&mut c, &mut e2, 40);
     let st = c.snapshot();
     assert_eq!((st.timeouts, st.conn_lost, st.reconnects), (32, 1, 1));
 
     // Without retransmission, on a fresh connection's single credit.
-    let mut rs = RawServer::listen();
-    let addr = rs.addr.clone();
-    let t = std::thread::spawn(move || {
-        Client::<Soft>::connect(&Soft::open_device(None).unwrap(), &addr, config()).unwrap()
-    });
-    let (mut e, _) = rs.accept(true);
-    let mut c = t.join().unwrap();
+    let (mut c, mut e, _rs) = accept_raw(config());
     c.submit(&null, 1).unwrap();
     next_call(&mut c, &mut e);
     let mut got = None;

@@ -170,9 +170,12 @@ impl PoolConfig {
             .buf_size
             .checked_add(self.align - 1)
             .map(|s| s & !(self.align - 1))
-            .and_then(|s| match s % Self::SET_SPREAD == 0 && pad < PAGE {
-                true => s.checked_add(pad),
-                false => Some(s),
+            .and_then(|s| {
+                if s % Self::SET_SPREAD == 0 && pad < PAGE {
+                    s.checked_add(pad)
+                } else {
+                    Some(s)
+                }
             })
             .ok_or(PoolError::InvalidConfig(
                 "buffer size overflows when aligned",
