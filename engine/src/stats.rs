@@ -101,6 +101,9 @@ counters! {
     credit_overruns,
     /// RPCs completed with a timeout (requester).
     timeouts,
+    /// RPCs the caller cancelled with [`Client::cancel`](crate::requester::Client::cancel)
+    /// (requester).
+    cancels,
     /// Work completions in error (other than flushes).
     wc_errors,
     /// Connections lost (the queue pair went to the error state).

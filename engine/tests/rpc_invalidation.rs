@@ -1,7 +1,7 @@
 //! The requester against a raw responder that sees everything the requester advertises:
-//! after each reply (RFC 8166 §4.4.1, §8.1.3; RFC 8797 §4.1) or timeout the RPC's rkeys are
-//! dead — an RDMA operation through them fails with a remote access error — a lost
-//! connection completes chunked RPCs with `ConnectionLost`, and hostile replies are
+//! after each reply (RFC 8166 §4.4.1, §8.1.3; RFC 8797 §4.1), timeout or cancel the RPC's
+//! rkeys are dead — an RDMA operation through them fails with a remote access error — a
+//! lost connection completes chunked RPCs with `ConnectionLost`, and hostile replies are
 //! discarded or reported without breaking the connection.
 
 mod common;
@@ -14,7 +14,7 @@ use raw::*;
 use rpcrdma_engine::conn::ConnConfig;
 use rpcrdma_engine::fabric::soft::Soft;
 use rpcrdma_engine::fabric::{Provider, RemoteAddr, WcStatus};
-use rpcrdma_engine::requester::{CallArgs, Client, RpcError};
+use rpcrdma_engine::requester::{CallArgs, CancelError, Client, RpcError};
 use rpcrdma_proto::header::{Chunks, Header, HeaderView, RdmaError, ReadSegment, Segment};
 use rpcrdma_proto::rpc::ReplyHeader;
 
@@ -450,4 +450,109 @@ fn hostile_replies_are_discarded_or_reported() {
         }
         warm_up(&mut c, &mut e);
     }
+}
+
+/// A READ whose result would land in a Write chunk, with a long timeout.
+fn read_call(args: &[u8]) -> CallArgs<'_> {
+    let mut a = CallArgs::new(PROG, VERS, READ, args, 4);
+    a.bulk_results = &[4096];
+    a
+}
+
+/// The reply to a READ that returns its Write chunk unused, with grant 32.
+fn unused_chunk_reply(call: &[u8]) -> Vec<u8> {
+    let h = HeaderView::parse(call).unwrap();
+    let s = h.write_list().iter().next().unwrap().iter().next().unwrap();
+    let unused = [Segment::new(s.handle, 0, s.offset)];
+    reply(
+        h.xid(),
+        Chunks {
+            writes: &[&unused],
+            ..Chunks::NONE
+        },
+        &[0, 0, 0, 0, 0, 0, 0, 0],
+    )
+}
+
+/// RFC 8166 §4.4.1, §8.1.3: a cancelled RPC completes with `Cancelled` once its window is
+/// invalidated (an RDMA Write to it then fails), exactly once; a second cancel, or one of
+/// an XID never issued, is refused; the RPC keeps its credit until the late reply (§3.3.1),
+/// which completes nothing.
+#[test]
+fn cancel_invalidates_the_window_before_completing() {
+    let (mut c, mut e, _rs) = connect(true, true);
+    warm_up(&mut c, &mut e);
+    let read_args = [4096u32.to_be_bytes(), 4u32.to_be_bytes()].concat();
+    let xid = c.submit(&read_call(&read_args), 1).unwrap();
+    let call = next_call(&mut c, &mut e);
+    let keys = advertised(&call);
+    assert_eq!(keys.len(), 1);
+    assert_eq!(e.rdma_write(keys[0].0, 4096, 1), WcStatus::Success);
+    assert_eq!(c.cancel(xid ^ (1 << 20)), Err(CancelError::NotPending));
+    assert_eq!(c.cancel(xid), Ok(()));
+    assert_eq!(
+        c.cancel(xid),
+        Err(CancelError::NotPending),
+        "cancelled once"
+    );
+    assert_eq!(completion(&mut c), Err(RpcError::Cancelled));
+    let st = c.snapshot();
+    assert_eq!((st.cancels, st.local_invalidations, st.timeouts), (1, 1, 0));
+    assert_eq!(c.in_flight(), 1, "the cancelled RPC keeps its credit");
+    assert_eq!(c.cancel(xid), Err(CancelError::NotPending), "completed");
+    assert_eq!(e.send(&unused_chunk_reply(&call)), WcStatus::Success);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while c.in_flight() > 0 {
+        c.poll_completions(|x| panic!("a late reply completes nothing: {}", x.xid));
+        assert!(Instant::now() < deadline, "late reply kept the credit");
+    }
+    assert_eq!(e.rdma_write(keys[0].0, 16, 2), WcStatus::RemAccessErr);
+}
+
+/// A reply already waiting when the RPC is cancelled arrives while its Local Invalidate is
+/// outstanding: the RPC still completes with `Cancelled` (after the invalidation), and its
+/// credit comes straight back instead of being held for a reply that already came.
+#[test]
+fn reply_racing_a_cancel_returns_the_credit() {
+    let (mut c, mut e, _rs) = connect(true, true);
+    warm_up(&mut c, &mut e);
+    let read_args = [4096u32.to_be_bytes(), 4u32.to_be_bytes()].concat();
+    let xid = c.submit(&read_call(&read_args), 1).unwrap();
+    let call = next_call(&mut c, &mut e);
+    let keys = advertised(&call);
+    assert_eq!(e.send(&unused_chunk_reply(&call)), WcStatus::Success);
+    assert_eq!(c.cancel(xid), Ok(()));
+    assert_eq!(completion(&mut c), Err(RpcError::Cancelled));
+    assert_eq!(c.in_flight(), 0, "the reply came: nothing holds the credit");
+    let st = c.snapshot();
+    assert_eq!((st.cancels, st.local_invalidations, st.discards), (1, 1, 0));
+    assert_eq!(e.rdma_write(keys[0].0, 16, 2), WcStatus::RemAccessErr);
+}
+
+/// A Short Call has nothing exposed: cancelled, it completes at the next poll; the
+/// responder still answers it, the late reply returns the credit, and the connection goes
+/// on serving.
+#[test]
+fn cancelled_short_call_completes_at_the_next_poll() {
+    let (mut c, mut e, _rs) = connect(true, true);
+    warm_up(&mut c, &mut e);
+    let xid = c
+        .submit(&CallArgs::new(PROG, VERS, NULL, &[], 0), 5)
+        .unwrap();
+    assert_eq!(c.cancel(xid), Ok(()));
+    let mut seen = Vec::new();
+    c.poll_completions(|x| seen.push((x.tag, x.xid, x.result.err())));
+    assert_eq!(seen, [(5, xid, Some(RpcError::Cancelled))]);
+    let st = c.snapshot();
+    assert_eq!((st.cancels, st.local_invalidations), (1, 0));
+    let call = next_call(&mut c, &mut e);
+    assert_eq!(HeaderView::parse(&call).unwrap().xid(), xid);
+    assert_eq!(e.send(&reply(xid, Chunks::NONE, &[])), WcStatus::Success);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while c.in_flight() > 0 {
+        c.poll_completions(|x| panic!("a late reply completes nothing: {}", x.xid));
+        assert!(Instant::now() < deadline, "late reply kept the credit");
+    }
+    warm_up(&mut c, &mut e);
+    assert_eq!(c.snapshot().discards, 0);
 }

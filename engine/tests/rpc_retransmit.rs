@@ -21,7 +21,7 @@ use rpcrdma_engine::dispatch::{Dispatch, Lookup};
 use rpcrdma_engine::fabric::soft::{Soft, SoftAddr};
 use rpcrdma_engine::fabric::{Provider, RemoteAddr, WcStatus};
 use rpcrdma_engine::loopback::soft_server;
-use rpcrdma_engine::requester::{CallArgs, Client, Completion, RpcError, SubmitError};
+use rpcrdma_engine::requester::{CallArgs, CancelError, Client, Completion, RpcError, SubmitError};
 use rpcrdma_proto::header::{Chunks, Header, HeaderView, Segment};
 use rpcrdma_proto::rpc::ReplyHeader;
 
@@ -674,4 +674,70 @@ fn timed_out_rpcs_holding_every_credit_replace_the_connection() {
     assert_eq!(got, Some(Some(RpcError::Timeout)));
     assert!(matches!(c.submit(&null, 2), Err(SubmitError::Disconnected)));
     assert_eq!(c.snapshot().conn_lost, 1);
+}
+
+/// An RPC waiting to be sent again after a loss can be cancelled: it completes with
+/// `Cancelled`, once, and is not sent on the new connection; the other pending RPC is, with
+/// its XID, and completes.
+#[test]
+fn cancelled_rpcs_are_not_retransmitted() {
+    let (mut c, mut e, rs) = connect_raw(RetransmitPolicy {
+        max_attempts: 20,
+        attempt_timeout: Duration::from_secs(2),
+        backoff: Duration::from_millis(10),
+    });
+    let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
+    let xa = c.submit(&null, 1).unwrap();
+    let xb = c.submit(&null, 2).unwrap();
+    for _ in 0..2 {
+        next_call(&mut c, &mut e);
+    }
+    drop(e); // the connection is lost
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !c.is_reconnecting() {
+        c.poll_completions(|x| panic!("unexpected completion {}", x.xid));
+        assert!(Instant::now() < deadline, "the loss was not noticed");
+    }
+    assert_eq!(c.cancel(xa), Ok(()));
+    assert_eq!(c.cancel(xa), Err(CancelError::NotPending));
+    let t = std::thread::spawn(move || {
+        let mut rs = rs;
+        let (e, _) = rs.accept(true);
+        (rs, e)
+    });
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !t.is_finished() {
+        c.poll_completions(|x| seen.push((x.tag, x.xid, x.result.err())));
+        assert!(Instant::now() < deadline, "no reconnection");
+    }
+    let (_rs, mut e) = t.join().unwrap();
+    let m = next_call_or(&mut c, &mut e, |x| {
+        seen.push((x.tag, x.xid, x.result.err()))
+    });
+    assert_eq!(
+        HeaderView::parse(&m).unwrap().xid(),
+        xb,
+        "only B is sent again"
+    );
+    assert_eq!(seen, [(1, xa, Some(RpcError::Cancelled))]);
+    assert_eq!(e.send(&reply(xb, Chunks::NONE, &[])), WcStatus::Success);
+    let mut done = false;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done {
+        e.poll();
+        c.poll_completions(|x| {
+            assert_eq!((x.tag, x.xid), (2, xb));
+            assert!(x.result.unwrap().is_success());
+            done = true;
+        });
+        assert!(Instant::now() < deadline, "no reply to B");
+    }
+    for _ in 0..200 {
+        e.poll();
+        c.poll_completions(|x| panic!("unexpected completion {}", x.xid));
+    }
+    assert!(e.received.is_empty(), "the cancelled Call was sent again");
+    let st = c.snapshot();
+    assert_eq!((st.cancels, st.retransmits, c.in_flight()), (1, 1, 0));
 }

@@ -2,7 +2,8 @@
 //! every Call form (Short, Read chunks, Position-Zero Long Call; Write chunks and a Reply
 //! chunk for the reply, §3.5, §4.3), per-RPC memory windows invalidated before the RPC
 //! completes (§4.4.1, §8.1.3) — skipped for the window the reply's Send With Invalidate
-//! already invalidated (RFC 8797 §4.1) — or persistent registration, and timeouts.
+//! already invalidated (RFC 8797 §4.1) — or persistent registration, timeouts and
+//! [`Client::cancel`] (an RPC given up either way is invalidated before it completes).
 //!
 //! The interface is non-blocking: [`Client::submit`] sends a Call if a credit allows,
 //! [`Client::poll_completions`] makes progress and hands each finished RPC to a callback as
@@ -174,6 +175,9 @@ impl<'a> CallArgs<'a> {
 pub enum RpcError {
     /// No reply in time; the RPC's memory was invalidated before this was reported.
     Timeout,
+    /// Cancelled by [`Client::cancel`]; the RPC's memory was invalidated before this was
+    /// reported.
+    Cancelled,
     /// The connection was lost (with retransmission: and could not be re-established in
     /// the policy's attempts); the RPC's memory is unreachable.
     ConnectionLost,
@@ -220,6 +224,23 @@ impl core::fmt::Display for SubmitError {
 }
 
 impl std::error::Error for SubmitError {}
+
+/// Why [`Client::cancel`] cancelled nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CancelError {
+    /// No RPC with this XID waits for its reply: it was never submitted on this client, it
+    /// has completed, or its completion is already under way (its reply, error or timeout
+    /// is in hand, or it was cancelled before).
+    NotPending,
+}
+
+impl core::fmt::Display for CancelError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl std::error::Error for CancelError {}
 
 /// A reply, borrowed from the receive buffer (Short Reply) or the Reply chunk (Long Reply)
 /// and the Write chunks; valid during the completion callback only.
@@ -306,6 +327,9 @@ struct Slot<P: Provider> {
     recv_len: u32,
     grant: Option<u32>,
     outcome: Outcome,
+    /// A late reply to this RPC, given up (timed out or cancelled), came while its windows
+    /// were being invalidated: its credit (`grant`) comes back when they are.
+    answered: bool,
     /// Bytes of the Call's Send (transport header + inline payload), kept for a retransmit.
     send_len: u32,
 }
@@ -341,6 +365,27 @@ impl<P: Provider> Slot<P> {
         self.recv_idx = None;
         self.grant = None;
         self.outcome = Outcome::Reply;
+        self.answered = false;
+    }
+
+    /// The error of an RPC the requester gave up on (timed out or cancelled) before its
+    /// reply came: it is reported, and the slot keeps its credit until a late reply (RFC
+    /// 8166 §3.3.1) or a new connection.
+    #[inline]
+    fn given_up(&self) -> Option<RpcError> {
+        match self.outcome {
+            Outcome::Error(e @ (RpcError::Timeout | RpcError::Cancelled)) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Whether [`Client::cancel`] may cancel this slot's RPC `xid`: sent and waiting for
+    /// its reply, or waiting to be sent again after a loss.
+    #[inline]
+    fn cancellable(&self, xid: u32) -> bool {
+        self.xid == xid
+            && self.outcome == Outcome::Reply
+            && matches!(self.state, State::Sent | State::Resend)
     }
 
     /// Whether a Short Reply without chunks (`verdict::short_reply`) with `xid` completes
@@ -404,6 +449,9 @@ pub struct Client<P: Provider> {
     dead: bool,
     /// Slots in `State::Resend`.
     resend_n: u32,
+    /// Slots of RPCs cancelled with nothing to invalidate, completed at the next poll (at
+    /// most one entry per slot: room for all is made at connection time).
+    cancelled: Vec<u32>,
     /// `Some` while reconnecting automatically after a loss.
     recovery: Option<Recovery>,
     /// The loss was asked for ([`Client::disconnect`]): no retransmission.
@@ -522,6 +570,7 @@ impl<P: Provider> Client<P> {
                 reply_n: 0,
                 reply_off: 0,
                 has_reply_chunk: false,
+                answered: false,
                 recv_idx: None,
                 recv_len: 0,
                 grant: None,
@@ -538,6 +587,7 @@ impl<P: Provider> Client<P> {
             slots: slots.into_boxed_slice(),
             free: (0..n).rev().collect(),
             reposts: Vec::with_capacity(n as usize),
+            cancelled: Vec::with_capacity(n as usize),
             sq: SendQueue::new(sq_depth, (sq_depth / 4).max(1)),
             credits: RequesterCredits::new(n),
             negotiation: Negotiation::complete(Role::Client, Negotiation::advertise(&config), &[]),
@@ -990,6 +1040,72 @@ impl<P: Provider> Client<P> {
         Ok(xid)
     }
 
+    /// Cancels the RPC `xid` (as [`submit`](Self::submit) returned it): it completes at
+    /// the next [`poll_completions`](Self::poll_completions) — once and only once, like
+    /// every RPC — with [`RpcError::Cancelled`], after the memory its Call exposed is
+    /// unreachable: the windows still bound are invalidated with Local Invalidates first
+    /// (RFC 8166 §4.4.1, §8.1.3), so a result buffer is never reused while the responder
+    /// can still write it. The Call may already have reached the responder, which may still
+    /// execute it: as for a timeout, the RPC keeps its credit until the late reply returns
+    /// it (§3.3.1) or the connection is replaced, and the reply is then dropped. An RPC
+    /// waiting to be sent again after a loss (retransmission on) exposes nothing and is not
+    /// sent again. A Call still held back by [`cork`](Self::cork) is posted first (its
+    /// credit is taken, so the responder's reply must find its slot).
+    pub fn cancel(&mut self, xid: u32) -> Result<(), CancelError> {
+        let i = (xid & SLOT_MASK) as usize;
+        if !self.slots.get(i).is_some_and(|s| s.cancellable(xid)) {
+            return Err(CancelError::NotPending);
+        }
+        self.post_queued();
+        bump(&self.stats.cancels, 1);
+        let s = &mut self.slots[i];
+        s.outcome = Outcome::Error(RpcError::Cancelled);
+        if s.state == State::Resend {
+            self.cancelled.push(i as u32);
+            return Ok(());
+        }
+        match self.post_invalidates(i as u32) {
+            // Completed by the signaled Local Invalidate's completion (`on_completion`).
+            Ok(true) => {}
+            Ok(false) => self.cancelled.push(i as u32),
+            // The connection is ended; the next poll completes the RPC with the loss.
+            Err(()) => {
+                if let Some(qp) = self.qp.as_mut() {
+                    qp.disconnect();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Completes the RPCs [`cancel`](Self::cancel) left to the next poll: those that had
+    /// no window to invalidate, and those waiting to be sent again.
+    #[inline(never)]
+    fn finish_cancelled<F: FnMut(Completion<'_>)>(&mut self, f: &mut F) {
+        for k in 0..self.cancelled.len() {
+            let idx = self.cancelled[k];
+            let s = &mut self.slots[idx as usize];
+            if s.outcome != Outcome::Error(RpcError::Cancelled) {
+                continue;
+            }
+            match s.state {
+                State::Invalidating => self.finish(idx, f),
+                State::Resend => {
+                    f(Completion {
+                        tag: s.tag,
+                        xid: s.xid,
+                        result: Err(RpcError::Cancelled),
+                    });
+                    s.state = State::Free;
+                    self.free.push(idx);
+                    self.resend_n -= 1;
+                }
+                _ => {}
+            }
+        }
+        self.cancelled.clear();
+    }
+
     /// Holds back the Sends of the Short Calls submitted from now on, to post them together
     /// (one list: on the soft fabric one claim of the server's receives for all of them, on
     /// verbs one doorbell) at [`uncork`](Self::uncork), at the next
@@ -1107,6 +1223,9 @@ impl<P: Provider> Client<P> {
         F: FnMut(Completion<'_>),
     {
         self.post_queued();
+        if !self.cancelled.is_empty() {
+            self.finish_cancelled(&mut f);
+        }
         if self.dead {
             return self.recover(&mut f);
         }
@@ -1282,7 +1401,11 @@ impl<P: Provider> Client<P> {
         let i = (xid & SLOT_MASK) as usize;
         let matches = i < self.slots.len()
             && self.slots[i].xid == xid
-            && matches!(self.slots[i].state, State::Sent | State::Zombie);
+            && match self.slots[i].state {
+                State::Sent | State::Zombie => true,
+                State::Invalidating => self.slots[i].given_up().is_some(),
+                _ => false,
+            };
         if !matches {
             bump(&self.stats.discards, 1);
             self.reposts.push(ridx);
@@ -1299,6 +1422,18 @@ impl<P: Provider> Client<P> {
             });
             slot.state = State::Free;
             self.free.push(i as u32);
+            self.reposts.push(ridx);
+            return;
+        }
+        if slot.state == State::Invalidating {
+            // A late reply to an RPC given up (timed out or cancelled) whose windows are
+            // still being invalidated: its credit comes back when they are (`finish`).
+            slot.grant = if err.is_some() {
+                None
+            } else {
+                Some(h.credit())
+            };
+            slot.answered = true;
             self.reposts.push(ridx);
             return;
         }
@@ -1377,18 +1512,30 @@ impl<P: Provider> Client<P> {
     /// Posts Local Invalidates for the RPC's windows still bound (the last one signaled)
     /// and finishes the RPC when none is left (RFC 8166 §4.4.1, §8.1.3).
     fn invalidate<F: FnMut(Completion<'_>)>(&mut self, idx: u32, f: &mut F) {
-        let slot = &mut self.slots[idx as usize];
-        let pending: [Option<u32>; 2] = slot.bound;
-        let count = pending.iter().flatten().count();
-        if count == 0 {
-            return self.finish(idx, f);
+        match self.post_invalidates(idx) {
+            Ok(true) => {}
+            Ok(false) => self.finish(idx, f),
+            Err(()) => self.lose(f),
         }
-        let Some(qp) = self.qp.as_mut() else {
-            return self.lose(f);
-        };
+    }
+
+    /// Marks the slot `Invalidating` and posts Local Invalidates for its windows still
+    /// bound, the last one signaled: true if it posted any (the RPC finishes when the last
+    /// completes), false if none was bound; `Err` if the queue pair is gone or refused a
+    /// post (the connection must be ended).
+    fn post_invalidates(&mut self, idx: u32) -> Result<bool, ()> {
+        let slot = &mut self.slots[idx as usize];
         // Before posting: a loss while posting then delivers the reply already in hand
         // (`lose`'s Invalidating arm) instead of sending the Call again.
         slot.state = State::Invalidating;
+        let pending: [Option<u32>; 2] = slot.bound;
+        let count = pending.iter().flatten().count();
+        if count == 0 {
+            return Ok(false);
+        }
+        let Some(qp) = self.qp.as_mut() else {
+            return Err(());
+        };
         let mut left = count;
         for rkey in pending.iter().flatten() {
             left -= 1;
@@ -1401,11 +1548,12 @@ impl<P: Provider> Client<P> {
                 wr = wr.signaled();
             }
             if qp.post_send(&wr).is_err() {
-                return self.lose(f);
+                return Err(());
             }
             bump(&self.stats.local_invalidations, 1);
         }
         slot.bound = [None; 2];
+        Ok(true)
     }
 
     /// Hands the finished RPC to `f`, then frees its receive buffer, slot and credit.
@@ -1414,14 +1562,17 @@ impl<P: Provider> Client<P> {
         let slot = &self.slots[i];
         let stats = &self.stats;
         match (slot.outcome, slot.recv_idx) {
-            (Outcome::Error(RpcError::Timeout), _) => {
+            (Outcome::Error(e @ (RpcError::Timeout | RpcError::Cancelled)), _) => {
                 f(Completion {
                     tag: slot.tag,
                     xid: slot.xid,
-                    result: Err(RpcError::Timeout),
+                    result: Err(e),
                 });
-                self.slots[i].state = State::Zombie;
-                return;
+                if !slot.answered {
+                    // The reply may still come: the slot keeps its credit until then.
+                    self.slots[i].state = State::Zombie;
+                    return;
+                }
             }
             (Outcome::Error(e), ridx) => {
                 f(Completion {
@@ -1762,21 +1913,16 @@ impl<P: Provider> Client<P> {
                     self.resend_n += 1;
                     continue;
                 }
-                State::Resend if retransmit => continue,
+                State::Resend if retransmit && s.given_up().is_none() => continue,
                 State::Invalidating if retransmit => {
-                    // The reply (or error, or timeout) is in hand: deliver it.
+                    // The reply (or error, timeout or cancel) is in hand: deliver it.
                     self.finish(i as u32, f);
                 }
                 State::Sent | State::Invalidating | State::Resend => {
-                    let timed_out = s.outcome == Outcome::Error(RpcError::Timeout);
                     f(Completion {
                         tag: s.tag,
                         xid: s.xid,
-                        result: Err(if timed_out {
-                            RpcError::Timeout
-                        } else {
-                            RpcError::ConnectionLost
-                        }),
+                        result: Err(s.given_up().unwrap_or(RpcError::ConnectionLost)),
                     });
                     if s.state == State::Resend {
                         self.resend_n -= 1;
@@ -1792,6 +1938,8 @@ impl<P: Provider> Client<P> {
         }
         self.credits.reset();
         self.reposts.clear();
+        // Every cancelled RPC was completed above.
+        self.cancelled.clear();
         self.recovery = retransmit.then_some(Recovery {
             attempts: 0,
             next_at: now,
