@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 30
 # Debian packages the build needs beyond the Rust toolchain.
 DEB_PACKAGES := build-essential pkg-config libibverbs-dev librdmacm-dev libclang1-14 libclang-common-14-dev
 
-.PHONY: all deps run test bench fuzz lint fmt-check clippy unit build clean vm-test vm-bench
+.PHONY: all deps run test bench compare fuzz lint fmt-check clippy unit build clean vm-test vm-bench
 
 all: build
 
@@ -57,6 +57,11 @@ bench: build
 	$(RPCRDMA) bench rpc --workload null --depth 1 --seconds 2
 	$(RPCRDMA) bench rpc --workload null --depth 32 --seconds 2
 	$(RPCRDMA) bench rpc --workload write:4k,read:4k,write:64k,read:64k --depth 1 --seconds 2
+
+## compare: a null RPC's round trip beside independent transports measured in the same
+## rounds: the cache-line ping-pong, UCX's shared-memory tag ping-pong, TCP over loopback
+compare: build
+	tools/compare.sh $(or $(ROUNDS),5)
 
 ## vm-test: the verbs provider on soft-RoCE in a QEMU guest (builds the guest image from
 ## Debian packages on first use; needs root for that)
