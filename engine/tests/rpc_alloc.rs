@@ -1,12 +1,13 @@
 //! Zero heap allocations per RPC in steady state: null RPCs, Read-chunk and Write-chunk
-//! RPCs with per-RPC memory windows, both ends driven in this thread.
+//! RPCs with per-RPC memory windows, Long Calls with a Reply chunk, and cancelled RPCs,
+//! both ends driven in this thread.
 
 mod common;
 mod counting;
 
 use common::*;
 use rpcrdma_engine::loopback::soft_pair;
-use rpcrdma_engine::requester::CallArgs;
+use rpcrdma_engine::requester::{CallArgs, RpcError};
 
 #[test]
 fn steady_state_rpcs_do_not_allocate() {
@@ -19,6 +20,9 @@ fn steady_state_rpcs_do_not_allocate() {
     write.bulk_arg = Some(&data);
     let mut read = CallArgs::new(PROG, VERS, READ, &read_args, 4);
     read.bulk_results = &[20_000];
+    // Larger than both inline thresholds: a Position-Zero Long Call and a Long Reply.
+    let big = opaque(&pattern(5, 6000));
+    let echo = CallArgs::new(PROG, VERS, ECHO, &big, big.len() as u32);
     let round = |c: &mut _, s: &mut _| {
         // 16 null RPCs in flight, then one of each chunked form.
         let mut done = 0;
@@ -36,6 +40,20 @@ fn steady_state_rpcs_do_not_allocate() {
         assert!(call(c, s, &read, |comp| comp.result.unwrap().bulk()[0]
             .len()
             == 20_000));
+        assert!(call(c, s, &echo, |comp| comp.result.unwrap().results == big));
+        // A cancelled RPC completes at the next poll; its late reply frees the credit.
+        let xid = c_submit(c, &null, 99).unwrap();
+        c.cancel(xid).unwrap();
+        let mut cancelled = 0;
+        c.poll_completions(|comp| {
+            assert_eq!(comp.result.err(), Some(RpcError::Cancelled));
+            cancelled += 1;
+        });
+        assert_eq!(cancelled, 1);
+        while c.in_flight() > 0 {
+            s_poll(s);
+            assert_eq!(c_poll(c), 0, "a late reply completes nothing");
+        }
     };
     for _ in 0..50 {
         round(&mut c, &mut s);
@@ -46,7 +64,12 @@ fn steady_state_rpcs_do_not_allocate() {
         }
     });
     assert_eq!(allocs, 0, "allocations per RPC");
-    assert!(c.snapshot().registrations > 0 && c.snapshot().remote_invalidations > 0);
+    let st = c.snapshot();
+    assert!(st.registrations > 0 && st.remote_invalidations > 0);
+    assert_eq!(
+        (st.long_calls, st.long_replies, st.cancels),
+        (550, 550, 550)
+    );
     counting::assert_counter_counts();
 }
 
