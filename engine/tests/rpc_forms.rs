@@ -330,3 +330,38 @@ fn blocking_call_with_server_thread() {
     let st = t.join().unwrap();
     assert_eq!(st.rpcs, 200);
 }
+
+/// Sends posted inline (copied into the work request) up to `inline_sends` bytes, gathered
+/// from the buffer beyond: ECHOs whose Call and reply sizes fall just under, at and just
+/// over the inline size come back byte for byte, for several sizes; the size asked is
+/// clamped to the device's limit (soft: 1024).
+#[test]
+fn echoes_around_the_inline_send_size() {
+    for (asked, granted) in [(0, 0), (100, 100), (256, 256), (5000, 1024)] {
+        let (mut c, mut s) = pair(ConnConfig {
+            inline_sends: asked,
+            ..config()
+        });
+        assert_eq!((c.inline_sends(), s.inline_sends()), (granted, granted));
+        let mut lens = vec![0, 1, 4, 100];
+        // Call: 68 + 4 + padded data; reply: 52 + 4 + padded data.
+        for overhead in [72usize, 56] {
+            for delta in [-8i64, -4, -1, 0, 1, 4] {
+                let len = granted as i64 - overhead as i64 + delta;
+                if len >= 0 {
+                    lens.push(len as usize);
+                }
+            }
+        }
+        for len in lens {
+            let args = opaque(&pattern(len as u32 + 7, len));
+            let a = CallArgs::new(PROG, VERS, ECHO, &args, args.len() as u32);
+            let echoed = call(&mut c, &mut s, &a, |comp| {
+                comp.result.unwrap().results.to_vec()
+            });
+            assert_eq!(echoed, args, "echo of {len} with inline {granted}");
+        }
+        let st = c.snapshot();
+        assert_eq!((st.long_calls, st.long_replies), (0, 0));
+    }
+}

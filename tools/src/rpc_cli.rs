@@ -42,6 +42,10 @@ pub struct ConnOpts {
     /// Size), at least 1024.
     #[arg(long, default_value_t = 4096)]
     inline: u32,
+    /// Sends of at most this many bytes are posted inline (copied into the work request:
+    /// no DMA read of the buffer by a NIC), within the device's limit; 0: never.
+    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_INLINE_SENDS)]
+    inline_sends: u32,
     /// Refuse Send With Invalidate (RFC 8797 R bit clear).
     #[arg(long)]
     no_remote_invalidation: bool,
@@ -67,6 +71,7 @@ impl ConnOpts {
             credits: self.credits,
             initial_grant: self.credits,
             bulk_size: self.bulk_size,
+            inline_sends: self.inline_sends,
             registration: if self.persistent {
                 Registration::Persistent
             } else {

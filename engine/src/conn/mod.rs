@@ -20,7 +20,7 @@ pub use negotiate::{Negotiation, NegotiationError};
 pub use sq::SendQueue;
 
 use crate::fabric::{
-    Access, ConnectError, FabricError, PostError, Provider, QueuePair, RecvWr, Sge,
+    Access, ConnectError, FabricError, Payload, PostError, Provider, QueuePair, RecvWr, Sge,
 };
 use crate::pool::{Buf, BufferPool, PoolConfig, PoolError};
 use wrid::Kind;
@@ -103,11 +103,41 @@ pub struct ConnConfig {
     pub registration: Registration,
     /// Connection establishment timeout.
     pub connect_timeout: Duration,
+    /// Sends (Calls, replies) of at most this many bytes are posted inline: their bytes are
+    /// copied into the work request when it is posted (`IBV_SEND_INLINE`), which spares a
+    /// NIC the DMA read of the send buffer on every small message. Clamped to what the
+    /// device grants a queue pair; 0 never posts inline.
+    pub inline_sends: u32,
     /// Requester: retransmit pending Calls on a new connection after a loss; `None` (the
     /// default) completes them with `ConnectionLost` and leaves reconnecting to the caller.
     /// Needs [`Registration::Windows`]: persistent regions would keep their rkeys across
     /// connections.
     pub retransmit: Option<RetransmitPolicy>,
+}
+
+/// The bytes of a Send from `buf`, whose span `sge` covers: inline (copied when posted)
+/// when they fit in `inline_max`, else gathered from the registered buffer.
+#[inline]
+pub(crate) fn send_payload<'a, P: Provider>(
+    buf: &'a Buf<P>,
+    sge: &'a Sge,
+    inline_max: u32,
+) -> Payload<'a> {
+    if sge.length <= inline_max {
+        Payload::Inline(view::bytes(buf, sge.length as usize))
+    } else {
+        Payload::Sges(core::slice::from_ref(sge))
+    }
+}
+
+/// The default [`ConnConfig::inline_sends`]: a Short Call or reply of a few hundred bytes
+/// (a null RPC's are 68 and 52), within what NICs commonly allow inline (rxe: 240 or more,
+/// mlx5: 256 or more; the device's own limit wins).
+pub const DEFAULT_INLINE_SENDS: u32 = 256;
+
+/// The inline size to ask a queue pair for: `inline_sends`, at most what the device allows.
+pub(crate) fn inline_cap(config: &ConnConfig, device_max: u32) -> u32 {
+    config.inline_sends.min(device_max)
 }
 
 impl Default for ConnConfig {
@@ -123,6 +153,7 @@ impl Default for ConnConfig {
             max_reads: 8,
             registration: Registration::Windows,
             connect_timeout: Duration::from_secs(5),
+            inline_sends: DEFAULT_INLINE_SENDS,
             retransmit: None,
         }
     }

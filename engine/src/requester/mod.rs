@@ -47,12 +47,13 @@ use rpcrdma_proto::xdr::pad4;
 
 use crate::conn::wrid::{self, Kind};
 use crate::conn::{
-    self, view, ConnConfig, ConnError, Negotiation, Registration, RequesterCredits, SendQueue,
+    self, send_payload, view, ConnConfig, ConnError, Negotiation, Registration, RequesterCredits,
+    SendQueue,
 };
 use crate::dispatch::MAX_BULK_RESULTS;
 use crate::fabric::{
-    Access, CompletionQueue, Device, MemoryRegion, MemoryWindow, MwBind, ProtectionDomain,
-    Provider, QpCaps, QpInit, QueuePair, SendWr, Sge, Wc, WcStatus,
+    Access, CompletionQueue, Device, MemoryRegion, MemoryWindow, MwBind, Payload, ProtectionDomain,
+    Provider, QpCaps, QpInit, QueuePair, SendOp, SendWr, Sge, Wc, WcStatus,
 };
 use crate::pool::{Buf, BufferPool};
 use crate::stats::{bump, Counters, Snapshot};
@@ -449,6 +450,11 @@ pub struct Client<P: Provider> {
     dead: bool,
     /// Slots in `State::Resend`.
     resend_n: u32,
+    /// Inline size asked of each queue pair ([`ConnConfig::inline_sends`] within the
+    /// device's limit), and the one the current queue pair granted: Calls of at most
+    /// `inline_max` bytes are posted inline.
+    inline_cap: u32,
+    inline_max: u32,
     /// Slots of RPCs cancelled with nothing to invalidate, completed at the next poll (at
     /// most one entry per slot: room for all is made at connection time).
     cancelled: Vec<u32>,
@@ -485,10 +491,15 @@ struct Queued {
 /// The Send of the Call in slot `idx`, numbered and signaled as the send queue's `post`
 /// said (`SendQueue::post`).
 #[inline]
-fn call_send<P: Provider>(idx: u32, (seq, signaled): (u64, bool), sge: &[Sge]) -> SendWr<'_, P> {
-    let wr = SendWr::send(
+fn call_send<P: Provider>(
+    idx: u32,
+    (seq, signaled): (u64, bool),
+    payload: Payload<'_>,
+) -> SendWr<'_, P> {
+    let wr = SendWr::new(
         wrid::pack(Kind::Send, idx, if signaled { seq } else { 0 }),
-        sge,
+        SendOp::Send,
+        payload,
     );
     if signaled {
         wr.signaled()
@@ -599,6 +610,8 @@ impl<P: Provider> Client<P> {
             idle_polls: 0,
             dead: true,
             resend_n: 0,
+            inline_cap: conn::inline_cap(&config, device.attr().max_inline_data),
+            inline_max: 0,
             recovery: None,
             closing: false,
             wc: [Wc::default(); POLL_BATCH],
@@ -619,7 +632,7 @@ impl<P: Provider> Client<P> {
             max_recv_wr: n,
             max_send_sge: 2,
             max_recv_sge: 1,
-            max_inline_data: 0,
+            max_inline_data: self.inline_cap,
         };
         let local = Negotiation::advertise(&self.config);
         let init = QpInit::new(&self.cq, &self.cq, caps);
@@ -628,6 +641,7 @@ impl<P: Provider> Client<P> {
             conn::post_all_recvs::<P>(qp, recv)
         })?;
         self.negotiation = Negotiation::complete(Role::Client, local, peer.as_bytes());
+        self.inline_max = qp.caps().max_inline_data.min(self.inline_cap);
         self.qp = Some(qp);
         self.sq.reset();
         self.credits.reset();
@@ -677,6 +691,12 @@ impl<P: Provider> Client<P> {
     /// What was negotiated with the responder.
     pub fn negotiation(&self) -> &Negotiation {
         &self.negotiation
+    }
+
+    /// The largest Call posted inline on the current connection ([`ConnConfig::inline_sends`]
+    /// within what the device and the queue pair granted).
+    pub fn inline_sends(&self) -> u32 {
+        self.inline_max
     }
 
     /// The credit state.
@@ -1140,19 +1160,18 @@ impl<P: Provider> Client<P> {
         let Some(qp) = self.qp.as_mut() else {
             return;
         };
+        let (slots, inline_max) = (&self.slots, self.inline_max);
         let posted = if let [q] = &self.queued[..n] {
             // One Send: one work request, without building (and zeroing) the 32-entry list
             // (measured: some 80 ns of a depth-1 round trip).
-            qp.post_send(&call_send(
-                q.idx,
-                (q.seq, q.signaled),
-                core::slice::from_ref(&q.sge),
-            ))
-            .is_ok()
+            let payload = send_payload(&slots[q.idx as usize].send, &q.sge, inline_max);
+            qp.post_send(&call_send(q.idx, (q.seq, q.signaled), payload))
+                .is_ok()
         } else {
             let mut wrs = [SendWr::<P>::send(0, &[]); CORK_MAX];
             for (wr, q) in wrs.iter_mut().zip(&self.queued[..n]) {
-                *wr = call_send(q.idx, (q.seq, q.signaled), core::slice::from_ref(&q.sge));
+                let payload = send_payload(&slots[q.idx as usize].send, &q.sge, inline_max);
+                *wr = call_send(q.idx, (q.seq, q.signaled), payload);
             }
             qp.post_send_list(&wrs[..n]).is_ok()
         };
@@ -1190,7 +1209,8 @@ impl<P: Provider> Client<P> {
             q.idx = idx;
             self.n_queued += 1;
         } else {
-            let wr = call_send(idx, post, core::slice::from_ref(&sge));
+            let payload = send_payload(&self.slots[idx as usize].send, &sge, self.inline_max);
+            let wr = call_send(idx, post, payload);
             let posted = self.qp.as_mut().is_some_and(|qp| {
                 let ok = qp.post_send(&wr).is_ok();
                 if !ok {
@@ -1872,8 +1892,9 @@ impl<P: Provider> Client<P> {
         if !encode_call_header(slot, &reads[..nr], slot.xid, credit, nomsg, old_hlen) {
             return Err(Retransmit::Corrupt);
         }
-        let sge = [slot.send.sge_span(0, send_len as u32)];
-        let wr = call_send(idx, self.sq.post(false), &sge);
+        let sge = slot.send.sge_span(0, send_len as u32);
+        let payload = send_payload(&slot.send, &sge, self.inline_max);
+        let wr = call_send(idx, self.sq.post(false), payload);
         qp.post_send(&wr).map_err(|_| Retransmit::Post)?;
         self.credits.take();
         // Its XID, tag and deadline are kept.

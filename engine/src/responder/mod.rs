@@ -38,11 +38,13 @@ use rpcrdma_proto::rpc::{CallHeader, ReplyHeader};
 use rpcrdma_proto::verdict::{self, AcceptedCall, Action, CallSummary, Verdict};
 
 use crate::conn::wrid::{self, Kind};
-use crate::conn::{self, view, ConnConfig, ConnError, Negotiation, ResponderCredits, SendQueue};
+use crate::conn::{
+    self, send_payload, view, ConnConfig, ConnError, Negotiation, ResponderCredits, SendQueue,
+};
 use crate::dispatch::{Dispatch, Lookup, Outcome, Request, Response};
 use crate::fabric::{
-    Access, CompletionQueue, ConnRequest, Device, Listener, Provider, QpCaps, QpInit, QueuePair,
-    RemoteAddr, SendWr, Sge, Wc, WcStatus,
+    Access, CompletionQueue, ConnRequest, Device, Listener, Payload, Provider, QpCaps, QpInit,
+    QueuePair, RemoteAddr, SendOp, SendWr, Sge, Wc, WcStatus,
 };
 use crate::pool::{Buf, BufferPool};
 use crate::stats::{bump, Counters, Snapshot};
@@ -158,6 +160,9 @@ struct Io<P: Provider> {
     /// The per-RPC counters of the current poll, published to `stats` when it ends.
     tally: Tally,
     dead: bool,
+    /// Replies of at most this many bytes are posted inline ([`ConnConfig::inline_sends`]
+    /// within what the device and the queue pair granted).
+    inline_max: u32,
 }
 
 /// The counters every Short RPC moves, summed in plain integers during one
@@ -268,12 +273,13 @@ impl<P: Provider> ServerConn<P> {
             max_recv_wr: credits,
             max_send_sge: 2,
             max_recv_sge: 1,
-            max_inline_data: 0,
+            max_inline_data: conn::inline_cap(&config, device.attr().max_inline_data),
         };
         let init = QpInit::new(&cq, &cq, caps);
         let qp = req.accept(&pd, init, &local.encode(), timeout, |qp| {
             conn::post_all_recvs::<P>(qp, &recv)
         })?;
+        let inline_max = qp.caps().max_inline_data.min(caps.max_inline_data);
         let max_segs = config.recv_size as usize / 20 + 1;
         let slots = (0..credits)
             .map(|_| Slot {
@@ -293,6 +299,7 @@ impl<P: Provider> ServerConn<P> {
                 stats: Arc::new(Counters::default()),
                 tally: Tally::default(),
                 dead: false,
+                inline_max,
             },
             cq,
             recv,
@@ -322,6 +329,12 @@ impl<P: Provider> ServerConn<P> {
     /// What was negotiated with the client.
     pub fn negotiation(&self) -> &Negotiation {
         &self.negotiation
+    }
+
+    /// The largest reply posted inline ([`ConnConfig::inline_sends`] within what the device
+    /// and the queue pair granted).
+    pub fn inline_sends(&self) -> u32 {
+        self.io.inline_max
     }
 
     /// The grant advertised in every reply.
@@ -749,8 +762,10 @@ impl<P: Provider> ServerConn<P> {
         }
         if let [s] = self.sends[..] {
             // One reply: one work request, without the batch arrays.
-            let sge = self.ring[s.ring as usize].sge_span(0, s.len);
-            let wr = self.reply_wr(s, core::slice::from_ref(&sge));
+            let buf = &self.ring[s.ring as usize];
+            let sge = buf.sge_span(0, s.len);
+            let payload = send_payload(buf, &sge, self.io.inline_max);
+            let wr = reply_wr(&mut self.io, &mut self.ring_seq, s, payload);
             if self.io.qp.post_send(&wr).is_err() {
                 self.lose();
                 return done;
@@ -770,7 +785,9 @@ impl<P: Provider> ServerConn<P> {
             let mut wrs = [SendWr::<P>::send(0, &[]); POLL_BATCH];
             for j in 0..n {
                 let s = self.sends[k + j];
-                wrs[j] = self.reply_wr(s, core::slice::from_ref(&sges[j]));
+                let buf = &self.ring[s.ring as usize];
+                let payload = send_payload(buf, &sges[j], self.io.inline_max);
+                wrs[j] = reply_wr(&mut self.io, &mut self.ring_seq, s, payload);
             }
             if self.io.qp.post_send_list(&wrs[..n]).is_err() {
                 self.lose();
@@ -785,22 +802,30 @@ impl<P: Provider> ServerConn<P> {
         }
         done
     }
+}
 
-    /// The Send (with Invalidate when the reply names an rkey) of reply `s`, taking its
-    /// send-queue slot and counting its bytes.
-    #[inline]
-    fn reply_wr<'a>(&mut self, s: PendingSend, sge: &'a [Sge]) -> SendWr<'a, P> {
-        let (seq, signaled) = self.io.sq.post(false);
-        self.ring_seq[s.ring as usize] = seq;
-        let id = wrid::pack(Kind::Send, s.ring, if signaled { seq } else { 0 });
-        let mut wr = match s.inv {
-            Some(rkey) => SendWr::send_with_inv(id, sge, rkey),
-            None => SendWr::send(id, sge),
-        };
-        if signaled {
-            wr = wr.signaled();
-        }
-        self.io.tally.bytes_sent += u64::from(s.len);
+/// The Send (with Invalidate when the reply names an rkey) of reply `s` with `payload`,
+/// taking its send-queue slot (noted in `ring_seq` for its ring buffer) and counting its
+/// bytes.
+#[inline]
+fn reply_wr<'a, P: Provider>(
+    io: &mut Io<P>,
+    ring_seq: &mut [u64],
+    s: PendingSend,
+    payload: Payload<'a>,
+) -> SendWr<'a, P> {
+    let (seq, signaled) = io.sq.post(false);
+    ring_seq[s.ring as usize] = seq;
+    let id = wrid::pack(Kind::Send, s.ring, if signaled { seq } else { 0 });
+    let op = match s.inv {
+        Some(rkey) => SendOp::SendWithInv { rkey },
+        None => SendOp::Send,
+    };
+    let wr = SendWr::new(id, op, payload);
+    io.tally.bytes_sent += u64::from(s.len);
+    if signaled {
+        wr.signaled()
+    } else {
         wr
     }
 }
