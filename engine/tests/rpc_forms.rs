@@ -5,10 +5,14 @@ mod common;
 
 use common::*;
 use rpcrdma_engine::conn::{ConnConfig, Registration};
+use rpcrdma_engine::dispatch::{Dispatch, Outcome, ProcSpec};
 use rpcrdma_engine::fabric::soft::Soft;
 use rpcrdma_engine::loopback::soft_pair;
-use rpcrdma_engine::requester::{CallArgs, Client};
+use rpcrdma_engine::program::register;
+use rpcrdma_engine::requester::{CallArgs, Client, SubmitError};
 use rpcrdma_engine::responder::ServerConn;
+use rpcrdma_proto::rpc::{AuthSys, Gids, OpaqueAuth, AUTH_SYS, MAX_AUTH_BYTES};
+use std::sync::Arc;
 
 fn pair(cfg: ConnConfig) -> (Client<Soft>, ServerConn<Soft>) {
     soft_pair(dispatch(), cfg, cfg).expect("pair")
@@ -364,4 +368,114 @@ fn echoes_around_the_inline_send_size() {
         let st = c.snapshot();
         assert_eq!((st.long_calls, st.long_replies), (0, 0));
     }
+}
+
+/// RFC 5531 §8.2, §9: a Call carries its caller's credential — AUTH_SYS, or any flavor with
+/// a body of up to 400 bytes — in every form (Short, with a Read chunk, Long), and the
+/// handler sees it as sent; a longer body is refused when submitted.
+#[test]
+fn credentials_reach_the_handler_in_every_form() {
+    const WHO: u32 = 7;
+    let mut d = Dispatch::new();
+    register(&mut d);
+    // Results: the credential's flavor, body length and body checksum, the AUTH_SYS uid, gid
+    // and group count (all ones when it is not AUTH_SYS), and the arguments' length.
+    let spec = ProcSpec {
+        max_results: 28,
+        ddp_arg: true,
+        ddp_results: 0,
+    };
+    d.register(PROG, VERS, WHO, spec, |req, resp| {
+        let c = req.cred;
+        let (uid, gid, ngids) = match c.auth_sys() {
+            Some(Ok(s)) => (s.uid, s.gid, s.gids.len() as u32),
+            _ => (u32::MAX, u32::MAX, u32::MAX),
+        };
+        let words = [
+            c.flavor,
+            c.body.len() as u32,
+            checksum(c.body),
+            uid,
+            gid,
+            ngids,
+            req.args.len() as u32,
+        ];
+        let out: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+        resp.write_results(&out);
+        Outcome::Success
+    });
+    let (mut c, mut s) = soft_pair(Arc::new(d), config(), config()).expect("pair");
+    let gids = [10, 20, 30];
+    let sys = AuthSys {
+        stamp: 77,
+        machinename: b"storage-node-1",
+        uid: 1000,
+        gid: 100,
+        gids: Gids::new(&gids).unwrap(),
+    };
+    let mut sys_body = vec![0; sys.encoded_len()];
+    sys.encode(&mut sys_body).unwrap();
+    let odd: Vec<u8> = (0..397u32).map(|i| i as u8).collect();
+    let full = pattern(9, MAX_AUTH_BYTES);
+    let creds = [
+        OpaqueAuth::NONE,
+        OpaqueAuth::new(AUTH_SYS, &sys_body),
+        OpaqueAuth::new(0x4000_0001, &odd),
+        OpaqueAuth::new(0x4000_0002, &full),
+    ];
+    let small = [0u8; 8];
+    let long_args = pattern(3, 6000);
+    let bulk = pattern(4, 20_000);
+    let before = c.snapshot();
+    for cred in creds {
+        // Short; Read chunk (the DDP-eligible opaque); Long (arguments over the threshold).
+        for (args, with_bulk) in [
+            (&small[..], false),
+            (&small[..], true),
+            (&long_args[..], false),
+        ] {
+            let mut a = CallArgs::new(PROG, VERS, WHO, args, 28);
+            a.cred = cred;
+            if with_bulk {
+                a.bulk_arg = Some(&bulk);
+            }
+            let got = call(&mut c, &mut s, &a, |comp| {
+                let r = comp.result.expect("reply");
+                assert!(r.is_success());
+                (0..7)
+                    .map(|k| word(r.results, 4 * k).unwrap())
+                    .collect::<Vec<u32>>()
+            });
+            let (uid, gid, ngids) = if cred.flavor == AUTH_SYS {
+                (1000, 100, 3)
+            } else {
+                (u32::MAX, u32::MAX, u32::MAX)
+            };
+            let args_len = args.len() + if with_bulk { 4 + bulk.len() } else { 0 };
+            let want = [
+                cred.flavor,
+                cred.body.len() as u32,
+                checksum(cred.body),
+                uid,
+                gid,
+                ngids,
+                args_len as u32,
+            ];
+            assert_eq!(got, want, "{cred:?} args {} bulk {with_bulk}", args.len());
+        }
+    }
+    let after = c.snapshot();
+    assert_eq!(after.short_calls - before.short_calls, 4);
+    assert_eq!(after.chunked_calls - before.chunked_calls, 4);
+    assert_eq!(after.long_calls - before.long_calls, 4);
+    let too_long = vec![0u8; MAX_AUTH_BYTES + 1];
+    let mut a = CallArgs::new(PROG, VERS, WHO, &small, 28);
+    a.cred = OpaqueAuth::new(AUTH_SYS, &too_long);
+    assert!(matches!(c.submit(&a, 1), Err(SubmitError::Invalid(_))));
+    assert_eq!(c.in_flight(), 0);
+}
+
+fn checksum(b: &[u8]) -> u32 {
+    b.iter()
+        .fold(7u32, |a, &x| a.wrapping_mul(31).wrapping_add(u32::from(x)))
 }

@@ -40,7 +40,7 @@ use rpcrdma_proto::header::{
 use rpcrdma_proto::plan::{self, CallForm, CallShape, DdpItem, PlanError, Thresholds};
 use rpcrdma_proto::private_data::Role;
 use rpcrdma_proto::rpc::{
-    CallHeader, OpaqueAuth, ReplyHeader, AUTH_NONE_ACCEPTED_LEN, AUTH_NONE_CALL_LEN,
+    CallHeader, OpaqueAuth, ReplyHeader, AUTH_NONE_ACCEPTED_LEN, AUTH_NONE_CALL_LEN, MAX_AUTH_BYTES,
 };
 use rpcrdma_proto::verdict;
 use rpcrdma_proto::xdr::pad4;
@@ -152,11 +152,15 @@ pub struct CallArgs<'a> {
     pub max_results: u32,
     /// How long to wait for the reply.
     pub timeout: Duration,
+    /// The credential (RFC 5531 §8.2, §9): AUTH_NONE by default; AUTH_SYS (its body made
+    /// with [`AuthSys::encode`](rpcrdma_proto::rpc::AuthSys::encode)) or any other flavor
+    /// with a body of at most 400 bytes. The verifier sent is AUTH_NONE.
+    pub cred: OpaqueAuth<'a>,
 }
 
 impl<'a> CallArgs<'a> {
-    /// A Call with inline arguments only, results of at most `max_results` bytes and a
-    /// 5-second timeout.
+    /// A Call with inline arguments only, results of at most `max_results` bytes, an
+    /// AUTH_NONE credential and a 5-second timeout.
     pub fn new(prog: u32, vers: u32, proc_num: u32, args: &'a [u8], max_results: u32) -> Self {
         CallArgs {
             prog,
@@ -167,6 +171,7 @@ impl<'a> CallArgs<'a> {
             bulk_results: &[],
             max_results,
             timeout: Duration::from_secs(5),
+            cred: OpaqueAuth::NONE,
         }
     }
 }
@@ -759,6 +764,9 @@ impl<P: Provider> Client<P> {
         if call.bulk_results.len() > MAX_WRITE_CHUNKS {
             return Err(SubmitError::Invalid("too many DDP-eligible results"));
         }
+        if call.cred.body.len() > MAX_AUTH_BYTES {
+            return Err(SubmitError::Invalid("credential body over 400 bytes"));
+        }
         if self.sq.room() < 8 || self.free.is_empty() || self.credits.available() == 0 {
             return Err(SubmitError::WouldBlock);
         }
@@ -769,6 +777,7 @@ impl<P: Provider> Client<P> {
         if call.bulk_arg.is_none_or(<[u8]>::is_empty)
             && call.bulk_results.is_empty()
             && max_seg != 0
+            && call.cred == OpaqueAuth::NONE
         {
             let send_len = BARE_MSG_LEN + CALL_HEADER_LEN + call.args.len();
             let max_reply =
@@ -783,7 +792,10 @@ impl<P: Provider> Client<P> {
         // Work requests go out in the order their send-queue numbers were given.
         self.post_queued();
         let bulk = call.bulk_arg.filter(|b| !b.is_empty());
-        let args_end = CALL_HEADER_LEN + call.args.len();
+        // The RPC call header with this credential (its body padded) and an AUTH_NONE
+        // verifier.
+        let call_header_len = CALL_HEADER_LEN + pad4(call.cred.body.len());
+        let args_end = call_header_len + call.args.len();
         let call_len = args_end + bulk.map_or(0, |b| 4 + pad4(b.len()));
         let item = bulk.map(|b| DdpItem {
             offset: (args_end + 4) as u32,
@@ -859,7 +871,7 @@ impl<P: Provider> Client<P> {
             call.prog,
             call.vers,
             call.proc_num,
-            OpaqueAuth::NONE,
+            call.cred,
             OpaqueAuth::NONE,
         );
 
@@ -875,7 +887,7 @@ impl<P: Provider> Client<P> {
                 self.free.push(idx);
                 return Err(SubmitError::Invalid("call header"));
             }
-            s[CALL_HEADER_LEN..args_end].copy_from_slice(call.args);
+            s[call_header_len..args_end].copy_from_slice(call.args);
             if let Some(b) = bulk {
                 s[args_end..args_end + 4].copy_from_slice(&(b.len() as u32).to_be_bytes());
                 if plan.form == CallForm::Short {
