@@ -247,17 +247,66 @@ fn rkeys_of_a_completed_rpc_are_dead() {
     }
 }
 
+/// The raw server sends `late`, the reply to an RPC already reported (timed out or
+/// cancelled): it completes nothing, and the RPC's credit comes back.
+fn late_reply_frees_the_credit(c: &mut Client<Soft>, e: &mut Ends, late: &[u8]) {
+    assert_eq!(e.send(late), WcStatus::Success);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while c.in_flight() > 0 {
+        c.poll_completions(|x| panic!("a late reply completes nothing: {}", x.xid));
+        assert!(Instant::now() < deadline, "the late reply kept the credit");
+    }
+}
+
+/// A READ whose result lands in a Write chunk of 4096 bytes.
+fn read_call(args: &[u8]) -> CallArgs<'_> {
+    let mut a = CallArgs::new(PROG, VERS, READ, args, 4);
+    a.bulk_results = &[4096];
+    a
+}
+
+/// The reply to a READ that returns its Write chunk unused, with grant 32.
+fn unused_chunk_reply(call: &[u8]) -> Vec<u8> {
+    let h = HeaderView::parse(call).unwrap();
+    let s = h.write_list().iter().next().unwrap().iter().next().unwrap();
+    let unused = [Segment::new(s.handle, 0, s.offset)];
+    reply(
+        h.xid(),
+        Chunks {
+            writes: &[&unused],
+            ..Chunks::NONE
+        },
+        &[0, 0, 0, 0, 0, 0, 0, 0],
+    )
+}
+
 /// A raw server that never replies: the RPC completes with `Timeout` within its timeout,
 /// its window is invalidated first (an RDMA Write to it then fails), and a late reply
 /// gives its credit back.
 #[test]
 fn timeout_invalidates_the_window() {
+    give_up_on_a_read(false);
+}
+
+/// RFC 8166 §4.4.1, §8.1.3: a cancelled RPC completes with `Cancelled` once its window is
+/// invalidated (an RDMA Write to it then fails), exactly once; a second cancel, or one of
+/// an XID never issued, is refused; the RPC keeps its credit until the late reply (§3.3.1),
+/// which completes nothing.
+#[test]
+fn cancel_invalidates_the_window_before_completing() {
+    give_up_on_a_read(true);
+}
+
+/// A READ (its result in a Write chunk) given up — cancelled, or timed out after 50 ms —
+/// while the raw server holds its Call: checked as the two tests above say.
+fn give_up_on_a_read(cancel: bool) {
     let (mut c, mut e, _rs) = connect(true, true);
     warm_up(&mut c, &mut e);
     let read_args = [4096u32.to_be_bytes(), 4u32.to_be_bytes()].concat();
-    let mut a = CallArgs::new(PROG, VERS, READ, &read_args, 4);
-    a.bulk_results = &[4096];
-    a.timeout = Duration::from_millis(50);
+    let mut a = read_call(&read_args);
+    if !cancel {
+        a.timeout = Duration::from_millis(50);
+    }
     let t0 = Instant::now();
     let xid = c.submit(&a, 1).unwrap();
     let call = next_call(&mut c, &mut e);
@@ -268,34 +317,29 @@ fn timeout_invalidates_the_window() {
         WcStatus::Success,
         "pending: usable"
     );
-    assert_eq!(completion(&mut c), Err(RpcError::Timeout));
-    let waited = t0.elapsed();
-    assert!(waited >= Duration::from_millis(50), "{waited:?}");
-    assert!(waited < Duration::from_secs(1), "{waited:?}");
-    let st = c.snapshot();
-    assert_eq!((st.timeouts, st.local_invalidations), (1, 1));
-    assert_eq!(c.in_flight(), 1, "the timed-out RPC keeps its credit");
-    // A late reply (plain Send) frees the credit.
-    let h = HeaderView::parse(&call).unwrap();
-    let s = h.write_list().iter().next().unwrap().iter().next().unwrap();
-    let unused = [Segment::new(s.handle, 0, s.offset)];
-    let m = reply(
-        xid,
-        Chunks {
-            writes: &[&unused],
-            ..Chunks::NONE
-        },
-        &[0, 0, 0, 0, 0, 0, 0, 0],
-    );
-    assert_eq!(e.send(&m), WcStatus::Success);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while c.in_flight() > 0 {
-        c.poll_completions(|x| panic!("a late reply completes nothing: {}", x.xid));
-        assert!(
-            Instant::now() < deadline,
-            "late reply did not free the credit"
+    let (want, counts) = if cancel {
+        assert_eq!(c.cancel(xid ^ (1 << 20)), Err(CancelError::NotPending));
+        assert_eq!(c.cancel(xid), Ok(()));
+        assert_eq!(
+            c.cancel(xid),
+            Err(CancelError::NotPending),
+            "cancelled once"
         );
+        (RpcError::Cancelled, (1, 0, 1))
+    } else {
+        (RpcError::Timeout, (0, 1, 1))
+    };
+    assert_eq!(completion(&mut c), Err(want));
+    if !cancel {
+        let waited = t0.elapsed();
+        assert!(waited >= Duration::from_millis(50), "{waited:?}");
+        assert!(waited < Duration::from_secs(1), "{waited:?}");
     }
+    let st = c.snapshot();
+    assert_eq!((st.cancels, st.timeouts, st.local_invalidations), counts);
+    assert_eq!(c.in_flight(), 1, "the RPC given up keeps its credit");
+    assert_eq!(c.cancel(xid), Err(CancelError::NotPending), "completed");
+    late_reply_frees_the_credit(&mut c, &mut e, &unused_chunk_reply(&call));
     // The window is dead.
     assert_eq!(e.rdma_write(keys[0].0, 16, 2), WcStatus::RemAccessErr);
 }
@@ -452,63 +496,6 @@ fn hostile_replies_are_discarded_or_reported() {
     }
 }
 
-/// A READ whose result would land in a Write chunk, with a long timeout.
-fn read_call(args: &[u8]) -> CallArgs<'_> {
-    let mut a = CallArgs::new(PROG, VERS, READ, args, 4);
-    a.bulk_results = &[4096];
-    a
-}
-
-/// The reply to a READ that returns its Write chunk unused, with grant 32.
-fn unused_chunk_reply(call: &[u8]) -> Vec<u8> {
-    let h = HeaderView::parse(call).unwrap();
-    let s = h.write_list().iter().next().unwrap().iter().next().unwrap();
-    let unused = [Segment::new(s.handle, 0, s.offset)];
-    reply(
-        h.xid(),
-        Chunks {
-            writes: &[&unused],
-            ..Chunks::NONE
-        },
-        &[0, 0, 0, 0, 0, 0, 0, 0],
-    )
-}
-
-/// RFC 8166 §4.4.1, §8.1.3: a cancelled RPC completes with `Cancelled` once its window is
-/// invalidated (an RDMA Write to it then fails), exactly once; a second cancel, or one of
-/// an XID never issued, is refused; the RPC keeps its credit until the late reply (§3.3.1),
-/// which completes nothing.
-#[test]
-fn cancel_invalidates_the_window_before_completing() {
-    let (mut c, mut e, _rs) = connect(true, true);
-    warm_up(&mut c, &mut e);
-    let read_args = [4096u32.to_be_bytes(), 4u32.to_be_bytes()].concat();
-    let xid = c.submit(&read_call(&read_args), 1).unwrap();
-    let call = next_call(&mut c, &mut e);
-    let keys = advertised(&call);
-    assert_eq!(keys.len(), 1);
-    assert_eq!(e.rdma_write(keys[0].0, 4096, 1), WcStatus::Success);
-    assert_eq!(c.cancel(xid ^ (1 << 20)), Err(CancelError::NotPending));
-    assert_eq!(c.cancel(xid), Ok(()));
-    assert_eq!(
-        c.cancel(xid),
-        Err(CancelError::NotPending),
-        "cancelled once"
-    );
-    assert_eq!(completion(&mut c), Err(RpcError::Cancelled));
-    let st = c.snapshot();
-    assert_eq!((st.cancels, st.local_invalidations, st.timeouts), (1, 1, 0));
-    assert_eq!(c.in_flight(), 1, "the cancelled RPC keeps its credit");
-    assert_eq!(c.cancel(xid), Err(CancelError::NotPending), "completed");
-    assert_eq!(e.send(&unused_chunk_reply(&call)), WcStatus::Success);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while c.in_flight() > 0 {
-        c.poll_completions(|x| panic!("a late reply completes nothing: {}", x.xid));
-        assert!(Instant::now() < deadline, "late reply kept the credit");
-    }
-    assert_eq!(e.rdma_write(keys[0].0, 16, 2), WcStatus::RemAccessErr);
-}
-
 /// A reply already waiting when the RPC is cancelled arrives while its Local Invalidate is
 /// outstanding: the RPC still completes with `Cancelled` (after the invalidation), and its
 /// credit comes straight back instead of being held for a reply that already came.
@@ -547,12 +534,7 @@ fn cancelled_short_call_completes_at_the_next_poll() {
     assert_eq!((st.cancels, st.local_invalidations), (1, 0));
     let call = next_call(&mut c, &mut e);
     assert_eq!(HeaderView::parse(&call).unwrap().xid(), xid);
-    assert_eq!(e.send(&reply(xid, Chunks::NONE, &[])), WcStatus::Success);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while c.in_flight() > 0 {
-        c.poll_completions(|x| panic!("a late reply completes nothing: {}", x.xid));
-        assert!(Instant::now() < deadline, "late reply kept the credit");
-    }
+    late_reply_frees_the_credit(&mut c, &mut e, &reply(xid, Chunks::NONE, &[]));
     warm_up(&mut c, &mut e);
     assert_eq!(c.snapshot().discards, 0);
 }
