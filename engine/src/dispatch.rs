@@ -7,6 +7,10 @@
 //! DDP-eligible results into the registered bulk buffer ([`Response::push_bulk`]). The
 //! responder then sends, writes or places them; the handler never copies for the transport.
 //!
+//! A handler that cannot answer at once (storage I/O under way) returns
+//! [`Outcome::Deferred`] and answers later with the ticket [`Response::deferred`] gives it,
+//! through [`ServerConn::complete`](crate::responder::ServerConn::complete).
+//!
 //! Missing entries give the RPC answers of RFC 5531 §9: an unknown program is
 //! PROG_UNAVAIL, a known program without the version is PROG_MISMATCH with the lowest and
 //! highest versions registered, a known version without the procedure is PROC_UNAVAIL.
@@ -63,9 +67,30 @@ pub struct Request<'a> {
     pub args: &'a [u8],
 }
 
+/// The ticket of a Call whose handler returned [`Outcome::Deferred`]: given to
+/// [`ServerConn::complete`](crate::responder::ServerConn::complete) later, on the thread
+/// that polls the connection, to answer it. Valid until then, or until the connection is
+/// lost; a ticket used twice, or on another connection, is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Deferred {
+    pub(crate) conn: u64,
+    pub(crate) slot: u32,
+    pub(crate) gen: u32,
+}
+
+impl Deferred {
+    /// The number of the connection the Call came on
+    /// ([`ServerConn::id`](crate::responder::ServerConn::id)): where to complete it, for a
+    /// backend that drives several connections.
+    pub fn connection(&self) -> u64 {
+        self.conn
+    }
+}
+
 /// Where a handler writes its results.
 #[derive(Debug)]
 pub struct Response<'a> {
+    deferred: Deferred,
     results: &'a mut [u8],
     results_len: usize,
     bulk: &'a mut [u8],
@@ -76,8 +101,14 @@ pub struct Response<'a> {
 }
 
 impl<'a> Response<'a> {
-    pub(crate) fn new(results: &'a mut [u8], bulk: &'a mut [u8], max_bulk: usize) -> Self {
+    pub(crate) fn new(
+        deferred: Deferred,
+        results: &'a mut [u8],
+        bulk: &'a mut [u8],
+        max_bulk: usize,
+    ) -> Self {
         Response {
+            deferred,
             results,
             results_len: 0,
             bulk,
@@ -86,6 +117,12 @@ impl<'a> Response<'a> {
             n_bulk: 0,
             max_bulk: max_bulk.min(MAX_BULK_RESULTS),
         }
+    }
+
+    /// The ticket that answers this Call later, if the handler returns
+    /// [`Outcome::Deferred`] (what it writes now is not sent then).
+    pub fn deferred(&self) -> Deferred {
+        self.deferred
     }
 
     /// The registered reply buffer the inline results go to (XDR, in place, at most the
@@ -150,6 +187,14 @@ pub enum Outcome {
     GarbageArgs,
     /// The handler failed: SYSTEM_ERR.
     SystemErr,
+    /// The handler answers later (its storage I/O, say, is under way): it keeps
+    /// [`Response::deferred`] and calls
+    /// [`ServerConn::complete`](crate::responder::ServerConn::complete) with it, which runs
+    /// a closure in its place to write the results. Nothing is sent now; the Call keeps its
+    /// receive (and so the credit it stands for, RFC 8166 §3.3) and its argument bytes stay
+    /// in place, unchanged, until it is completed or the connection is lost. Replies may
+    /// leave in any order.
+    Deferred,
 }
 
 /// A procedure's code. Shared by every connection (and worker) of an endpoint.

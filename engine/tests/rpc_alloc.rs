@@ -1,17 +1,31 @@
 //! Zero heap allocations per RPC in steady state: null RPCs, Read-chunk and Write-chunk
-//! RPCs with per-RPC memory windows, Long Calls with a Reply chunk, and cancelled RPCs,
-//! both ends driven in this thread.
+//! RPCs with per-RPC memory windows, Long Calls with a Reply chunk, cancelled RPCs and
+//! deferred answers, both ends driven in this thread.
 
 mod common;
 mod counting;
 
 use common::*;
+use std::sync::{Arc, Mutex};
+
+use rpcrdma_engine::dispatch::{Deferred, Dispatch, Outcome, ProcSpec};
 use rpcrdma_engine::loopback::soft_pair;
 use rpcrdma_engine::requester::{CallArgs, RpcError};
 
+/// A NULL procedure that defers its answer, leaving its ticket here.
+const LATER: u32 = 0x2000_0778;
+static TICKET: Mutex<Option<Deferred>> = Mutex::new(None);
+
 #[test]
 fn steady_state_rpcs_do_not_allocate() {
-    let (mut c, mut s) = soft_pair(dispatch(), config(), config()).unwrap();
+    let mut d = Dispatch::new();
+    rpcrdma_engine::program::register(&mut d);
+    d.register(LATER, VERS, NULL, ProcSpec::plain(8), |_, resp| {
+        *TICKET.lock().unwrap() = Some(resp.deferred());
+        Outcome::Deferred
+    });
+    let (mut c, mut s) = soft_pair(Arc::new(d), config(), config()).unwrap();
+    let later = CallArgs::new(LATER, VERS, NULL, &[], 8);
     let data = pattern(3, 20_000);
     let seed = 3u32.to_be_bytes();
     let read_args = [20_000u32.to_be_bytes(), 4u32.to_be_bytes()].concat();
@@ -41,6 +55,34 @@ fn steady_state_rpcs_do_not_allocate() {
             .len()
             == 20_000));
         assert!(call(c, s, &echo, |comp| comp.result.unwrap().results == big));
+        // A deferred answer, completed with two words of results.
+        c_submit(c, &later, 98).unwrap();
+        let mut polls = 0u32;
+        let ticket = loop {
+            s_poll(s);
+            if let Some(t) = TICKET.lock().unwrap().take() {
+                break t;
+            }
+            polls += 1;
+            assert!(
+                polls < 10_000_000,
+                "the deferred Call never reached its handler"
+            );
+        };
+        s.complete(ticket, |_, resp| {
+            resp.write_results(&[0, 0, 0, 1, 0, 0, 0, 2]);
+            Outcome::Success
+        })
+        .unwrap();
+        let mut answered = 0;
+        while answered == 0 {
+            polls += 1;
+            assert!(polls < 10_000_000, "no answer to the deferred Call");
+            c.poll_completions(|comp| {
+                assert_eq!(comp.result.unwrap().results, [0, 0, 0, 1, 0, 0, 0, 2]);
+                answered += 1;
+            });
+        }
         // A cancelled RPC completes at the next poll; its late reply frees the credit.
         let xid = c_submit(c, &null, 99).unwrap();
         c.cancel(xid).unwrap();

@@ -40,7 +40,8 @@ use rpcrdma_proto::header::{
 use rpcrdma_proto::plan::{self, CallForm, CallShape, DdpItem, PlanError, Thresholds};
 use rpcrdma_proto::private_data::Role;
 use rpcrdma_proto::rpc::{
-    CallHeader, OpaqueAuth, ReplyHeader, AUTH_NONE_ACCEPTED_LEN, AUTH_NONE_CALL_LEN, MAX_AUTH_BYTES,
+    CallHeader, OpaqueAuth, ReplyHeader, AUTH_NONE, AUTH_NONE_ACCEPTED_LEN, AUTH_NONE_CALL_LEN,
+    MAX_AUTH_BYTES,
 };
 use rpcrdma_proto::verdict;
 use rpcrdma_proto::xdr::pad4;
@@ -777,7 +778,8 @@ impl<P: Provider> Client<P> {
         if call.bulk_arg.is_none_or(<[u8]>::is_empty)
             && call.bulk_results.is_empty()
             && max_seg != 0
-            && call.cred == OpaqueAuth::NONE
+            && call.cred.flavor == AUTH_NONE
+            && call.cred.body.is_empty()
         {
             let send_len = BARE_MSG_LEN + CALL_HEADER_LEN + call.args.len();
             let max_reply =

@@ -25,6 +25,7 @@
 mod reply;
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,7 +42,7 @@ use crate::conn::wrid::{self, Kind};
 use crate::conn::{
     self, send_payload, view, ConnConfig, ConnError, Negotiation, ResponderCredits, SendQueue,
 };
-use crate::dispatch::{Dispatch, Lookup, Outcome, Request, Response};
+use crate::dispatch::{Deferred, Dispatch, Lookup, Outcome, Request, Response};
 use crate::fabric::{
     Access, CompletionQueue, ConnRequest, Device, Listener, Payload, Provider, QpCaps, QpInit,
     QueuePair, RemoteAddr, SendOp, SendWr, Sge, Wc, WcStatus,
@@ -120,6 +121,9 @@ enum State {
     Pulling { phase: u8 },
     /// Ready to be answered (its arguments are all local) but waiting for send resources.
     Ready,
+    /// Its handler deferred the answer ([`Outcome::Deferred`]): waiting for
+    /// [`ServerConn::complete`] with the ticket of generation `Slot::gen`.
+    Deferred,
 }
 
 /// One RDMA Read to post: `len` bytes from the peer's `remote` to `dst` of the pull buffer.
@@ -142,6 +146,9 @@ struct Slot {
     next_read: usize,
     pending_reads: u32,
     queued: bool,
+    /// Bumped for each ticket the slot's handlers are given ([`Deferred`]), so that a
+    /// ticket answers one deferral only.
+    gen: u32,
 }
 
 /// A Send prepared during a poll, posted after the receives are reposted.
@@ -163,7 +170,39 @@ struct Io<P: Provider> {
     /// Replies of at most this many bytes are posted inline ([`ConnConfig::inline_sends`]
     /// within what the device and the queue pair granted).
     inline_max: u32,
+    /// The ticket the handler about to run is given ([`Response::deferred`]).
+    ticket: Deferred,
 }
+
+/// A closure run in place of a procedure's handler: the one given to
+/// [`ServerConn::complete`] for a deferred Call.
+pub(crate) type Answerer<'a, 'f> =
+    &'a mut (dyn FnMut(&Request<'_>, &mut Response<'_>) -> Outcome + 'f);
+
+/// Why [`ServerConn::complete`] did not answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompleteError {
+    /// The ticket does not name a Call of this connection waiting for its answer: used
+    /// already, made by another connection, or made for a handler that did not return
+    /// [`Outcome::Deferred`].
+    UnknownTicket,
+    /// No reply buffer or send-queue room now: poll the connection and try again (the
+    /// closure was not run).
+    WouldBlock,
+    /// The connection is lost; its deferred Calls are gone with it.
+    ConnectionLost,
+}
+
+impl core::fmt::Display for CompleteError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl std::error::Error for CompleteError {}
+
+/// Connection numbers, for tickets.
+static NEXT_CONN_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The counters every Short RPC moves, summed in plain integers during one
 /// [`ServerConn::poll`] and published with one load and store per counter when it returns
@@ -215,6 +254,10 @@ pub struct ServerConn<P: Provider> {
     ready: VecDeque<u32>,
     reads_in_flight: u32,
     in_process: u32,
+    /// Calls whose handler deferred the answer (part of `in_process`).
+    deferred: u32,
+    /// This connection's number in its tickets.
+    id: u64,
     reposts: Vec<u32>,
     sends: Vec<PendingSend>,
     credits: ResponderCredits,
@@ -280,6 +323,7 @@ impl<P: Provider> ServerConn<P> {
             conn::post_all_recvs::<P>(qp, &recv)
         })?;
         let inline_max = qp.caps().max_inline_data.min(caps.max_inline_data);
+        let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
         let max_segs = config.recv_size as usize / 20 + 1;
         let slots = (0..credits)
             .map(|_| Slot {
@@ -290,6 +334,7 @@ impl<P: Provider> ServerConn<P> {
                 next_read: 0,
                 pending_reads: 0,
                 queued: false,
+                gen: 0,
             })
             .collect();
         Ok(ServerConn {
@@ -300,6 +345,11 @@ impl<P: Provider> ServerConn<P> {
                 tally: Tally::default(),
                 dead: false,
                 inline_max,
+                ticket: Deferred {
+                    conn: id,
+                    slot: 0,
+                    gen: 0,
+                },
             },
             cq,
             recv,
@@ -313,6 +363,8 @@ impl<P: Provider> ServerConn<P> {
             ready: VecDeque::with_capacity(credits as usize),
             reads_in_flight: 0,
             in_process: 0,
+            deferred: 0,
+            id,
             reposts: Vec::with_capacity(credits as usize),
             sends: Vec::with_capacity(POLL_BATCH + credits as usize),
             credits: ResponderCredits::new(credits, config.initial_grant),
@@ -397,6 +449,59 @@ impl<P: Provider> ServerConn<P> {
         if self.io.qp.post_send(&fence).is_err() {
             self.lose();
         }
+    }
+
+    /// This connection's number, unique in the process: the one its tickets carry
+    /// ([`Deferred::connection`]).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Calls whose handler deferred the answer and that wait for [`complete`](Self::complete)
+    /// (counted in [`in_process`](Self::in_process) too).
+    pub fn deferred(&self) -> u32 {
+        self.deferred
+    }
+
+    /// Answers the deferred Call `ticket` names ([`Outcome::Deferred`]): `answer` runs in
+    /// place of its handler, with the same [`Request`] (the argument bytes are where they
+    /// were) and a fresh [`Response`], and its outcome is sent as the handler's would have
+    /// been — results inline, in Write chunks or through the Reply chunk, RDMA_ERROR where
+    /// they do not fit what the requester provided. The receive goes back before the reply
+    /// leaves (RFC 8166 §3.3.1); both are posted before this returns. `answer` may defer
+    /// again, under a new ticket ([`Response::deferred`]). Call it on the thread that polls
+    /// the connection; it never blocks. Refused, without running `answer`, for a ticket
+    /// that names no waiting Call, when no reply buffer or send-queue room is free now
+    /// (poll, then try again), or on a lost connection.
+    pub fn complete<F>(&mut self, ticket: Deferred, answer: F) -> Result<(), CompleteError>
+    where
+        F: FnOnce(&Request<'_>, &mut Response<'_>) -> Outcome,
+    {
+        if self.io.dead {
+            return Err(CompleteError::ConnectionLost);
+        }
+        let waiting = ticket.conn == self.id
+            && self
+                .slots
+                .get(ticket.slot as usize)
+                .is_some_and(|s| s.state == State::Deferred && s.gen == ticket.gen);
+        if !waiting {
+            return Err(CompleteError::UnknownTicket);
+        }
+        if !self.ready.is_empty() || !self.can_reply() {
+            return Err(CompleteError::WouldBlock);
+        }
+        self.deferred -= 1;
+        let mut answer = Some(answer);
+        let mut run = |req: &Request<'_>, resp: &mut Response<'_>| match answer.take() {
+            Some(f) => f(req, resp),
+            // Never: one answer runs the closure at most once.
+            None => Outcome::SystemErr,
+        };
+        self.answer_with(ticket.slot, Some(&mut run));
+        self.flush();
+        self.io.tally.publish(&self.io.stats);
+        Ok(())
     }
 
     /// Ends the connection.
@@ -682,7 +787,16 @@ impl<P: Provider> ServerConn<P> {
     /// for posting after the repost. A Short Call without chunks whose reply fits inline is
     /// answered by [`reply::short`]; every other Call by [`answer_general`].
     fn answer(&mut self, idx: u32) {
+        self.answer_with(idx, None);
+    }
+
+    /// Answers the Call in slot `idx`, running `answerer` in place of its handler if given
+    /// (a deferred Call's completion).
+    fn answer_with(&mut self, idx: u32, mut answerer: Option<Answerer<'_, '_>>) {
         let i = idx as usize;
+        // The ticket this run's handler is given (its connection number is set once).
+        let gen = self.slots[i].gen.wrapping_add(1);
+        (self.io.ticket.slot, self.io.ticket.gen) = (idx, gen);
         let r = self.ring_next as usize;
         let byte_len = self.slots[i].byte_len as usize;
         let grant = self.credits.grant();
@@ -705,6 +819,7 @@ impl<P: Provider> ServerConn<P> {
                 reply_threshold,
                 &self.dispatch,
                 &mut self.bulk[i],
+                answerer.as_deref_mut(),
             ),
             Some(_) => None,
         };
@@ -724,8 +839,18 @@ impl<P: Provider> ServerConn<P> {
                     judged,
                 },
                 &mut self.echo,
+                answerer,
             ),
         };
+        if let Built::Deferred = built {
+            // Kept as it is until `complete`: receive, pull buffer and summary.
+            let slot = &mut self.slots[i];
+            slot.judged = judged;
+            slot.gen = gen;
+            slot.state = State::Deferred;
+            self.deferred += 1;
+            return;
+        }
         self.slots[i].state = State::Posted;
         self.in_process -= 1;
         self.reposts.push(idx);
@@ -743,6 +868,7 @@ impl<P: Provider> ServerConn<P> {
                 }
             }
             Built::Fatal => self.lose(),
+            Built::Deferred => {}
         }
     }
 
@@ -853,6 +979,7 @@ fn judged<'a>(bytes: &'a [u8], summary: Option<&CallSummary>) -> Result<Accepted
 /// verdict (RFC 8166 §4.5), then the RPC checks (RFC 5531 §9) and the handler, or the
 /// RDMA_ERROR or RPC error that replaces them. `pull` holds the reassembled Payload stream
 /// of a chunked or Long Call; `bulk` receives the handler's DDP-eligible results.
+#[allow(clippy::too_many_arguments)]
 fn answer_general<P: Provider>(
     io: &mut Io<P>,
     ring: &mut Buf<P>,
@@ -861,6 +988,7 @@ fn answer_general<P: Provider>(
     bulk: &mut Buf<P>,
     g: &General<'_>,
     echo: &mut Echo,
+    answerer: Option<Answerer<'_, '_>>,
 ) -> Built {
     let (grant, reply_threshold, swi) = (g.grant, g.reply_threshold, g.swi);
     match judged(bytes, g.judged.as_ref()) {
@@ -887,6 +1015,7 @@ fn answer_general<P: Provider>(
                         Body::Error(rpc),
                         None,
                         echo,
+                        None,
                     )
                 }
                 Err(_) => reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk),
@@ -967,7 +1096,7 @@ fn answer_general<P: Provider>(
                     (body, Some(bulk))
                 }
             };
-            reply::build(
+            let built = reply::build(
                 io,
                 ring,
                 &header,
@@ -977,7 +1106,13 @@ fn answer_general<P: Provider>(
                 body,
                 bulk,
                 echo,
-            )
+                answerer,
+            );
+            if !pulled && matches!(built, Built::Deferred) {
+                // Counted when answered.
+                io.tally.short_calls -= 1;
+            }
+            built
         }
     }
 }
@@ -1036,6 +1171,8 @@ fn push_read(reads: &mut Vec<ReadOp>, seg: rpcrdma_proto::header::Segment, dst: 
 /// Builds a [`Response`] over the reply ring buffer and the bulk buffer, runs the handler.
 pub(crate) fn run_handler(
     entry: &crate::dispatch::Entry,
+    answerer: Option<Answerer<'_, '_>>,
+    ticket: Deferred,
     req: &Request<'_>,
     results: &mut [u8],
     bulk: &mut [u8],
@@ -1046,8 +1183,16 @@ pub(crate) fn run_handler(
     usize,
 ) {
     let max = (entry.spec.max_results as usize).min(results.len()) & !3;
-    let mut resp = Response::new(&mut results[..max], bulk, entry.spec.ddp_results as usize);
-    let outcome = (entry.handler)(req, &mut resp);
+    let mut resp = Response::new(
+        ticket,
+        &mut results[..max],
+        bulk,
+        entry.spec.ddp_results as usize,
+    );
+    let outcome = match answerer {
+        Some(f) => f(req, &mut resp),
+        None => (entry.handler)(req, &mut resp),
+    };
     let mut items = [(0, 0); crate::dispatch::MAX_BULK_RESULTS];
     let n = resp.bulk_items().len();
     items[..n].copy_from_slice(resp.bulk_items());
@@ -1125,7 +1270,7 @@ mod tests {
                 (Some((len, inv)), view::bytes(ring, len as usize).to_vec())
             }
             Built::Nothing => (None, Vec::new()),
-            Built::Fatal => panic!("fatal"),
+            Built::Fatal | Built::Deferred => panic!("fatal or deferred"),
         }
     }
 
@@ -1143,6 +1288,7 @@ mod tests {
             threshold,
             &s.dispatch,
             &mut s.bulk[0],
+            None,
         )?;
         let (b, bytes) = sent(&built, &s.ring[0]);
         let tally = core::mem::take(&mut s.io.tally);
@@ -1169,6 +1315,7 @@ mod tests {
             &mut s.bulk[0],
             &g,
             &mut s.echo,
+            None,
         );
         let (b, bytes) = sent(&built, &s.ring[1]);
         let tally = core::mem::take(&mut s.io.tally);
@@ -1378,6 +1525,7 @@ mod tests {
                     &mut s.bulk[0],
                     &g,
                     &mut s.echo,
+                    None,
                 );
                 let (b, bytes) = sent(&built, &s.ring[2]);
                 answers.push((b, bytes, core::mem::take(&mut s.io.tally)));

@@ -14,7 +14,7 @@ use rpcrdma_proto::rpc::{AcceptStat, ReplyHeader, AUTH_NONE_ACCEPTED_LEN, MSG_AC
 use rpcrdma_proto::verdict;
 use rpcrdma_proto::xdr::pad4;
 
-use super::{run_handler, Io};
+use super::{run_handler, Answerer, Io};
 use crate::conn::view;
 use crate::conn::wrid::{self, Kind};
 use crate::dispatch::{Dispatch, Entry, Lookup, Outcome, Request, MAX_BULK_RESULTS};
@@ -45,7 +45,8 @@ impl Echo {
 
 /// What the reply carries.
 pub(super) enum Body<'a> {
-    /// Run the handler; SUCCESS with its results unless it says otherwise.
+    /// Run the handler (or the answerer [`build`] is given in its place); SUCCESS with its
+    /// results unless it says otherwise.
     Handler { entry: &'a Entry, req: Request<'a> },
     /// An RPC reply without results (an accepted error or a denial).
     Error(ReplyHeader<'static>),
@@ -59,6 +60,9 @@ pub(super) enum Built {
     Send { len: u32, inv: Option<u32> },
     /// The queue pair refused a post: the connection is lost.
     Fatal,
+    /// The handler deferred its answer ([`Outcome::Deferred`]): nothing was written to the
+    /// peer or counted.
+    Deferred,
 }
 
 /// Where the results of a Short Reply without chunks start: the 28-byte RDMA_MSG header of
@@ -101,6 +105,7 @@ pub(super) fn short_reply_prefix(xid: u32, grant: u32, stat: AcceptStat) -> [u32
 /// malformed), and the caller takes the general path, which gives every other answer and
 /// every error verdict.
 #[inline]
+#[allow(clippy::too_many_arguments)]
 pub(super) fn short<P: Provider>(
     io: &mut Io<P>,
     ring: &mut Buf<P>,
@@ -109,6 +114,7 @@ pub(super) fn short<P: Provider>(
     threshold: u32,
     dispatch: &Dispatch,
     bulk: &mut Buf<P>,
+    answerer: Option<Answerer<'_, '_>>,
 ) -> Option<Built> {
     let sc = verdict::short_call(call)?;
     let c = &sc.call;
@@ -130,7 +136,6 @@ pub(super) fn short<P: Provider>(
     if (SHORT_RESULTS_AT + max) as u64 > u64::from(threshold) {
         return None;
     }
-    io.tally.short_calls += 1;
     let req = Request {
         xid: sc.xid,
         prog: c.prog,
@@ -140,8 +145,17 @@ pub(super) fn short<P: Provider>(
         args: sc.args,
     };
     let (out_head, results) = out.split_at_mut(SHORT_RESULTS_AT);
-    let (outcome, len, _, _) = run_handler(entry, &req, results, view::bytes_mut(bulk));
+    let (outcome, len, _, _) = run_handler(
+        entry,
+        answerer,
+        io.ticket,
+        &req,
+        results,
+        view::bytes_mut(bulk),
+    );
     let (stat, len) = match outcome {
+        // Counted when answered.
+        Outcome::Deferred => return Some(Built::Deferred),
         Outcome::Success => (AcceptStat::Success, len),
         Outcome::GarbageArgs => {
             bump(&io.stats.garbage_args, 1);
@@ -152,6 +166,7 @@ pub(super) fn short<P: Provider>(
             (AcceptStat::SystemErr, 0)
         }
     };
+    io.tally.short_calls += 1;
     for (k, w) in short_reply_prefix(sc.xid, grant, stat).iter().enumerate() {
         out_head[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
     }
@@ -224,7 +239,8 @@ fn inv_rkey(header: &HeaderView<'_>) -> Option<u32> {
     header.read_list().iter().next().map(|r| r.segment.handle)
 }
 
-/// Builds the reply to the Call `header` in `ring`, posting its RDMA Writes.
+/// Builds the reply to the Call `header` in `ring`, posting its RDMA Writes; `answerer`,
+/// if given, runs in place of the handler (a deferred Call's completion).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn build<P: Provider>(
     io: &mut Io<P>,
@@ -236,6 +252,7 @@ pub(super) fn build<P: Provider>(
     body: Body<'_>,
     bulk: Option<&mut Buf<P>>,
     scratch: &mut Echo,
+    answerer: Option<Answerer<'_, '_>>,
 ) -> Built {
     let xid = header.xid();
     let wl = header.write_list();
@@ -267,11 +284,14 @@ pub(super) fn build<P: Provider>(
             };
             let (outcome, len, items, n) = run_handler(
                 entry,
+                answerer,
+                io.ticket,
                 &req,
                 &mut out[hlen + rpc_len..],
                 view::bytes_mut(bulk_bytes),
             );
             match outcome {
+                Outcome::Deferred => return Built::Deferred,
                 Outcome::Success => (
                     ReplyHeader::accepted_success(xid),
                     len,
