@@ -105,6 +105,10 @@ const BARE_MSG_LEN: usize = MIN_HEADER_LEN;
 /// Size of an accepted RPC Reply header with an AUTH_NONE verifier.
 const REPLY_HEADER_LEN: u32 = AUTH_NONE_ACCEPTED_LEN as u32;
 
+/// Where the credential starts in [`short_call_prefix`]'s words (after the procedure
+/// number): a Call with another credential takes the words before it.
+const SHORT_CRED_WORD: usize = 13;
+
 /// The words of a Short Call without chunks before its arguments: RDMA_MSG, version 1, empty
 /// Read list, Write list and Reply chunk (RFC 8166 §4.2, §4.7), then the ONC RPC call header
 /// with AUTH_NONE credential and verifier (RFC 5531 §9). What `Header::msg(..).encode` and
@@ -778,10 +782,9 @@ impl<P: Provider> Client<P> {
         if call.bulk_arg.is_none_or(<[u8]>::is_empty)
             && call.bulk_results.is_empty()
             && max_seg != 0
-            && call.cred.flavor == AUTH_NONE
-            && call.cred.body.is_empty()
         {
-            let send_len = BARE_MSG_LEN + CALL_HEADER_LEN + call.args.len();
+            let send_len =
+                BARE_MSG_LEN + CALL_HEADER_LEN + pad4(call.cred.body.len()) + call.args.len();
             let max_reply =
                 (BARE_MSG_LEN + REPLY_HEADER_LEN as usize) as u64 + u64::from(call.max_results);
             if send_len as u64 <= u64::from(self.negotiation.call_threshold())
@@ -1062,10 +1065,25 @@ impl<P: Provider> Client<P> {
         let credit = self.credits.requested();
         let buf = &mut view::bytes_mut(&mut slot.send)[..send_len];
         let words = short_call_prefix(xid, credit, call.prog, call.vers, call.proc_num);
-        for (k, w) in words.iter().enumerate() {
-            buf[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
+        if call.cred.flavor == AUTH_NONE && call.cred.body.is_empty() {
+            for (k, w) in words.iter().enumerate() {
+                buf[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
+            }
+            buf[BARE_MSG_LEN + CALL_HEADER_LEN..].copy_from_slice(call.args);
+        } else {
+            // The words up to the procedure number, then the credential (its length and
+            // padded body) and an AUTH_NONE verifier.
+            for (k, w) in words[..SHORT_CRED_WORD].iter().enumerate() {
+                buf[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
+            }
+            let at = 4 * SHORT_CRED_WORD;
+            let Ok(n) = call.cred.encode(&mut buf[at..]) else {
+                self.free.push(idx);
+                return Err(SubmitError::Invalid("credential"));
+            };
+            buf[at + n..at + n + 8].fill(0);
+            buf[at + n + 8..].copy_from_slice(call.args);
         }
-        buf[BARE_MSG_LEN + CALL_HEADER_LEN..].copy_from_slice(call.args);
         slot.clear_chunks();
         let send_len = send_len as u32;
         self.post_call(idx, xid, tag, call.timeout, send_len, self.corked)?;
@@ -2152,6 +2170,59 @@ mod tests {
                 got[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
             }
             assert_eq!(got, want);
+        }
+    }
+
+    /// A Short Call with a credential other than AUTH_NONE, written word by word by
+    /// `submit_short`, is what the encoders write for it: transport header, RPC call header
+    /// with that credential and an AUTH_NONE verifier, then the arguments.
+    #[test]
+    fn short_calls_with_a_credential_are_what_the_encoders_write() {
+        let dispatch = Arc::new(crate::dispatch::Dispatch::new());
+        let cfg = ConnConfig::default();
+        let (mut c, mut s) = crate::loopback::soft_pair(dispatch, cfg, cfg).unwrap();
+        let gids = [4u32, 5];
+        let sys = rpcrdma_proto::rpc::AuthSys {
+            stamp: 9,
+            machinename: b"host",
+            uid: 7,
+            gid: 8,
+            gids: rpcrdma_proto::rpc::Gids::new(&gids).unwrap(),
+        };
+        let mut body = vec![0; sys.encoded_len()];
+        sys.encode(&mut body).unwrap();
+        let odd = [1u8, 2, 3, 4, 5];
+        let args = [0u8, 0, 0, 3, 9, 9, 9, 9];
+        for cred in [
+            OpaqueAuth::new(rpcrdma_proto::rpc::AUTH_SYS, &body),
+            OpaqueAuth::new(0x4000_0000, &odd),
+            OpaqueAuth::new(AUTH_NONE, &odd),
+        ] {
+            let mut call = CallArgs::new(11, 2, 3, &args, 0);
+            call.cred = cred;
+            let before = c.snapshot().short_calls;
+            let xid = c.submit(&call, 1).unwrap();
+            assert_eq!(c.snapshot().short_calls, before + 1, "the Short path");
+            let slot = &c.slots[(xid & SLOT_MASK) as usize];
+            let got = view::bytes(&slot.send, slot.send_len as usize).to_vec();
+            let rpc = CallHeader::new(xid, 11, 2, 3, cred, OpaqueAuth::NONE);
+            let mut want = vec![0u8; BARE_MSG_LEN + rpc.encoded_len()];
+            let credit = c.credits.requested();
+            let h = Header::msg(xid, credit, Chunks::default());
+            assert_eq!(h.encode(&mut want), Ok(BARE_MSG_LEN));
+            rpc.encode(&mut want[BARE_MSG_LEN..]).unwrap();
+            want.extend_from_slice(&args);
+            assert_eq!(got, want, "{cred:?}");
+            // The peer answers (PROG_UNAVAIL: nothing is registered), which frees the credit.
+            let mut done = 0;
+            for _ in 0..1_000_000 {
+                s.poll();
+                c.poll_completions(|_| done += 1);
+                if done > 0 {
+                    break;
+                }
+            }
+            assert_eq!(done, 1, "no reply");
         }
     }
 
