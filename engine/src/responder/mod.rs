@@ -45,7 +45,7 @@ use crate::conn::{
 use crate::dispatch::{Deferred, Dispatch, Lookup, Outcome, Request, Response};
 use crate::fabric::{
     Access, CompletionQueue, ConnRequest, Device, Listener, Payload, Provider, QpCaps, QpInit,
-    QueuePair, RemoteAddr, SendOp, SendWr, Sge, Wc, WcStatus,
+    QpState, QueuePair, RemoteAddr, SendOp, SendWr, Sge, Wc, WcStatus,
 };
 use crate::pool::{Buf, BufferPool};
 use crate::stats::{bump, Counters, Snapshot};
@@ -54,6 +54,9 @@ use reply::{Body, Built, Echo};
 
 /// Completions taken from the completion queue per poll.
 const POLL_BATCH: usize = 32;
+/// Idle polls between two looks at the queue pair's state (a system call on verbs,
+/// `ibv_query_qp`): about every millisecond of idleness.
+const STATE_CHECK_EVERY: u32 = 1 << 16;
 /// Send-queue slots a reply may need (RDMA Writes plus its Send).
 const REPLY_WRS: u64 =
     (reply::MAX_WRITE_CHUNKS * reply::MAX_SEGMENTS + reply::MAX_SEGMENTS + 1) as u64;
@@ -256,6 +259,8 @@ pub struct ServerConn<P: Provider> {
     in_process: u32,
     /// Calls whose handler deferred the answer (part of `in_process`).
     deferred: u32,
+    /// Idle polls so far (wrapping), for the look at the queue pair's state.
+    idle_polls: u32,
     /// This connection's number in its tickets.
     id: u64,
     reposts: Vec<u32>,
@@ -364,6 +369,7 @@ impl<P: Provider> ServerConn<P> {
             reads_in_flight: 0,
             in_process: 0,
             deferred: 0,
+            idle_polls: 0,
             id,
             reposts: Vec::with_capacity(credits as usize),
             sends: Vec::with_capacity(POLL_BATCH + credits as usize),
@@ -555,6 +561,10 @@ impl<P: Provider> ServerConn<P> {
         {
             // Idle: no Read to start, no receive to repost, no reply to post. Returning now
             // keeps the turn short, so the next Call is noticed sooner.
+            self.idle_polls = self.idle_polls.wrapping_add(1);
+            if self.idle_polls.is_multiple_of(STATE_CHECK_EVERY) {
+                self.check_state();
+            }
             return 0;
         }
         // No `watch_next_recv` on an idle poll here, unlike the requester: measured, a worker
@@ -601,6 +611,18 @@ impl<P: Provider> ServerConn<P> {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Loses the connection if its queue pair is in the error state although no completion
+    /// said so: on the soft provider a peer killed in the middle of a Send leaves the
+    /// completion slot it claimed in this connection's completion queue unpublished, and
+    /// every completion behind it (the flushes of its death included) unseen, so nothing
+    /// else would ever end the connection (the soft provider's documented difference 7).
+    #[cold]
+    fn check_state(&mut self) {
+        if self.io.qp.state() == QpState::Err {
+            self.lose();
         }
     }
 

@@ -6,7 +6,7 @@
 // Indexes run over parallel fixed arrays (segments, echoes, work requests).
 #![allow(clippy::needless_range_loop)]
 
-use rpcrdma_proto::chunks::{self, ResultTarget};
+use rpcrdma_proto::chunks::{self, ChunkFill, ResultTarget};
 use rpcrdma_proto::header::{Chunks, Header, HeaderView, RdmaError, Segment};
 use rpcrdma_proto::header::{MIN_HEADER_LEN, RPCRDMA_VERSION};
 use rpcrdma_proto::plan::{self, ReplyForm};
@@ -317,7 +317,13 @@ pub(super) fn build<P: Provider>(
     };
     let mut cursor = hlen + rpc_len + results_len;
 
-    // DDP-eligible results: Write chunks in order, else inline (§4.3.2.1).
+    // DDP-eligible results: Write chunks in order, else inline (§4.3.2.1). Every result is
+    // placed, and every chunk checked, before any RDMA Write is posted (the Reply chunk's
+    // too, below): a reply that turns into ERR_CHUNK writes nothing into the requester's
+    // memory.
+    let bulk = bulk.map(|b| &*b);
+    let mut fills: [Option<(ChunkFill<'_>, u32)>; MAX_WRITE_CHUNKS] =
+        [const { None }; MAX_WRITE_CHUNKS];
     if let Some(bulk) = bulk {
         let targets = chunks::match_results(wl, n_items);
         for (k, target) in targets.enumerate() {
@@ -336,15 +342,8 @@ pub(super) fn build<P: Provider>(
                             return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk)
                         }
                     };
-                    for p in fill.placements() {
-                        let sge = bulk.sge_span(off as usize + p.src_offset as usize, p.len);
-                        let remote = RemoteAddr::new(p.segment.offset, p.segment.handle);
-                        if !post_write(io, sge, remote) {
-                            return Built::Fatal;
-                        }
-                    }
                     echo_n[index] = fill.echo(&mut echo[index]).map_or(0, |s| s.len());
-                    bump(&io.stats.write_chunks, 1);
+                    fills[index] = Some((fill, off));
                 }
                 ResultTarget::InlineEmptyChunk { .. } | ResultTarget::InlineNoChunk => {
                     let padded = pad4(len as usize);
@@ -368,14 +367,13 @@ pub(super) fn build<P: Provider>(
     };
     let rc_echo = &mut scratch.reply;
     let mut rc_n = 0;
-    let send_len = match form {
+    let reply_fill = match form {
         ReplyForm::Short => {
             if let Some(c) = rc {
                 // G-16: an unused Reply chunk is echoed with zero lengths.
                 rc_n = chunks::echo_lengths(c, 0, rc_echo).map_or(0, |s| s.len());
             }
-            io.tally.short_replies += 1;
-            hlen + payload_len as usize
+            None
         }
         ReplyForm::Long => {
             let Some(c) = rc else { return Built::Fatal };
@@ -383,6 +381,30 @@ pub(super) fn build<P: Provider>(
                 Ok(f) => f,
                 Err(_) => return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk),
             };
+            rc_n = fill.echo(rc_echo).map_or(0, |s| s.len());
+            Some(fill)
+        }
+    };
+
+    // Everything fits: the RDMA Writes, results first, then the Long Reply's payload.
+    if let Some(bulk) = bulk {
+        for (fill, off) in fills.iter().flatten() {
+            for p in fill.placements() {
+                let sge = bulk.sge_span(*off as usize + p.src_offset as usize, p.len);
+                let remote = RemoteAddr::new(p.segment.offset, p.segment.handle);
+                if !post_write(io, sge, remote) {
+                    return Built::Fatal;
+                }
+            }
+            bump(&io.stats.write_chunks, 1);
+        }
+    }
+    let send_len = match reply_fill {
+        None => {
+            io.tally.short_replies += 1;
+            hlen + payload_len as usize
+        }
+        Some(fill) => {
             for p in fill.placements() {
                 let sge = ring.sge_span(hlen + p.src_offset as usize, p.len);
                 let remote = RemoteAddr::new(p.segment.offset, p.segment.handle);
@@ -390,7 +412,6 @@ pub(super) fn build<P: Provider>(
                     return Built::Fatal;
                 }
             }
-            rc_n = fill.echo(rc_echo).map_or(0, |s| s.len());
             bump(&io.stats.long_replies, 1);
             hlen
         }

@@ -413,10 +413,15 @@ pub(crate) struct BindReq {
 /// First-fit allocator of page-granular spans of the data area.
 struct SpanAlloc {
     free: Vec<(u64, u64)>,
+    /// Every byte from here on was never handed out: the memfd still reads as zero there,
+    /// and its pages are not allocated until touched.
+    fresh_from: u64,
 }
 
 impl SpanAlloc {
-    fn alloc(&mut self, len: u64) -> Option<u64> {
+    /// Takes `len` bytes: their offset, and how many of them, from the start, were handed
+    /// out before (and may hold old bytes); the rest reads as zero.
+    fn alloc(&mut self, len: u64) -> Option<(u64, u64)> {
         let i = self.free.iter().position(|&(_, l)| l >= len)?;
         let (off, l) = self.free[i];
         if l == len {
@@ -424,7 +429,9 @@ impl SpanAlloc {
         } else {
             self.free[i] = (off + len, l - len);
         }
-        Some(off)
+        let used = self.fresh_from.clamp(off, off + len) - off;
+        self.fresh_from = self.fresh_from.max(off + len);
+        Some((off, used))
     }
 
     fn release(&mut self, off: u64, len: u64) {
@@ -480,6 +487,7 @@ impl Domain {
             view,
             spans: Mutex::new(SpanAlloc {
                 free: vec![(data_off, data_len)],
+                fresh_from: data_off,
             }),
             keys: Mutex::new(keys),
         })
@@ -532,7 +540,7 @@ impl Domain {
             return Err(FabricError::InvalidArgument("unsupported access flags"));
         }
         let span = (len.div_ceil(PAGE) * PAGE) as u64;
-        let off = self
+        let (off, used) = self
             .spans
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -547,8 +555,10 @@ impl Domain {
         };
         let p = self.view.map.span(off, span).expect("span inside arena");
         // SAFETY: `p..p+span` is inside the arena (checked by `span`) and was free: no region,
-        // and so no work request or peer, can reach it yet. Reused memory must read as zero.
-        unsafe { std::ptr::write_bytes(p, 0, span as usize) };
+        // and so no work request or peer, can reach it yet; `used <= span`. Reused memory
+        // must read as zero; memory never handed out does already, and zeroing it would
+        // touch (allocate) every page of every region at registration.
+        unsafe { std::ptr::write_bytes(p, 0, used as usize) };
         let va = p as u64;
         let e = self.view.entry(index).expect("allocated index in table");
         e.va.store(va, Ordering::Relaxed);
@@ -720,16 +730,42 @@ mod tests {
     fn span_allocator_coalesces() {
         let mut a = SpanAlloc {
             free: vec![(0, 40)],
+            fresh_from: 0,
         };
         let x = a.alloc(10).unwrap();
         let y = a.alloc(10).unwrap();
         let z = a.alloc(10).unwrap();
-        assert_eq!((x, y, z), (0, 10, 20));
-        a.release(y, 10);
-        a.release(x, 10);
-        a.release(z, 10);
+        assert_eq!((x, y, z), ((0, 0), (10, 0), (20, 0)), "all fresh");
+        a.release(y.0, 10);
+        a.release(x.0, 10);
+        a.release(z.0, 10);
         assert_eq!(a.free, vec![(0, 40)]);
         assert_eq!(a.alloc(41), None);
+        // Handed out again: the 30 bytes used before must be zeroed, the last 5 need not.
+        assert_eq!(a.alloc(35), Some((0, 30)));
+        a.release(0, 35);
+        assert_eq!(a.alloc(5), Some((0, 5)));
+        assert_eq!(a.alloc(20), Some((5, 20)));
+        assert_eq!(a.alloc(15), Some((25, 10)));
+    }
+
+    /// A region handed out again reads as zero, whatever the one before it held; a fresh
+    /// one reads as zero without being written.
+    #[test]
+    fn regions_read_as_zero() {
+        let d = domain();
+        let access = Access::LOCAL_WRITE;
+        let r = d.alloc_region(3 * PAGE, access).unwrap();
+        let p = d.view().map.span(r.off, 3 * PAGE as u64).unwrap();
+        // SAFETY: the region's span, owned by this test.
+        unsafe { std::ptr::write_bytes(p, 0xab, 3 * PAGE) };
+        d.free_region(r.index, r.key, r.off, 3 * PAGE);
+        let again = d.alloc_region(4 * PAGE, access).unwrap();
+        assert_eq!(again.off, r.off, "the same memory, first fit");
+        let q = d.view().map.span(again.off, 4 * PAGE as u64).unwrap();
+        // SAFETY: as above.
+        let bytes = unsafe { std::slice::from_raw_parts(q, 4 * PAGE) };
+        assert!(bytes.iter().all(|&b| b == 0));
     }
 
     #[test]

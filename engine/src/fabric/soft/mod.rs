@@ -7,7 +7,9 @@
 //! - **Memory.** Each protection domain owns an arena: one memfd, mapped `MAP_SHARED`, holding
 //!   a key table (every region and window: address, length, rights, state, key) and the
 //!   bytes of its regions ([`arena`](self)). Regions are allocated by the provider from the
-//!   arena, page aligned, so registration is safe by ownership. A peer maps the arena too and
+//!   arena, page aligned, so registration is safe by ownership; a region reads as zero (memory
+//!   handed out before is zeroed, memory never used already is, and its pages are only
+//!   allocated when touched). A peer maps the arena too and
 //!   performs RDMA Reads and Writes itself, checking the rkey against the table: the target's
 //!   CPU takes no part, as with a NIC.
 //! - **Queue pairs.** A queue pair's shared memory holds its state, its fault settings and its
@@ -69,7 +71,9 @@
 //! 7. **A peer that dies while producing a completion** into a shared completion queue
 //!    (between claiming the slot and publishing it, which for a Send spans the copy of the
 //!    message) leaves that queue stuck behind the unpublished slot. A NIC's completion queue
-//!    cannot be wedged by a peer.
+//!    cannot be wedged by a peer. The watchdog still moves the queue pair to the error
+//!    state, and the responder looks at that state now and then while idle
+//!    (`ServerConn::poll`), so such a connection is dropped all the same.
 //! 8. **Peers are trusted.** A peer maps the whole arena; the key checks are made by the
 //!    initiator, so the soft provider protects against bugs, not against a hostile peer —
 //!    except that shared memory cannot be shrunk under us: every memfd is sealed with
