@@ -524,6 +524,48 @@ fn raw_peer_chunks_work_when_valid() {
     assert_eq!(s.snapshot().long_calls, 1);
 }
 
+/// What a Long Call's Position-Zero chunk holds is judged as an inline Call would be
+/// (RFC 8166 §4, §4.5.2): an RPC Reply is discarded (the connection goes on), an RPC header
+/// that does not decode is answered GARBAGE_ARGS.
+#[test]
+fn position_zero_chunks_are_judged_as_inline_payloads() {
+    let (mut c, mut s, _srv, _addr) = raw_pair(config());
+    let d = c.ends.data_at(0);
+    let long_call = |c: &mut RawClient, xid: u32, content: &[u8]| {
+        c.ends.data.write_at(65536, content);
+        let p0 = [ReadSegment::new(
+            0,
+            d.rkey,
+            content.len() as u32,
+            d.addr + 65536,
+        )];
+        let m = nomsg(
+            xid,
+            Chunks {
+                reads: &p0,
+                ..Chunks::NONE
+            },
+        );
+        assert_eq!(c.send(&m), WcStatus::Success);
+    };
+    // An RPC Reply (to nothing) where the Call should be.
+    let rh = ReplyHeader::accepted_success(0x51);
+    let mut reply = vec![0; rh.encoded_len()];
+    rh.encode(&mut reply).unwrap();
+    let before = s.snapshot();
+    long_call(&mut c, 0x51, &reply);
+    c.expect_nothing(&mut s);
+    assert_eq!(s.snapshot().discards - before.discards, 1);
+    // A Call header cut short.
+    let call = call_header(0x52, ECHO);
+    long_call(&mut c, 0x52, &call[..12]);
+    let r = c.expect(&mut s);
+    assert_eq!(rpc_reply(&r).xid, 0x52);
+    assert_eq!(rpc_reply(&r).accept_stat(), Some(AcceptStat::GarbageArgs));
+    // The connection goes on.
+    c.null_ok(&mut s, 0x53);
+}
+
 /// Chunk problems visible before any RDMA operation are answered with ERR_CHUNK and the
 /// connection survives: a Write chunk or Reply chunk too small for the result (§4.5.3:
 /// "A Responder might detect this problem before attempting to write past the end"), no

@@ -72,7 +72,7 @@ use rpcrdma_proto::chunks::{match_results, place_reply, place_write, Placement, 
 use rpcrdma_proto::header::{Body, Chunks, Header, HeaderView, RdmaError, ReadSegment, Segment};
 use rpcrdma_proto::plan::{plan_reply, ReplyForm};
 use rpcrdma_proto::private_data::PrivateData;
-use rpcrdma_proto::rpc::{CallHeader, OpaqueAuth, ReplyHeader, AUTH_SYS};
+use rpcrdma_proto::rpc::{CallHeader, OpaqueAuth, ReplyHeader, RpcMessage, AUTH_SYS};
 use rpcrdma_proto::verdict::{judge_call, Action};
 use serde_json::Value;
 
@@ -1157,9 +1157,11 @@ impl Model<'_> {
                 .expect("the verdict's plan reassembles");
             s.truncate(n);
             stream = s;
-            match CallHeader::parse(&stream) {
-                Ok((c, len)) if c.xid == h.xid() => (c, len),
-                Ok(_) => return rdma_error(m, self.grant, RdmaError::Chunk),
+            match RpcMessage::parse(&stream) {
+                Ok((RpcMessage::Call(c), len)) if c.xid == h.xid() => (c, len),
+                Ok((RpcMessage::Call(_), _)) => return rdma_error(m, self.grant, RdmaError::Chunk),
+                // As the verdict does for one inline (RFC 8166 §4).
+                Ok((RpcMessage::Reply(_), _)) => return Want::Discard,
                 Err(_) => {
                     return self.build(&h, RpcBody::Error(ReplyHeader::garbage_args(h.xid())))
                 }

@@ -35,7 +35,7 @@ use rpcrdma_proto::chunks::{Piece, ReadPlan};
 use rpcrdma_proto::header::ReadList;
 use rpcrdma_proto::header::{HeaderView, RdmaError};
 use rpcrdma_proto::private_data::Role;
-use rpcrdma_proto::rpc::{CallHeader, ReplyHeader};
+use rpcrdma_proto::rpc::{CallHeader, ReplyHeader, RpcMessage};
 use rpcrdma_proto::verdict::{self, AcceptedCall, Action, CallSummary, Verdict};
 
 use crate::conn::wrid::{self, Kind};
@@ -1052,6 +1052,9 @@ fn answer_general<P: Provider>(
             enum NoCall {
                 Chunk,
                 Garbage,
+                /// The pulled stream holds an RPC Reply: discarded, as the verdict discards
+                /// one sent inline (RFC 8166 §4).
+                Reply,
             }
             let stream: Result<(&[u8], CallHeader<'_>, usize), NoCall> = if pulled {
                 let total = call.plan.total_len() as usize;
@@ -1062,9 +1065,10 @@ fn answer_general<P: Provider>(
                     Err(NoCall::Chunk)
                 } else {
                     let s = view::bytes(pull, total);
-                    match CallHeader::parse(s) {
-                        Ok((c, len)) if c.xid == header.xid() => Ok((s, c, len)),
-                        Ok(_) => Err(NoCall::Chunk),
+                    match RpcMessage::parse(s) {
+                        Ok((RpcMessage::Call(c), len)) if c.xid == header.xid() => Ok((s, c, len)),
+                        Ok((RpcMessage::Call(_), _)) => Err(NoCall::Chunk),
+                        Ok((RpcMessage::Reply(_), _)) => Err(NoCall::Reply),
                         Err(_) => Err(NoCall::Garbage),
                     }
                 }
@@ -1078,6 +1082,10 @@ fn answer_general<P: Provider>(
             let (body, bulk) = match stream {
                 Err(NoCall::Chunk) => {
                     return reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk)
+                }
+                Err(NoCall::Reply) => {
+                    bump(&io.stats.discards, 1);
+                    return Built::Nothing;
                 }
                 Err(NoCall::Garbage) => {
                     bump(&io.stats.garbage_args, 1);
