@@ -45,25 +45,18 @@
 //!
 //! Every wait is bounded, nothing asserts a duration, and one server runs at a time.
 
-use std::collections::{HashMap, VecDeque};
-use std::fs::File;
+use std::collections::HashMap;
 use std::io::Write;
-use std::ops::Range;
-use std::os::linux::net::SocketAddrExt;
-use std::os::unix::net::{SocketAddr, UnixStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::ops::{Deref, DerefMut, Range};
+use std::os::unix::net::UnixStream;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rpcrdma_engine::fabric::soft::{
-    Soft, SoftAddr, SoftConfig, SoftCq, SoftDevice, SoftMr, SoftPd, SoftQp,
-};
+use rpcrdma_engine::fabric::soft::{SoftAddr, SoftMr};
 use rpcrdma_engine::fabric::{
-    Access, CompletionQueue, ConnectError, Device, MemoryRegion, PostError, ProtectionDomain,
-    Provider, QpCaps, QpInit, QueuePair, RecvWr, SendWr, Wc, WcStatus,
+    Access, ConnectError, MemoryRegion, ProtectionDomain, QueuePair, WcStatus,
 };
 use rpcrdma_engine::program::{
     fill_pattern, is_pattern, opaque_len, ECHO, MAX_ECHO, MULTI, NULL, PROG, READ, VERS, WRITE,
@@ -76,9 +69,11 @@ use rpcrdma_proto::rpc::{CallHeader, OpaqueAuth, ReplyHeader, RpcMessage, AUTH_S
 use rpcrdma_proto::verdict::{judge_call, Action};
 use serde_json::Value;
 
-#[path = "../../engine/tests/raw/msg.rs"]
-mod msg;
-use msg::{null_call, rpc_reply, set_word, w, Rng};
+mod serve_common;
+use serve_common::msg::{self, null_call, rpc_reply, set_word, w, Rng};
+use serve_common::{
+    connect_retrying, describe, hex, serial, unix_connect, ConnOpts, RawConn, ServerProc,
+};
 
 /// Batches of the default run.
 const DEFAULT_BATCHES: u64 = 8;
@@ -92,15 +87,9 @@ const WAIT: Duration = Duration::from_secs(10);
 /// A server is replaced after this long (it is started with a larger `--seconds`).
 const SERVER_TURN: Duration = Duration::from_secs(240);
 /// The server's own bound on its life, in seconds.
-const SERVER_SECONDS: &str = "600";
+const SERVER_SECONDS: u32 = 600;
 /// Resident memory the server may keep above its warmed-up value after any batch.
 const RSS_SLACK_KB: u64 = 96 * 1024;
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 // ---------------------------------------------------------------------------------------
 // Settings.
@@ -211,65 +200,51 @@ fn derive(base: u64, salt: u64) -> u64 {
     z | 1
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 // ---------------------------------------------------------------------------------------
 // The server process.
 
-/// A running `rpcrdma serve`, killed by its PID (through `Child`) when dropped.
+/// A running `rpcrdma serve` of one configuration (the shared [`ServerProc`] guard, which it
+/// derefs to), warmed up, with its baseline and resident memory tracked.
 struct Server {
-    child: Option<Child>,
-    addr: String,
-    log: PathBuf,
-    out: PathBuf,
+    proc: ServerProc,
     cfg: Cfg,
     started: Instant,
-    baseline: (usize, usize),
     rss0: u64,
     rss_max: u64,
 }
 
+impl Deref for Server {
+    type Target = ServerProc;
+    fn deref(&self) -> &ServerProc {
+        &self.proc
+    }
+}
+
+impl DerefMut for Server {
+    fn deref_mut(&mut self) -> &mut ServerProc {
+        &mut self.proc
+    }
+}
+
 impl Server {
+    /// Starts `rpcrdma serve` with `cfg`; returns once a raw connection is served (within
+    /// 20 s), `rpcrdma call` succeeds and a fresh connection gets NULL and ECHO answered
+    /// exactly, with the baseline and the warmed-up resident memory taken.
     fn start(tag: &str, cfg: Cfg) -> Server {
         let name = format!("rpcrdma-serve-fuzz.{}.{tag}", std::process::id());
-        let dir = std::env::temp_dir();
-        let log = dir.join(format!("{name}.stderr"));
-        let out = dir.join(format!("{name}.stdout"));
-        let child = Command::new(env!("CARGO_BIN_EXE_rpcrdma"))
-            .args(["serve", "--listen", &format!("@{name}")])
-            // The server ends by itself even if this process dies before its guard runs.
-            .args(["--seconds", SERVER_SECONDS])
-            .args(cfg.args())
-            .stdin(Stdio::null())
-            .stdout(File::create(&out).unwrap())
-            .stderr(File::create(&log).unwrap())
-            .spawn()
-            .expect("spawn rpcrdma serve");
+        let call_args = vec!["--inline".to_string(), cfg.inline.to_string()];
+        let mut proc = ServerProc::spawn(&name, SERVER_SECONDS, cfg.args(), call_args);
+        proc.wait_ready(Duration::from_secs(20), |addr| {
+            Peer::try_connect(addr, PeerOpts::GOOD)?.null_ok(1, "ready");
+            Ok(())
+        });
         let mut s = Server {
-            child: Some(child),
-            addr: format!("@{name}"),
-            log,
-            out,
+            proc,
             cfg,
             started: Instant::now(),
-            baseline: (0, 0),
             rss0: 0,
             rss_max: 0,
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            s.assert_alive("starting");
-            match Peer::try_connect(&s.soft_addr(), PeerOpts::GOOD) {
-                Ok(mut p) => {
-                    p.null_ok(1, "ready");
-                    break;
-                }
-                Err(e) => assert!(Instant::now() < deadline, "server never ready: {e:?}"),
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
         s.good_calls("warm-up");
         s.fresh_connection_serves("warm-up");
         s.baseline = s.steady();
@@ -278,96 +253,15 @@ impl Server {
         s
     }
 
-    fn soft_addr(&self) -> SoftAddr {
-        self.addr.parse().unwrap()
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().unwrap().id()
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn assert_alive(&mut self, what: &str) {
-        if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
-            panic!(
-                "{what}: rpcrdma serve exited ({st:?}); its log:\n{}",
-                self.log_text()
-            );
-        }
-    }
-
-    fn status_field(&self, field: &str) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
-            .expect("server /proc status");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or_else(|| panic!("{field} in /proc/PID/status"))
-    }
-
+    /// The server's resident memory, KiB.
     fn rss_kb(&self) -> u64 {
         self.status_field("VmRSS:")
-    }
-
-    fn usage(&self) -> (usize, usize) {
-        let threads = self.status_field("Threads:") as usize;
-        let fds = std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
-            .expect("server /proc fd")
-            .count();
-        (threads, fds)
-    }
-
-    fn fd_links(&self) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
-            .map(|d| {
-                d.filter_map(|e| e.ok())
-                    .map(|e| {
-                        let l = std::fs::read_link(e.path()).unwrap_or_default();
-                        format!("{}={}", e.file_name().to_string_lossy(), l.display())
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
-    }
-
-    fn steady(&self) -> (usize, usize) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut last = self.usage();
-        loop {
-            thread::sleep(Duration::from_millis(300));
-            let now = self.usage();
-            if now == last || Instant::now() >= deadline {
-                return now;
-            }
-            last = now;
-        }
     }
 
     /// Threads and descriptors back to the baseline (bounded wait), resident memory within
     /// its bound.
     fn assert_settled(&mut self, what: &str) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let (t0, f0) = self.baseline;
-        loop {
-            self.assert_alive(what);
-            let (t, f) = self.usage();
-            if t <= t0 && f <= f0 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{what}: server threads {t} (baseline {t0}), descriptors {f} (baseline {f0}): \
-                 {:?}",
-                self.fd_links()
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
+        self.assert_back_to_baseline(what, Duration::from_secs(20));
         let rss = self.rss_kb();
         self.rss_max = self.rss_max.max(rss);
         assert!(
@@ -395,29 +289,6 @@ impl Server {
         p.null_ok(0x7000_0003, what);
     }
 
-    /// `rpcrdma call` NULL, a short ECHO and a chunked ECHO succeed.
-    fn good_calls(&mut self, what: &str) {
-        for wl in ["null", "echo:100", "echo:8000"] {
-            self.assert_alive(what);
-            let (st, out, err) = run_bounded(
-                Command::new(env!("CARGO_BIN_EXE_rpcrdma"))
-                    .args(["call", "--connect", &self.addr, "--workload", wl])
-                    .args(["--count", "2", "--timeout-ms", "5000"])
-                    .args(["--inline", &self.cfg.inline.to_string()]),
-                Duration::from_secs(30),
-            );
-            assert!(st.success(), "{what}: call {wl} failed: {out} {err}");
-            let lines: Vec<Value> = out
-                .lines()
-                .map(|l| serde_json::from_str(l).unwrap())
-                .collect();
-            assert_eq!(lines.len(), 3, "{what}: {wl}: {out}");
-            for l in &lines[..2] {
-                assert_eq!(l["status"], "ok", "{what}: {wl}: {l}");
-            }
-        }
-    }
-
     /// Alive and serving, settled; then SIGTERM stops it with exit status 0; its workers'
     /// final statistics.
     fn finish(self, what: &str) -> Value {
@@ -430,81 +301,10 @@ impl Server {
         self.good_calls(what);
         self.assert_settled(what);
         let held = hold(&self);
-        let pid = rustix::process::Pid::from_raw(self.pid() as i32).unwrap();
-        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        let status = loop {
-            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                break st;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{what}: SIGTERM did not stop the server"
-            );
-            thread::sleep(Duration::from_millis(20));
-        };
-        self.child = None;
+        let v = self.terminate(what);
         drop(held);
-        let log = self.log_text();
-        assert!(status.success(), "{what}: exit {status:?}; log:\n{log}");
-        assert!(!log.contains("panicked"), "{what}: a panic:\n{log}");
-        let out = std::fs::read_to_string(&self.out).unwrap();
-        let last = out.lines().last().expect("final counters");
-        let v: Value = serde_json::from_str(last).unwrap();
         v["workers"].clone()
     }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        if thread::panicking() {
-            let log = self.log_text();
-            let tail: Vec<&str> = log.lines().rev().take(30).collect();
-            eprintln!("--- rpcrdma serve log (last lines, newest first) ---");
-            for l in tail {
-                eprintln!("{l}");
-            }
-        }
-        let _ = std::fs::remove_file(&self.log);
-        let _ = std::fs::remove_file(&self.out);
-    }
-}
-
-/// Runs a command to completion within `limit` (killed after it).
-fn run_bounded(cmd: &mut Command, limit: Duration) -> (ExitStatus, String, String) {
-    let dir = std::env::temp_dir();
-    let tag = format!("rpcrdma-serve-fuzz.{}.call", std::process::id());
-    let (out_p, err_p) = (
-        dir.join(format!("{tag}.out")),
-        dir.join(format!("{tag}.err")),
-    );
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(File::create(&out_p).unwrap())
-        .stderr(File::create(&err_p).unwrap())
-        .spawn()
-        .expect("spawn");
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{cmd:?} did not finish in {limit:?}");
-        }
-        thread::sleep(Duration::from_millis(10));
-    };
-    let out = std::fs::read_to_string(&out_p).unwrap_or_default();
-    let err = std::fs::read_to_string(&err_p).unwrap_or_default();
-    let _ = std::fs::remove_file(&out_p);
-    let _ = std::fs::remove_file(&err_p);
-    (status, out, err)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -517,8 +317,8 @@ const SEND_SLOTS: usize = 16;
 const DATA_LEN: usize = 1 << 20;
 /// A region exposed for remote read only, and one not exposed at all.
 const SIDE_LEN: usize = 65536;
-const RECV_TAG: u64 = 1 << 63;
 
+/// How a [`Peer`] connects and what its receive side does.
 #[derive(Clone, Copy, Debug)]
 struct PeerOpts {
     nrecv: u32,
@@ -552,6 +352,24 @@ impl PeerOpts {
         cq_depth: 2048,
     };
 
+    /// The shared raw connection's settings.
+    fn conn(&self) -> ConnOpts {
+        ConnOpts {
+            device: "fuzz",
+            arena_bytes: 16 << 20,
+            slot: SLOT,
+            send_slots: SEND_SLOTS,
+            nrecv: self.nrecv,
+            recv_len: self.recv_len,
+            cq_depth: self.cq_depth,
+            max_send_wr: 1024,
+            data_len: DATA_LEN,
+            wait: WAIT,
+            // Peers that do not poll their completion queue on purpose: nothing more comes.
+            cq_overrun_ends: true,
+        }
+    }
+
     /// The Receive size the server negotiates with (RFC 8797 §4.2, §5.1).
     fn peer_recv(&self) -> u32 {
         match self.pdata {
@@ -561,12 +379,11 @@ impl PeerOpts {
     }
 }
 
+/// A raw requester (the shared [`RawConn`], which it derefs to) with a memory map the model
+/// knows: beside the data region, a region exposed for remote read only, one not exposed,
+/// a stale rkey, and the model's copy of the data region.
 struct Peer {
-    qp: SoftQp,
-    cq: SoftCq,
-    recv: SoftMr,
-    send: SoftMr,
-    data: SoftMr,
+    conn: RawConn,
     ro: SoftMr,
     hidden: SoftMr,
     stale_key: u32,
@@ -574,13 +391,19 @@ struct Peer {
     mirror: Vec<u8>,
     ro_bytes: Vec<u8>,
     opts: PeerOpts,
-    next_send: u64,
-    received: VecDeque<Vec<u8>>,
-    send_done: VecDeque<Wc>,
-    recv_errors: Vec<WcStatus>,
-    /// The server's grant, from the first reply.
-    grant: Option<u32>,
-    _pd: SoftPd,
+}
+
+impl Deref for Peer {
+    type Target = RawConn;
+    fn deref(&self) -> &RawConn {
+        &self.conn
+    }
+}
+
+impl DerefMut for Peer {
+    fn deref_mut(&mut self) -> &mut RawConn {
+        &mut self.conn
+    }
 }
 
 /// The peer's memory as the model sees it.
@@ -624,91 +447,48 @@ impl MemView<'_> {
 }
 
 impl Peer {
+    /// Connects with the settings and private data of `o` (one attempt).
     fn try_connect(addr: &SoftAddr, o: PeerOpts) -> Result<Peer, ConnectError> {
-        let device = SoftDevice::with_config(
-            "fuzz",
-            SoftConfig {
-                arena_bytes: 16 << 20,
-                ..SoftConfig::default()
-            },
-        );
-        let pd = device.alloc_pd()?;
-        let cq = device.create_cq(o.cq_depth)?;
-        let recv = pd.alloc_region(SLOT * o.nrecv.max(1) as usize, Access::LOCAL_WRITE)?;
-        let send = pd.alloc_region(SLOT * SEND_SLOTS, Access::LOCAL_WRITE)?;
-        let data = pd.alloc_region(
-            DATA_LEN,
-            Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE,
-        )?;
-        let ro = pd.alloc_region(SIDE_LEN, Access::LOCAL_WRITE | Access::REMOTE_READ)?;
-        let hidden = pd.alloc_region(SIDE_LEN, Access::LOCAL_WRITE)?;
-        // A key that named remotely writable memory once: deregistered before any use.
-        let stale_key = {
-            let s = pd.alloc_region(
-                4096,
-                Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE,
-            )?;
-            s.rkey()
-        };
-        let mut ro_bytes = vec![0u8; SIDE_LEN];
-        fill_pattern(0xface, &mut ro_bytes);
-        ro.write_at(0, &ro_bytes);
-        let caps = QpCaps {
-            max_send_wr: 1024,
-            max_recv_wr: o.nrecv.max(1),
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        };
         let pdata: Vec<u8> = match o.pdata {
             Pdata::Sizes(n) => PrivateData::new(n, n, o.ri).encode().to_vec(),
             Pdata::Absent => Vec::new(),
             Pdata::Junk => (0..56u8).map(|i| i.wrapping_mul(37) ^ 0x5a).collect(),
         };
-        let recv_len = o.recv_len;
-        let (qp, _) = Soft::connect(&pd, addr, QpInit::new(&cq, &cq, caps), &pdata, WAIT, |qp| {
-            for i in 0..o.nrecv {
-                let sge = [recv.sge(i as usize * SLOT, recv_len)];
-                qp.post_recv(&RecvWr::new(RECV_TAG | u64::from(i), &sge))?;
-            }
-            Ok(())
-        })?;
+        let (conn, (ro, hidden, stale_key, ro_bytes)) =
+            RawConn::try_connect(addr, &o.conn(), &pdata, |pd| {
+                let ro = pd.alloc_region(SIDE_LEN, Access::LOCAL_WRITE | Access::REMOTE_READ)?;
+                let hidden = pd.alloc_region(SIDE_LEN, Access::LOCAL_WRITE)?;
+                // A key that named remotely writable memory once: deregistered before any use.
+                let stale_key = {
+                    let s = pd.alloc_region(
+                        4096,
+                        Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE,
+                    )?;
+                    s.rkey()
+                };
+                let mut ro_bytes = vec![0u8; SIDE_LEN];
+                fill_pattern(0xface, &mut ro_bytes);
+                ro.write_at(0, &ro_bytes);
+                Ok((ro, hidden, stale_key, ro_bytes))
+            })?;
         Ok(Peer {
-            qp,
-            cq,
-            recv,
-            send,
-            data,
+            conn,
             ro,
             hidden,
             stale_key,
             mirror: vec![0; DATA_LEN],
             ro_bytes,
             opts: o,
-            next_send: 0,
-            received: VecDeque::new(),
-            send_done: VecDeque::new(),
-            recv_errors: Vec::new(),
-            grant: None,
-            _pd: pd,
         })
     }
 
+    /// As [`try_connect`](Self::try_connect), retried for up to [`WAIT`] (the server's
+    /// accept loop may be busy for a moment); failing fails the test.
     fn connect(addr: &SoftAddr, o: PeerOpts) -> Peer {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            match Peer::try_connect(addr, o) {
-                Ok(p) => return p,
-                // The server's accept loop may be busy for a moment (its accept timeout).
-                Err(e) if Instant::now() < deadline => {
-                    let _ = e;
-                    thread::sleep(Duration::from_millis(20));
-                }
-                Err(e) => panic!("raw connect to rpcrdma serve: {e:?}"),
-            }
-        }
+        connect_retrying(WAIT, || Peer::try_connect(addr, o))
     }
 
+    /// The peer's memory as the model sees it.
     fn view(&self) -> MemView<'_> {
         MemView {
             data_key: self.data.rkey(),
@@ -748,148 +528,6 @@ impl Peer {
         }
     }
 
-    fn poll(&mut self) {
-        let mut wc = [Wc::default(); 32];
-        loop {
-            let n = match self.cq.poll(&mut wc) {
-                Ok(n) => n,
-                // An overrun (a peer that does not poll): nothing more will come.
-                Err(_) => {
-                    if self.recv_errors.is_empty() {
-                        self.recv_errors.push(WcStatus::GeneralErr);
-                    }
-                    return;
-                }
-            };
-            for c in &wc[..n] {
-                if c.wr_id & RECV_TAG == 0 {
-                    self.send_done.push_back(*c);
-                    continue;
-                }
-                if c.status != WcStatus::Success {
-                    self.recv_errors.push(c.status);
-                    continue;
-                }
-                let i = (c.wr_id & !RECV_TAG) as usize;
-                let mut m = vec![0; c.byte_len as usize];
-                self.recv.read_at(i * SLOT, &mut m);
-                self.received.push_back(m);
-                let sge = [self.recv.sge(i * SLOT, self.opts.recv_len)];
-                let _ = self.qp.post_recv(&RecvWr::new(c.wr_id, &sge));
-            }
-            if n < wc.len() {
-                return;
-            }
-        }
-    }
-
-    fn post(&mut self, bytes: &[u8]) -> Result<u64, PostError> {
-        assert!(bytes.len() <= SLOT);
-        let id = self.next_send;
-        self.next_send += 1;
-        let off = (id as usize % SEND_SLOTS) * SLOT;
-        self.send.write_at(off, bytes);
-        let sges = [self.send.sge(off, bytes.len() as u32)];
-        self.qp.post_send(&SendWr::send(id, &sges).signaled())?;
-        Ok(id)
-    }
-
-    fn wait_send(&mut self, id: u64, what: &str) -> WcStatus {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            self.poll();
-            if let Some(p) = self.send_done.iter().position(|c| c.wr_id == id) {
-                return self.send_done.remove(p).unwrap().status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{what}: send {id} never completed"
-            );
-            thread::yield_now();
-        }
-    }
-
-    fn send(&mut self, bytes: &[u8], what: &str) -> WcStatus {
-        match self.post(bytes) {
-            Ok(id) => self.wait_send(id, what),
-            Err(_) => WcStatus::WrFlushErr,
-        }
-    }
-
-    /// The next message, or `None` if the connection was torn down first. Silence longer
-    /// than [`WAIT`] on a live connection fails.
-    fn next_message(&mut self, what: &str) -> Option<Vec<u8>> {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            self.poll();
-            if let Some(m) = self.received.pop_front() {
-                return Some(m);
-            }
-            if !self.recv_errors.is_empty() {
-                return None;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{what}: neither a message nor a teardown within {WAIT:?}"
-            );
-            thread::yield_now();
-        }
-    }
-
-    fn expect(&mut self, what: &str) -> Vec<u8> {
-        match self.next_message(what) {
-            Some(m) => m,
-            None => panic!(
-                "{what}: the connection was torn down instead of answering (receive errors \
-                 {:?})",
-                self.recv_errors
-            ),
-        }
-    }
-
-    fn null_ok(&mut self, xid: u32, what: &str) {
-        let st = self.send(&null_call(xid), what);
-        assert_eq!(st, WcStatus::Success, "{what}: NULL {xid:#x} sent");
-        let m = self.expect(&format!("{what}: NULL probe {xid:#x}"));
-        let answered = HeaderView::parse(&m).ok().and_then(|h| {
-            let (r, _) = ReplyHeader::parse(h.payload()).ok()?;
-            (h.xid() == xid && r.xid == xid && r.is_success()).then_some(h.credit())
-        });
-        match answered {
-            Some(credit) => {
-                self.grant.get_or_insert(credit);
-            }
-            None => panic!(
-                "{what}: the next message is not the answer to NULL {xid:#x}: {} ({})",
-                hex(&m),
-                describe(&m)
-            ),
-        }
-    }
-
-    /// Torn down without a reply: every receive flushed (bounded wait).
-    fn expect_torn_down(&mut self, what: &str) {
-        let deadline = Instant::now() + WAIT;
-        while self.recv_errors.is_empty() {
-            self.poll();
-            assert!(
-                Instant::now() < deadline,
-                "{what}: the connection is still up (the model predicts a teardown)"
-            );
-            thread::yield_now();
-        }
-        assert!(
-            self.received.is_empty(),
-            "{what}: a reply on a torn-down connection: {}",
-            hex(self.received.front().unwrap())
-        );
-        assert!(
-            self.recv_errors.iter().all(|s| *s == WcStatus::WrFlushErr),
-            "{what}: {:?}",
-            self.recv_errors
-        );
-    }
-
     /// Sends `m` and checks the server does what `want` says; `false` when the connection
     /// is gone (as predicted).
     fn exchange(&mut self, m: &[u8], want: &Want, what: &str) -> bool {
@@ -924,27 +562,6 @@ impl Peer {
                 true
             }
         }
-    }
-}
-
-/// A short description of a received message.
-fn describe(m: &[u8]) -> String {
-    match HeaderView::parse(m) {
-        Ok(h) => {
-            let rpc = ReplyHeader::parse(h.payload())
-                .map(|(r, _)| format!("{:?}", r.body))
-                .unwrap_or_else(|_| "no RPC reply".into());
-            format!(
-                "xid {:#x} proc {:?} credit {} writes {} reply chunk {:?} payload {} bytes, {rpc}",
-                h.xid(),
-                h.proc(),
-                h.credit(),
-                h.write_list().len(),
-                h.reply_chunk().map(|c| c.len()),
-                h.payload().len()
-            )
-        }
-        Err(e) => format!("undecodable: {e:?}"),
     }
 }
 
@@ -2853,10 +2470,8 @@ fn hostile_at_shutdown(srv: &Server, seed: u64) -> Vec<Held> {
     }
     held.push(Held::Peer(Box::new(deaf)));
     held.push(Held::Peer(Box::new(Peer::connect(&addr, PeerOpts::GOOD))));
-    let name = srv.addr.strip_prefix('@').unwrap();
-    let a = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
-    held.push(Held::Socket(UnixStream::connect_addr(&a).expect("connect")));
-    let mut half = UnixStream::connect_addr(&a).expect("connect");
+    held.push(Held::Socket(unix_connect(&srv.addr)));
+    let mut half = unix_connect(&srv.addr);
     let _ = half.write_all(b"SRD1\x01");
     held.push(Held::Socket(half));
     held

@@ -14,26 +14,17 @@
 //! Every wait is bounded; the tests take a lock so that one server runs at a time (each one
 //! busy-polls a core).
 
-use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{IoSlice, Read, Write};
 use std::mem::MaybeUninit;
+use std::ops::{Deref, DerefMut};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::linux::net::SocketAddrExt;
-use std::os::unix::net::{SocketAddr, UnixStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::os::unix::net::UnixStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rpcrdma_engine::fabric::soft::{
-    Soft, SoftAddr, SoftConfig, SoftCq, SoftDevice, SoftMr, SoftPd, SoftQp,
-};
-use rpcrdma_engine::fabric::{
-    Access, CompletionQueue, ConnectError, Device, MemoryRegion, PostError, ProtectionDomain,
-    Provider, QpCaps, QpInit, QueuePair, RecvWr, RemoteAddr, SendWr, Wc, WcStatus,
-};
+use rpcrdma_engine::fabric::soft::SoftAddr;
+use rpcrdma_engine::fabric::{ConnectError, MemoryRegion, QueuePair, WcStatus};
 use rpcrdma_engine::program::{ECHO, MULTI, NULL, PROG, READ, VERS, WRITE};
 use rpcrdma_proto::header::{Body, Chunks, Header, HeaderView, RdmaError, ReadSegment, Segment};
 use rpcrdma_proto::private_data;
@@ -43,500 +34,96 @@ use rustix::fs::{MemfdFlags, SealFlags};
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 use serde_json::Value;
 
-#[path = "../../engine/tests/raw/msg.rs"]
-mod msg;
-use msg::*;
+mod serve_common;
+use serve_common::msg::*;
+use serve_common::{connect_retrying, serial, unix_connect, ConnOpts, RawConn, ServerProc};
 
 /// How long any single expected event may take.
 const WAIT: Duration = Duration::from_secs(5);
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// One server process at a time (each busy-polls a core; the machine may have two).
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 // ---------------------------------------------------------------------------------------
 // The server process.
 
-/// A running `rpcrdma serve`, killed (SIGKILL, by its PID through `Child`) when dropped,
-/// whatever happened; its log is printed if the test is failing.
-struct Server {
-    child: Option<Child>,
-    addr: String,
-    log: PathBuf,
-    out: PathBuf,
-    /// Threads and descriptors once warmed up.
-    baseline: (usize, usize),
+/// A running `rpcrdma serve` (the shared [`ServerProc`] guard, which it derefs to), warmed up
+/// with its baseline taken.
+struct Server(ServerProc);
+
+impl Deref for Server {
+    type Target = ServerProc;
+    fn deref(&self) -> &ServerProc {
+        &self.0
+    }
+}
+
+impl DerefMut for Server {
+    fn deref_mut(&mut self) -> &mut ServerProc {
+        &mut self.0
+    }
 }
 
 impl Server {
+    /// Starts `rpcrdma serve` with `extra` arguments; returns once a raw connection is served
+    /// (within 15 s) and `rpcrdma call` succeeds, with the baseline taken.
     fn start(tag: &str, extra: &[&str]) -> Server {
         let name = format!("rpcrdma-serve-hostile.{}.{tag}", std::process::id());
-        let dir = std::env::temp_dir();
-        let log = dir.join(format!("{name}.stderr"));
-        let out = dir.join(format!("{name}.stdout"));
-        let child = Command::new(env!("CARGO_BIN_EXE_rpcrdma"))
-            // --seconds: the server ends by itself even if this process is killed before its
-            // guard runs.
-            .args(["serve", "--listen", &format!("@{name}"), "--seconds", "300"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(File::create(&out).unwrap())
-            .stderr(File::create(&log).unwrap())
-            .spawn()
-            .expect("spawn rpcrdma serve");
-        let mut s = Server {
-            child: Some(child),
-            addr: format!("@{name}"),
-            log,
-            out,
-            baseline: (0, 0),
-        };
+        let mut s = ServerProc::spawn(&name, 300, extra, Vec::new());
         // Ready when a raw connection is accepted.
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            s.assert_alive("starting");
-            match Raw::try_connect(&s.soft_addr(), 8) {
-                Ok(mut c) => {
-                    c.null_ok(1);
-                    break;
-                }
-                Err(e) => assert!(Instant::now() < deadline, "server never ready: {e}"),
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
+        s.wait_ready(Duration::from_secs(15), |addr| {
+            raw_try_connect(addr, 8)?.null_ok(1, "ready");
+            Ok(())
+        });
         // Warm up (first-use allocations and lazily started threads), then the baseline.
         s.good_calls("warm-up");
         s.baseline = s.steady();
-        s
+        Server(s)
     }
 
-    fn soft_addr(&self) -> SoftAddr {
-        self.addr.parse().unwrap()
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().unwrap().id()
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Panics (with the server's log) if the process has exited.
-    fn assert_alive(&mut self, what: &str) {
-        let st = self.child.as_mut().unwrap().try_wait().unwrap();
-        if let Some(st) = st {
-            panic!(
-                "{what}: rpcrdma serve exited ({st:?}); its log:\n{}",
-                self.log_text()
-            );
-        }
-    }
-
-    /// Threads and open descriptors of the server process.
-    fn usage(&self) -> (usize, usize) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
-            .expect("server /proc status");
-        let threads = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Threads:"))
-            .and_then(|v| v.trim().parse().ok())
-            .expect("Threads: line");
-        let fds = std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
-            .expect("server /proc fd")
-            .count();
-        (threads, fds)
-    }
-
-    /// What the server's descriptors are.
-    fn fd_links(&self) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
-            .map(|d| {
-                d.filter_map(|e| e.ok())
-                    .map(|e| {
-                        let l = std::fs::read_link(e.path()).unwrap_or_default();
-                        format!("{}={}", e.file_name().to_string_lossy(), l.display())
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
-    }
-
-    /// The usage once it stops changing (bounded).
-    fn steady(&self) -> (usize, usize) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut last = self.usage();
-        loop {
-            thread::sleep(Duration::from_millis(300));
-            let now = self.usage();
-            if now == last || Instant::now() >= deadline {
-                return now;
-            }
-            last = now;
-        }
-    }
-
-    /// Waits (bounded) until threads and descriptors are back to the baseline: the bad
-    /// connections' watchdogs, sockets and memfds are all gone.
-    fn assert_back_to_baseline(&mut self, what: &str) {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        let (t0, f0) = self.baseline;
-        loop {
-            self.assert_alive(what);
-            let (t, f) = self.usage();
-            if t <= t0 && f <= f0 {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{what}: server threads {t} (baseline {t0}), descriptors {f} (baseline {f0}): \
-                 {:?}",
-                self.fd_links()
-            );
-            thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// `rpcrdma call` NULL, a short ECHO and an ECHO through chunks all succeed.
-    fn good_calls(&mut self, what: &str) {
-        for w in ["null", "echo:100", "echo:8000"] {
-            self.assert_alive(what);
-            let (st, out, err) = run_bounded(
-                Command::new(env!("CARGO_BIN_EXE_rpcrdma")).args([
-                    "call",
-                    "--connect",
-                    &self.addr,
-                    "--workload",
-                    w,
-                    "--count",
-                    "2",
-                    "--timeout-ms",
-                    "5000",
-                ]),
-                Duration::from_secs(30),
-            );
-            assert!(st.success(), "{what}: call {w} failed: {out} {err}");
-            let lines: Vec<Value> = out
-                .lines()
-                .map(|l| serde_json::from_str(l).unwrap())
-                .collect();
-            assert_eq!(lines.len(), 3, "{what}: {w}: {out}");
-            for l in &lines[..2] {
-                assert_eq!(l["status"], "ok", "{what}: {w}: {l}");
-            }
-        }
-    }
-
-    /// Everything a test ends with: alive, serving, back to the baseline; then SIGTERM
-    /// stops it gracefully (exit status 0) and its final counters are returned.
+    /// Everything a test ends with: alive, serving, back to the baseline (within 15 s); then
+    /// SIGTERM stops it gracefully (exit status 0) and its final counters are returned.
     fn finish(mut self, what: &str) -> Value {
         self.good_calls(what);
-        self.assert_back_to_baseline(what);
+        self.assert_back_to_baseline(what, Duration::from_secs(15));
         self.good_calls(what);
-        let pid = rustix::process::Pid::from_raw(self.pid() as i32).unwrap();
-        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        let status = loop {
-            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                break st;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{what}: SIGTERM did not stop the server"
-            );
-            thread::sleep(Duration::from_millis(20));
-        };
-        self.child = None;
-        let log = self.log_text();
-        assert!(status.success(), "{what}: exit {status:?}; log:\n{log}");
-        assert!(!log.contains("panicked"), "{what}: a panic:\n{log}");
-        let out = std::fs::read_to_string(&self.out).unwrap();
-        let last = out.lines().last().expect("final counters");
-        let v: Value = serde_json::from_str(last).unwrap();
+        let v = self.terminate(what);
         v["workers"][0]["counters"].clone()
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        if thread::panicking() {
-            let log = self.log_text();
-            let tail: Vec<&str> = log.lines().rev().take(40).collect();
-            eprintln!("--- rpcrdma serve log (last lines, newest first) ---");
-            for l in tail {
-                eprintln!("{l}");
-            }
-        }
-        let _ = std::fs::remove_file(&self.log);
-        let _ = std::fs::remove_file(&self.out);
-    }
-}
-
-/// Runs a command to completion within `limit` (killed after it); returns its status,
-/// standard output and standard error.
-fn run_bounded(cmd: &mut Command, limit: Duration) -> (ExitStatus, String, String) {
-    let dir = std::env::temp_dir();
-    let tag = format!(
-        "rpcrdma-serve-hostile.{}.{:?}",
-        std::process::id(),
-        thread::current().id()
-    );
-    let (out_p, err_p) = (
-        dir.join(format!("{tag}.out")),
-        dir.join(format!("{tag}.err")),
-    );
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(File::create(&out_p).unwrap())
-        .stderr(File::create(&err_p).unwrap())
-        .spawn()
-        .expect("spawn");
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{cmd:?} did not finish in {limit:?}");
-        }
-        thread::sleep(Duration::from_millis(10));
-    };
-    let out = std::fs::read_to_string(&out_p).unwrap_or_default();
-    let err = std::fs::read_to_string(&err_p).unwrap_or_default();
-    let _ = std::fs::remove_file(&out_p);
-    let _ = std::fs::remove_file(&err_p);
-    (status, out, err)
-}
-
 // ---------------------------------------------------------------------------------------
-// A raw requester on the soft fabric: its own registered buffers and receives, hand-built
-// messages, everything it receives reported unjudged.
+// A raw requester on the soft fabric: the shared `RawConn` with this file's settings.
 
 /// Size of each receive buffer and send slot.
 const SLOT: usize = 8192;
-const SEND_SLOTS: usize = 8;
 /// Bytes of the region advertised in chunks (remote read and write).
 const DATA_LEN: usize = 1 << 20;
-const RECV_TAG: u64 = 1 << 63;
 
-struct Raw {
-    qp: SoftQp,
-    cq: SoftCq,
-    recv: SoftMr,
-    send: SoftMr,
-    data: SoftMr,
-    next_send: u64,
-    received: VecDeque<Vec<u8>>,
-    send_done: VecDeque<Wc>,
-    recv_errors: Vec<WcStatus>,
-    /// XIDs of Calls that may still be answered late (passed on to the RPC layer by a fuzz
-    /// case): their replies are dropped when they arrive.
-    late: Vec<u32>,
-    _pd: SoftPd,
+/// Connection settings of this file's raw requesters with `nrecv` receives.
+fn raw_opts(nrecv: u32) -> ConnOpts {
+    ConnOpts {
+        device: "hostile",
+        arena_bytes: 8 << 20,
+        slot: SLOT,
+        send_slots: 8,
+        nrecv,
+        recv_len: SLOT as u32,
+        cq_depth: 1024,
+        max_send_wr: 512,
+        data_len: DATA_LEN,
+        wait: WAIT,
+        cq_overrun_ends: false,
+    }
 }
 
-fn raw_device() -> SoftDevice {
-    SoftDevice::with_config(
-        "hostile",
-        SoftConfig {
-            arena_bytes: 8 << 20,
-            ..SoftConfig::default()
-        },
-    )
+/// Connects a raw requester with `nrecv` receives of [`SLOT`] bytes and RFC 8797 private
+/// data (8 KiB inline sizes, no remote invalidation: its chunks name a plain region).
+fn raw_try_connect(addr: &SoftAddr, nrecv: u32) -> Result<RawConn, ConnectError> {
+    let pdata = private_data::PrivateData::new(SLOT as u32, SLOT as u32, false).encode();
+    RawConn::try_connect(addr, &raw_opts(nrecv), &pdata, |_| Ok(())).map(|(c, ())| c)
 }
 
-impl Raw {
-    /// Connects with `nrecv` receives of [`SLOT`] bytes and RFC 8797 private data (8 KiB
-    /// inline sizes, no remote invalidation: its chunks name a plain region).
-    fn try_connect(addr: &SoftAddr, nrecv: u32) -> Result<Raw, ConnectError> {
-        let device = raw_device();
-        let pd = device.alloc_pd()?;
-        let cq = device.create_cq(1024)?;
-        let recv = pd.alloc_region(SLOT * nrecv.max(1) as usize, Access::LOCAL_WRITE)?;
-        let send = pd.alloc_region(SLOT * SEND_SLOTS, Access::LOCAL_WRITE)?;
-        let data = pd.alloc_region(
-            DATA_LEN,
-            Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE,
-        )?;
-        let caps = QpCaps {
-            max_send_wr: 512,
-            max_recv_wr: nrecv.max(1),
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        };
-        let pdata = private_data::PrivateData::new(SLOT as u32, SLOT as u32, false).encode();
-        let (qp, _) = Soft::connect(&pd, addr, QpInit::new(&cq, &cq, caps), &pdata, WAIT, |qp| {
-            for i in 0..nrecv {
-                let sge = [recv.sge(i as usize * SLOT, SLOT as u32)];
-                qp.post_recv(&RecvWr::new(RECV_TAG | u64::from(i), &sge))?;
-            }
-            Ok(())
-        })?;
-        Ok(Raw {
-            qp,
-            cq,
-            recv,
-            send,
-            data,
-            next_send: 0,
-            received: VecDeque::new(),
-            send_done: VecDeque::new(),
-            recv_errors: Vec::new(),
-            late: Vec::new(),
-            _pd: pd,
-        })
-    }
-
-    fn connect(addr: &SoftAddr, nrecv: u32) -> Raw {
-        match Raw::try_connect(addr, nrecv) {
-            Ok(c) => c,
-            Err(e) => panic!("raw connect to rpcrdma serve: {e:?}"),
-        }
-    }
-
-    /// Moves available completions into `received` / `send_done`, reposting receives.
-    fn poll(&mut self) {
-        let mut wc = [Wc::default(); 32];
-        loop {
-            let n = self.cq.poll(&mut wc).expect("raw completion queue");
-            for w in &wc[..n] {
-                if w.wr_id & RECV_TAG == 0 {
-                    self.send_done.push_back(*w);
-                    continue;
-                }
-                if w.status != WcStatus::Success {
-                    self.recv_errors.push(w.status);
-                    continue;
-                }
-                let i = (w.wr_id & !RECV_TAG) as usize;
-                let mut m = vec![0; w.byte_len as usize];
-                self.recv.read_at(i * SLOT, &mut m);
-                self.received.push_back(m);
-                let sge = [self.recv.sge(i * SLOT, SLOT as u32)];
-                let _ = self.qp.post_recv(&RecvWr::new(w.wr_id, &sge));
-            }
-            if n < wc.len() {
-                return;
-            }
-        }
-    }
-
-    /// Posts a signaled Send of `bytes`.
-    fn post(&mut self, bytes: &[u8]) -> Result<u64, PostError> {
-        assert!(bytes.len() <= SLOT);
-        let id = self.next_send;
-        self.next_send += 1;
-        let off = (id as usize % SEND_SLOTS) * SLOT;
-        self.send.write_at(off, bytes);
-        let sges = [self.send.sge(off, bytes.len() as u32)];
-        self.qp.post_send(&SendWr::send(id, &sges).signaled())?;
-        Ok(id)
-    }
-
-    /// The status of send request `id` (bounded wait).
-    fn wait_send(&mut self, id: u64) -> WcStatus {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            self.poll();
-            if let Some(p) = self.send_done.iter().position(|w| w.wr_id == id) {
-                return self.send_done.remove(p).unwrap().status;
-            }
-            assert!(Instant::now() < deadline, "send {id} never completed");
-            thread::yield_now();
-        }
-    }
-
-    /// Sends `bytes`; the Send's status.
-    fn send(&mut self, bytes: &[u8]) -> WcStatus {
-        match self.post(bytes) {
-            Ok(id) => self.wait_send(id),
-            Err(_) => WcStatus::WrFlushErr,
-        }
-    }
-
-    /// The next message, or `None` if the connection was torn down first (or nothing came
-    /// within [`WAIT`]).
-    fn next_message(&mut self) -> Option<Vec<u8>> {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            self.poll();
-            if let Some(m) = self.received.pop_front() {
-                let xid = (m.len() >= 4).then(|| w(&m, 0));
-                if let Some(p) = self.late.iter().position(|x| Some(*x) == xid) {
-                    self.late.swap_remove(p);
-                    continue;
-                }
-                return Some(m);
-            }
-            if !self.recv_errors.is_empty() || Instant::now() >= deadline {
-                return None;
-            }
-            thread::yield_now();
-        }
-    }
-
-    fn expect(&mut self, what: &str) -> Vec<u8> {
-        match self.next_message() {
-            Some(m) => m,
-            None => panic!(
-                "{what}: no message from the server (receive errors {:?})",
-                self.recv_errors
-            ),
-        }
-    }
-
-    /// A NULL Call with `xid` comes back as the next message, accepted with SUCCESS.
-    fn null_ok(&mut self, xid: u32) -> Vec<u8> {
-        assert_eq!(
-            self.send(&null_call(xid)),
-            WcStatus::Success,
-            "NULL {xid} sent"
-        );
-        let m = self.expect(&format!("NULL {xid}"));
-        let r = rpc_reply(&m);
-        assert_eq!(r.xid, xid, "the next message answers NULL {xid}");
-        assert!(r.is_success(), "NULL {xid}: {r:?}");
-        m
-    }
-
-    /// The connection is torn down without a reply: every receive flushes (bounded).
-    fn expect_torn_down(&mut self, what: &str) {
-        let deadline = Instant::now() + WAIT;
-        while self.recv_errors.is_empty() {
-            self.poll();
-            assert!(
-                Instant::now() < deadline,
-                "{what}: the connection is still up"
-            );
-            thread::yield_now();
-        }
-        assert!(
-            self.received.is_empty(),
-            "{what}: a reply on a torn-down connection: {:02x?}",
-            self.received.front()
-        );
-        assert!(
-            self.recv_errors.iter().all(|s| *s == WcStatus::WrFlushErr),
-            "{what}: {:?}",
-            self.recv_errors
-        );
-    }
-
-    fn data_at(&self, offset: usize) -> RemoteAddr {
-        self.data.remote(offset)
-    }
+/// As [`raw_try_connect`], one attempt (at most [`WAIT`]): failing fails the test.
+fn raw_connect(addr: &SoftAddr, nrecv: u32) -> RawConn {
+    connect_retrying(Duration::ZERO, || raw_try_connect(addr, nrecv))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -545,13 +132,13 @@ impl Raw {
 
 /// Sends `bytes`, checks the answer is exactly `e` (for a discard: the next message is the
 /// reply to a NULL sent after it), and that the connection still serves a NULL.
-fn exchange(c: &mut Raw, name: &str, bytes: &[u8], grant: u32, e: Expect, probe: u32) {
-    assert_eq!(c.send(bytes), WcStatus::Success, "{name}: sent");
+fn exchange(c: &mut RawConn, name: &str, bytes: &[u8], grant: u32, e: Expect, probe: u32) {
+    assert_eq!(c.send(bytes, name), WcStatus::Success, "{name}: sent");
     if e != Expect::Discard {
         let m = c.expect(name);
         check_reply(name, &m, bytes, grant, e);
     }
-    c.null_ok(probe);
+    c.null_ok(probe, name);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -565,8 +152,10 @@ fn exchange(c: &mut Raw, name: &str, bytes: &[u8], grant: u32, e: Expect, probe:
 fn malformed_messages_get_their_verdict_from_the_process() {
     let _serial = serial();
     let mut srv = Server::start("verdicts", &[]);
-    let mut c = Raw::connect(&srv.soft_addr(), 32);
-    let grant = HeaderView::parse(&c.null_ok(1)).unwrap().credit();
+    let mut c = raw_connect(&srv.soft_addr(), 32);
+    let grant = HeaderView::parse(&c.null_ok(1, "verdicts"))
+        .unwrap()
+        .credit();
     assert!(grant >= 1);
     let d = c.data_at(0);
     let (h, off) = (d.rkey, d.addr);
@@ -956,7 +545,7 @@ fn malformed_messages_get_their_verdict_from_the_process() {
             None => {
                 // Passed on to the RPC layer: any reply (or none; perhaps after the probe's),
                 // or a torn-down connection.
-                assert_eq!(c.send(&m), WcStatus::Success, "{name}: sent");
+                assert_eq!(c.send(&m, &name), WcStatus::Success, "{name}: sent");
                 let probe = 0x3000_0000 + iter;
                 if c.post(&null_call(probe)).is_err() {
                     c.poll();
@@ -964,7 +553,7 @@ fn malformed_messages_get_their_verdict_from_the_process() {
                 let deadline = Instant::now() + WAIT;
                 let mut answered = false;
                 let survived = loop {
-                    match c.next_message() {
+                    match c.next_message(&name) {
                         Some(r) if w(&r, 0) == probe => {
                             assert!(rpc_reply(&r).is_success(), "{name}: probe");
                             break true;
@@ -978,7 +567,7 @@ fn malformed_messages_get_their_verdict_from_the_process() {
                 };
                 if !survived {
                     torn_down += 1;
-                    c = Raw::connect(&srv.soft_addr(), 32);
+                    c = raw_connect(&srv.soft_addr(), 32);
                 } else if !answered {
                     // Not answered yet: perhaps later.
                     c.late.push(w(&m, 0));
@@ -997,13 +586,13 @@ fn malformed_messages_get_their_verdict_from_the_process() {
     let mut big = null_call(0x500);
     big.resize(4097, 0);
     assert_ne!(
-        c.send(&big),
+        c.send(&big, "oversized Send"),
         WcStatus::Success,
         "the server could not take it"
     );
     c.expect_torn_down("oversized Send");
     drop(c);
-    Raw::connect(&srv.soft_addr(), 8).null_ok(0x501);
+    raw_connect(&srv.soft_addr(), 8).null_ok(0x501, "after the oversized Send");
 
     let counters = srv.finish("verdicts");
     assert_eq!(counters["errors"]["err_vers"], want_err_vers, "{counters}");
@@ -1024,9 +613,9 @@ fn chunks_naming_bogus_or_short_memory() {
     let _serial = serial();
     let mut srv = Server::start("chunks", &[]);
     let addr = srv.soft_addr();
-    let mut good = Raw::connect(&addr, 8);
-    let mut c = Raw::connect(&addr, 32);
-    let grant = HeaderView::parse(&c.null_ok(1)).unwrap().credit();
+    let mut good = raw_connect(&addr, 8);
+    let mut c = raw_connect(&addr, 32);
+    let grant = HeaderView::parse(&c.null_ok(1, "chunks")).unwrap().credit();
     let d = c.data_at(0);
     c.data.write_at(0, &[0x5a; 4096]);
     let small_w = [Segment::new(d.rkey, 100, d.addr)];
@@ -1129,25 +718,28 @@ fn chunks_naming_bogus_or_short_memory() {
     // A Read chunk longer than its opaque: the opaque is what counts (extra bytes are the
     // chunk's business, §3.4.5.2 allows at most the XDR pad, and more is garbage or served).
     assert_eq!(
-        c.send(&msg_call(
-            17,
-            Chunks {
-                reads: &long,
-                ..Chunks::NONE
-            },
-            WRITE,
-            &words(1, 64)
-        )),
+        c.send(
+            &msg_call(
+                17,
+                Chunks {
+                    reads: &long,
+                    ..Chunks::NONE
+                },
+                WRITE,
+                &words(1, 64)
+            ),
+            "Read chunk longer than its opaque"
+        ),
         WcStatus::Success
     );
     let r = c.expect("Read chunk longer than its opaque");
     assert_eq!(w(&r, 0), 17);
-    c.null_ok(200);
+    c.null_ok(200, "chunks");
 
     // Found only by the RDMA operation: one fresh connection per case.
     for case in 0..7 {
-        let mut c = Raw::connect(&addr, 16);
-        c.null_ok(1);
+        let mut c = raw_connect(&addr, 16);
+        c.null_ok(1, "chunks: fresh connection");
         let d = c.data_at(0);
         let end = d.addr + DATA_LEN as u64;
         let bogus = d.rkey ^ 0x5a00;
@@ -1237,10 +829,10 @@ fn chunks_naming_bogus_or_short_memory() {
                 ),
             ),
         };
-        assert_eq!(c.send(&m), WcStatus::Success, "{name}");
+        assert_eq!(c.send(&m, name), WcStatus::Success, "{name}");
         c.expect_torn_down(name);
         srv.assert_alive(name);
-        good.null_ok(1000 + case);
+        good.null_ok(1000 + case, name);
     }
     drop(c);
     drop(good);
@@ -1260,17 +852,19 @@ fn credit_overruns_and_peers_gone_mid_rpc() {
     let _serial = serial();
     let mut srv = Server::start("credits", &[]);
     let addr = srv.soft_addr();
-    let mut good = Raw::connect(&addr, 8);
+    let mut good = raw_connect(&addr, 8);
 
     for round in 0..3u32 {
-        let mut c = Raw::connect(&addr, 512);
-        let grant = HeaderView::parse(&c.null_ok(1)).unwrap().credit();
+        let mut c = raw_connect(&addr, 512);
+        let grant = HeaderView::parse(&c.null_ok(1, "credit overrun"))
+            .unwrap()
+            .credit();
         let n = 300u32;
         let mut statuses = Vec::new();
         for x in 0..n {
             let id = c.post(&null_call(1000 + x));
             statuses.push(match id {
-                Ok(id) => c.wait_send(id),
+                Ok(id) => c.wait_send(id, "credit overrun"),
                 Err(_) => WcStatus::WrFlushErr,
             });
         }
@@ -1287,7 +881,7 @@ fn credit_overruns_and_peers_gone_mid_rpc() {
                 }
                 replies.sort();
                 assert_eq!(replies, (1000..1000 + n).collect::<Vec<_>>());
-                c.null_ok(5000);
+                c.null_ok(5000, "credit overrun");
             }
             Some(i) => {
                 assert!(
@@ -1309,14 +903,14 @@ fn credit_overruns_and_peers_gone_mid_rpc() {
             }
         }
         srv.assert_alive("credit overrun");
-        good.null_ok(100 + round);
+        good.null_ok(100 + round, "credit overrun");
     }
 
     // Gone mid-RPC.
     for how in 0..3 {
         for what in 0..5 {
-            let mut c = Raw::connect(&addr, 16);
-            c.null_ok(1);
+            let mut c = raw_connect(&addr, 16);
+            c.null_ok(1, "gone mid-RPC");
             let d = c.data_at(0);
             c.data.write_at(0, &[7; 4096]);
             let rd = [ReadSegment::new(WRITE_DATA_POS, d.rkey, 4000, d.addr)];
@@ -1359,7 +953,7 @@ fn credit_overruns_and_peers_gone_mid_rpc() {
                 )],
             };
             for m in &calls {
-                assert_eq!(c.send(m), WcStatus::Success);
+                assert_eq!(c.send(m, "gone mid-RPC"), WcStatus::Success);
             }
             match how {
                 0 => drop(c),
@@ -1367,7 +961,7 @@ fn credit_overruns_and_peers_gone_mid_rpc() {
                 _ => c.qp.faults().drop_connection(),
             }
             srv.assert_alive(&format!("gone mid-RPC: how {how} what {what}"));
-            good.null_ok(200 + 10 * how + what);
+            good.null_ok(200 + 10 * how + what, "gone mid-RPC");
         }
     }
     drop(good);
@@ -1396,12 +990,6 @@ fn handshake(kind: u8, pd: &[u8]) -> [u8; MSG_LEN] {
     m[5] = pd.len() as u8;
     m[8..8 + pd.len()].copy_from_slice(pd);
     m
-}
-
-fn unix_connect(addr: &str) -> UnixStream {
-    let name = addr.strip_prefix('@').unwrap();
-    let a = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
-    UnixStream::connect_addr(&a).expect("connect to the server's socket")
 }
 
 fn send_with_fds(sock: &UnixStream, bytes: &[u8], fds: &[BorrowedFd<'_>]) {
@@ -1507,8 +1095,8 @@ fn broken_handshakes_are_refused() {
 
     // The server's memfds, which this process holds while connected (and ours, which the
     // server holds), are sealed: ftruncate to a smaller size fails with EPERM.
-    let mut live = Raw::connect(&addr, 8);
-    live.null_ok(1);
+    let mut live = raw_connect(&addr, 8);
+    live.null_ok(1, "handshakes: live connection");
     let mut sealed = 0;
     for e in std::fs::read_dir("/proc/self/fd")
         .unwrap()
@@ -1532,7 +1120,7 @@ fn broken_handshakes_are_refused() {
         sealed += 1;
     }
     assert!(sealed >= 6, "ours and the server's: {sealed}");
-    live.null_ok(2);
+    live.null_ok(2, "handshakes: live connection");
 
     type Attempt = (&'static str, Box<dyn Fn(&mut UnixStream)>);
     let attempts: Vec<Attempt> = vec![
@@ -1623,7 +1211,7 @@ fn broken_handshakes_are_refused() {
         let got = answer(&mut s, WAIT);
         assert_eq!(got, None, "{name}: the server answered instead of closing");
         srv.assert_alive(name);
-        live.null_ok(3);
+        live.null_ok(3, name);
     }
 
     // The control for the unsealed case: the same copies, sealed, are accepted (so the
@@ -1645,7 +1233,7 @@ fn broken_handshakes_are_refused() {
     s.write_all(&handshake(READY, &[])).unwrap();
     drop(s);
 
-    live.null_ok(4);
+    live.null_ok(4, "handshakes: live connection");
     drop(live);
     srv.finish("handshakes");
 }
@@ -1660,21 +1248,21 @@ fn silent_and_churning_connections() {
     let _serial = serial();
     let mut srv = light_server("connections");
     let addr = srv.soft_addr();
-    let mut live = Raw::connect(&addr, 8);
-    live.null_ok(1);
+    let mut live = raw_connect(&addr, 8);
+    live.null_ok(1, "connections: live connection");
 
     // 40 silent sockets and 40 with half a HELLO, then a good client: it is served within
-    // its own connect timeout (`Raw::connect` gives up after WAIT; 80 × the server's accept
+    // its own connect timeout (`raw_connect` gives up after WAIT; 80 × the server's accept
     // timeout would be 16 s).
     let mut idle: Vec<UnixStream> = (0..80).map(|_| unix_connect(&srv.addr)).collect();
     for s in idle.iter_mut().skip(40) {
         s.write_all(&handshake(HELLO, &[])[..100]).unwrap();
     }
-    let established = Raw::connect(&addr, 8);
-    let mut c = Raw::connect(&addr, 8);
-    c.null_ok(2);
+    let established = raw_connect(&addr, 8);
+    let mut c = raw_connect(&addr, 8);
+    c.null_ok(2, "while silent connections are open");
     srv.good_calls("while silent connections are open");
-    live.null_ok(3);
+    live.null_ok(3, "connections: live connection");
     for (i, s) in idle.iter_mut().enumerate() {
         assert_eq!(
             answer(s, HELLO_WAIT),
@@ -1689,9 +1277,9 @@ fn silent_and_churning_connections() {
 
     // Churn: connect, maybe call, leave in one of three ways.
     for i in 0..120u32 {
-        let mut c = Raw::connect(&addr, 4);
+        let mut c = raw_connect(&addr, 4);
         if i % 2 == 0 {
-            c.null_ok(i);
+            c.null_ok(i, "churn");
         }
         match i % 3 {
             0 => drop(c),
@@ -1700,18 +1288,18 @@ fn silent_and_churning_connections() {
         }
     }
     srv.assert_alive("churn");
-    live.null_ok(6);
+    live.null_ok(6, "connections: live connection");
 
     // A burst of more connections than the worker takes: the extra ones are closed by the
     // server after the handshake, the others are served; then all of them go.
-    let mut burst: Vec<Raw> = (0..72).map(|_| Raw::connect(&addr, 4)).collect();
+    let mut burst: Vec<RawConn> = (0..72).map(|_| raw_connect(&addr, 4)).collect();
     let (mut served, mut refused) = (0, 0);
     for (i, c) in burst.iter_mut().enumerate() {
-        if c.send(&null_call(i as u32)) != WcStatus::Success {
+        if c.send(&null_call(i as u32), &format!("burst {i}")) != WcStatus::Success {
             refused += 1;
             continue;
         }
-        match c.next_message() {
+        match c.next_message(&format!("burst {i}")) {
             Some(m) => {
                 assert!(rpc_reply(&m).is_success());
                 served += 1;
@@ -1726,7 +1314,7 @@ fn silent_and_churning_connections() {
     assert!(served >= 56, "most of the burst is served: {served}");
     drop(burst);
     srv.assert_alive("burst");
-    live.null_ok(7);
+    live.null_ok(7, "connections: live connection");
     drop(live);
     srv.finish("connections");
 }
@@ -1740,8 +1328,8 @@ fn silent_and_churning_connections() {
 fn abandoned_handshakes_leak_nothing() {
     let _serial = serial();
     let srv = light_server("abandoned");
-    let mut live = Raw::connect(&srv.soft_addr(), 8);
-    live.null_ok(1);
+    let mut live = raw_connect(&srv.soft_addr(), 8);
+    live.null_ok(1, "abandoned: live connection");
     for i in 0..3 {
         // Closed right after ACCEPT.
         let mut s = unix_connect(&srv.addr);
@@ -1761,7 +1349,7 @@ fn abandoned_handshakes_leak_nothing() {
         assert_eq!(answer(&mut s, WAIT).expect("ACCEPT")[4], ACCEPT);
         hello_with(&s, &copies(true));
         assert_eq!(answer(&mut s, WAIT), None);
-        live.null_ok(2 + i);
+        live.null_ok(2 + i, "abandoned: live connection");
     }
     drop(live);
     srv.finish("abandoned");
