@@ -173,14 +173,35 @@ struct Io<P: Provider> {
     /// Replies of at most this many bytes are posted inline ([`ConnConfig::inline_sends`]
     /// within what the device and the queue pair granted).
     inline_max: u32,
-    /// The ticket the handler about to run is given ([`Response::deferred`]).
-    ticket: Deferred,
 }
 
 /// A closure run in place of a procedure's handler: the one given to
 /// [`ServerConn::complete`] for a deferred Call.
 pub(crate) type Answerer<'a, 'f> =
     &'a mut (dyn FnMut(&Request<'_>, &mut Response<'_>) -> Outcome + 'f);
+
+/// One run of the code that answers a Call: the ticket its handler is given
+/// ([`Response::deferred`]) and, for a deferred Call's completion, the closure that runs in
+/// place of the handler.
+pub(crate) struct Run<'a, 'f> {
+    ticket: Deferred,
+    answerer: Option<Answerer<'a, 'f>>,
+}
+
+#[cfg(test)]
+impl Run<'_, '_> {
+    /// The run of a procedure's own handler, for a Call in slot 0 of connection `conn`.
+    fn handler(conn: u64) -> Self {
+        Run {
+            ticket: Deferred {
+                conn,
+                slot: 0,
+                gen: 1,
+            },
+            answerer: None,
+        }
+    }
+}
 
 /// Why [`ServerConn::complete`] did not answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -350,11 +371,6 @@ impl<P: Provider> ServerConn<P> {
                 tally: Tally::default(),
                 dead: false,
                 inline_max,
-                ticket: Deferred {
-                    conn: id,
-                    slot: 0,
-                    gen: 0,
-                },
             },
             cq,
             recv,
@@ -814,11 +830,17 @@ impl<P: Provider> ServerConn<P> {
 
     /// Answers the Call in slot `idx`, running `answerer` in place of its handler if given
     /// (a deferred Call's completion).
-    fn answer_with(&mut self, idx: u32, mut answerer: Option<Answerer<'_, '_>>) {
+    fn answer_with(&mut self, idx: u32, answerer: Option<Answerer<'_, '_>>) {
         let i = idx as usize;
-        // The ticket this run's handler is given (its connection number is set once).
         let gen = self.slots[i].gen.wrapping_add(1);
-        (self.io.ticket.slot, self.io.ticket.gen) = (idx, gen);
+        let mut run = Run {
+            ticket: Deferred {
+                conn: self.id,
+                slot: idx,
+                gen,
+            },
+            answerer,
+        };
         let r = self.ring_next as usize;
         let byte_len = self.slots[i].byte_len as usize;
         let grant = self.credits.grant();
@@ -841,7 +863,7 @@ impl<P: Provider> ServerConn<P> {
                 reply_threshold,
                 &self.dispatch,
                 &mut self.bulk[i],
-                answerer.as_deref_mut(),
+                &mut run,
             ),
             Some(_) => None,
         };
@@ -861,7 +883,7 @@ impl<P: Provider> ServerConn<P> {
                     judged,
                 },
                 &mut self.echo,
-                answerer,
+                &mut run,
             ),
         };
         if let Built::Deferred = built {
@@ -1010,7 +1032,7 @@ fn answer_general<P: Provider>(
     bulk: &mut Buf<P>,
     g: &General<'_>,
     echo: &mut Echo,
-    answerer: Option<Answerer<'_, '_>>,
+    run: &mut Run<'_, '_>,
 ) -> Built {
     let (grant, reply_threshold, swi) = (g.grant, g.reply_threshold, g.swi);
     match judged(bytes, g.judged.as_ref()) {
@@ -1037,7 +1059,7 @@ fn answer_general<P: Provider>(
                         Body::Error(rpc),
                         None,
                         echo,
-                        None,
+                        run,
                     )
                 }
                 Err(_) => reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk),
@@ -1073,23 +1095,23 @@ fn answer_general<P: Provider>(
                     }
                 }
             } else {
-                io.tally.short_calls += 1;
                 match call.call {
                     Some((c, len)) => Ok((header.payload(), c, len)),
                     None => Err(NoCall::Chunk),
                 }
             };
-            let (body, bulk) = match stream {
+            // What to build, or the answer already made without building.
+            let to_build = match stream {
                 Err(NoCall::Chunk) => {
-                    return reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk)
+                    Err(reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk))
                 }
                 Err(NoCall::Reply) => {
                     bump(&io.stats.discards, 1);
-                    return Built::Nothing;
+                    Err(Built::Nothing)
                 }
                 Err(NoCall::Garbage) => {
                     bump(&io.stats.garbage_args, 1);
-                    (Body::Error(ReplyHeader::garbage_args(header.xid())), None)
+                    Ok((Body::Error(ReplyHeader::garbage_args(header.xid())), None))
                 }
                 Ok((stream, c, len)) => {
                     let xid = header.xid();
@@ -1123,24 +1145,28 @@ fn answer_general<P: Provider>(
                             }
                         }
                     };
-                    (body, Some(bulk))
+                    Ok((body, Some(bulk)))
                 }
             };
-            let built = reply::build(
-                io,
-                ring,
-                &header,
-                grant,
-                reply_threshold,
-                swi,
-                body,
-                bulk,
-                echo,
-                answerer,
-            );
-            if !pulled && matches!(built, Built::Deferred) {
-                // Counted when answered.
-                io.tally.short_calls -= 1;
+            let built = match to_build {
+                Ok((body, bulk)) => reply::build(
+                    io,
+                    ring,
+                    &header,
+                    grant,
+                    reply_threshold,
+                    swi,
+                    body,
+                    bulk,
+                    echo,
+                    run,
+                ),
+                Err(answered) => answered,
+            };
+            // A Call without chunks counts as Short once answered (a deferred one when it is
+            // completed).
+            if !pulled && !matches!(built, Built::Deferred) {
+                io.tally.short_calls += 1;
             }
             built
         }
@@ -1201,8 +1227,7 @@ fn push_read(reads: &mut Vec<ReadOp>, seg: rpcrdma_proto::header::Segment, dst: 
 /// Builds a [`Response`] over the reply ring buffer and the bulk buffer, runs the handler.
 pub(crate) fn run_handler(
     entry: &crate::dispatch::Entry,
-    answerer: Option<Answerer<'_, '_>>,
-    ticket: Deferred,
+    run: &mut Run<'_, '_>,
     req: &Request<'_>,
     results: &mut [u8],
     bulk: &mut [u8],
@@ -1214,12 +1239,12 @@ pub(crate) fn run_handler(
 ) {
     let max = (entry.spec.max_results as usize).min(results.len()) & !3;
     let mut resp = Response::new(
-        ticket,
+        run.ticket,
         &mut results[..max],
         bulk,
         entry.spec.ddp_results as usize,
     );
-    let outcome = match answerer {
+    let outcome = match run.answerer.as_deref_mut() {
         Some(f) => f(req, &mut resp),
         None => (entry.handler)(req, &mut resp),
     };
@@ -1318,7 +1343,7 @@ mod tests {
             threshold,
             &s.dispatch,
             &mut s.bulk[0],
-            None,
+            &mut Run::handler(s.id),
         )?;
         let (b, bytes) = sent(&built, &s.ring[0]);
         let tally = core::mem::take(&mut s.io.tally);
@@ -1345,7 +1370,7 @@ mod tests {
             &mut s.bulk[0],
             &g,
             &mut s.echo,
-            None,
+            &mut Run::handler(s.id),
         );
         let (b, bytes) = sent(&built, &s.ring[1]);
         let tally = core::mem::take(&mut s.io.tally);
@@ -1555,7 +1580,7 @@ mod tests {
                     &mut s.bulk[0],
                     &g,
                     &mut s.echo,
-                    None,
+                    &mut Run::handler(s.id),
                 );
                 let (b, bytes) = sent(&built, &s.ring[2]);
                 answers.push((b, bytes, core::mem::take(&mut s.io.tally)));

@@ -14,7 +14,7 @@ use rpcrdma_proto::rpc::{AcceptStat, ReplyHeader, AUTH_NONE_ACCEPTED_LEN, MSG_AC
 use rpcrdma_proto::verdict;
 use rpcrdma_proto::xdr::pad4;
 
-use super::{run_handler, Answerer, Io};
+use super::{run_handler, Io, Run};
 use crate::conn::view;
 use crate::conn::wrid::{self, Kind};
 use crate::dispatch::{Dispatch, Entry, Lookup, Outcome, Request, MAX_BULK_RESULTS};
@@ -45,8 +45,8 @@ impl Echo {
 
 /// What the reply carries.
 pub(super) enum Body<'a> {
-    /// Run the handler (or the answerer [`build`] is given in its place); SUCCESS with its
-    /// results unless it says otherwise.
+    /// Run the handler (or, as [`build`]'s `run` says, a deferred Call's completion in its
+    /// place); SUCCESS with its results unless it says otherwise.
     Handler { entry: &'a Entry, req: Request<'a> },
     /// An RPC reply without results (an accepted error or a denial).
     Error(ReplyHeader<'static>),
@@ -114,7 +114,7 @@ pub(super) fn short<P: Provider>(
     threshold: u32,
     dispatch: &Dispatch,
     bulk: &mut Buf<P>,
-    answerer: Option<Answerer<'_, '_>>,
+    run: &mut Run<'_, '_>,
 ) -> Option<Built> {
     let sc = verdict::short_call(call)?;
     let c = &sc.call;
@@ -145,14 +145,7 @@ pub(super) fn short<P: Provider>(
         args: sc.args,
     };
     let (out_head, results) = out.split_at_mut(SHORT_RESULTS_AT);
-    let (outcome, len, _, _) = run_handler(
-        entry,
-        answerer,
-        io.ticket,
-        &req,
-        results,
-        view::bytes_mut(bulk),
-    );
+    let (outcome, len, _, _) = run_handler(entry, run, &req, results, view::bytes_mut(bulk));
     let (stat, len) = match outcome {
         // Counted when answered.
         Outcome::Deferred => return Some(Built::Deferred),
@@ -212,6 +205,15 @@ pub(super) fn rdma_error<P: Provider>(
     }
 }
 
+/// Posts the RDMA Writes of `fill`, whose item starts at byte `at` of `src`; false if the
+/// queue pair refused one.
+fn post_fill<P: Provider>(io: &mut Io<P>, src: &Buf<P>, at: usize, fill: &ChunkFill<'_>) -> bool {
+    fill.placements().all(|p| {
+        let sge = src.sge_span(at + p.src_offset as usize, p.len);
+        post_write(io, sge, RemoteAddr::new(p.segment.offset, p.segment.handle))
+    })
+}
+
 fn post_write<P: Provider>(io: &mut Io<P>, sge: Sge, remote: RemoteAddr) -> bool {
     let (seq, signaled) = io.sq.post(false);
     let sges = [sge];
@@ -239,8 +241,8 @@ fn inv_rkey(header: &HeaderView<'_>) -> Option<u32> {
     header.read_list().iter().next().map(|r| r.segment.handle)
 }
 
-/// Builds the reply to the Call `header` in `ring`, posting its RDMA Writes; `answerer`,
-/// if given, runs in place of the handler (a deferred Call's completion).
+/// Builds the reply to the Call `header` in `ring`, posting its RDMA Writes; a handler body
+/// runs as `run` says (the procedure's handler, or a deferred Call's completion).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn build<P: Provider>(
     io: &mut Io<P>,
@@ -252,7 +254,7 @@ pub(super) fn build<P: Provider>(
     body: Body<'_>,
     bulk: Option<&mut Buf<P>>,
     scratch: &mut Echo,
-    answerer: Option<Answerer<'_, '_>>,
+    run: &mut Run<'_, '_>,
 ) -> Built {
     let xid = header.xid();
     let wl = header.write_list();
@@ -284,8 +286,7 @@ pub(super) fn build<P: Provider>(
             };
             let (outcome, len, items, n) = run_handler(
                 entry,
-                answerer,
-                io.ticket,
+                run,
                 &req,
                 &mut out[hlen + rpc_len..],
                 view::bytes_mut(bulk_bytes),
@@ -389,12 +390,8 @@ pub(super) fn build<P: Provider>(
     // Everything fits: the RDMA Writes, results first, then the Long Reply's payload.
     if let Some(bulk) = bulk {
         for (fill, off) in fills.iter().flatten() {
-            for p in fill.placements() {
-                let sge = bulk.sge_span(*off as usize + p.src_offset as usize, p.len);
-                let remote = RemoteAddr::new(p.segment.offset, p.segment.handle);
-                if !post_write(io, sge, remote) {
-                    return Built::Fatal;
-                }
+            if !post_fill(io, bulk, *off as usize, fill) {
+                return Built::Fatal;
             }
             bump(&io.stats.write_chunks, 1);
         }
@@ -405,12 +402,8 @@ pub(super) fn build<P: Provider>(
             hlen + payload_len as usize
         }
         Some(fill) => {
-            for p in fill.placements() {
-                let sge = ring.sge_span(hlen + p.src_offset as usize, p.len);
-                let remote = RemoteAddr::new(p.segment.offset, p.segment.handle);
-                if !post_write(io, sge, remote) {
-                    return Built::Fatal;
-                }
+            if !post_fill(io, ring, hlen, &fill) {
+                return Built::Fatal;
             }
             bump(&io.stats.long_replies, 1);
             hlen
