@@ -21,6 +21,8 @@ use std::sync::Arc;
 
 use rpcrdma_proto::rpc::OpaqueAuth;
 
+use crate::pool::loan::{ArgsLoan, BulkLoan, LoanBoard};
+
 /// Most DDP-eligible results one reply may carry.
 pub const MAX_BULK_RESULTS: usize = 4;
 
@@ -87,10 +89,21 @@ impl Deferred {
     }
 }
 
+/// What a [`Response`] needs to lend a Call's bytes ([`Response::lend_args`],
+/// [`Response::lend_bulk`]): the connection's loan board, the Call's slot, its arguments.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Lend<'a> {
+    pub(crate) board: &'a Arc<LoanBoard>,
+    pub(crate) args: &'a [u8],
+}
+
 /// Where a handler writes its results.
 #[derive(Debug)]
 pub struct Response<'a> {
     deferred: Deferred,
+    lend: Option<Lend<'a>>,
+    /// Whether a loan was made: the Call is deferred then, whatever the handler returns.
+    lent: bool,
     results: &'a mut [u8],
     results_len: usize,
     bulk: &'a mut [u8],
@@ -103,12 +116,15 @@ pub struct Response<'a> {
 impl<'a> Response<'a> {
     pub(crate) fn new(
         deferred: Deferred,
+        lend: Option<Lend<'a>>,
         results: &'a mut [u8],
         bulk: &'a mut [u8],
         max_bulk: usize,
     ) -> Self {
         Response {
             deferred,
+            lend,
+            lent: false,
             results,
             results_len: 0,
             bulk,
@@ -169,6 +185,51 @@ impl<'a> Response<'a> {
         Some(&mut self.bulk[start..end])
     }
 
+    /// Lends the Call's argument bytes — the same as [`Request::args`] — to another thread
+    /// (a storage backend's I/O thread writing a WRITE's data to its file, say), without a
+    /// copy. Lending defers the Call: it is answered with
+    /// [`ServerConn::complete`](crate::responder::ServerConn::complete) once every loan of
+    /// it was dropped (complete refuses with
+    /// [`CompleteError::OnLoan`](crate::responder::CompleteError::OnLoan) before), whatever
+    /// the handler returns. `None` where the engine cannot lend (a Response of a test).
+    #[allow(unsafe_code)]
+    pub fn lend_args(&mut self) -> Option<ArgsLoan> {
+        let lend = self.lend?;
+        self.lent = true;
+        // SAFETY: `args` lie in the Call's receive or pull buffer, which belong to its slot
+        // (the ticket's) and to pools the board keeps alive; the responder writes neither
+        // before the Call is completed, and `complete` waits for the board to count no loan.
+        Some(unsafe { ArgsLoan::new(lend.board, self.deferred.slot, lend.args) })
+    }
+
+    /// Reserves the next DDP-eligible result of `len` bytes, as
+    /// [`push_bulk`](Self::push_bulk) does, and lends those registered bytes to another
+    /// thread to fill (a READ's data read from its file straight into the buffer the
+    /// responder RDMA-Writes into the requester's Write chunk). Lending defers the Call, as
+    /// with [`lend_args`](Self::lend_args); the completion pushes the same results in the
+    /// same order (`push_bulk(n)`, `n` at most the lent length) and finds the bytes the
+    /// loan filled, unchanged. `None` when `push_bulk` would give `None`, or where the
+    /// engine cannot lend.
+    #[allow(unsafe_code)]
+    pub fn lend_bulk(&mut self, len: usize) -> Option<BulkLoan> {
+        let lend = self.lend?;
+        let slot = self.deferred.slot;
+        let bytes = self.push_bulk(len)?;
+        // SAFETY: the bytes lie in the Call's bulk buffer, which belongs to its slot and to a
+        // pool the board keeps alive; this Response hands out disjoint reservations only, and
+        // the responder reads or writes the buffer again only when completing the Call,
+        // which waits for the board to count no loan.
+        let loan = unsafe { BulkLoan::new(lend.board, slot, bytes) };
+        self.lent = true;
+        Some(loan)
+    }
+
+    /// Whether bytes were lent ([`lend_args`](Self::lend_args),
+    /// [`lend_bulk`](Self::lend_bulk)).
+    pub(crate) fn lent(&self) -> bool {
+        self.lent
+    }
+
     pub(crate) fn results_len(&self) -> usize {
         self.results_len
     }
@@ -193,7 +254,8 @@ pub enum Outcome {
     /// a closure in its place to write the results. Nothing is sent now; the Call keeps its
     /// receive (and so the credit it stands for, RFC 8166 §3.3) and its argument bytes stay
     /// in place, unchanged, until it is completed or the connection is lost. Replies may
-    /// leave in any order.
+    /// leave in any order. A handler that lent bytes ([`Response::lend_args`],
+    /// [`Response::lend_bulk`]) has deferred, whatever it returns.
     Deferred,
 }
 

@@ -65,6 +65,7 @@
 //! registered) rather than leave those buffers dangling. A pool dropped with every buffer
 //! home releases everything.
 
+pub mod loan;
 mod ret;
 #[cfg(test)]
 mod tests;
@@ -484,6 +485,13 @@ impl<P: Provider> BufferPool<P> {
     /// Buffers on the owner's free stack (not counting any sent back and not reclaimed).
     pub fn available(&self) -> u32 {
         self.top.get()
+    }
+
+    /// A reference to the pool's shared state (its registered regions), type-erased: the
+    /// regions stay registered and mapped while it lives, even after the pool is dropped
+    /// ([`loan`]).
+    pub(crate) fn keepalive(&self) -> Arc<dyn Send + Sync> {
+        Arc::clone(&self.shared) as Arc<dyn Send + Sync>
     }
 
     /// The registered regions the buffers are carved from.

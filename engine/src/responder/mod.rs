@@ -42,11 +42,12 @@ use crate::conn::wrid::{self, Kind};
 use crate::conn::{
     self, send_payload, view, ConnConfig, ConnError, Negotiation, ResponderCredits, SendQueue,
 };
-use crate::dispatch::{Deferred, Dispatch, Lookup, Outcome, Request, Response};
+use crate::dispatch::{Deferred, Dispatch, Lend, Lookup, Outcome, Request, Response};
 use crate::fabric::{
     Access, CompletionQueue, ConnRequest, Device, Listener, Payload, Provider, QpCaps, QpInit,
     QpState, QueuePair, RemoteAddr, SendOp, SendWr, Sge, Wc, WcStatus,
 };
+use crate::pool::loan::LoanBoard;
 use crate::pool::{Buf, BufferPool};
 use crate::stats::{bump, Counters, Snapshot};
 
@@ -186,6 +187,9 @@ pub(crate) type Answerer<'a, 'f> =
 pub(crate) struct Run<'a, 'f> {
     ticket: Deferred,
     answerer: Option<Answerer<'a, 'f>>,
+    /// The connection's loan board, through which the handler may lend the Call's bytes
+    /// (`None`: it cannot).
+    loans: Option<&'a Arc<LoanBoard>>,
 }
 
 #[cfg(test)]
@@ -199,6 +203,7 @@ impl Run<'_, '_> {
                 gen: 1,
             },
             answerer: None,
+            loans: None,
         }
     }
 }
@@ -215,6 +220,10 @@ pub enum CompleteError {
     WouldBlock,
     /// The connection is lost; its deferred Calls are gone with it.
     ConnectionLost,
+    /// Bytes of the Call are still lent ([`Response::lend_args`],
+    /// [`Response::lend_bulk`]): drop every loan, then complete it (the closure was not
+    /// run; the ticket stays valid).
+    OnLoan,
 }
 
 impl core::fmt::Display for CompleteError {
@@ -292,6 +301,9 @@ pub struct ServerConn<P: Provider> {
     config: ConnConfig,
     wc: [Wc; POLL_BATCH],
     _pools: [BufferPool<P>; 4],
+    /// Loans of deferred Calls' bytes out to other threads, per slot; keeps the pools'
+    /// regions alive while one is out, even past this connection.
+    loans: Arc<LoanBoard>,
     echo: Box<Echo>,
     _pd: P::Pd,
 }
@@ -331,6 +343,10 @@ impl<P: Provider> ServerConn<P> {
             conn::pool_taken(&pd, config.bulk_size as usize, credits, Access::LOCAL_WRITE)?;
         let (ring_pool, ring) = conn::pool_taken(&pd, reply_size, ring_len, Access::LOCAL_WRITE)?;
         let pools = [recv_pool, pull_pool, bulk_pool, ring_pool];
+        let loans = LoanBoard::new(
+            pools.iter().map(BufferPool::keepalive).collect(),
+            credits as usize,
+        );
         // Rebound after the pools, so that on an early return the buffers drop first: a pool
         // dropped with buffers still out leaks its memory on purpose.
         let (recv, pull, bulk, ring) = (recv, pull, bulk, ring);
@@ -395,6 +411,7 @@ impl<P: Provider> ServerConn<P> {
             config,
             wc: [Wc::default(); POLL_BATCH],
             _pools: pools,
+            loans,
             echo: Echo::new(),
             _pd: pd,
         })
@@ -509,6 +526,9 @@ impl<P: Provider> ServerConn<P> {
                 .is_some_and(|s| s.state == State::Deferred && s.gen == ticket.gen);
         if !waiting {
             return Err(CompleteError::UnknownTicket);
+        }
+        if self.loans.outstanding(ticket.slot) != 0 {
+            return Err(CompleteError::OnLoan);
         }
         if !self.ready.is_empty() || !self.can_reply() {
             return Err(CompleteError::WouldBlock);
@@ -840,6 +860,7 @@ impl<P: Provider> ServerConn<P> {
                 gen,
             },
             answerer,
+            loans: Some(&self.loans),
         };
         let r = self.ring_next as usize;
         let byte_len = self.slots[i].byte_len as usize;
@@ -1238,8 +1259,13 @@ pub(crate) fn run_handler(
     usize,
 ) {
     let max = (entry.spec.max_results as usize).min(results.len()) & !3;
+    let lend = run.loans.map(|board| Lend {
+        board,
+        args: req.args,
+    });
     let mut resp = Response::new(
         run.ticket,
+        lend,
         &mut results[..max],
         bulk,
         entry.spec.ddp_results as usize,
@@ -1247,6 +1273,12 @@ pub(crate) fn run_handler(
     let outcome = match run.answerer.as_deref_mut() {
         Some(f) => f(req, &mut resp),
         None => (entry.handler)(req, &mut resp),
+    };
+    // Lent bytes stay with the Call until it is completed.
+    let outcome = if resp.lent() {
+        Outcome::Deferred
+    } else {
+        outcome
     };
     let mut items = [(0, 0); crate::dispatch::MAX_BULK_RESULTS];
     let n = resp.bulk_items().len();
