@@ -146,7 +146,9 @@ pub struct Soft;
 /// Sizes of a soft device's objects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SoftConfig {
-    /// Bytes of each protection domain's arena (virtual; pages are allocated when touched).
+    /// Bytes of each protection domain's arena (virtual: the memfd is sparse and a page is
+    /// allocated only when touched, so the default is large — 16 GiB — and a domain holds
+    /// whatever its pools ask for, such as 128 credits of 1 MiB pull and bulk buffers).
     pub arena_bytes: usize,
     /// Memory keys (regions plus windows) per protection domain.
     pub max_keys: u32,
@@ -157,7 +159,7 @@ pub struct SoftConfig {
 impl Default for SoftConfig {
     fn default() -> Self {
         SoftConfig {
-            arena_bytes: 256 << 20,
+            arena_bytes: 16 << 30,
             max_keys: 4096,
             qps_per_cq: 256,
         }
