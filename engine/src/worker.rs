@@ -14,6 +14,12 @@
 //! connections' [`Counters`], refreshed at each publication (a few microseconds stale at
 //! most while the worker is busy).
 //!
+//! A worker spins by default. [`Workers::set_nap`] lets it nap instead once it has found
+//! nothing to do for a while — for a machine whose cores are shared with the threads the
+//! requests wait for (a backend's I/O threads, the peer, a guest's other vCPU): after
+//! `after` of continuous idleness it sleeps `nap` between polls, until a poll finds work.
+//! Idleness is timed from the clock every 64 idle turns; a busy turn pays one store.
+//!
 //! [`Workers::shutdown`] is graceful: the workers stop taking connections, keep polling
 //! until their connections have no Call in process and every reply posted is known sent
 //! (or the deadline passes), then disconnect them and exit.
@@ -161,6 +167,8 @@ pub struct WorkerStats {
     pub conns_adopted: u64,
     /// Connections dropped because they died.
     pub conns_dead: u64,
+    /// Naps taken ([`Workers::set_nap`]).
+    pub naps: u64,
     /// The sum of the connections' counters (dead ones included).
     pub rpc: Snapshot,
 }
@@ -174,6 +182,11 @@ struct Shared {
     conns: AtomicU64,
     conns_adopted: AtomicU64,
     conns_dead: AtomicU64,
+    naps: AtomicU64,
+    /// Continuous idleness after which the worker naps, in nanoseconds (0: never).
+    nap_after_ns: AtomicU64,
+    /// How long one nap lasts, in nanoseconds.
+    nap_ns: AtomicU64,
     /// How long a stopping worker lets Calls in process finish, in nanoseconds.
     grace_ns: AtomicU64,
     rpc: Counters,
@@ -299,9 +312,23 @@ impl<T: Drive> Workers<T> {
                 conns: w.shared.conns.load(Ordering::Relaxed),
                 conns_adopted: w.shared.conns_adopted.load(Ordering::Relaxed),
                 conns_dead: w.shared.conns_dead.load(Ordering::Relaxed),
+                naps: w.shared.naps.load(Ordering::Relaxed),
                 rpc: w.shared.rpc.snapshot(),
             })
             .collect()
+    }
+
+    /// Lets every worker nap: once it has found nothing to do for `after` (continuously),
+    /// it sleeps `nap` before each poll until one finds work; `None` (the default) spins.
+    /// Naps trade up to `nap` of latency, on the first message after an idle spell, for
+    /// a core left to others. Taken into account at the workers' next housekeeping.
+    pub fn set_nap(&self, nap: Option<(Duration, Duration)>) {
+        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1);
+        let (after, nap) = nap.map_or((0, 0), |(a, n)| (ns(a), ns(n)));
+        for w in &self.workers {
+            w.shared.nap_ns.store(nap, Ordering::Relaxed);
+            w.shared.nap_after_ns.store(after, Ordering::Relaxed);
+        }
     }
 
     /// Stops the workers: each finishes the Calls in process (for at most `grace`), closes
@@ -341,6 +368,7 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
     let mut loops: u64 = 0;
     // Busy turns are `loops - idle`.
     let mut idle: u64 = 0;
+    let mut napper = Napper::default();
     loop {
         let mut work = 0;
         for c in conns.iter_mut() {
@@ -352,10 +380,14 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
         // rarely arrives while the worker is busy with its counters.
         if work == 0 {
             idle += 1;
+            napper.idle(shared);
+        } else {
+            napper.busy();
         }
         if loops.is_multiple_of(HOUSEKEEPING_EVERY)
             || (work == 0 && idle.is_multiple_of(IDLE_HOUSEKEEPING_EVERY))
         {
+            napper.configure(shared);
             housekeeping(&inbox, &mut conns, &mut retired, shared, max_conns);
             shared.loops.store(loops, Ordering::Relaxed);
             shared.busy_loops.store(loops - idle, Ordering::Relaxed);
@@ -378,6 +410,61 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
     shared.conns.store(0, Ordering::Relaxed);
     shared.loops.store(loops, Ordering::Relaxed);
     shared.busy_loops.store(loops - idle, Ordering::Relaxed);
+}
+
+/// When an idle worker naps ([`Workers::set_nap`]).
+#[derive(Debug, Default)]
+struct Napper {
+    /// Idleness before napping (zero: never nap).
+    after: Duration,
+    nap: Duration,
+    /// Idle turns in a row.
+    run: u32,
+    /// When the current idle spell was first seen on the clock.
+    since: Option<Instant>,
+    /// Whether the spell has lasted `after`: every idle turn naps until a busy one.
+    napping: bool,
+}
+
+impl Napper {
+    /// Idle turns between two looks at the clock.
+    const CLOCK_EVERY: u32 = 64;
+
+    fn configure(&mut self, shared: &Shared) {
+        self.after = Duration::from_nanos(shared.nap_after_ns.load(Ordering::Relaxed));
+        self.nap = Duration::from_nanos(shared.nap_ns.load(Ordering::Relaxed));
+    }
+
+    #[inline]
+    fn busy(&mut self) {
+        self.run = 0;
+    }
+
+    #[inline]
+    fn idle(&mut self, shared: &Shared) {
+        if self.after.is_zero() {
+            return;
+        }
+        self.run = self.run.saturating_add(1);
+        if self.run == 1 {
+            // A new idle spell.
+            self.since = None;
+            self.napping = false;
+        }
+        if self.napping {
+            thread::sleep(self.nap);
+            bump(&shared.naps, 1);
+            return;
+        }
+        if !self.run.is_multiple_of(Self::CLOCK_EVERY) {
+            return;
+        }
+        let now = Instant::now();
+        match self.since {
+            None => self.since = Some(now),
+            Some(t) => self.napping = now.duration_since(t) >= self.after,
+        }
+    }
 }
 
 /// Polls until no connection has work in process or replies it has not seen complete, or
@@ -508,6 +595,60 @@ mod tests {
             assert!(Instant::now() < deadline, "timed out waiting for {what}");
             thread::sleep(Duration::from_millis(1));
         }
+    }
+
+    /// A connection with work only while `on` is set.
+    struct Switch {
+        on: Arc<AtomicBool>,
+    }
+
+    impl Drive for Switch {
+        fn poll(&mut self) -> usize {
+            usize::from(self.on.load(Ordering::Relaxed))
+        }
+        fn is_dead(&self) -> bool {
+            false
+        }
+        fn busy(&self) -> bool {
+            false
+        }
+        fn close(&mut self) {}
+        fn counters(&self) -> Snapshot {
+            Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn an_idle_worker_naps_only_when_told_and_wakes_to_work() {
+        let on = Arc::new(AtomicBool::new(false));
+        let mut w = Workers::<Switch>::start(&[unpinned(2)]).unwrap();
+        w.assign(Switch { on: on.clone() }).unwrap();
+        wait_for("the adoption", || w.stats()[0].conns == 1);
+        thread::sleep(Duration::from_millis(30));
+        assert_eq!(w.stats()[0].naps, 0, "spins by default");
+        w.set_nap(Some((Duration::from_millis(2), Duration::from_micros(200))));
+        wait_for("naps", || w.stats()[0].naps > 10);
+        // Work: the naps stop and the turns are busy.
+        on.store(true, Ordering::Relaxed);
+        thread::sleep(Duration::from_millis(20));
+        let (naps, busy) = (w.stats()[0].naps, w.stats()[0].busy_loops);
+        thread::sleep(Duration::from_millis(30));
+        let s = w.stats()[0];
+        assert!(
+            s.naps <= naps + 1,
+            "napped while busy: {naps} -> {}",
+            s.naps
+        );
+        assert!(s.busy_loops > busy, "no busy turns");
+        // Idle again, and naps stop for good once turned off.
+        on.store(false, Ordering::Relaxed);
+        wait_for("naps again", || w.stats()[0].naps > s.naps + 10);
+        w.set_nap(None);
+        thread::sleep(Duration::from_millis(20));
+        let naps = w.stats()[0].naps;
+        thread::sleep(Duration::from_millis(30));
+        assert_eq!(w.stats()[0].naps, naps, "napped after set_nap(None)");
+        w.shutdown(Duration::from_secs(1)).unwrap();
     }
 
     #[test]
