@@ -1,8 +1,15 @@
 //! Measurement harness for rpcrdma: a closed-loop RPC load generator with latency
-//! histograms ([`rpc`]), and the counting allocator that lets a benchmark report heap
-//! allocations per RPC ([`alloc`]).
+//! histograms ([`rpc`]), the counting allocator that lets a benchmark report heap
+//! allocations per RPC ([`alloc`]), and what a sweep makes of its measurements: the points
+//! and their JSON and CSV forms ([`point`]), the inline/chunked crossovers and the
+//! threshold they recommend ([`crossover`]), plots ([`plot`]) and the comparison of two
+//! runs ([`report`]).
 
 pub mod alloc;
+pub mod crossover;
+pub mod plot;
+pub mod point;
+pub mod report;
 pub mod rpc;
 
 pub use rpcrdma_engine as engine;

@@ -1,0 +1,324 @@
+//! One measured point of a sweep: the configuration it ran with and what was measured, with
+//! its two serialisations — one JSON object per point (`--json`) and one CSV row per point
+//! (`--csv`). The JSON schema is this module's types, field for field (`serde`); the README
+//! documents it.
+
+use serde::{Deserialize, Serialize};
+
+/// What a point ran: every axis of a sweep.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PointConfig {
+    /// The fabric provider (`soft`, `verbs`).
+    pub provider: String,
+    /// The operation: `null`, `echo`, `read`, `write`, or `prog:P:V:N` for another
+    /// program's procedure.
+    pub op: String,
+    /// Bytes of payload each RPC moves (arguments for `echo`/`write`, results for `read`).
+    pub size: u32,
+    /// The RFC 8797 Send and Receive size both ends advertised (the inline threshold).
+    pub inline: u32,
+    /// Credits the requester asked for and the responder granted at most.
+    pub credits: u32,
+    /// RPCs kept in flight per connection.
+    pub depth: u32,
+    /// Sends of at most this many bytes were posted inline (`IBV_SEND_INLINE`).
+    pub inline_sends: u32,
+    /// `windows` (per-RPC memory windows) or `persistent` (regions exposed once).
+    pub registration: String,
+    /// Whether remote invalidation was offered (RFC 8797 §4.1).
+    pub remote_invalidation: bool,
+    /// Connections.
+    pub conns: u32,
+    /// Server workers.
+    pub workers: u32,
+    /// The message form asked for: `auto` (the requester's choice), `short`, `chunked` or
+    /// `long`.
+    pub form: String,
+}
+
+/// Latency percentiles of one point, in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    /// Fastest round trip.
+    pub min: u64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Slowest round trip.
+    pub max: u64,
+}
+
+/// CPU time spent per RPC, in nanoseconds, by the client's and the server's threads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuPerRpc {
+    /// The client threads.
+    pub client: f64,
+    /// The server workers (`None` when the server is another process).
+    pub server: Option<f64>,
+}
+
+/// How many of each message form and chunk type the point actually used (the client's
+/// counters over the measured phase).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Forms {
+    /// Short Calls (RDMA_MSG, no chunk).
+    pub short_calls: u64,
+    /// Calls with Read chunks.
+    pub chunked_calls: u64,
+    /// Long Calls (Position-Zero Read chunk).
+    pub long_calls: u64,
+    /// Replies inline.
+    pub short_replies: u64,
+    /// Replies through the Reply chunk.
+    pub long_replies: u64,
+    /// Write chunks filled.
+    pub write_chunks: u64,
+    /// Remote invalidations seen.
+    pub remote_invalidations: u64,
+}
+
+/// The same-run limits a point is compared to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Limits {
+    /// A cache-line round trip between the client's and the server's cores.
+    pub cacheline_rtt_ns: u64,
+    /// A cross-core copy of the point's payload (`None` for points without one).
+    pub copy_ns: Option<u64>,
+}
+
+/// A point's ratios to its limits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ratios {
+    /// Median round trip over the cache-line round trip.
+    pub p50_to_cacheline: f64,
+    /// Median round trip over the cross-core copy of the payload.
+    pub p50_to_copy: Option<f64>,
+}
+
+/// One measured point.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// What ran.
+    #[serde(flatten)]
+    pub config: PointConfig,
+    /// Which repetition of the configuration this is (0-based).
+    pub rep: u32,
+    /// RPCs completed in the measured phase.
+    pub rpcs: u64,
+    /// Length of the measured phase.
+    pub seconds: f64,
+    /// RPCs per second.
+    pub rate_rps: f64,
+    /// Payload bytes per second.
+    pub bandwidth_bps: f64,
+    /// Round-trip percentiles.
+    pub lat_ns: Latency,
+    /// CPU time per RPC.
+    pub cpu_ns_per_rpc: CpuPerRpc,
+    /// The forms actually used.
+    pub forms: Forms,
+    /// The same-run limits.
+    pub limits: Limits,
+    /// The ratios to them.
+    pub ratios: Ratios,
+}
+
+/// Why a file of points could not be read.
+#[derive(Debug)]
+pub enum ReadError {
+    /// A line is not a point (its number, 1-based, and what was wrong).
+    Line(usize, String),
+    /// The file holds no point.
+    Empty,
+}
+
+impl core::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ReadError::Line(n, e) => write!(f, "line {n}: not a sweep point: {e}"),
+            ReadError::Empty => f.write_str("no sweep point in the file"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+impl Point {
+    /// The point as one line of JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Reads points written one JSON object per line (blank lines skipped), or a JSON
+    /// array of them.
+    pub fn read_all(text: &str) -> Result<Vec<Point>, ReadError> {
+        let trimmed = text.trim_start();
+        let points: Vec<Point> = if trimmed.starts_with('[') {
+            serde_json::from_str(trimmed).map_err(|e| ReadError::Line(1, e.to_string()))?
+        } else {
+            let mut v = Vec::new();
+            for (i, line) in text.lines().enumerate() {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                v.push(
+                    serde_json::from_str(line)
+                        .map_err(|e| ReadError::Line(i + 1, e.to_string()))?,
+                );
+            }
+            v
+        };
+        if points.is_empty() {
+            return Err(ReadError::Empty);
+        }
+        Ok(points)
+    }
+
+    /// The CSV header line matching [`csv_row`](Self::csv_row).
+    pub fn csv_header() -> &'static str {
+        "provider,op,size,inline,credits,depth,inline_sends,registration,remote_invalidation,\
+         conns,workers,form,rep,rpcs,seconds,rate_rps,bandwidth_bps,lat_min_ns,lat_p50_ns,\
+         lat_p90_ns,lat_p99_ns,lat_p999_ns,lat_max_ns,cpu_client_ns,cpu_server_ns,short_calls,\
+         chunked_calls,long_calls,short_replies,long_replies,write_chunks,remote_invalidations,\
+         cacheline_rtt_ns,copy_ns,p50_to_cacheline,p50_to_copy"
+    }
+
+    /// The point as one CSV row (no field needs quoting: names are plain words).
+    pub fn csv_row(&self) -> String {
+        let c = &self.config;
+        let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.3}"));
+        let l = &self.lat_ns;
+        let f = &self.forms;
+        format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.1},{:.1},{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{}",
+            c.provider,
+            c.op,
+            c.size,
+            c.inline,
+            c.credits,
+            c.depth,
+            c.inline_sends,
+            c.registration,
+            c.remote_invalidation,
+            c.conns,
+            c.workers,
+            c.form,
+            self.rep,
+            self.rpcs,
+            self.seconds,
+            self.rate_rps,
+            self.bandwidth_bps,
+            l.min,
+            l.p50,
+            l.p90,
+            l.p99,
+            l.p999,
+            l.max,
+            self.cpu_ns_per_rpc.client,
+            opt(self.cpu_ns_per_rpc.server),
+            f.short_calls,
+            f.chunked_calls,
+            f.long_calls,
+            f.short_replies,
+            f.long_replies,
+            f.write_chunks,
+            f.remote_invalidations,
+            self.limits.cacheline_rtt_ns,
+            self.limits.copy_ns.map_or(String::new(), |v| v.to_string()),
+            self.ratios.p50_to_cacheline,
+            opt(self.ratios.p50_to_copy),
+        )
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A point of `op` at `size` with the given form, median latency and rate.
+    pub(crate) fn point(op: &str, size: u32, form: &str, rep: u32, p50: u64, rate: f64) -> Point {
+        Point {
+            config: PointConfig {
+                provider: "soft".into(),
+                op: op.into(),
+                size,
+                inline: 4096,
+                credits: 32,
+                depth: 1,
+                inline_sends: 256,
+                registration: "windows".into(),
+                remote_invalidation: true,
+                conns: 1,
+                workers: 1,
+                form: form.into(),
+            },
+            rep,
+            rpcs: 1000,
+            seconds: 1.0,
+            rate_rps: rate,
+            bandwidth_bps: rate * f64::from(size),
+            lat_ns: Latency {
+                min: p50 / 2,
+                p50,
+                p90: p50 + 10,
+                p99: p50 + 20,
+                p999: p50 + 30,
+                max: p50 * 10,
+            },
+            cpu_ns_per_rpc: CpuPerRpc {
+                client: 100.0,
+                server: Some(90.0),
+            },
+            forms: Forms {
+                short_calls: 1000,
+                ..Forms::default()
+            },
+            limits: Limits {
+                cacheline_rtt_ns: 130,
+                copy_ns: Some(50),
+            },
+            ratios: Ratios {
+                p50_to_cacheline: p50 as f64 / 130.0,
+                p50_to_copy: Some(p50 as f64 / 50.0),
+            },
+        }
+    }
+
+    #[test]
+    fn json_lines_and_arrays_read_back() {
+        let a = point("read", 4096, "auto", 0, 1500, 1e5);
+        let b = point("write", 65536, "chunked", 1, 9000, 2e4);
+        let lines = format!("{}\n\n{}\n", a.to_json(), b.to_json());
+        assert_eq!(Point::read_all(&lines).unwrap(), vec![a.clone(), b.clone()]);
+        let array = serde_json::to_string(&vec![a.clone(), b]).unwrap();
+        assert_eq!(Point::read_all(&array).unwrap().len(), 2);
+        // The configuration is flattened into the point's object.
+        let v: serde_json::Value = serde_json::from_str(&a.to_json()).unwrap();
+        assert_eq!(v["op"], "read");
+        assert_eq!(v["lat_ns"]["p50"], 1500);
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_the_line() {
+        let a = point("null", 0, "auto", 0, 300, 3e6).to_json();
+        match Point::read_all(&format!("{a}\n{{\"op\": 3}}\n")) {
+            Err(ReadError::Line(2, _)) => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(Point::read_all("\n \n"), Err(ReadError::Empty)));
+    }
+
+    #[test]
+    fn csv_rows_have_the_header_columns() {
+        let columns = Point::csv_header().split(',').count();
+        let p = point("echo", 1024, "short", 2, 800, 1e6);
+        let row = p.csv_row();
+        assert_eq!(row.split(',').count(), columns, "{row}");
+        assert!(row.starts_with("soft,echo,1024,4096,"));
+    }
+}
