@@ -6,7 +6,9 @@
 //! runs ([`report`]).
 
 pub mod alloc;
+pub mod cpu;
 pub mod crossover;
+pub mod limits;
 pub mod plot;
 pub mod point;
 pub mod report;
