@@ -384,8 +384,10 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
         } else {
             napper.busy();
         }
+        // A napping worker house-keeps at every turn: its turns are slow already, and it
+        // must see new connections, settings and a stop without hundreds of naps first.
         if loops.is_multiple_of(HOUSEKEEPING_EVERY)
-            || (work == 0 && idle.is_multiple_of(IDLE_HOUSEKEEPING_EVERY))
+            || (work == 0 && (idle.is_multiple_of(IDLE_HOUSEKEEPING_EVERY) || napper.napping))
         {
             napper.configure(shared);
             housekeeping(&inbox, &mut conns, &mut retired, shared, max_conns);
@@ -433,6 +435,7 @@ impl Napper {
     fn configure(&mut self, shared: &Shared) {
         self.after = Duration::from_nanos(shared.nap_after_ns.load(Ordering::Relaxed));
         self.nap = Duration::from_nanos(shared.nap_ns.load(Ordering::Relaxed));
+        self.napping &= !self.after.is_zero();
     }
 
     #[inline]
