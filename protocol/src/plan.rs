@@ -293,6 +293,30 @@ fn reply_slot_len(segments: Option<u64>) -> u64 {
 /// reply threshold (§4.3.3 MUST; DERIVED in checklist A.8). The Call's header then carries
 /// that Reply chunk.
 pub fn plan_call(thresholds: Thresholds, call: &CallShape<'_>) -> Result<CallPlan, PlanError> {
+    plan_call_forced(thresholds, call, Forced::default())
+}
+
+/// Forms a requester may ask for where a smaller one would fit: to measure both sides of an
+/// inline threshold at every size (`rpcrdma sweep --force-form`), or to exercise a peer.
+/// Every forced form is valid RPC-over-RDMA: a Responder must accept a Chunked or Long Call
+/// and a Reply chunk in any Call (RFC 8166 §3.5, §4.3.3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Forced {
+    /// The smallest form to use: `None` lets the thresholds decide; `Some(Chunked)` reduces
+    /// the DDP-eligible items into Read chunks even when the whole Call fits inline (a Call
+    /// without items stays Short); `Some(Long)` sends the Payload stream in a Position-Zero
+    /// Read chunk whatever its size.
+    pub min_form: Option<CallForm>,
+    /// Provide a Reply chunk even when the largest Reply fits inline.
+    pub reply_chunk: bool,
+}
+
+/// [`plan_call`], with the forms `forced` asks for where smaller ones would fit.
+pub fn plan_call_forced(
+    thresholds: Thresholds,
+    call: &CallShape<'_>,
+    forced: Forced,
+) -> Result<CallPlan, PlanError> {
     if call.position_zero_segment_max == 0 {
         return Err(PlanError::ZeroSegmentLimit);
     }
@@ -325,7 +349,8 @@ pub fn plan_call(thresholds: Thresholds, call: &CallShape<'_>) -> Result<CallPla
         _ => call.max_reply_len,
     } as u64;
     let reply_base = FIXED_PREFIX_LEN as u64 + read_list_len(0) + writes;
-    let reply_chunk = reply_base + reply_slot_len(None) + max_reply > thresholds.reply as u64;
+    let reply_chunk = forced.reply_chunk
+        || reply_base + reply_slot_len(None) + max_reply > thresholds.reply as u64;
     let reply_slot = if reply_chunk {
         if call.reply_chunk_segments == 0 {
             return Err(PlanError::EmptyReplyChunk);
@@ -357,11 +382,16 @@ pub fn plan_call(thresholds: Thresholds, call: &CallShape<'_>) -> Result<CallPla
             position_zero_segments: p0.1 as u32,
             reply_chunk,
         };
+    let (short_ok, chunked_ok) = match forced.min_form {
+        None | Some(CallForm::Short) => (true, true),
+        Some(CallForm::Chunked) => (call.items.is_empty(), true),
+        Some(CallForm::Long) => (false, false),
+    };
     let short = header(0);
-    if short + call_len <= limit {
+    if short_ok && short + call_len <= limit {
         return Ok(plan(CallForm::Short, short, call_len, 0, (0, 0)));
     }
-    if !call.items.is_empty() {
+    if chunked_ok && !call.items.is_empty() {
         let chunked = header(item_segments);
         if chunked + reduced_len <= limit {
             return Ok(plan(

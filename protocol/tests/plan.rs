@@ -495,3 +495,75 @@ fn reply_header_echoes_the_write_list() {
         })
     );
 }
+
+mod forced {
+    //! Forms asked for where smaller ones would fit (`plan_call_forced`).
+
+    use super::*;
+    use rpcrdma_proto::plan::{plan_call_forced, Forced};
+
+    const ITEM: [DdpItem; 1] = [DdpItem {
+        offset: 48,
+        len: 100,
+        segments: 1,
+    }];
+
+    /// A small Call (fits inline) with one DDP-eligible item.
+    fn with_item() -> CallShape<'static> {
+        CallShape {
+            items: &ITEM,
+            ..shape(148)
+        }
+    }
+
+    fn forced(min_form: Option<CallForm>, reply_chunk: bool) -> Forced {
+        Forced {
+            min_form,
+            reply_chunk,
+        }
+    }
+
+    #[test]
+    fn nothing_forced_is_plan_call() {
+        for s in [shape(100), with_item(), shape(5000)] {
+            assert_eq!(plan_call_forced(T, &s, Forced::default()), plan_call(T, &s));
+            assert_eq!(
+                plan_call_forced(T, &s, forced(Some(CallForm::Short), false)),
+                plan_call(T, &s)
+            );
+        }
+    }
+
+    #[test]
+    fn chunked_reduces_items_that_would_fit_inline() {
+        let p = plan_call_forced(T, &with_item(), forced(Some(CallForm::Chunked), false)).unwrap();
+        assert_eq!(p.form, CallForm::Chunked);
+        assert_eq!(p.read_segments, 1);
+        // The reduced Call: 148 less the item's 100 bytes.
+        assert_eq!(p.inline_len, 48);
+        assert_eq!(p.header_len, encoded_header_len(1, &[], None));
+        // Without items a Chunked Call does not exist: Short.
+        let p = plan_call_forced(T, &shape(100), forced(Some(CallForm::Chunked), false)).unwrap();
+        assert_eq!(p.form, CallForm::Short);
+    }
+
+    #[test]
+    fn long_whatever_the_size() {
+        let p = plan_call_forced(T, &shape(100), forced(Some(CallForm::Long), false)).unwrap();
+        assert_eq!(p.form, CallForm::Long);
+        assert_eq!((p.inline_len, p.position_zero_len), (0, 100));
+        let p = plan_call_forced(T, &with_item(), forced(Some(CallForm::Long), false)).unwrap();
+        assert_eq!(p.form, CallForm::Long);
+        // The item keeps its chunk; the Position-Zero chunk carries the reduced stream.
+        assert_eq!((p.read_segments, p.position_zero_len), (2, 48));
+    }
+
+    #[test]
+    fn a_reply_chunk_on_request() {
+        let p = plan_call_forced(T, &shape(100), forced(None, true)).unwrap();
+        assert!(p.reply_chunk);
+        assert_eq!(p.form, CallForm::Short);
+        assert_eq!(p.header_len, encoded_header_len(0, &[], Some(1)));
+        assert!(!plan_call(T, &shape(100)).unwrap().reply_chunk);
+    }
+}

@@ -37,7 +37,7 @@ use rpcrdma_proto::chunks::{self, ReturnedForm};
 use rpcrdma_proto::header::{
     Chunks, Header, RdmaError, ReadSegment, Segment, MIN_HEADER_LEN, RPCRDMA_VERSION,
 };
-use rpcrdma_proto::plan::{self, CallForm, CallShape, DdpItem, PlanError, Thresholds};
+use rpcrdma_proto::plan::{self, CallForm, CallShape, DdpItem, Forced, PlanError, Thresholds};
 use rpcrdma_proto::private_data::Role;
 use rpcrdma_proto::rpc::{
     CallHeader, OpaqueAuth, ReplyHeader, AUTH_NONE, AUTH_NONE_ACCEPTED_LEN, AUTH_NONE_CALL_LEN,
@@ -170,6 +170,9 @@ pub struct CallArgs<'a> {
     /// with [`AuthSys::encode`](rpcrdma_proto::rpc::AuthSys::encode)) or any other flavor
     /// with a body of at most 400 bytes. The verifier sent is AUTH_NONE.
     pub cred: OpaqueAuth<'a>,
+    /// Forms to use where smaller ones would fit (a Chunked or Long Call, a Reply chunk):
+    /// none by default, the thresholds decide (RFC 8166 §3.5).
+    pub forced: Forced,
 }
 
 impl<'a> CallArgs<'a> {
@@ -186,6 +189,10 @@ impl<'a> CallArgs<'a> {
             max_results,
             timeout: Duration::from_secs(5),
             cred: OpaqueAuth::NONE,
+            forced: Forced {
+                min_form: None,
+                reply_chunk: false,
+            },
         }
     }
 }
@@ -791,6 +798,8 @@ impl<P: Provider> Client<P> {
         if call.bulk_arg.is_none_or(<[u8]>::is_empty)
             && call.bulk_results.is_empty()
             && max_seg != 0
+            && matches!(call.forced.min_form, None | Some(CallForm::Short))
+            && !call.forced.reply_chunk
         {
             let send_len =
                 BARE_MSG_LEN + CALL_HEADER_LEN + pad4(call.cred.body.len()) + call.args.len();
@@ -838,8 +847,8 @@ impl<P: Provider> Client<P> {
             call: self.negotiation.call_threshold(),
             reply: self.negotiation.reply_threshold(),
         };
-        let plan =
-            plan::plan_call(thresholds, &shape).map_err(|e| SubmitError::TooLarge(Some(e)))?;
+        let plan = plan::plan_call_forced(thresholds, &shape, call.forced)
+            .map_err(|e| SubmitError::TooLarge(Some(e)))?;
         if plan.read_segments as usize > MAX_READ_SEGMENTS
             || write_segs.iter().any(|&n| n as usize > MAX_SEGMENTS)
             || (plan.reply_chunk && shape.reply_chunk_segments as usize > MAX_SEGMENTS)
