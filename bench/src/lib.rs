@@ -6,6 +6,7 @@
 //! runs ([`report`]).
 
 pub mod alloc;
+pub mod axes;
 pub mod cpu;
 pub mod crossover;
 pub mod limits;

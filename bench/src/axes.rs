@@ -1,0 +1,381 @@
+//! The axes of a sweep and the points they span: list and range syntax for sizes and
+//! counts (`64,1k,4k`, or `8..8m` doubling as perftest's `-a` does, `1k..64k:x4` by another
+//! factor), and the enumeration of every combination that can run, skipping the ones that
+//! cannot (a Short form over its threshold, a Chunked form of an operation without a
+//! DDP-eligible item, remote invalidation with persistent registration, which never offers
+//! it: RFC 8797 §4.1).
+
+use crate::point::PointConfig;
+
+/// Why an axis did not parse or a sweep is empty.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AxisError {
+    /// A value is not a number with an optional `k`, `m` or `g` suffix (KiB, MiB, GiB).
+    Number(String),
+    /// A range is empty, goes down, or has a factor below 2.
+    Range(String),
+    /// A word is not one of the axis's choices.
+    Choice {
+        /// The axis.
+        axis: &'static str,
+        /// The word.
+        word: String,
+        /// What it may be.
+        allowed: &'static str,
+    },
+    /// A value is out of the axis's bounds.
+    Bounds {
+        /// The axis.
+        axis: &'static str,
+        /// The value.
+        value: u64,
+        /// What it must be.
+        rule: &'static str,
+    },
+    /// Every combination was skipped.
+    Empty,
+}
+
+impl core::fmt::Display for AxisError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            AxisError::Number(s) => write!(f, "{s:?} is not a size (e.g. 512, 4k, 1m)"),
+            AxisError::Range(s) => write!(
+                f,
+                "{s:?} is not a range (LOW..HIGH, optionally :xFACTOR with a factor of 2 or more)"
+            ),
+            AxisError::Choice {
+                axis,
+                word,
+                allowed,
+            } => write!(f, "--{axis}: {word:?} is not one of {allowed}"),
+            AxisError::Bounds { axis, value, rule } => write!(f, "--{axis}: {value} {rule}"),
+            AxisError::Empty => f.write_str(
+                "no combination of these axes can run (every Short form is over its threshold, or no operation has the forms asked for)",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AxisError {}
+
+/// Parses `512`, `4k`, `1m`, `2g` (binary units).
+pub fn parse_size(s: &str) -> Result<u64, AxisError> {
+    let t = s.trim();
+    let (digits, unit) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], c.to_ascii_lowercase()),
+        _ => (t, ' '),
+    };
+    let shift = match unit {
+        ' ' => 0,
+        'k' => 10,
+        'm' => 20,
+        'g' => 30,
+        _ => return Err(AxisError::Number(s.into())),
+    };
+    let n: u64 = digits.parse().map_err(|_| AxisError::Number(s.into()))?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| AxisError::Number(s.into()))
+}
+
+/// Parses a list of values and ranges: `1,2,8`, `8..8m` (doubling), `1k..64k:x4`.
+pub fn parse_values(s: &str) -> Result<Vec<u64>, AxisError> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once("..") {
+            None => out.push(parse_size(part)?),
+            Some((lo, rest)) => {
+                let (hi, factor) = match rest.split_once(":x") {
+                    Some((h, f)) => (
+                        h,
+                        f.parse::<u64>()
+                            .map_err(|_| AxisError::Range(part.into()))?,
+                    ),
+                    None => (rest, 2),
+                };
+                let (lo, hi) = (parse_size(lo)?, parse_size(hi)?);
+                if factor < 2 || lo == 0 || lo > hi {
+                    return Err(AxisError::Range(part.into()));
+                }
+                let mut v = lo;
+                while v <= hi {
+                    out.push(v);
+                    v = match v.checked_mul(factor) {
+                        Some(n) => n,
+                        None => break,
+                    };
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(AxisError::Range(s.into()));
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Parses a list of words, each one of `allowed` (a comma-separated list for the message).
+pub fn parse_choices(
+    axis: &'static str,
+    s: &str,
+    allowed: &'static str,
+) -> Result<Vec<String>, AxisError> {
+    let mut out: Vec<String> = Vec::new();
+    for w in s.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        if !allowed.split(',').any(|a| a == w) {
+            return Err(AxisError::Choice {
+                axis,
+                word: w.into(),
+                allowed,
+            });
+        }
+        if !out.iter().any(|o| o == w) {
+            out.push(w.into());
+        }
+    }
+    if out.is_empty() {
+        return Err(AxisError::Choice {
+            axis,
+            word: s.into(),
+            allowed,
+        });
+    }
+    Ok(out)
+}
+
+/// The operations a sweep knows.
+pub const OPS: &str = "null,echo,read,write";
+/// The forms a sweep can ask for.
+pub const FORMS: &str = "auto,short,chunked,long";
+/// The registration modes.
+pub const REGISTRATIONS: &str = "windows,persistent";
+
+/// Every axis of a sweep, each a list of values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Axes {
+    /// The provider name the points record.
+    pub provider: String,
+    /// Operations (`null`, `echo`, `read`, `write`, or `prog:P:V:N`).
+    pub ops: Vec<String>,
+    /// Payload sizes (ignored for `null` and other programs' procedures, which run once at 0).
+    pub sizes: Vec<u32>,
+    /// RFC 8797 inline thresholds.
+    pub inline: Vec<u32>,
+    /// Credits.
+    pub credits: Vec<u32>,
+    /// Depths (RPCs in flight per connection).
+    pub depth: Vec<u32>,
+    /// Inline-send limits.
+    pub inline_sends: Vec<u32>,
+    /// `windows`, `persistent`.
+    pub registration: Vec<String>,
+    /// Remote invalidation offered or not.
+    pub remote_invalidation: Vec<bool>,
+    /// Connections.
+    pub conns: Vec<u32>,
+    /// Server workers.
+    pub workers: Vec<u32>,
+    /// Forms: `auto`, `short`, `chunked`, `long`.
+    pub forms: Vec<String>,
+}
+
+/// Bytes of transport and RPC headers a Short Call or Reply of the built-in program sends
+/// besides its payload, at most (RFC 8166 §4.7: 28 bytes of transport header with empty
+/// lists; the RPC call header with an AUTH_NONE credential is 40, the reply header 24; the
+/// arguments' own words).
+const SHORT_OVERHEAD: u64 = 28 + 40 + 16;
+
+/// Whether `op` can run in `form` with a payload of `size` under the threshold `inline`.
+pub fn feasible(op: &str, size: u32, inline: u32, form: &str) -> bool {
+    let fits = u64::from(size) + SHORT_OVERHEAD <= u64::from(inline);
+    match (op, form) {
+        (_, "auto") => true,
+        // Short: everything inline, both ways.
+        ("null", "short") => true,
+        (_, "short") => fits,
+        // Chunked: a DDP-eligible item goes through a chunk (a Read chunk for WRITE's
+        // argument, a Write chunk for READ's result); ECHO and NULL have none.
+        ("read" | "write", "chunked") => true,
+        (_, "chunked") => false,
+        // Long: the Call in a Position-Zero Read chunk; READ's result still comes back in
+        // its Write chunk.
+        (_, "long") => true,
+        _ => false,
+    }
+}
+
+impl Axes {
+    /// Every combination that can run, in a stable order (operation, form, threshold, then
+    /// the other axes, size last so a line of a plot is measured in one stretch).
+    pub fn points(&self) -> Result<Vec<PointConfig>, AxisError> {
+        for &i in &self.inline {
+            if !(1024..=64 * 1024).contains(&i) || i % 1024 != 0 {
+                return Err(AxisError::Bounds {
+                    axis: "inline",
+                    value: u64::from(i),
+                    rule: "must be a multiple of 1024 from 1 KiB to 64 KiB (RFC 8797 §4.2)",
+                });
+            }
+        }
+        for (axis, v) in [
+            ("credits", &self.credits),
+            ("depth", &self.depth),
+            ("conns", &self.conns),
+            ("workers", &self.workers),
+        ] {
+            if let Some(&bad) = v.iter().find(|&&x| x == 0) {
+                return Err(AxisError::Bounds {
+                    axis,
+                    value: u64::from(bad),
+                    rule: "must be at least 1",
+                });
+            }
+        }
+        let mut out = Vec::new();
+        for op in &self.ops {
+            let sized = matches!(op.as_str(), "echo" | "read" | "write");
+            let sizes: &[u32] = if sized { &self.sizes } else { &[0] };
+            for form in &self.forms {
+                for &inline in &self.inline {
+                    for &credits in &self.credits {
+                        for &depth in &self.depth {
+                            for &inline_sends in &self.inline_sends {
+                                for registration in &self.registration {
+                                    for &ri in &self.remote_invalidation {
+                                        if ri && registration == "persistent" {
+                                            continue;
+                                        }
+                                        for &conns in &self.conns {
+                                            for &workers in &self.workers {
+                                                for &size in sizes {
+                                                    if !feasible(op, size, inline, form) {
+                                                        continue;
+                                                    }
+                                                    out.push(PointConfig {
+                                                        provider: self.provider.clone(),
+                                                        op: op.clone(),
+                                                        size,
+                                                        inline,
+                                                        credits,
+                                                        depth,
+                                                        inline_sends,
+                                                        registration: registration.clone(),
+                                                        remote_invalidation: ri,
+                                                        conns,
+                                                        workers,
+                                                        form: form.clone(),
+                                                    });
+                                                }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if out.is_empty() {
+            return Err(AxisError::Empty);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn axes() -> Axes {
+        Axes {
+            provider: "soft".into(),
+            ops: vec!["null".into(), "echo".into(), "write".into()],
+            sizes: vec![64, 4096, 65536],
+            inline: vec![4096],
+            credits: vec![32],
+            depth: vec![1],
+            inline_sends: vec![256],
+            registration: vec!["windows".into(), "persistent".into()],
+            remote_invalidation: vec![true, false],
+            conns: vec![1],
+            workers: vec![1],
+            forms: vec!["short".into(), "chunked".into()],
+        }
+    }
+
+    #[test]
+    fn sizes_lists_and_ranges() {
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("7"), Ok(7));
+        assert!(parse_size("4q").is_err() && parse_size("k").is_err() && parse_size("").is_err());
+        assert_eq!(parse_values("8..64"), Ok(vec![8, 16, 32, 64]));
+        assert_eq!(
+            parse_values("1k..64k:x4"),
+            Ok(vec![1024, 4096, 16384, 65536])
+        );
+        assert_eq!(parse_values("64, 1k,64"), Ok(vec![64, 1024]));
+        assert_eq!(parse_values("2..8m").unwrap().len(), 23);
+        for bad in ["8..4", "0..8", "1..8:x1", "1..8:xq", ""] {
+            assert!(parse_values(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn choices_are_checked() {
+        assert_eq!(
+            parse_choices("op", "read,write,read", OPS),
+            Ok(vec!["read".to_string(), "write".to_string()])
+        );
+        assert!(matches!(
+            parse_choices("op", "reed", OPS),
+            Err(AxisError::Choice { axis: "op", .. })
+        ));
+    }
+
+    #[test]
+    fn only_combinations_that_can_run() {
+        let pts = axes().points().unwrap();
+        // No persistent point offers remote invalidation.
+        assert!(!pts
+            .iter()
+            .any(|p| p.registration == "persistent" && p.remote_invalidation));
+        // NULL runs once per combination, at size 0, and only Short (it has no item).
+        assert!(pts
+            .iter()
+            .filter(|p| p.op == "null")
+            .all(|p| p.size == 0 && p.form == "short"));
+        // ECHO has no Chunked form; a Short ECHO of 4 KiB or more is over 4096.
+        assert!(pts
+            .iter()
+            .filter(|p| p.op == "echo")
+            .all(|p| p.form == "short" && p.size == 64));
+        // WRITE is Chunked at every size, Short only under the threshold.
+        let w: Vec<_> = pts.iter().filter(|p| p.op == "write").collect();
+        assert_eq!(w.iter().filter(|p| p.form == "chunked").count(), 3 * 3);
+        assert_eq!(w.iter().filter(|p| p.form == "short").count(), 3);
+    }
+
+    #[test]
+    fn bad_axes_are_refused() {
+        let mut a = axes();
+        a.inline = vec![1500];
+        assert!(matches!(
+            a.points(),
+            Err(AxisError::Bounds { axis: "inline", .. })
+        ));
+        let mut a = axes();
+        a.depth = vec![0];
+        assert!(matches!(
+            a.points(),
+            Err(AxisError::Bounds { axis: "depth", .. })
+        ));
+        let mut a = axes();
+        a.ops = vec!["echo".into()];
+        a.forms = vec!["chunked".into()];
+        assert_eq!(a.points(), Err(AxisError::Empty));
+    }
+}
