@@ -14,5 +14,6 @@ pub mod plot;
 pub mod point;
 pub mod report;
 pub mod rpc;
+pub mod sweep;
 
 pub use rpcrdma_engine as engine;

@@ -126,6 +126,12 @@ pub struct Point {
     pub limits: Limits,
     /// The ratios to them.
     pub ratios: Ratios,
+    /// Each connection's rate, RPCs per second.
+    #[serde(default)]
+    pub per_conn_rps: Vec<f64>,
+    /// Each in-process server worker's rate, RPCs per second (empty for a remote server).
+    #[serde(default)]
+    pub per_worker_rps: Vec<f64>,
 }
 
 /// Why a file of points could not be read.
@@ -286,6 +292,8 @@ pub(crate) mod tests {
                 p50_to_cacheline: p50 as f64 / 130.0,
                 p50_to_copy: Some(p50 as f64 / 50.0),
             },
+            per_conn_rps: vec![rate],
+            per_worker_rps: vec![rate],
         }
     }
 

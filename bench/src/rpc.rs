@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::program::{self, encode_opaque, encode_words, fill_pattern, word};
+use rpcrdma_engine::proto::plan::Forced;
 use rpcrdma_engine::requester::{CallArgs, Client, Reply, RpcError, SubmitError};
 use rpcrdma_engine::stats::Snapshot;
 
@@ -63,6 +64,7 @@ pub struct Prepared {
     args: Vec<u8>,
     bulk: Vec<u8>,
     bulk_results: [u32; 1],
+    forced: Forced,
 }
 
 /// The seed of the bulk data the load generator sends and asks for.
@@ -76,6 +78,7 @@ impl Prepared {
             args: Vec::new(),
             bulk: Vec::new(),
             bulk_results: [0],
+            forced: Forced::default(),
         };
         match w {
             Workload::Null => {}
@@ -96,6 +99,17 @@ impl Prepared {
         p
     }
 
+    /// The same workload sent in the forms `forced` asks for (`CallArgs::forced`); with
+    /// `inline_result`, a READ asks for its result inline (an empty Write chunk, RFC 8166
+    /// §4.3.2.3) instead of through a Write chunk.
+    pub fn forced(mut self, forced: Forced, inline_result: bool) -> Prepared {
+        self.forced = forced;
+        if inline_result {
+            self.bulk_results = [0];
+        }
+        self
+    }
+
     /// The Call to submit.
     pub fn call(&self, timeout: Duration) -> CallArgs<'_> {
         let (proc_num, max_results) = match self.workload {
@@ -112,6 +126,7 @@ impl Prepared {
             max_results,
         );
         c.timeout = timeout;
+        c.forced = self.forced;
         if let Workload::Write(_) = self.workload {
             c.bulk_arg = Some(&self.bulk);
         }
@@ -131,10 +146,15 @@ impl Prepared {
             Workload::Null => r.results.is_empty(),
             Workload::Echo(_) => r.results == self.args.as_slice(),
             Workload::Read(n) => {
+                // Through the Write chunk (`bulk`), or inline after the count when the Call
+                // asked for it so: the opaque's length word, then its bytes.
+                let data = match r.bulk().first().filter(|b| !b.is_empty()) {
+                    Some(b) => Some(*b),
+                    None if word(r.results, 4) == Some(n) => r.results.get(8..8 + n as usize),
+                    None => None,
+                };
                 word(r.results, 0) == Some(n)
-                    && r.bulk()
-                        .first()
-                        .is_some_and(|b| program::is_pattern(SEED, b) && b.len() == n as usize)
+                    && data.is_some_and(|b| program::is_pattern(SEED, b) && b.len() == n as usize)
             }
             Workload::Write(n) => word(r.results, 0) == Some(1) && word(r.results, 4) == Some(n),
         };

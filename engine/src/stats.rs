@@ -71,7 +71,7 @@ counters! {
     short_replies,
     /// Long Replies (RDMA_NOMSG through the Reply chunk).
     long_replies,
-    /// Write chunks filled with a result.
+    /// Write chunks filled with a result (responder: written; requester: received filled).
     write_chunks,
     /// Memory window binds posted (one per exposed buffer per RPC).
     registrations,

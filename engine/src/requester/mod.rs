@@ -2110,6 +2110,7 @@ fn deliver<'a, P: Provider>(
                     let all = view::bytes(&slot.res, off + r.total as usize);
                     *b = &all[off..];
                     bump(&stats.bytes_written, r.total);
+                    bump(&stats.write_chunks, 1);
                 }
             }
         }

@@ -1,0 +1,555 @@
+//! The sweep runner (`rpcrdma sweep`): every point the [`axes`](crate::axes) span, run as
+//! a closed loop ([`rpc::run`]) on as many connections as the point asks, against a server
+//! started in this process for the point (its workers pinned) or one running elsewhere,
+//! repeated, and measured against same-run limits.
+//!
+//! Per point it records ([`Point`]): latency percentiles, rate and bandwidth, the CPU time
+//! the client threads spent per RPC (and the in-process server's), the message forms the
+//! client's counters saw, and the ratios of the median round trip to the cache-line round
+//! trip between the same cores and to a cross-core copy of the payload.
+//!
+//! With several connections each has its own client thread and its own histogram; the
+//! point's median is the median of the connections' medians and its other percentiles the
+//! largest of theirs (a conservative reading), its rate their sum.
+
+use std::str::FromStr;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use rpcrdma_engine::conn::{ConnConfig, Registration};
+use rpcrdma_engine::fabric::bench::cacheline_pingpong;
+use rpcrdma_engine::fabric::Provider;
+use rpcrdma_engine::program;
+use rpcrdma_engine::proto::plan::{CallForm, Forced};
+use rpcrdma_engine::requester::Client;
+use rpcrdma_engine::responder::{Server, ServerConn};
+use rpcrdma_engine::worker::{WorkerConfig, Workers};
+
+use crate::cpu;
+use crate::limits::cross_core_copy_ns;
+use crate::point::{CpuPerRpc, Forms, Latency, Limits, Point, PointConfig, Ratios};
+use crate::rpc::{self, LoadConfig, LoadReport, Prepared, Workload};
+
+/// How each point runs.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Measured seconds per point and repetition.
+    pub seconds: f64,
+    /// Warm-up seconds before measuring.
+    pub warmup: f64,
+    /// Repetitions of each point.
+    pub reps: u32,
+    /// Bytes of each RPC's bulk buffers; `None` sizes them to the point's payload.
+    pub bulk_size: Option<u32>,
+    /// The core of the first client thread; server workers take the next ones.
+    pub first_core: usize,
+    /// How long one RPC may take before the point fails.
+    pub timeout: Duration,
+}
+
+/// Where the server is.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// Started in this process for each point, listening on this address (`@name` on
+    /// soft: a suffix keeps each point's apart; `IP:PORT` on verbs: the port grows by one
+    /// per point so that no listener waits for the last one's to be released).
+    InProcess(String),
+    /// An `rpcrdma serve` (or any server of the built-in program) at this address; the
+    /// point's server-side axes (workers) are whatever it runs with.
+    Connect(String),
+}
+
+/// Why a sweep stopped.
+#[derive(Debug)]
+pub enum SweepError {
+    /// A point's settings cannot work (named option and a value that does).
+    Misfit(String),
+    /// The server could not start or be reached.
+    Setup(String),
+    /// A point's RPCs failed.
+    Load {
+        /// The point.
+        point: Box<PointConfig>,
+        /// What failed.
+        error: String,
+    },
+}
+
+impl core::fmt::Display for SweepError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SweepError::Misfit(s) | SweepError::Setup(s) => f.write_str(s),
+            SweepError::Load { point, error } => {
+                write!(f, "{}: {error}", crate::report::label(point))
+            }
+        }
+    }
+}
+
+impl std::error::Error for SweepError {}
+
+/// Bytes of RPC and transport headers a chunked RPC's bulk buffer holds beside the payload
+/// (a Long Call's Position-Zero chunk carries the Call's headers too).
+const BULK_SLACK: u32 = 4096;
+
+/// The workload a point runs.
+pub fn workload(c: &PointConfig) -> Result<Workload, SweepError> {
+    Ok(match c.op.as_str() {
+        "null" => Workload::Null,
+        "echo" => Workload::Echo(c.size),
+        "read" => Workload::Read(c.size),
+        "write" => Workload::Write(c.size),
+        other => {
+            return Err(SweepError::Misfit(format!(
+                "--op: unknown operation {other:?}"
+            )))
+        }
+    })
+}
+
+/// The forms a point forces, and whether a READ asks for its result inline.
+pub fn forced(c: &PointConfig) -> (Forced, bool) {
+    let min_form = match c.form.as_str() {
+        "short" => Some(CallForm::Short),
+        "chunked" => Some(CallForm::Chunked),
+        "long" => Some(CallForm::Long),
+        _ => None,
+    };
+    let forced = Forced {
+        min_form,
+        reply_chunk: c.form == "long",
+    };
+    (forced, c.form == "short" && c.op == "read")
+}
+
+/// The connection settings of a point, or the option that must change for it to run.
+pub fn conn_config(c: &PointConfig, s: &Settings) -> Result<ConnConfig, SweepError> {
+    let need = c.size.saturating_add(BULK_SLACK);
+    let bulk_size = match s.bulk_size {
+        Some(b) if b < need && c.size > 0 && c.op != "null" => {
+            return Err(SweepError::Misfit(format!(
+                "{}:{} needs --bulk-size of at least {need} (the payload plus {BULK_SLACK} bytes of headers)",
+                c.op, c.size
+            )))
+        }
+        Some(b) => b,
+        None => need.max(ConnConfig::default().bulk_size),
+    };
+    Ok(ConnConfig {
+        send_size: c.inline,
+        recv_size: c.inline,
+        remote_invalidation: c.remote_invalidation,
+        credits: c.credits,
+        initial_grant: c.credits,
+        bulk_size,
+        inline_sends: c.inline_sends,
+        registration: if c.registration == "persistent" {
+            Registration::Persistent
+        } else {
+            Registration::Windows
+        },
+        ..ConnConfig::default()
+    })
+}
+
+fn cores() -> usize {
+    core_affinity::get_core_ids().map_or(1, |c| c.len().max(1))
+}
+
+fn pin(core: usize) {
+    if let Some(id) = core_affinity::get_core_ids().and_then(|ids| ids.get(core).copied()) {
+        core_affinity::set_for_current(id);
+    }
+}
+
+/// The address of the `n`th point's in-process server.
+fn point_addr(base: &str, n: usize) -> String {
+    if base.starts_with('@') || !base.contains(':') {
+        return format!("{base}.{n}");
+    }
+    match base.rsplit_once(':') {
+        Some((ip, port)) => match port.parse::<u16>() {
+            Ok(p) => format!("{ip}:{}", p.wrapping_add(n as u16)),
+            Err(_) => base.to_string(),
+        },
+        None => base.to_string(),
+    }
+}
+
+/// One connection's measurement.
+struct ConnRun {
+    report: LoadReport,
+    cpu: Option<Duration>,
+}
+
+/// Runs every point of `points` `settings.reps` times; calls `each` with every point as it
+/// is measured (for progress and streaming output) and returns them all.
+pub fn run<P: Provider>(
+    points: &[PointConfig],
+    settings: &Settings,
+    target: &Target,
+    open: &(dyn Fn() -> Result<P::Device, String> + Sync),
+    mut each: impl FnMut(usize, &Point),
+) -> Result<Vec<Point>, SweepError>
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: core::fmt::Display,
+    ServerConn<P>: Send,
+{
+    // Every setting is checked before anything runs.
+    for c in points {
+        conn_config(c, settings)?;
+        workload(c)?;
+    }
+    // The same-run limits: the cache-line round trip before any worker spins, and a copy
+    // of each payload size once.
+    let cacheline = cacheline_pingpong(200_000).p50_ns * 2;
+    let mut copies: Vec<(u32, Option<u64>)> = Vec::new();
+    let mut out = Vec::with_capacity(points.len() * settings.reps as usize);
+    for (n, c) in points.iter().enumerate() {
+        let copy = match copies.iter().find(|(s, _)| *s == c.size) {
+            Some(&(_, v)) => v,
+            None => {
+                let v = cross_core_copy_ns(c.size as usize, 200, Some((0, 1 % cores())));
+                copies.push((c.size, v));
+                v
+            }
+        };
+        for rep in 0..settings.reps {
+            let p = run_point::<P>(c, rep, n, settings, target, open, cacheline, copy)?;
+            each(out.len(), &p);
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+/// One repetition of one point.
+#[allow(clippy::too_many_arguments)]
+fn run_point<P: Provider>(
+    c: &PointConfig,
+    rep: u32,
+    n: usize,
+    settings: &Settings,
+    target: &Target,
+    open: &(dyn Fn() -> Result<P::Device, String> + Sync),
+    cacheline: u64,
+    copy: Option<u64>,
+) -> Result<Point, SweepError>
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: core::fmt::Display,
+    ServerConn<P>: Send,
+{
+    let cfg = conn_config(c, settings)?;
+    let (forced, inline_result) = forced(c);
+    let w = workload(c)?;
+    let setup = |e: String| SweepError::Setup(e);
+    let parse = |a: &str| {
+        a.parse::<P::Addr>()
+            .map_err(|e| SweepError::Setup(format!("bad address {a}: {e}")))
+    };
+    let ncores = cores();
+    let conns = c.conns as usize;
+    // The server: in this process, its workers pinned after the client's core.
+    let mut workers: Option<Workers<ServerConn<P>>> = None;
+    let mut clients: Vec<Client<P>> = Vec::with_capacity(conns);
+    let addr = match target {
+        Target::InProcess(base) => point_addr(base, n * 64 + rep as usize),
+        Target::Connect(a) => a.clone(),
+    };
+    let paddr = parse(&addr)?;
+    match target {
+        Target::InProcess(_) => {
+            let device = open().map_err(setup)?;
+            let mut server = Server::<P>::listen(device, &paddr, program::dispatch(), cfg)
+                .map_err(|e| setup(format!("listen on {addr}: {e}")))?;
+            let configs: Vec<WorkerConfig> = (0..c.workers as usize)
+                .map(|k| WorkerConfig {
+                    core: Some((settings.first_core + 1 + k) % ncores),
+                    max_conns: conns.max(1),
+                })
+                .collect();
+            let mut w =
+                Workers::<ServerConn<P>>::start(&configs).map_err(|e| setup(e.to_string()))?;
+            for _ in 0..conns {
+                let (client, conn) = thread::scope(|s| {
+                    let t = s.spawn(|| {
+                        let device = open()?;
+                        Client::<P>::connect(&device, &paddr, cfg).map_err(|e| e.to_string())
+                    });
+                    let conn = server
+                        .accept(cfg.connect_timeout)
+                        .map_err(|e| e.to_string());
+                    let client = t
+                        .join()
+                        .unwrap_or_else(|_| Err("connect thread panicked".into()));
+                    (client, conn)
+                });
+                let (client, conn) = (client.map_err(setup)?, conn.map_err(setup)?);
+                w.assign(conn).map_err(|e| setup(e.to_string()))?;
+                clients.push(client);
+            }
+            workers = Some(w);
+        }
+        Target::Connect(_) => {
+            let device = open().map_err(setup)?;
+            for _ in 0..conns {
+                clients.push(
+                    Client::<P>::connect(&device, &paddr, cfg)
+                        .map_err(|e| setup(format!("connect to {addr}: {e}")))?,
+                );
+            }
+        }
+    }
+    let load = LoadConfig {
+        depth: c.depth,
+        duration: Duration::from_secs_f64(settings.seconds.max(0.01)),
+        warmup: Duration::from_secs_f64(settings.warmup.max(0.0)),
+        timeout: settings.timeout,
+    };
+    let prepared = Prepared::new(w).forced(forced, inline_result);
+    let server_rpcs_before = workers.as_ref().map(|w| total_rpcs(w));
+    let cpu_before = cpu::process_cpu();
+    // Every client thread starts its loop at once.
+    let start = Arc::new(Barrier::new(conns));
+    let runs: Vec<Result<ConnRun, String>> = thread::scope(|s| {
+        let handles: Vec<_> = clients
+            .iter_mut()
+            .enumerate()
+            .map(|(i, client)| {
+                let start = Arc::clone(&start);
+                let prepared = &prepared;
+                let core = (settings.first_core + i * (c.workers as usize + 1)) % ncores;
+                s.spawn(move || {
+                    pin(core);
+                    start.wait();
+                    let t0 = cpu::thread_cpu();
+                    let r = rpc::run(client, prepared, load, || None, |_| {});
+                    let t1 = cpu::thread_cpu();
+                    client.disconnect();
+                    r.map(|report| ConnRun {
+                        report,
+                        cpu: t0.zip(t1).map(|(a, b)| b.saturating_sub(a)),
+                    })
+                    .map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("client thread panicked".into()))
+            })
+            .collect()
+    });
+    let cpu_after = cpu::process_cpu();
+    let per_worker: Vec<u64> = match (&workers, &server_rpcs_before) {
+        (Some(w), Some(before)) => w
+            .stats()
+            .iter()
+            .zip(before)
+            .map(|(s, b)| s.rpc.rpcs.saturating_sub(*b))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if let Some(w) = workers {
+        let _ = w.shutdown(Duration::from_secs(1));
+    }
+    let mut ok = Vec::with_capacity(conns);
+    for r in runs {
+        match r {
+            Ok(run) => ok.push(run),
+            Err(error) => {
+                return Err(SweepError::Load {
+                    point: Box::new(c.clone()),
+                    error,
+                })
+            }
+        }
+    }
+    Ok(combine(
+        c,
+        rep,
+        &ok,
+        &per_worker,
+        cpu_before.zip(cpu_after),
+        cacheline,
+        copy,
+    ))
+}
+
+fn total_rpcs<P: Provider>(w: &Workers<ServerConn<P>>) -> Vec<u64>
+where
+    ServerConn<P>: Send,
+{
+    w.stats().iter().map(|s| s.rpc.rpcs).collect()
+}
+
+/// One point from its connections' runs.
+fn combine(
+    c: &PointConfig,
+    rep: u32,
+    runs: &[ConnRun],
+    per_worker_rpcs: &[u64],
+    process_cpu: Option<(Duration, Duration)>,
+    cacheline: u64,
+    copy: Option<u64>,
+) -> Point {
+    let rpcs: u64 = runs.iter().map(|r| r.report.rpcs).sum();
+    let seconds = runs.iter().map(|r| r.report.seconds).fold(0.0f64, f64::max);
+    let rate: f64 = runs.iter().map(|r| r.report.rate_rps).sum();
+    let mut p50s: Vec<u64> = runs.iter().map(|r| r.report.lat_ns.p50).collect();
+    p50s.sort_unstable();
+    let max_of = |f: fn(&LoadReport) -> u64| runs.iter().map(|r| f(&r.report)).max().unwrap_or(0);
+    let lat = Latency {
+        min: runs.iter().map(|r| r.report.lat_ns.min).min().unwrap_or(0),
+        p50: p50s.get(p50s.len() / 2).copied().unwrap_or(0),
+        p90: max_of(|r| r.lat_ns.p90),
+        p99: max_of(|r| r.lat_ns.p99),
+        p999: max_of(|r| r.lat_ns.p999),
+        max: max_of(|r| r.lat_ns.max),
+    };
+    let client_cpu: Duration = runs.iter().filter_map(|r| r.cpu).sum();
+    let per_rpc = |d: Duration| d.as_nanos() as f64 / rpcs.max(1) as f64;
+    let server = if per_worker_rpcs.is_empty() {
+        None
+    } else {
+        process_cpu.map(|(a, b)| per_rpc(b.saturating_sub(a).saturating_sub(client_cpu)))
+    };
+    let mut forms = Forms::default();
+    for r in runs {
+        let s = &r.report.client;
+        forms.short_calls += s.short_calls;
+        forms.chunked_calls += s.chunked_calls;
+        forms.long_calls += s.long_calls;
+        forms.short_replies += s.short_replies;
+        forms.long_replies += s.long_replies;
+        forms.write_chunks += s.write_chunks;
+        forms.remote_invalidations += s.remote_invalidations;
+    }
+    let payload = u64::from(c.size);
+    Point {
+        config: c.clone(),
+        rep,
+        rpcs,
+        seconds,
+        rate_rps: rate,
+        bandwidth_bps: rate * payload as f64,
+        lat_ns: lat,
+        cpu_ns_per_rpc: CpuPerRpc {
+            client: per_rpc(client_cpu),
+            server,
+        },
+        forms,
+        limits: Limits {
+            cacheline_rtt_ns: cacheline,
+            copy_ns: copy,
+        },
+        ratios: Ratios {
+            p50_to_cacheline: lat.p50 as f64 / cacheline.max(1) as f64,
+            p50_to_copy: copy.map(|k| lat.p50 as f64 / k.max(1) as f64),
+        },
+        per_conn_rps: runs.iter().map(|r| r.report.rate_rps).collect(),
+        per_worker_rps: per_worker_rpcs
+            .iter()
+            .map(|&n| n as f64 / seconds.max(1e-9))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::axes::Axes;
+    use rpcrdma_engine::fabric::soft::Soft;
+
+    fn settings() -> Settings {
+        Settings {
+            seconds: 0.05,
+            warmup: 0.01,
+            reps: 2,
+            bulk_size: None,
+            first_core: 0,
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    #[test]
+    fn every_form_runs_in_process_and_is_seen_in_its_form() {
+        let axes = Axes {
+            provider: "soft".into(),
+            ops: vec!["write".into(), "read".into()],
+            sizes: vec![512],
+            inline: vec![4096],
+            credits: vec![8],
+            depth: vec![2],
+            inline_sends: vec![256],
+            registration: vec!["windows".into()],
+            remote_invalidation: vec![true],
+            conns: vec![2],
+            workers: vec![1],
+            forms: vec!["short".into(), "chunked".into(), "long".into()],
+        };
+        let points = axes.points().unwrap();
+        assert_eq!(points.len(), 6);
+        let open = || Soft::open_device(None).map_err(|e| e.to_string());
+        let mut seen = 0;
+        let target = Target::InProcess(format!("@rpcrdma-sweep-test.{}", std::process::id()));
+        let out = run::<Soft>(&points, &settings(), &target, &open, |i, _| {
+            assert_eq!(i, seen);
+            seen += 1;
+        })
+        .unwrap();
+        assert_eq!(out.len(), 12);
+        for p in &out {
+            assert!(p.rpcs > 0 && p.lat_ns.p50 > 0, "{p:?}");
+            assert_eq!(p.per_conn_rps.len(), 2);
+            assert_eq!(p.per_worker_rps.len(), 1);
+            let f = &p.forms;
+            match (p.config.op.as_str(), p.config.form.as_str()) {
+                ("write", "short") => assert!(f.short_calls > 0 && f.chunked_calls == 0),
+                ("write", "chunked") => assert!(f.chunked_calls > 0 && f.short_calls == 0),
+                ("read", "short") => assert_eq!(f.write_chunks, 0),
+                ("read", "chunked") => assert!(f.write_chunks > 0),
+                (_, "long") => assert!(f.long_calls > 0),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_bulk_size_too_small_is_refused_before_anything_runs() {
+        let c = PointConfig {
+            provider: "soft".into(),
+            op: "write".into(),
+            size: 2 << 20,
+            inline: 4096,
+            credits: 8,
+            depth: 1,
+            inline_sends: 256,
+            registration: "windows".into(),
+            remote_invalidation: true,
+            conns: 1,
+            workers: 1,
+            form: "auto".into(),
+        };
+        let s = Settings {
+            bulk_size: Some(1 << 20),
+            ..settings()
+        };
+        let open = || Soft::open_device(None).map_err(|e| e.to_string());
+        let target = Target::InProcess("@never".into());
+        match run::<Soft>(&[c], &s, &target, &open, |_, _| panic!("ran")) {
+            Err(SweepError::Misfit(m)) => {
+                assert!(
+                    m.contains("write:2097152 needs --bulk-size of at least"),
+                    "{m}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
