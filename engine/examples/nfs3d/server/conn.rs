@@ -1,0 +1,196 @@
+//! The driver of one NFS connection on a worker: polls the [`ServerConn`], hands the jobs
+//! its handlers started to the I/O pool, and completes the Calls whose answers came back
+//! (RFC 8166: the reply leaves when it is ready, in any order; the Call's receive and
+//! credit are kept meanwhile, §3.3). Never blocks: the completion channel is read with
+//! `try_recv`, a completion the connection has no room for now is retried at the next poll.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+
+use rpcrdma_engine::dispatch::{Outcome, Response};
+use rpcrdma_engine::fabric::Provider;
+use rpcrdma_engine::responder::{CompleteError, ServerConn};
+use rpcrdma_engine::stats::Snapshot;
+use rpcrdma_engine::worker::Drive;
+
+use super::{lend, take_started, Answer, Finished, Job, Nfs};
+
+/// Most answers completed per poll (the worker's other connections get their turn).
+const COMPLETIONS_PER_POLL: usize = 64;
+
+/// One NFS connection with its completion queue.
+pub struct NfsConn<P: Provider> {
+    conn: ServerConn<P>,
+    nfs: Arc<Nfs>,
+    jobs: Option<Sender<Job>>,
+    done_tx: Sender<Finished>,
+    done_rx: Receiver<Finished>,
+    /// Answers that could not be completed yet (no reply room, a loan still out).
+    retry: VecDeque<Finished>,
+    started: Vec<Job>,
+}
+
+impl<P: Provider> core::fmt::Debug for NfsConn<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("NfsConn")
+            .field("id", &self.conn.id())
+            .field("retry", &self.retry.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: Provider> NfsConn<P> {
+    /// Drives `conn`, sending its jobs to `jobs` (the I/O pool's channel).
+    pub fn new(conn: ServerConn<P>, nfs: Arc<Nfs>, jobs: Option<Sender<Job>>) -> NfsConn<P> {
+        let (done_tx, done_rx) = mpsc::channel();
+        NfsConn {
+            conn,
+            nfs,
+            jobs,
+            done_tx,
+            done_rx,
+            retry: VecDeque::new(),
+            started: Vec::with_capacity(64),
+        }
+    }
+
+    /// The connection, mutably (tests: to disconnect it).
+    #[cfg(test)]
+    pub fn conn_mut(&mut self) -> &mut ServerConn<P> {
+        &mut self.conn
+    }
+
+    /// Hands the jobs started during the last poll to the pool.
+    fn dispatch_started(&mut self) {
+        take_started(self.conn.id(), &mut self.started);
+        for mut job in self.started.drain(..) {
+            job.reply = Some(self.done_tx.clone());
+            let ticket = job.ticket;
+            let refused = match &self.jobs {
+                Some(tx) => tx.send(job).is_err(),
+                None => true,
+            };
+            if refused {
+                // No pool (shutting down): the job and its loans are dropped by `send`'s
+                // error; the Call is answered SYSTEM_ERR.
+                self.nfs.stats.system_errs.fetch_add(1, Ordering::Relaxed);
+                self.retry.push_back(Finished {
+                    ticket,
+                    answer: Answer::SystemErr,
+                });
+            }
+        }
+    }
+
+    /// Completes one answer; `false` when it must wait for the next poll.
+    fn complete(&mut self, f: &Finished) -> Result<bool, ()> {
+        match self
+            .conn
+            .complete(f.ticket, |_, resp| write_answer(&f.answer, resp))
+        {
+            Ok(()) => {
+                self.nfs.stats.answered.fetch_add(1, Ordering::Relaxed);
+                Ok(true)
+            }
+            Err(CompleteError::WouldBlock) | Err(CompleteError::OnLoan) => Ok(false),
+            Err(CompleteError::ConnectionLost) | Err(CompleteError::UnknownTicket) => Err(()),
+        }
+    }
+
+    /// Completes what is waiting; returns how many were completed.
+    fn complete_ready(&mut self) -> usize {
+        let mut done = 0;
+        while let Some(f) = self.retry.pop_front() {
+            match self.complete(&f) {
+                Ok(true) => done += 1,
+                Ok(false) => {
+                    self.nfs.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    self.retry.push_front(f);
+                    return done;
+                }
+                Err(()) => {
+                    self.nfs.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        while done < COMPLETIONS_PER_POLL {
+            let Ok(f) = self.done_rx.try_recv() else {
+                break;
+            };
+            match self.complete(&f) {
+                Ok(true) => done += 1,
+                Ok(false) => {
+                    self.nfs.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    self.retry.push_back(f);
+                    break;
+                }
+                Err(()) => {
+                    self.nfs.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        done
+    }
+}
+
+/// Writes an I/O thread's answer as the reply (in place of the handler): the results bytes
+/// copied, READ's data pushed (in place when it was lent).
+pub fn write_answer(answer: &Answer, resp: &mut Response<'_>) -> Outcome {
+    match answer {
+        Answer::Success { results, bulk } => {
+            let out = resp.results();
+            let Some(dst) = out.get_mut(..results.len()) else {
+                return Outcome::SystemErr;
+            };
+            dst.copy_from_slice(results);
+            if results.len() % 4 != 0 {
+                return Outcome::SystemErr;
+            }
+            resp.set_results_len(results.len());
+            if let Some(b) = bulk {
+                if !lend::push(resp, b) {
+                    return Outcome::SystemErr;
+                }
+            }
+            Outcome::Success
+        }
+        Answer::Garbage => Outcome::GarbageArgs,
+        Answer::SystemErr => Outcome::SystemErr,
+    }
+}
+
+impl<P: Provider> Drive for NfsConn<P>
+where
+    ServerConn<P>: Send,
+{
+    fn poll(&mut self) -> usize {
+        let mut work = self.conn.poll();
+        self.dispatch_started();
+        if self.conn.deferred() > 0 || !self.retry.is_empty() {
+            work += self.complete_ready();
+        }
+        work
+    }
+
+    fn is_dead(&self) -> bool {
+        self.conn.is_dead()
+    }
+
+    fn busy(&self) -> bool {
+        Drive::busy(&self.conn) || !self.retry.is_empty()
+    }
+
+    fn settle(&mut self) {
+        self.conn.settle();
+    }
+
+    fn close(&mut self) {
+        self.conn.disconnect();
+    }
+
+    fn counters(&self) -> Snapshot {
+        self.conn.snapshot()
+    }
+}

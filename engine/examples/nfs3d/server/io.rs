@@ -1,0 +1,209 @@
+//! The I/O pool: threads that run the NFSv3 procedures against the file system, so that no
+//! polling worker ever waits for a disk.
+//!
+//! Jobs arrive on one channel shared by the threads (FIFO: a duplicate request is always
+//! queued after its original, so a thread waiting in the duplicate request cache never
+//! waits for a job still queued behind it). Non-idempotent procedures go through the cache
+//! first ([`Drc`](crate::drc::Drc)). A READ reads straight into the lent registered buffer;
+//! the loans are dropped before the answer is sent back, so the driver can complete the
+//! Call at once.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use crate::drc::{Begin, Cached, DrcKey};
+use crate::ops;
+
+use super::{Answer, Finished, Job, Nfs};
+
+/// How long a thread waits for a job before looking at the stop flag.
+const IDLE_WAIT: Duration = Duration::from_millis(100);
+/// nfsstat3 NFS3ERR_IO (RFC 1813 §2.6).
+const NFS3ERR_IO: u32 = 5;
+
+/// The I/O threads.
+pub struct IoPool {
+    jobs: Option<Sender<Job>>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl core::fmt::Debug for IoPool {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("IoPool")
+            .field("threads", &self.threads.len())
+            .finish()
+    }
+}
+
+impl IoPool {
+    /// Starts `n` threads (at least one) serving `nfs`.
+    pub fn start(n: usize, nfs: &Arc<Nfs>) -> std::io::Result<IoPool> {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+        for i in 0..n.max(1) {
+            let (rx, nfs, stop) = (Arc::clone(&rx), Arc::clone(nfs), Arc::clone(&stop));
+            threads.push(
+                thread::Builder::new()
+                    .name(format!("nfs3d-io-{i}"))
+                    .spawn(move || serve(&rx, &nfs, &stop))?,
+            );
+        }
+        Ok(IoPool {
+            jobs: Some(tx),
+            stop,
+            threads,
+        })
+    }
+
+    /// Where to send jobs.
+    pub fn sender(&self) -> Option<Sender<Job>> {
+        self.jobs.clone()
+    }
+
+    /// Stops the threads once the jobs queued are done (call it after the workers stopped:
+    /// nothing sends any more) and waits for them.
+    pub fn shutdown(mut self) {
+        self.jobs = None;
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn serve(rx: &Mutex<Receiver<Job>>, nfs: &Nfs, stop: &AtomicBool) {
+    let mut scratch = Vec::new();
+    loop {
+        let next = {
+            let rx = rx.lock().unwrap_or_else(|p| p.into_inner());
+            rx.recv_timeout(IDLE_WAIT)
+        };
+        match next {
+            Ok(job) => run_job(nfs, &mut scratch, job),
+            Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Relaxed) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Runs one job and sends its answer to the connection's driver.
+pub fn run_job(nfs: &Nfs, scratch: &mut Vec<u8>, mut job: Job) {
+    let answer = if ops::is_non_idempotent(job.proc_num) {
+        let key = DrcKey::new(job.xid, job.proc_num, job.args.bytes(), job.client_hash);
+        match nfs.drc.begin(key, nfs.drc_wait) {
+            Begin::Execute => {
+                let a = execute(nfs, scratch, &mut job);
+                match &a {
+                    Answer::Success { results, .. } => {
+                        nfs.drc.finish(key, Cached::Success(Arc::clone(results)))
+                    }
+                    Answer::Garbage => nfs.drc.finish(key, Cached::Garbage),
+                    Answer::SystemErr => nfs.drc.abandon(key),
+                }
+                a
+            }
+            Begin::Replay(Cached::Success(results)) => Answer::Success {
+                results,
+                bulk: None,
+            },
+            Begin::Replay(Cached::Garbage) => Answer::Garbage,
+            Begin::StillRunning => Answer::SystemErr,
+        }
+    } else {
+        execute(nfs, scratch, &mut job)
+    };
+    match &answer {
+        Answer::Success { results, .. } => {
+            let status = results
+                .get(..4)
+                .map_or(0, |w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+            if status != 0 {
+                nfs.stats.nfs_errors.fetch_add(1, Ordering::Relaxed);
+            }
+            if status == NFS3ERR_IO {
+                nfs.stats.io_errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Answer::Garbage => {
+            nfs.stats.garbage_args.fetch_add(1, Ordering::Relaxed);
+        }
+        Answer::SystemErr => {
+            nfs.stats.system_errs.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let Job {
+        ticket,
+        args,
+        bulk,
+        reply,
+        ..
+    } = job;
+    // Every loan is given back before the driver is told: it can complete at once.
+    drop(args);
+    drop(bulk);
+    let sent = reply.is_some_and(|r| r.send(Finished { ticket, answer }).is_ok());
+    if !sent {
+        nfs.stats.dropped.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Runs the procedure (a panic in it is a SYSTEM_ERR, not a lost thread).
+fn execute(nfs: &Nfs, scratch: &mut Vec<u8>, job: &mut Job) -> Answer {
+    let max = ops::max_results(job.proc_num, &nfs.config) as usize;
+    if scratch.len() < max {
+        scratch.resize(max, 0);
+    }
+    if let Some(c) = nfs.stats.executed.get(job.proc_num as usize) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+    // The test hook: the procedure takes this long (in progress in the cache meanwhile).
+    if let Some(d) = nfs.io_delay() {
+        thread::sleep(d);
+    }
+    let run = catch_unwind(AssertUnwindSafe(|| {
+        let bulk = job.bulk.as_mut().map(|b| b.bytes_mut());
+        ops::run(
+            &nfs.export,
+            &job.caller,
+            job.proc_num,
+            job.args.bytes(),
+            &mut scratch[..max],
+            bulk,
+        )
+    }));
+    match run {
+        Ok(Ok(done)) => {
+            let Some(results) = scratch.get(..done.results_len) else {
+                return Answer::SystemErr;
+            };
+            if results.len() % 4 != 0 {
+                return Answer::SystemErr;
+            }
+            let bulk = match (done.bulk_len, job.bulk.take()) {
+                (Some(n), Some(b)) if n <= ops_bulk_len(&b) => Some(b.finish(n)),
+                (Some(_), _) => return Answer::SystemErr,
+                (None, _) => None,
+            };
+            Answer::Success {
+                results: Arc::from(results),
+                bulk,
+            }
+        }
+        Ok(Err(_)) => Answer::Garbage,
+        Err(_) => Answer::SystemErr,
+    }
+}
+
+fn ops_bulk_len(b: &super::Bulk) -> usize {
+    match b {
+        super::Bulk::Lent(l) => l.len(),
+        super::Bulk::Owned(v) => v.len(),
+    }
+}

@@ -1,0 +1,259 @@
+//! NFS version 3 (RFC 1813) on the engine: the dispatch table, the jobs the handlers start
+//! on I/O threads, and the connection driver that answers them.
+//!
+//! File I/O never runs on a polling worker. Every procedure but NULL defers (RFC 8166
+//! leaves the reply's timing to the responder; the Call keeps its credit meanwhile, §3.3):
+//! its handler takes the Call's ticket, lends the argument bytes (and, for READ, the
+//! registered buffer of its DDP-eligible result, RFC 8267 §4.2) and leaves a [`Job`] in a
+//! thread-local list; the connection's driver ([`conn::NfsConn`]) hands those jobs to the
+//! I/O pool ([`io::IoPool`]) after each poll, with the sending end of its own completion
+//! channel; an I/O thread runs [`ops::run`](crate::ops::run) and sends the answer back; the
+//! driver completes the Call ([`ServerConn::complete`]) on the worker that owns the
+//! connection. Channels are `std::sync::mpsc`: sending never blocks the worker, receiving
+//! on the worker side is `try_recv`.
+//!
+//! [`ServerConn::complete`]: rpcrdma_engine::responder::ServerConn::complete
+
+pub mod conn;
+pub mod io;
+pub mod lend;
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rpcrdma_engine::dispatch::{Deferred, Dispatch, Outcome, ProcSpec, Request, Response};
+use rpcrdma_proto::rpc::{AUTH_NONE, AUTH_SYS};
+
+use crate::drc::{self, Drc, DrcLimits};
+use crate::ops::{self, Caller, Config, Export};
+use crate::stats::{NfsStats, NFS3_PROCS};
+
+use lend::{Args, Bulk, BulkOut};
+
+/// The NFS program (RFC 1813 §2.5).
+pub const NFS_PROG: u32 = 100_003;
+/// Its version 3.
+pub const NFS_V3: u32 = 3;
+/// NFSPROC3_NULL.
+pub const NFSPROC3_NULL: u32 = 0;
+/// NFSPROC3_READ: its data is DDP-eligible (RFC 8267 §4.2).
+pub const NFSPROC3_READ: u32 = 6;
+/// NFSPROC3_WRITE: its data is DDP-eligible (RFC 8267 §4.2).
+pub const NFSPROC3_WRITE: u32 = 7;
+
+/// How long a duplicate waits for its original still running before giving up.
+pub const DRC_WAIT: Duration = Duration::from_secs(10);
+
+/// What the handlers, the I/O threads and the report share.
+pub struct Nfs {
+    /// The exported directory.
+    pub export: Arc<Export>,
+    /// Its limits.
+    pub config: Config,
+    /// The duplicate request cache.
+    pub drc: Drc,
+    /// The counters.
+    pub stats: NfsStats,
+    /// How long a duplicate waits for its original.
+    pub drc_wait: Duration,
+    /// A test hook: how long every I/O job sleeps before it runs, in microseconds.
+    io_delay_us: AtomicU64,
+}
+
+impl core::fmt::Debug for Nfs {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Nfs").finish_non_exhaustive()
+    }
+}
+
+impl Nfs {
+    /// The shared state of a server of `export`.
+    pub fn new(export: Arc<Export>, config: Config, drc: DrcLimits) -> Arc<Nfs> {
+        Arc::new(Nfs {
+            export,
+            config,
+            drc: Drc::new(drc),
+            stats: NfsStats::default(),
+            drc_wait: DRC_WAIT,
+            io_delay_us: AtomicU64::new(0),
+        })
+    }
+
+    /// Slows every I/O job down by `d` (tests: Calls stay in progress long enough for a
+    /// connection to be lost under them).
+    #[cfg(test)]
+    pub fn set_io_delay(&self, d: Duration) {
+        self.io_delay_us
+            .store(d.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    fn io_delay(&self) -> Option<Duration> {
+        match self.io_delay_us.load(Ordering::Relaxed) {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
+        }
+    }
+}
+
+/// One procedure to run on an I/O thread.
+#[derive(Debug)]
+pub struct Job {
+    /// The Call's ticket.
+    pub ticket: Deferred,
+    /// Its XID (for the duplicate request cache).
+    pub xid: u32,
+    /// The NFSv3 procedure.
+    pub proc_num: u32,
+    /// Who calls.
+    pub caller: Caller,
+    /// A hash of the AUTH_SYS machine name (0 otherwise).
+    pub client_hash: u64,
+    /// The argument bytes.
+    pub args: Args,
+    /// READ's data buffer.
+    pub bulk: Option<Bulk>,
+    /// Where the answer goes: the completion channel of the connection's driver (set by the
+    /// driver when it hands the job to the pool).
+    pub reply: Option<Sender<Finished>>,
+}
+
+/// How an I/O thread answered a Call.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// SUCCESS: the results bytes (inline part) and READ's data.
+    Success {
+        /// The XDR results (for READ: up to and including the data's length word).
+        results: Arc<[u8]>,
+        /// READ's data, if any.
+        bulk: Option<BulkOut>,
+    },
+    /// GARBAGE_ARGS.
+    Garbage,
+    /// SYSTEM_ERR.
+    SystemErr,
+}
+
+/// An answer on its way back to the connection's driver.
+#[derive(Debug)]
+pub struct Finished {
+    /// The Call's ticket.
+    pub ticket: Deferred,
+    /// The answer.
+    pub answer: Answer,
+}
+
+thread_local! {
+    /// Jobs the handlers started during the current poll of a connection on this worker
+    /// thread; the driver takes them right after the poll.
+    static STARTED: RefCell<Vec<Job>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Takes the jobs started on this thread for connection `id`.
+pub(crate) fn take_started(id: u64, into: &mut Vec<Job>) {
+    STARTED.with(|s| {
+        let mut s = s.borrow_mut();
+        let mut k = 0;
+        while k < s.len() {
+            if s[k].ticket.connection() == id {
+                into.push(s.swap_remove(k));
+            } else {
+                k += 1;
+            }
+        }
+    });
+}
+
+/// The ProcSpec of an NFSv3 procedure: the largest results from `ops::max_results`; READ's
+/// data a DDP-eligible result, WRITE's a DDP-eligible argument (RFC 8267 §4.2).
+pub fn spec(proc_num: u32, config: &Config) -> ProcSpec {
+    ProcSpec {
+        max_results: ops::max_results(proc_num, config),
+        ddp_arg: proc_num == NFSPROC3_WRITE,
+        ddp_results: u8::from(proc_num == NFSPROC3_READ),
+    }
+}
+
+/// The dispatch table of NFS v3: NULL answered at once, every other procedure deferred to
+/// the I/O pool.
+pub fn dispatch(nfs: &Arc<Nfs>) -> Dispatch {
+    let mut d = Dispatch::new();
+    let n = Arc::clone(nfs);
+    d.register(
+        NFS_PROG,
+        NFS_V3,
+        NFSPROC3_NULL,
+        spec(0, &nfs.config),
+        move |_, _| {
+            n.stats.calls[0].fetch_add(1, Ordering::Relaxed);
+            n.stats.executed[0].fetch_add(1, Ordering::Relaxed);
+            n.stats.answered.fetch_add(1, Ordering::Relaxed);
+            Outcome::Success
+        },
+    );
+    for p in 1..NFS3_PROCS as u32 {
+        let n = Arc::clone(nfs);
+        d.register(
+            NFS_PROG,
+            NFS_V3,
+            p,
+            spec(p, &nfs.config),
+            move |req, resp| start(&n, req, resp),
+        );
+    }
+    d
+}
+
+/// Who calls, from the credential (RFC 5531 §10.1 AUTH_NONE: the anonymous user; §A
+/// AUTH_SYS: its uid, gid and groups), with the hash of the machine name for the
+/// duplicate request cache. Other flavors are treated as AUTH_NONE; an AUTH_SYS body that
+/// does not decode is `None`.
+fn caller_of(req: &Request<'_>) -> Option<(Caller, u64)> {
+    match req.cred.flavor {
+        AUTH_SYS => {
+            let caller = Caller::from_auth_sys(req.cred.body)?;
+            let name = match req.cred.auth_sys() {
+                Some(Ok(sys)) => sys.machinename,
+                _ => &[],
+            };
+            Some((caller, drc::client_hash(name)))
+        }
+        AUTH_NONE => Some((Caller::anonymous(), 0)),
+        _ => Some((Caller::anonymous(), 0)),
+    }
+}
+
+/// The handler of every procedure but NULL: starts its job and defers.
+fn start(nfs: &Nfs, req: &Request<'_>, resp: &mut Response<'_>) -> Outcome {
+    let p = req.proc_num as usize;
+    if let Some(c) = nfs.stats.calls.get(p) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+    let Some((caller, client_hash)) = caller_of(req) else {
+        nfs.stats.system_errs.fetch_add(1, Ordering::Relaxed);
+        return Outcome::SystemErr;
+    };
+    let bulk = if req.proc_num == NFSPROC3_READ {
+        let Some(n) = ops::read_count(req.args, &nfs.config) else {
+            nfs.stats.garbage_args.fetch_add(1, Ordering::Relaxed);
+            return Outcome::GarbageArgs;
+        };
+        Some(lend::bulk(resp, n as usize, &nfs.stats))
+    } else {
+        None
+    };
+    let job = Job {
+        ticket: resp.deferred(),
+        xid: req.xid,
+        proc_num: req.proc_num,
+        caller,
+        client_hash,
+        args: lend::args(req, resp, &nfs.stats),
+        bulk,
+        reply: None,
+    };
+    STARTED.with(|s| s.borrow_mut().push(job));
+    Outcome::Deferred
+}

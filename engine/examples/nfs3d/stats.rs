@@ -1,0 +1,177 @@
+//! nfs3d's counters and the JSON report: the engine's counters summed over the workers
+//! (engine/src/stats.rs; error counters grouped under `"errors"`, as `rpcrdma serve`
+//! prints them), the workers' own, and nfs3d's (per-procedure counts, the duplicate
+//! request cache, MOUNT, copies and dropped answers).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rpcrdma_engine::stats::Snapshot;
+use rpcrdma_engine::worker::WorkerStats;
+use serde_json::{json, Map, Value};
+
+use crate::drc::Drc;
+use crate::mountd::MountStats;
+
+/// NFSv3 procedures, 0..=21 (RFC 1813 §3.3).
+pub const NFS3_PROCS: usize = 22;
+
+/// The names of the NFSv3 procedures, by number.
+pub const PROC_NAMES: [&str; NFS3_PROCS] = [
+    "NULL",
+    "GETATTR",
+    "SETATTR",
+    "LOOKUP",
+    "ACCESS",
+    "READLINK",
+    "READ",
+    "WRITE",
+    "CREATE",
+    "MKDIR",
+    "SYMLINK",
+    "MKNOD",
+    "REMOVE",
+    "RMDIR",
+    "RENAME",
+    "LINK",
+    "READDIR",
+    "READDIRPLUS",
+    "FSSTAT",
+    "FSINFO",
+    "PATHCONF",
+    "COMMIT",
+];
+
+/// nfs3d's own counters, updated by the handlers and the I/O threads.
+#[derive(Debug, Default)]
+pub struct NfsStats {
+    /// Calls received per procedure (replays from the cache included).
+    pub calls: [AtomicU64; NFS3_PROCS],
+    /// Procedures actually executed against the file system, per procedure.
+    pub executed: [AtomicU64; NFS3_PROCS],
+    /// Replies whose `nfsstat3` was not NFS3_OK.
+    pub nfs_errors: AtomicU64,
+    /// Replies whose `nfsstat3` was NFS3ERR_IO.
+    pub io_errors: AtomicU64,
+    /// GARBAGE_ARGS answers.
+    pub garbage_args: AtomicU64,
+    /// SYSTEM_ERR answers (an I/O thread failure, a cache wait that ended first).
+    pub system_errs: AtomicU64,
+    /// Argument bytes copied for an I/O thread because the engine could not lend them.
+    pub args_copies: AtomicU64,
+    /// READ results read into a buffer of our own and copied because the engine could not
+    /// lend its registered buffer.
+    pub bulk_copies: AtomicU64,
+    /// Answers completed (sent).
+    pub answered: AtomicU64,
+    /// Answers dropped because their connection was gone.
+    pub dropped: AtomicU64,
+    /// Completions retried because the connection had no reply room at the time.
+    pub retries: AtomicU64,
+}
+
+fn get(c: &AtomicU64) -> u64 {
+    c.load(Ordering::Relaxed)
+}
+
+/// The engine's counters as JSON, the error counters grouped under `"errors"`.
+pub fn snapshot_json(s: &Snapshot) -> Value {
+    const ERRORS: [&str; 12] = [
+        "err_vers",
+        "err_chunk",
+        "garbage_args",
+        "prog_unavail",
+        "prog_mismatch",
+        "proc_unavail",
+        "system_err",
+        "discards",
+        "credit_overruns",
+        "timeouts",
+        "wc_errors",
+        "conn_lost",
+    ];
+    let mut top = Map::new();
+    let mut errors = Map::new();
+    for (name, v) in s.fields() {
+        let into = if ERRORS.contains(&name) {
+            &mut errors
+        } else {
+            &mut top
+        };
+        into.insert(name.to_string(), json!(v));
+    }
+    top.insert("errors".to_string(), Value::Object(errors));
+    Value::Object(top)
+}
+
+impl NfsStats {
+    /// The counters as JSON.
+    pub fn json(&self) -> Value {
+        let per = |a: &[AtomicU64; NFS3_PROCS]| {
+            let mut m = Map::new();
+            for (name, c) in PROC_NAMES.iter().zip(a.iter()) {
+                m.insert((*name).to_string(), json!(get(c)));
+            }
+            Value::Object(m)
+        };
+        json!({
+            "calls": per(&self.calls),
+            "executed": per(&self.executed),
+            "nfs_errors": get(&self.nfs_errors),
+            "io_errors": get(&self.io_errors),
+            "garbage_args": get(&self.garbage_args),
+            "system_errs": get(&self.system_errs),
+            "args_copies": get(&self.args_copies),
+            "bulk_copies": get(&self.bulk_copies),
+            "answered": get(&self.answered),
+            "dropped": get(&self.dropped),
+            "retries": get(&self.retries),
+        })
+    }
+}
+
+/// The duplicate request cache's counters as JSON.
+pub fn drc_json(d: &Drc) -> Value {
+    let (entries, bytes) = d.usage();
+    json!({
+        "hits": get(&d.stats.hits),
+        "misses": get(&d.stats.misses),
+        "waits": get(&d.stats.waits),
+        "wait_timeouts": get(&d.stats.wait_timeouts),
+        "evictions": get(&d.stats.evictions),
+        "entries": entries,
+        "bytes": bytes,
+    })
+}
+
+/// MOUNT's counters as JSON.
+pub fn mountd_json(m: &MountStats) -> Value {
+    json!({
+        "conns": get(&m.conns),
+        "refused": get(&m.refused),
+        "calls": get(&m.calls),
+        "mounts": get(&m.mounts),
+        "bad_records": get(&m.bad_records),
+    })
+}
+
+/// The whole report: the engine's counters summed over the connections (`engine`), the
+/// workers' own, and nfs3d's: `{"engine": {...}, "workers": [...], "nfs": {...}, "drc": {...},
+/// "mountd": {...}}` (`mountd` null when there is none).
+pub fn report(
+    engine: &Snapshot,
+    workers: &[WorkerStats],
+    nfs: &NfsStats,
+    drc: &Drc,
+    mountd: Option<&MountStats>,
+) -> Value {
+    json!({
+        "engine": snapshot_json(engine),
+        "workers": workers.iter().map(|w| json!({
+            "core": w.core, "loops": w.loops, "busy_loops": w.busy_loops, "naps": w.naps,
+            "conns": w.conns, "conns_adopted": w.conns_adopted, "conns_dead": w.conns_dead,
+        })).collect::<Vec<_>>(),
+        "nfs": nfs.json(),
+        "drc": drc_json(drc),
+        "mountd": mountd.map(mountd_json),
+    })
+}
