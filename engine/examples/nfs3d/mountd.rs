@@ -252,7 +252,7 @@ fn answer(msg: &[u8], peer: SocketAddr, shared: &Shared) -> Option<Vec<u8>> {
             lock(&shared.mounts).retain(|(h, _)| *h != host);
             Some(Vec::new())
         }
-        MOUNTPROC3_EXPORT => export(shared),
+        MOUNTPROC3_EXPORT => export(),
         _ => return Some(record::reply(&ReplyHeader::proc_unavail(xid), &[])),
     };
     Some(match results {
@@ -324,8 +324,7 @@ fn dump(shared: &Shared) -> Option<Vec<u8>> {
 }
 
 /// EXPORT: `exports`, the one export (mounted as `/`) with no groups (everyone).
-fn export(shared: &Shared) -> Option<Vec<u8>> {
-    let _ = &shared.export;
+fn export() -> Option<Vec<u8>> {
     record::encode(64, |w| {
         w.put_bool(true)?;
         w.put_string(b"/", MNTPATHLEN)?;

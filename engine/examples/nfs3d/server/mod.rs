@@ -151,14 +151,20 @@ thread_local! {
     static STARTED: RefCell<Vec<Job>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Takes the jobs started on this thread for connection `id`.
+/// Takes the jobs started on this thread for connection `id`, in the order they started.
 pub(crate) fn take_started(id: u64, into: &mut Vec<Job>) {
     STARTED.with(|s| {
         let mut s = s.borrow_mut();
+        if s.iter().all(|j| j.ticket.connection() == id) {
+            into.append(&mut s);
+            return;
+        }
+        // Never while one driver polls its connection and takes its jobs right after; kept
+        // correct anyway (the other connection's driver takes its own).
         let mut k = 0;
         while k < s.len() {
             if s[k].ticket.connection() == id {
-                into.push(s.swap_remove(k));
+                into.push(s.remove(k));
             } else {
                 k += 1;
             }
@@ -240,7 +246,11 @@ fn start(nfs: &Nfs, req: &Request<'_>, resp: &mut Response<'_>) -> Outcome {
             nfs.stats.garbage_args.fetch_add(1, Ordering::Relaxed);
             return Outcome::GarbageArgs;
         };
-        Some(lend::bulk(resp, n as usize, &nfs.stats))
+        Some(lend::bulk(
+            resp,
+            n.min(nfs.config.max_io) as usize,
+            &nfs.stats,
+        ))
     } else {
         None
     };
