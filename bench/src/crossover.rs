@@ -85,22 +85,43 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// The inline threshold to advertise, from the crossovers: the smallest RFC 8797 size
-/// (a multiple of 1 KiB, 1 KiB to 64 KiB) that keeps inline every payload below the latest
-/// crossover of any operation, so that no operation sends through a chunk what it would
-/// have sent faster inline; 64 KiB when inline never lost. `None` without crossovers.
-pub fn recommended_threshold(crossovers: &[Crossover]) -> Option<u32> {
+/// The inline threshold a sweep recommends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recommendation {
+    /// The RFC 8797 Send/Receive size: a multiple of 1 KiB, 1 KiB to 64 KiB.
+    pub bytes: u32,
+    /// Whether inline won at every size measured, so that this is a lower bound (the
+    /// threshold that keeps the largest compared size inline); a sweep to larger sizes
+    /// would tell more.
+    pub at_least: bool,
+}
+
+/// The inline threshold to advertise, from the crossovers: the smallest RFC 8797 size that
+/// keeps inline every payload below the latest crossover of any operation, so that no
+/// operation sends through a chunk what it would have sent faster inline (RFC 8166 §3.5
+/// bounds the whole Send, headers included). Where inline never lost, the threshold that
+/// keeps the largest compared size inline, as a lower bound. `None` without crossovers.
+pub fn recommended_threshold(crossovers: &[Crossover]) -> Option<Recommendation> {
+    let mut latest = 0u32;
+    let mut at_least = false;
+    for c in crossovers {
+        match c.size {
+            Some(s) => latest = latest.max(s),
+            None => {
+                at_least = true;
+                latest = latest.max(c.compared.last()?.0);
+            }
+        }
+    }
     if crossovers.is_empty() {
         return None;
     }
-    let latest = crossovers
-        .iter()
-        .map(|c| c.size.unwrap_or(64 * 1024))
-        .max()?;
-    // Room for the transport and RPC headers beside the payload (RFC 8166 §3.5: the
-    // threshold bounds the whole Send).
+    // Room for the transport and RPC headers beside the payload.
     let with_headers = u64::from(latest) + 256;
-    Some((with_headers.div_ceil(1024) * 1024).clamp(1024, 64 * 1024) as u32)
+    Some(Recommendation {
+        bytes: (with_headers.div_ceil(1024) * 1024).clamp(1024, 64 * 1024) as u32,
+        at_least,
+    })
 }
 
 #[cfg(test)]
@@ -130,7 +151,13 @@ mod tests {
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].size, Some(32768));
         assert_eq!(c[0].compared.len(), 6);
-        assert_eq!(recommended_threshold(&c), Some(33 * 1024));
+        assert_eq!(
+            recommended_threshold(&c),
+            Some(Recommendation {
+                bytes: 33 * 1024,
+                at_least: false
+            })
+        );
     }
 
     #[test]
@@ -145,7 +172,14 @@ mod tests {
         let read = c.iter().find(|x| x.config.op == "read").unwrap();
         let write = c.iter().find(|x| x.config.op == "write").unwrap();
         assert_eq!((read.size, write.size), (Some(2048), None));
-        assert_eq!(recommended_threshold(&c), Some(64 * 1024));
+        // WRITE never crossed over up to 4 KiB: at least what keeps 4 KiB inline.
+        assert_eq!(
+            recommended_threshold(&c),
+            Some(Recommendation {
+                bytes: 5 * 1024,
+                at_least: true
+            })
+        );
         assert_eq!(recommended_threshold(&[]), None);
     }
 }

@@ -99,6 +99,7 @@ pub fn svg(points: &[Point], crossovers: &[Crossover], title: &str) -> Result<St
         lat.configure_mesh()
             .x_desc("bytes")
             .y_desc("ns")
+            .y_label_formatter(&|v| format!("{v:.0}"))
             .draw()
             .map_err(draw_err)?;
         let mut bw = ChartBuilder::on(&bottom)

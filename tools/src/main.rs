@@ -8,6 +8,9 @@
 //!   cache-line ping-pong between the same two cores.
 //! - `rpcrdma serve`, `rpcrdma call`, `rpcrdma bench rpc`: the engine with the built-in test
 //!   program, between processes or in one.
+//! - `rpcrdma sweep`: every combination of inline thresholds, sizes, credits, depths,
+//!   registration, forms, connections and workers, measured; table, JSON, CSV, plots and the
+//!   inline threshold to use. `rpcrdma report`: two sweeps compared, failing on regressions.
 //! - `rpcrdma devices`: lists RDMA devices, ports, GIDs and limits (text or JSON).
 //! - `rpcrdma conformance`: runs the fabric conformance suite on the soft or verbs provider.
 
@@ -20,7 +23,9 @@ mod devices;
 mod hex;
 mod open_device;
 mod render;
+mod report_cli;
 mod rpc_cli;
+mod sweep_cli;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -69,6 +74,12 @@ enum Cmd {
     Serve(rpc_cli::ServeArgs),
     /// Call the built-in test program on a server and verify the reply.
     Call(rpc_cli::CallArgs),
+    /// Measure every combination of the axes (each a list or a range): a table with a
+    /// progress bar, JSON lines, CSV, a plot, and the inline threshold this fabric should use.
+    Sweep(Box<sweep_cli::Args>),
+    /// Compare two sweeps (JSON) point by point; exit status 1 on a regression past
+    /// --max-regression plus the noise of the repetitions, 2 when a file cannot be read.
+    Report(report_cli::Args),
 }
 
 #[derive(Subcommand)]
@@ -102,5 +113,7 @@ fn main() -> ExitCode {
         Cmd::Conformance(args) => conformance::run(&args),
         Cmd::Serve(args) => rpc_cli::serve(&args),
         Cmd::Call(args) => rpc_cli::call(&args),
+        Cmd::Sweep(args) => sweep_cli::run(&args),
+        Cmd::Report(args) => report_cli::run(&args),
     }
 }

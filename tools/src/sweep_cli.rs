@@ -1,0 +1,370 @@
+//! `rpcrdma sweep`: the arguments and the printing; the sweep itself is
+//! `rpcrdma_bench::sweep`, its axes `rpcrdma_bench::axes`.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::str::FromStr;
+use std::time::Duration;
+
+use clap::{Args as ClapArgs, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rpcrdma_bench::axes::{self, Axes, AxisError};
+use rpcrdma_bench::crossover::{crossovers, recommended_threshold};
+use rpcrdma_bench::point::{Point, PointConfig};
+use rpcrdma_bench::sweep::{self, Settings, Target};
+use rpcrdma_bench::{plot, report};
+use rpcrdma_engine::fabric::soft::Soft;
+use rpcrdma_engine::fabric::verbs::Verbs;
+use rpcrdma_engine::fabric::Provider;
+use rpcrdma_engine::responder::ServerConn;
+
+use crate::open_device::open_verbs;
+
+/// The fabric provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Which {
+    /// RDMA over shared memory, in this machine.
+    Soft,
+    /// libibverbs and librdmacm: a NIC or soft-RoCE.
+    Verbs,
+}
+
+/// `rpcrdma sweep`: every combination of the axes, each a list (`a,b,c`) or a range
+/// (`LOW..HIGH` doubling, `LOW..HIGH:xF`).
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// Operations: null, echo, read, write.
+    #[arg(long, default_value = "null,echo,read,write")]
+    op: String,
+    /// Payload sizes (bytes, k, m): e.g. `64,1k,4k` or `8..8m` (perftest -a's doubling).
+    #[arg(long, default_value = "64..64k:x4")]
+    sizes: String,
+    /// RFC 8797 inline thresholds (Send and Receive sizes), 1k to 64k.
+    #[arg(long, default_value = "4k")]
+    inline: String,
+    /// Credits.
+    #[arg(long, default_value = "32")]
+    credits: String,
+    /// RPCs in flight per connection.
+    #[arg(long, default_value = "1")]
+    depth: String,
+    /// Sends up to this size posted inline (IBV_SEND_INLINE).
+    #[arg(long, default_value = "256")]
+    inline_sends: String,
+    /// windows (per-RPC memory windows), persistent (regions exposed once).
+    #[arg(long, default_value = "windows")]
+    registration: String,
+    /// on, off.
+    #[arg(long, default_value = "on")]
+    remote_invalidation: String,
+    /// Connections, each with its own client thread.
+    #[arg(long, default_value = "1")]
+    conns: String,
+    /// Server workers (in-process server).
+    #[arg(long, default_value = "1")]
+    workers: String,
+    /// Message forms: auto (the thresholds decide), short, chunked, long; `short,chunked`
+    /// measures both sides of the threshold at every size and finds the crossover.
+    #[arg(long, default_value = "auto")]
+    force_form: String,
+    /// Repetitions of each point (the report's noise estimate comes from them).
+    #[arg(long, default_value_t = 3)]
+    reps: u32,
+    /// Measured seconds per point and repetition.
+    #[arg(long, default_value_t = 0.5)]
+    seconds: f64,
+    /// Warm-up seconds before each measurement.
+    #[arg(long, default_value_t = 0.1)]
+    warmup: f64,
+    /// Bytes of each RPC's bulk buffers (default: sized to each point's payload).
+    #[arg(long)]
+    bulk_size: Option<u32>,
+    /// The fabric.
+    #[arg(long, value_enum, default_value_t = Which::Soft)]
+    provider: Which,
+    /// The verbs device (default: the first).
+    #[arg(long)]
+    device: Option<String>,
+    /// Measure a server running elsewhere (`rpcrdma serve`) at this address instead of one
+    /// started in this process.
+    #[arg(long)]
+    connect: Option<String>,
+    /// Where the in-process server listens (soft: @name; verbs: IP:PORT, one port per
+    /// point from there).
+    #[arg(long)]
+    listen: Option<String>,
+    /// The first client thread's core; the server's workers take the next ones.
+    #[arg(long, default_value_t = 0)]
+    first_core: usize,
+    /// Write every point as one JSON object per line to FILE (`-`: standard output, the
+    /// table then goes to standard error).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write every point as a CSV row to FILE.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Plot latency and bandwidth against size to FILE (.svg, or .html for a page).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
+
+fn bools(axis: &'static str, s: &str) -> Result<Vec<bool>, AxisError> {
+    Ok(axes::parse_choices(axis, s, "on,off")?
+        .iter()
+        .map(|w| w == "on")
+        .collect())
+}
+
+fn u32s(axis: &'static str, s: &str) -> Result<Vec<u32>, AxisError> {
+    axes::parse_values(s)?
+        .into_iter()
+        .map(|v| {
+            u32::try_from(v).map_err(|_| AxisError::Bounds {
+                axis,
+                value: v,
+                rule: "is too large",
+            })
+        })
+        .collect()
+}
+
+impl Args {
+    fn axes(&self) -> Result<Axes, AxisError> {
+        let sizes = u32s("sizes", &self.sizes)?;
+        if let Some(&s) = sizes.iter().find(|&&s| s > 8 << 20) {
+            return Err(AxisError::Bounds {
+                axis: "sizes",
+                value: u64::from(s),
+                rule: "is over 8 MiB",
+            });
+        }
+        Ok(Axes {
+            provider: match self.provider {
+                Which::Soft => "soft".into(),
+                Which::Verbs => "verbs".into(),
+            },
+            ops: axes::parse_choices("op", &self.op, axes::OPS)?,
+            sizes,
+            inline: u32s("inline", &self.inline)?,
+            credits: u32s("credits", &self.credits)?,
+            depth: u32s("depth", &self.depth)?,
+            inline_sends: u32s("inline-sends", &self.inline_sends)?,
+            registration: axes::parse_choices(
+                "registration",
+                &self.registration,
+                axes::REGISTRATIONS,
+            )?,
+            remote_invalidation: bools("remote-invalidation", &self.remote_invalidation)?,
+            conns: u32s("conns", &self.conns)?,
+            workers: u32s("workers", &self.workers)?,
+            forms: axes::parse_choices("force-form", &self.force_form, axes::FORMS)?,
+        })
+    }
+}
+
+/// Where the table goes: standard output, or standard error when the JSON does.
+struct Out {
+    to_stderr: bool,
+}
+
+impl Out {
+    fn line(&self, s: &str) {
+        if self.to_stderr {
+            eprintln!("{s}");
+        } else {
+            println!("{s}");
+        }
+    }
+}
+
+fn header() -> String {
+    format!(
+        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8} {:>8} {:>7}",
+        "op", "bytes", "inline", "cred", "depth", "con", "form", "rep", "p50 ns", "p99 ns", "p99.9 ns",
+        "max ns", "RPC/s", "MB/s", "cpu c ns", "cpu s ns", "p50/lim"
+    )
+}
+
+fn row(p: &Point) -> String {
+    let c = &p.config;
+    let lim = p.ratios.p50_to_copy.unwrap_or(p.ratios.p50_to_cacheline);
+    format!(
+        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11.0} {:>11.1} {:>8.0} {:>8} {:>7.2}",
+        c.op,
+        c.size,
+        c.inline,
+        c.credits,
+        c.depth,
+        c.conns,
+        c.form,
+        p.rep,
+        p.lat_ns.p50,
+        p.lat_ns.p99,
+        p.lat_ns.p999,
+        p.lat_ns.max,
+        p.rate_rps,
+        p.bandwidth_bps / 1e6,
+        p.cpu_ns_per_rpc.client,
+        p.cpu_ns_per_rpc
+            .server
+            .map_or("-".to_string(), |s| format!("{s:.0}")),
+        lim
+    )
+}
+
+fn create(path: &PathBuf) -> Result<Box<dyn Write>, String> {
+    if path.as_os_str() == "-" {
+        return Ok(Box::new(std::io::stdout()));
+    }
+    File::create(path)
+        .map(|f| Box::new(BufWriter::new(f)) as Box<dyn Write>)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Runs `rpcrdma sweep`.
+pub fn run(args: &Args) -> ExitCode {
+    let points = match args.axes().and_then(|a| a.points()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("sweep: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match args.provider {
+        Which::Soft => run_on::<Soft>(args, &points, "@rpcrdma-sweep", &|| {
+            Soft::open_device(None).map_err(|e| e.to_string())
+        }),
+        Which::Verbs => run_on::<Verbs>(args, &points, "0.0.0.0:20100", &|| {
+            open_verbs(args.device.as_deref())
+        }),
+    }
+}
+
+fn run_on<P: Provider>(
+    args: &Args,
+    points: &[PointConfig],
+    default_listen: &str,
+    open: &(dyn Fn() -> Result<P::Device, String> + Sync),
+) -> ExitCode
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: std::fmt::Display,
+    ServerConn<P>: Send,
+{
+    let settings = Settings {
+        seconds: args.seconds,
+        warmup: args.warmup,
+        reps: args.reps.max(1),
+        bulk_size: args.bulk_size,
+        first_core: args.first_core,
+        timeout: Duration::from_secs(5),
+    };
+    let target = match &args.connect {
+        Some(a) => Target::Connect(a.clone()),
+        None => Target::InProcess(args.listen.clone().unwrap_or_else(|| match P::NAME {
+            "soft" => format!("{default_listen}.{}", std::process::id()),
+            _ => default_listen.to_string(),
+        })),
+    };
+    let json_stdout = args.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    let out = Out {
+        to_stderr: json_stdout,
+    };
+    let mut json = match args.json.as_ref().map(create).transpose() {
+        Ok(j) => j,
+        Err(e) => return fail(&e),
+    };
+    let mut csv = match args.csv.as_ref().map(create).transpose() {
+        Ok(c) => c,
+        Err(e) => return fail(&e),
+    };
+    if let Some(c) = csv.as_mut() {
+        if writeln!(c, "{}", Point::csv_header()).is_err() {
+            return fail("writing the CSV file");
+        }
+    }
+    let total = (points.len() * settings.reps as usize) as u64;
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template(
+            "sweep [{bar:40}] {pos}/{len} points, {elapsed} ({eta} left) {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    bar.suspend(|| out.line(&header()));
+    let mut write_error = None;
+    let result = sweep::run::<P>(points, &settings, &target, open, |_, p| {
+        bar.suspend(|| out.line(&row(p)));
+        bar.inc(1);
+        bar.set_message(report::label(&p.config));
+        if let Some(j) = json.as_mut() {
+            if writeln!(j, "{}", p.to_json()).is_err() {
+                write_error.get_or_insert("writing the JSON file");
+            }
+        }
+        if let Some(c) = csv.as_mut() {
+            if writeln!(c, "{}", p.csv_row()).is_err() {
+                write_error.get_or_insert("writing the CSV file");
+            }
+        }
+    });
+    bar.finish_and_clear();
+    for w in [json.as_mut(), csv.as_mut()].into_iter().flatten() {
+        if w.flush().is_err() {
+            write_error.get_or_insert("flushing an output file");
+        }
+    }
+    let measured = match result {
+        Ok(p) => p,
+        Err(e) => return fail(&e.to_string()),
+    };
+    if let Some(e) = write_error {
+        return fail(e);
+    }
+    let cross = crossovers(&measured);
+    for c in &cross {
+        out.line(&match c.size {
+            Some(s) => format!(
+                "crossover: {} at inline {}: chunked at least as fast as inline from {s} B",
+                c.config.op, c.config.inline
+            ),
+            None => format!(
+                "crossover: {} at inline {}: inline faster at every size measured",
+                c.config.op, c.config.inline
+            ),
+        });
+    }
+    match recommended_threshold(&cross) {
+        Some(t) => out.line(&format!(
+            "recommended inline threshold for this fabric: {}{} B (RFC 8797 Send/Receive size){}",
+            if t.at_least { "at least " } else { "" },
+            t.bytes,
+            if t.at_least {
+                "; inline won at every size compared: sweep larger sizes to find the crossover"
+            } else {
+                ""
+            }
+        )),
+        None if args.force_form.contains("short") && args.force_form.contains("chunked") => {
+            out.line("no size was measured in both the short and the chunked form")
+        }
+        None => out.line("(add --force-form short,chunked to find the inline threshold)"),
+    }
+    if let Some(path) = &args.plot {
+        let title = format!("rpcrdma sweep, {}", P::NAME);
+        match plot::write(path, &measured, &cross, &title) {
+            Ok(()) => out.line(&format!("plot: {}", path.display())),
+            Err(plot::PlotError::Nothing) => out.line("plot: nothing to plot (no payload)"),
+            Err(e) => return fail(&e.to_string()),
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn fail(e: &str) -> ExitCode {
+    eprintln!("sweep: {e}");
+    ExitCode::FAILURE
+}

@@ -1,0 +1,250 @@
+//! Black-box tests of `rpcrdma sweep` and `rpcrdma report` on the soft fabric: a small sweep
+//! of both forms around the threshold writes its table, JSON lines, CSV and plot; against a
+//! running `rpcrdma serve` too; a report of a run against itself passes and against a slowed
+//! copy fails; settings that cannot work are refused before anything runs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rpcrdma"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rpcrdma-sweep-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run rpcrdma")
+}
+
+fn points(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("json file")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON point per line"))
+        .collect()
+}
+
+const SMALL: [&str; 13] = [
+    "sweep",
+    "--op",
+    "write,read",
+    "--sizes",
+    "256,2k",
+    "--force-form",
+    "short,chunked",
+    "--reps",
+    "2",
+    "--seconds",
+    "0.05",
+    "--warmup",
+    "0.01",
+];
+
+#[test]
+fn a_sweep_writes_its_table_json_csv_and_plot_and_a_report_judges_it() {
+    let d = scratch("full");
+    let (json, csv, svg) = (d.join("a.json"), d.join("a.csv"), d.join("a.svg"));
+    let out = run(&[
+        &SMALL[..],
+        &[
+            "--json",
+            json.to_str().unwrap(),
+            "--csv",
+            csv.to_str().unwrap(),
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
+    ]
+    .concat());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The table: a header and a row per point and repetition (2 ops × 2 sizes × 2 forms × 2).
+    assert!(stdout.lines().next().unwrap().contains("p50 ns"));
+    let rows = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("write ") || l.trim_start().starts_with("read "))
+        .count();
+    assert_eq!(rows, 16, "{stdout}");
+    assert!(
+        stdout.contains("crossover: write at inline 4096"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("recommended inline threshold"), "{stdout}");
+    let pts = points(&json);
+    assert_eq!(pts.len(), 16);
+    for p in &pts {
+        assert!(p["rpcs"].as_u64().unwrap() > 0);
+        assert!(p["lat_ns"]["p50"].as_u64().unwrap() > 0);
+        assert!(p["limits"]["cacheline_rtt_ns"].as_u64().unwrap() > 0);
+        let chunked = p["form"] == "chunked";
+        let f = &p["forms"];
+        match p["op"].as_str().unwrap() {
+            "write" if chunked => assert!(f["chunked_calls"].as_u64().unwrap() > 0, "{p}"),
+            "write" => assert_eq!(f["chunked_calls"], 0, "{p}"),
+            "read" if chunked => assert!(f["write_chunks"].as_u64().unwrap() > 0, "{p}"),
+            _ => assert_eq!(f["write_chunks"], 0, "{p}"),
+        }
+    }
+    let csv_text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(csv_text.lines().count(), 17);
+    assert!(csv_text.starts_with("provider,op,size,"));
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+
+    // A run against itself: no regression.
+    let same = run(&["report", json.to_str().unwrap(), json.to_str().unwrap()]);
+    assert!(
+        same.status.success(),
+        "{}",
+        String::from_utf8_lossy(&same.stdout)
+    );
+    // Against a copy twice as slow everywhere: a regression, exit status 1.
+    let slow = d.join("b.json");
+    let doubled: Vec<String> = pts
+        .iter()
+        .map(|p| {
+            let mut p = p.clone();
+            let v = p["lat_ns"]["p50"].as_u64().unwrap();
+            p["lat_ns"]["p50"] = (v * 2).into();
+            p.to_string()
+        })
+        .collect();
+    std::fs::write(&slow, doubled.join("\n")).unwrap();
+    let worse = run(&[
+        "report",
+        json.to_str().unwrap(),
+        slow.to_str().unwrap(),
+        "--max-regression",
+        "10",
+    ]);
+    assert_eq!(worse.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&worse.stdout).contains("REGRESSION"));
+    // A file that is not a sweep: exit status 2.
+    let bad = d.join("bad.json");
+    std::fs::write(&bad, "{\"nope\": 1}\n").unwrap();
+    let unreadable = run(&["report", json.to_str().unwrap(), bad.to_str().unwrap()]);
+    assert_eq!(unreadable.status.code(), Some(2));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn json_to_standard_output_moves_the_table_to_standard_error() {
+    let out = run(&[
+        &SMALL[..5],
+        &["--seconds", "0.02", "--reps", "1", "--json", "-"],
+    ]
+    .concat());
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.lines().count(), 4, "{stdout}");
+    for l in stdout.lines() {
+        let v: Value = serde_json::from_str(l).expect("only JSON on stdout");
+        assert_eq!(v["provider"], "soft");
+    }
+    assert!(String::from_utf8_lossy(&out.stderr).contains("p50 ns"));
+}
+
+#[test]
+fn a_sweep_against_a_running_server() {
+    let addr = format!("@rpcrdma-sweep-serve.{}", std::process::id());
+    let mut server = bin()
+        .args([
+            "serve",
+            "--listen",
+            &addr,
+            "--seconds",
+            "60",
+            "--first-core",
+            "1",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let out = loop {
+        let out = run(&[
+            "sweep",
+            "--op",
+            "null,echo",
+            "--sizes",
+            "64",
+            "--reps",
+            "1",
+            "--seconds",
+            "0.05",
+            "--connect",
+            &addr,
+            "--json",
+            "-",
+        ]);
+        if out.status.success() || Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let pts: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(pts.len(), 2);
+    // A remote server's CPU is not ours to read.
+    assert!(pts.iter().all(|p| p["cpu_ns_per_rpc"]["server"].is_null()));
+}
+
+#[test]
+fn settings_that_cannot_work_are_refused_before_the_run() {
+    let out = run(&[
+        "sweep",
+        "--op",
+        "write",
+        "--sizes",
+        "2m",
+        "--bulk-size",
+        "1048576",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("write:2097152 needs --bulk-size of at least"),
+        "{err}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains(" write "),
+        "nothing ran"
+    );
+    for (args, says) in [
+        (vec!["--inline", "1500"], "multiple of 1024"),
+        (vec!["--op", "reed"], "is not one of"),
+        (vec!["--sizes", "16m"], "over 8 MiB"),
+        (
+            vec!["--op", "echo", "--force-form", "chunked"],
+            "no combination",
+        ),
+    ] {
+        let out = run(&[&["sweep"][..], &args].concat());
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{args:?}"
+        );
+    }
+}
