@@ -132,6 +132,18 @@ pub struct Point {
     /// Each in-process server worker's rate, RPCs per second (empty for a remote server).
     #[serde(default)]
     pub per_worker_rps: Vec<f64>,
+    /// Memory one connection registered.
+    #[serde(default)]
+    pub memory_per_conn: MemoryPerConn,
+}
+
+/// Bytes of buffers one connection registers at each end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryPerConn {
+    /// The client's (requester's) buffers.
+    pub client: u64,
+    /// The in-process server's (`None` for a remote one).
+    pub server: Option<u64>,
 }
 
 /// Why a file of points could not be read.
@@ -294,6 +306,10 @@ pub(crate) mod tests {
             },
             per_conn_rps: vec![rate],
             per_worker_rps: vec![rate],
+            memory_per_conn: MemoryPerConn {
+                client: 1 << 20,
+                server: Some(1 << 20),
+            },
         }
     }
 

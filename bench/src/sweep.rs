@@ -28,7 +28,7 @@ use rpcrdma_engine::worker::{WorkerConfig, Workers};
 
 use crate::cpu;
 use crate::limits::cross_core_copy_ns;
-use crate::point::{CpuPerRpc, Forms, Latency, Limits, Point, PointConfig, Ratios};
+use crate::point::{CpuPerRpc, Forms, Latency, Limits, MemoryPerConn, Point, PointConfig, Ratios};
 use crate::rpc::{self, LoadConfig, LoadReport, Prepared, Workload};
 
 /// How each point runs.
@@ -255,6 +255,7 @@ where
     // The server: in this process, its workers pinned after the client's core.
     let mut workers: Option<Workers<ServerConn<P>>> = None;
     let mut clients: Vec<Client<P>> = Vec::with_capacity(conns);
+    let mut server_memory = None;
     let addr = match target {
         Target::InProcess(base) => point_addr(base, n * 64 + rep as usize),
         Target::Connect(a) => a.clone(),
@@ -288,6 +289,7 @@ where
                     (client, conn)
                 });
                 let (client, conn) = (client.map_err(setup)?, conn.map_err(setup)?);
+                server_memory = Some(conn.registered_bytes());
                 w.assign(conn).map_err(|e| setup(e.to_string()))?;
                 clients.push(client);
             }
@@ -358,6 +360,10 @@ where
     if let Some(w) = workers {
         let _ = w.shutdown(Duration::from_secs(1));
     }
+    let memory = MemoryPerConn {
+        client: clients.first().map_or(0, |c| c.registered_bytes()),
+        server: server_memory,
+    };
     let mut ok = Vec::with_capacity(conns);
     for r in runs {
         match r {
@@ -370,7 +376,7 @@ where
             }
         }
     }
-    Ok(combine(
+    let mut p = combine(
         c,
         rep,
         &ok,
@@ -378,7 +384,9 @@ where
         cpu_before.zip(cpu_after),
         cacheline,
         copy,
-    ))
+    );
+    p.memory_per_conn = memory;
+    Ok(p)
 }
 
 fn total_rpcs<P: Provider>(w: &Workers<ServerConn<P>>) -> Vec<u64>
@@ -457,6 +465,7 @@ fn combine(
             .iter()
             .map(|&n| n as f64 / seconds.max(1e-9))
             .collect(),
+        memory_per_conn: MemoryPerConn::default(),
     }
 }
 
@@ -508,6 +517,7 @@ mod tests {
             assert!(p.rpcs > 0 && p.lat_ns.p50 > 0, "{p:?}");
             assert_eq!(p.per_conn_rps.len(), 2);
             assert_eq!(p.per_worker_rps.len(), 1);
+            assert!(p.memory_per_conn.client > 0 && p.memory_per_conn.server > Some(0));
             let f = &p.forms;
             match (p.config.op.as_str(), p.config.form.as_str()) {
                 ("write", "short") => assert!(f.short_calls > 0 && f.chunked_calls == 0),

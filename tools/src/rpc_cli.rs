@@ -285,7 +285,10 @@ where
         match server.accept(Duration::from_millis(200)) {
             Ok(conn) => {
                 let n = conn.negotiation();
-                eprintln!("rpcrdma serve: accepted a connection ({n:?})");
+                eprintln!(
+                    "rpcrdma serve: accepted a connection ({n:?}), {:.1} MiB registered",
+                    conn.registered_bytes() as f64 / f64::from(1 << 20)
+                );
                 if let Err(e) = workers.assign(conn) {
                     eprintln!("rpcrdma serve: connection refused: {e}");
                 }

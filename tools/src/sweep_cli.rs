@@ -181,9 +181,9 @@ impl Out {
 
 fn header() -> String {
     format!(
-        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8} {:>8} {:>7}",
+        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8} {:>8} {:>7} {:>8}",
         "op", "bytes", "inline", "cred", "depth", "con", "form", "rep", "p50 ns", "p99 ns", "p99.9 ns",
-        "max ns", "RPC/s", "MB/s", "cpu c ns", "cpu s ns", "p50/lim"
+        "max ns", "RPC/s", "MB/s", "cpu c ns", "cpu s ns", "p50/lim", "MiB/conn"
     )
 }
 
@@ -191,7 +191,7 @@ fn row(p: &Point) -> String {
     let c = &p.config;
     let lim = p.ratios.p50_to_copy.unwrap_or(p.ratios.p50_to_cacheline);
     format!(
-        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11.0} {:>11.1} {:>8.0} {:>8} {:>7.2}",
+        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11.0} {:>11.1} {:>8.0} {:>8} {:>7.2} {:>8.1}",
         c.op,
         c.size,
         c.inline,
@@ -210,7 +210,9 @@ fn row(p: &Point) -> String {
         p.cpu_ns_per_rpc
             .server
             .map_or("-".to_string(), |s| format!("{s:.0}")),
-        lim
+        lim,
+        (p.memory_per_conn.client + p.memory_per_conn.server.unwrap_or(0)) as f64
+            / f64::from(1 << 20)
     )
 }
 

@@ -725,6 +725,16 @@ impl<P: Provider> Client<P> {
         self.inline_max
     }
 
+    /// Bytes of memory this connection registered for its buffers (receive, send or reply,
+    /// and bulk buffers: every pool's buffers at their stride), the memory one more
+    /// connection costs.
+    pub fn registered_bytes(&self) -> u64 {
+        self._pools
+            .iter()
+            .map(|p| u64::from(p.capacity()) * p.stride() as u64)
+            .sum()
+    }
+
     /// The credit state.
     pub fn credits(&self) -> RequesterCredits {
         self.credits

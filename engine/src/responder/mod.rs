@@ -428,6 +428,16 @@ impl<P: Provider> ServerConn<P> {
         self.io.inline_max
     }
 
+    /// Bytes of memory this connection registered for its buffers (receive, send or reply,
+    /// and bulk buffers: every pool's buffers at their stride), the memory one more
+    /// connection costs.
+    pub fn registered_bytes(&self) -> u64 {
+        self._pools
+            .iter()
+            .map(|p| u64::from(p.capacity()) * p.stride() as u64)
+            .sum()
+    }
+
     /// The grant advertised in every reply.
     pub fn grant(&self) -> u32 {
         self.credits.grant()
