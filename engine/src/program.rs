@@ -8,15 +8,27 @@
 //! | `READ` (2) | `u32 n, u32 seed` | `u32 n`, then `n` bytes DDP-eligible | Write chunks |
 //! | `WRITE` (3) | `u32 seed`, `opaque<>` DDP-eligible | `u32 ok, u32 n` | Read chunks |
 //! | `MULTI` (4) | `u32 k, u32 n` | `u32 k`, then `k` DDP-eligible results of `n` bytes | several Write chunks |
+//! | `EXECUTIONS` (5) | `u32 stamp` | `u32 xids, u32 executions, u32 repeated, u32 lost_track` | counting, below |
+//!
+//! Every Call with an AUTH_SYS credential is counted by its (stamp, XID) (RFC 5531 §9: the
+//! XID identifies a Call, and a retransmission keeps it): `EXECUTIONS` tells how many
+//! distinct XIDs of that stamp ran, how many executions there were in all, how many XIDs ran
+//! more than once (a retransmitted Call whose first execution happened before its connection
+//! was lost: this program has no duplicate request cache), and how many executions the
+//! bounded table could not place. `rpcrdma bench rpc --disconnect-every` uses it to show no
+//! RPC was lost and which ran twice. Calls with another credential cost one comparison.
 //!
 //! Bulk data is [`fill_pattern`]'s pattern for a seed, so both ends verify every byte
 //! without keeping a copy. The encoders write into caller buffers (no allocation).
 
 #![deny(unsafe_code)]
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
-use crate::dispatch::{Dispatch, Outcome, ProcSpec};
+use rpcrdma_proto::rpc::AUTH_SYS;
+
+use crate::dispatch::{Dispatch, Outcome, ProcSpec, Request, Response};
 
 /// The program number (in the range RFC 5531 leaves to users).
 pub const PROG: u32 = 400_100;
@@ -33,6 +45,8 @@ pub const WRITE: u32 = 3;
 /// Arguments `u32 k, u32 n`; results `u32 k` and `k` DDP-eligible results of `n` bytes
 /// (result `i` has seed `i + 1`).
 pub const MULTI: u32 = 4;
+/// Arguments `u32 stamp`; results the counts of the Calls with that AUTH_SYS stamp.
+pub const EXECUTIONS: u32 = 5;
 /// Largest ECHO payload the server answers.
 pub const MAX_ECHO: u32 = 1 << 20;
 
@@ -118,17 +132,29 @@ pub fn dispatch() -> Arc<Dispatch> {
     Arc::new(d)
 }
 
-/// Registers the program's procedures in `d`.
+/// Registers the program's procedures in `d`, with a fresh execution count.
 pub fn register(d: &mut Dispatch) {
-    d.register(PROG, VERS, NULL, ProcSpec::plain(0), |_, _| {
-        Outcome::Success
-    });
+    let log = Arc::new(Executions::default());
+    let counted = |f: fn(&Request<'_>, &mut Response<'_>) -> Outcome| {
+        let log = Arc::clone(&log);
+        move |req: &Request<'_>, resp: &mut Response<'_>| {
+            log.record(req);
+            f(req, resp)
+        }
+    };
+    d.register(
+        PROG,
+        VERS,
+        NULL,
+        ProcSpec::plain(0),
+        counted(|_, _| Outcome::Success),
+    );
     d.register(
         PROG,
         VERS,
         ECHO,
         ProcSpec::plain(opaque_len(MAX_ECHO as usize) as u32),
-        |req, resp| {
+        counted(|req, resp| {
             let Some(n) = word(req.args, 0) else {
                 return Outcome::GarbageArgs;
             };
@@ -143,7 +169,7 @@ pub fn register(d: &mut Dispatch) {
             out[..len].copy_from_slice(&req.args[..len]);
             resp.set_results_len(len);
             Outcome::Success
-        },
+        }),
     );
     d.register(
         PROG,
@@ -154,7 +180,7 @@ pub fn register(d: &mut Dispatch) {
             ddp_arg: false,
             ddp_results: 1,
         },
-        |req, resp| {
+        counted(|req, resp| {
             let (Some(n), Some(seed)) = (word(req.args, 0), word(req.args, 4)) else {
                 return Outcome::GarbageArgs;
             };
@@ -164,7 +190,7 @@ pub fn register(d: &mut Dispatch) {
                 None => return Outcome::SystemErr,
             }
             Outcome::Success
-        },
+        }),
     );
     d.register(
         PROG,
@@ -175,7 +201,7 @@ pub fn register(d: &mut Dispatch) {
             ddp_arg: true,
             ddp_results: 0,
         },
-        |req, resp| {
+        counted(|req, resp| {
             let (Some(seed), Some(n)) = (word(req.args, 0), word(req.args, 4)) else {
                 return Outcome::GarbageArgs;
             };
@@ -185,7 +211,7 @@ pub fn register(d: &mut Dispatch) {
             let ok = is_pattern(seed, data);
             resp.write_results(&encode_words(ok as u32, n));
             Outcome::Success
-        },
+        }),
     );
     d.register(
         PROG,
@@ -196,7 +222,7 @@ pub fn register(d: &mut Dispatch) {
             ddp_arg: false,
             ddp_results: 4,
         },
-        |req, resp| {
+        counted(|req, resp| {
             let (Some(k), Some(n)) = (word(req.args, 0), word(req.args, 4)) else {
                 return Outcome::GarbageArgs;
             };
@@ -208,8 +234,128 @@ pub fn register(d: &mut Dispatch) {
                 }
             }
             Outcome::Success
+        }),
+    );
+    let l = Arc::clone(&log);
+    d.register(
+        PROG,
+        VERS,
+        EXECUTIONS,
+        ProcSpec::plain(16),
+        move |req, resp| {
+            let Some(stamp) = word(req.args, 0) else {
+                return Outcome::GarbageArgs;
+            };
+            let c = l.of(stamp);
+            let mut out = [0u8; 16];
+            for (k, v) in [c.xids, c.executions, c.repeated, c.lost_track]
+                .into_iter()
+                .enumerate()
+            {
+                out[4 * k..4 * k + 4].copy_from_slice(&v.to_be_bytes());
+            }
+            resp.write_results(&out);
+            Outcome::Success
         },
     );
+}
+
+/// The counts `EXECUTIONS` reports for one AUTH_SYS stamp.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Distinct XIDs that ran.
+    pub xids: u32,
+    /// Executions in all.
+    pub executions: u32,
+    /// XIDs that ran more than once.
+    pub repeated: u32,
+    /// Executions the table had no room to count (of every stamp).
+    pub lost_track: u32,
+}
+
+/// Slots of the execution table: (stamp, XID) pairs it can tell apart.
+const EXEC_SLOTS: usize = 1 << 18;
+
+/// Executions per (AUTH_SYS stamp, XID), counted by every procedure's handler: a lock-free
+/// open-addressing table (a key word claimed by compare-and-swap, a count beside it),
+/// allocated at the first counted Call, never resized. Handlers on any worker record into
+/// it; `EXECUTIONS` reads it.
+#[derive(Debug, Default)]
+pub struct Executions {
+    table: OnceLock<Box<[(AtomicU64, AtomicU32)]>>,
+    lost: AtomicU32,
+}
+
+impl Executions {
+    /// Counts `req` if it carries an AUTH_SYS credential (its stamp is the body's first word,
+    /// RFC 5531 Appendix A).
+    #[inline]
+    pub fn record(&self, req: &Request<'_>) {
+        if req.cred.flavor != AUTH_SYS {
+            return;
+        }
+        if let Some(stamp) = word(req.cred.body, 0) {
+            self.count(stamp, req.xid);
+        }
+    }
+
+    fn table(&self) -> &[(AtomicU64, AtomicU32)] {
+        self.table.get_or_init(|| {
+            (0..EXEC_SLOTS)
+                .map(|_| (AtomicU64::new(0), AtomicU32::new(0)))
+                .collect()
+        })
+    }
+
+    fn count(&self, stamp: u32, xid: u32) {
+        // Key 0 marks a free slot: keys are stored plus one (stamp and XID fill 64 bits, so
+        // the pair (u32::MAX, u32::MAX) shares a slot key with nothing else but wraps to 0;
+        // it is counted as lost).
+        let key = (u64::from(stamp) << 32 | u64::from(xid)).wrapping_add(1);
+        let t = self.table();
+        if key == 0 {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let start = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 46) as usize % t.len();
+        for i in 0..64 {
+            let (k, n) = &t[(start + i) % t.len()];
+            let cur = k.load(Ordering::Acquire);
+            let claimed = cur == key
+                || (cur == 0
+                    && match k.compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire) {
+                        Ok(_) => true,
+                        Err(other) => other == key,
+                    });
+            if claimed {
+                n.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+        self.lost.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts of `stamp`'s Calls so far.
+    pub fn of(&self, stamp: u32) -> Counts {
+        let mut c = Counts {
+            lost_track: self.lost.load(Ordering::Relaxed),
+            ..Counts::default()
+        };
+        let Some(t) = self.table.get() else {
+            return c;
+        };
+        for (k, n) in t.iter() {
+            let key = k.load(Ordering::Acquire);
+            if key == 0 || (key.wrapping_sub(1) >> 32) as u32 != stamp {
+                continue;
+            }
+            let runs = n.load(Ordering::Relaxed);
+            c.xids += 1;
+            c.executions += runs;
+            c.repeated += u32::from(runs > 1);
+        }
+        c
+    }
 }
 
 #[cfg(test)]
@@ -249,5 +395,46 @@ mod tests {
                 a[at] ^= 0x80;
             }
         }
+    }
+
+    #[test]
+    fn executions_are_counted_per_stamp_and_xid() {
+        let log = Executions::default();
+        static A: [u8; 4] = [0, 0, 0, 7];
+        static B: [u8; 4] = [0, 0, 0, 8];
+        let req = |xid, body: &'static [u8]| Request {
+            xid,
+            prog: PROG,
+            vers: VERS,
+            proc_num: NULL,
+            cred: rpcrdma_proto::rpc::OpaqueAuth {
+                flavor: AUTH_SYS,
+                body,
+            },
+            args: &[],
+        };
+        let (a, b): (&'static [u8], &'static [u8]) = (&A, &B);
+        for xid in 0..1000 {
+            log.record(&req(xid, a));
+        }
+        // XIDs 10 and 11 again (retransmitted), another stamp's XID 10, and AUTH_NONE.
+        log.record(&req(10, a));
+        log.record(&req(11, a));
+        log.record(&req(10, b));
+        log.record(&Request {
+            cred: rpcrdma_proto::rpc::OpaqueAuth::NONE,
+            ..req(12, a)
+        });
+        assert_eq!(
+            log.of(7),
+            Counts {
+                xids: 1000,
+                executions: 1002,
+                repeated: 2,
+                lost_track: 0
+            }
+        );
+        assert_eq!(log.of(8).executions, 1);
+        assert_eq!(log.of(9), Counts::default());
     }
 }

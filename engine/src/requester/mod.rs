@@ -777,6 +777,18 @@ impl<P: Provider> Client<P> {
         }
     }
 
+    /// Drops the connection as a failure would — fault injection for tests and for
+    /// `rpcrdma bench rpc --disconnect-every`: the queue pair is disconnected, the next polls
+    /// see the loss, and unlike [`disconnect`](Self::disconnect) a
+    /// [`RetransmitPolicy`](crate::conn::RetransmitPolicy) applies (pending Calls are sent
+    /// again on a new connection with their XIDs); without one they complete with
+    /// [`RpcError::ConnectionLost`].
+    pub fn sever(&mut self) {
+        if let Some(qp) = self.qp.as_mut() {
+            qp.disconnect();
+        }
+    }
+
     /// Sends a Call if a credit allows (RFC 8166 §3.3.1), choosing its form (§3.5) and
     /// exposing its chunk memory; returns its XID. Never blocks: without a credit it
     /// returns [`SubmitError::WouldBlock`].
