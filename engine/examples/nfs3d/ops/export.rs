@@ -1,0 +1,330 @@
+//! The exported directory: from a handle to the object it names, without ever leaving the
+//! export.
+//!
+//! Every object is reached from a descriptor of the export's root, one component at a time
+//! (`openat` with `O_NOFOLLOW`: a symbolic link is never followed, whatever a client made
+//! of the tree), and acted on relative to its parent's descriptor, so a directory swapped
+//! for a link between two calls cannot lead outside. Names from clients are checked first
+//! (no `/`, no NUL, not `.` or `..`, at most 255 bytes). A handle ([`fh`]) names an object
+//! by device, inode and generation; the path to it comes from a cache filled as objects are
+//! looked up, created and listed, checked against the handle at every use, and, when the
+//! cache does not know it (after a restart) or is wrong (after a rename), from a bounded
+//! breadth-first search of the export. An object not found is NFS3ERR_STALE.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use rustix::fs::{AtFlags, Mode, OFlags, Statx, StatxFlags, CWD};
+
+use super::Config;
+use crate::fh::{self, Fh, Id, Key};
+use crate::xdr::{FType, Fattr, Stat, Time, NAME_MAX};
+
+/// Entries a search for a handle's object looks at, at most.
+const SEARCH_LIMIT: usize = 1_000_000;
+
+/// An object a handle resolved to: where it is and what it was when last looked at.
+#[derive(Debug)]
+pub struct Obj {
+    /// Its path from the export's root (empty for the root).
+    pub rel: PathBuf,
+    /// Its parent directory (the root's own descriptor for the root).
+    pub parent: OwnedFd,
+    /// Its name in the parent (`.` for the root).
+    pub name: CString,
+    /// Its attributes.
+    pub st: Statx,
+}
+
+impl Obj {
+    /// Its type.
+    pub fn ftype(&self) -> FType {
+        FType::of_mode(u32::from(self.st.stx_mode))
+    }
+}
+
+/// The export and what the procedures share about it.
+pub struct Export {
+    root: OwnedFd,
+    path: PathBuf,
+    root_id: Id,
+    key: Key,
+    /// Limits of the server.
+    pub config: Config,
+    /// The write verifier (§3.3.7): changes when the server restarts, so that a client
+    /// knows its UNSTABLE writes may be lost and sends them again.
+    pub write_verf: [u8; 8],
+    /// The cookie verifier of every directory listing (cookies are stable hashes of names,
+    /// valid across restarts).
+    pub cookie_verf: [u8; 8],
+    /// Paths of objects by (device, inode), relative to the root.
+    cache: Mutex<HashMap<(u64, u64), PathBuf>>,
+}
+
+impl core::fmt::Debug for Export {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Export")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The generation of an object: from its birth time when the filesystem keeps one.
+fn generation(st: &Statx) -> u32 {
+    if st.stx_mask & StatxFlags::BTIME.bits() != 0 {
+        (st.stx_btime.tv_sec as u32).wrapping_mul(0x9e37_79b9) ^ st.stx_btime.tv_nsec
+    } else {
+        0
+    }
+}
+
+/// The device number statx reports, as `st_dev` would.
+fn dev_of(st: &Statx) -> u64 {
+    u64::from(st.stx_dev_major) << 32 | u64::from(st.stx_dev_minor)
+}
+
+/// The handle identity of `st`.
+pub fn id_of(st: &Statx) -> Id {
+    Id {
+        dev: dev_of(st),
+        ino: st.stx_ino,
+        gen: generation(st),
+    }
+}
+
+/// Attributes of `name` in `dir`, not following a final symbolic link.
+pub fn stat_at(dir: &OwnedFd, name: &CString) -> rustix::io::Result<Statx> {
+    rustix::fs::statx(
+        dir,
+        name.as_c_str(),
+        AtFlags::SYMLINK_NOFOLLOW,
+        StatxFlags::BASIC_STATS | StatxFlags::BTIME,
+    )
+}
+
+fn nsec(t: &rustix::fs::StatxTimestamp) -> Time {
+    Time {
+        seconds: t.tv_sec as u32,
+        nseconds: t.tv_nsec,
+    }
+}
+
+/// The `fattr3` of `st` (§2.5).
+pub fn fattr(st: &Statx) -> Fattr {
+    let mode = u32::from(st.stx_mode);
+    Fattr {
+        ftype: FType::of_mode(mode) as u32,
+        mode: mode & 0o7777,
+        nlink: st.stx_nlink,
+        uid: st.stx_uid,
+        gid: st.stx_gid,
+        size: st.stx_size,
+        used: st.stx_blocks.saturating_mul(512),
+        rdev: (st.stx_rdev_major, st.stx_rdev_minor),
+        fsid: dev_of(st),
+        fileid: st.stx_ino,
+        atime: nsec(&st.stx_atime),
+        mtime: nsec(&st.stx_mtime),
+        ctime: nsec(&st.stx_ctime),
+    }
+}
+
+/// A client's name for a directory entry, checked (§3.3.8 and kin: NFS3ERR_INVAL for `.`,
+/// `..`, an empty name or one with `/` or NUL, NFS3ERR_NAMETOOLONG past 255 bytes).
+pub fn name(bytes: &[u8]) -> Result<CString, Stat> {
+    if bytes.len() > NAME_MAX as usize {
+        return Err(Stat::NameTooLong);
+    }
+    if bytes.is_empty() || bytes == b"." || bytes == b".." || bytes.contains(&b'/') {
+        return Err(Stat::Inval);
+    }
+    CString::new(bytes).map_err(|_| Stat::Inval)
+}
+
+fn dot() -> CString {
+    CString::new(".").unwrap_or_default()
+}
+
+fn dir_flags() -> OFlags {
+    OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
+}
+
+impl Export {
+    /// Opens the export `dir`; handles are made with the key in `state_dir`.
+    pub fn open(dir: &Path, state_dir: &Path, config: Config) -> io::Result<Export> {
+        let root = rustix::fs::openat(CWD, dir, dir_flags(), Mode::empty())?;
+        let st = stat_at(&root, &dot())?;
+        let key = Key::load_or_create(state_dir)?;
+        let mut write_verf = [0u8; 8];
+        fh::random(&mut write_verf)?;
+        let cookie_verf = key.mac(b"cookie verifier").to_be_bytes();
+        let root_id = id_of(&st);
+        let mut cache = HashMap::new();
+        cache.insert((root_id.dev, root_id.ino), PathBuf::new());
+        Ok(Export {
+            root,
+            path: dir.to_path_buf(),
+            root_id,
+            key,
+            config,
+            write_verf,
+            cookie_verf,
+            cache: Mutex::new(cache),
+        })
+    }
+
+    /// The exported directory.
+    pub fn export_path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The root's handle.
+    pub fn root_fh(&self) -> Fh {
+        self.key.handle(self.root_id)
+    }
+
+    /// MOUNT's MNT (RFC 1813 Appendix I): the root's handle for `/` or the export's own
+    /// path; `MNT3ERR_NOENT` (2) otherwise.
+    pub fn mnt(&self, dirpath: &[u8]) -> Result<Fh, u32> {
+        let trimmed = if dirpath.len() > 1 {
+            dirpath.strip_suffix(b"/").unwrap_or(dirpath)
+        } else {
+            dirpath
+        };
+        if trimmed == b"/" || trimmed == self.path.as_os_str().as_bytes() {
+            Ok(self.root_fh())
+        } else {
+            Err(2)
+        }
+    }
+
+    /// The READDIR cookie of the entry `name` (§3.3.16): a keyed hash, never 0, stable
+    /// across calls and restarts whatever else the directory holds.
+    pub fn cookie(&self, name: &[u8]) -> u64 {
+        (self.key.mac(name) >> 2) | 1
+    }
+
+    /// The handle of an object with attributes `st`, remembered at `rel`.
+    pub fn handle_for(&self, rel: &Path, st: &Statx) -> Fh {
+        let id = id_of(st);
+        if let Ok(mut c) = self.cache.lock() {
+            c.insert((id.dev, id.ino), rel.to_path_buf());
+        }
+        self.key.handle(id)
+    }
+
+    /// Forgets where an object was (it was removed).
+    pub fn forget(&self, st: &Statx) {
+        if let Ok(mut c) = self.cache.lock() {
+            c.remove(&(dev_of(st), st.stx_ino));
+        }
+    }
+
+    /// A descriptor of the directory at `rel`, reached component by component without
+    /// following a link.
+    pub fn open_dir(&self, rel: &Path) -> rustix::io::Result<OwnedFd> {
+        let mut fd = rustix::fs::openat(&self.root, ".", dir_flags(), Mode::empty())?;
+        for c in rel.components() {
+            let n = CString::new(c.as_os_str().as_bytes()).map_err(|_| rustix::io::Errno::INVAL)?;
+            fd = rustix::fs::openat(&fd, n.as_c_str(), dir_flags(), Mode::empty())?;
+        }
+        Ok(fd)
+    }
+
+    /// The object at `rel`, if it is `id`.
+    fn at(&self, rel: &Path, id: Id) -> Option<Obj> {
+        let (parent, name) = match (rel.parent(), rel.file_name()) {
+            (Some(p), Some(n)) => (self.open_dir(p).ok()?, CString::new(n.as_bytes()).ok()?),
+            _ => (self.open_dir(Path::new("")).ok()?, dot()),
+        };
+        let st = stat_at(&parent, &name).ok()?;
+        (id_of(&st) == id).then(|| Obj {
+            rel: rel.to_path_buf(),
+            parent,
+            name,
+            st,
+        })
+    }
+
+    /// The object `fh` names: NFS3ERR_BADHANDLE for a handle this server did not make,
+    /// NFS3ERR_STALE for one whose object is gone.
+    pub fn resolve(&self, fh: &[u8]) -> Result<Obj, Stat> {
+        let id = self.key.open(fh).ok_or(Stat::BadHandle)?;
+        let cached = self
+            .cache
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&(id.dev, id.ino)).cloned());
+        if let Some(rel) = cached {
+            if let Some(o) = self.at(&rel, id) {
+                return Ok(o);
+            }
+        }
+        let rel = self.search(id).ok_or(Stat::Stale)?;
+        let o = self.at(&rel, id).ok_or(Stat::Stale)?;
+        if let Ok(mut c) = self.cache.lock() {
+            c.insert((id.dev, id.ino), rel);
+        }
+        Ok(o)
+    }
+
+    /// Looks for `id` in the export, breadth first, never following a link.
+    fn search(&self, id: Id) -> Option<PathBuf> {
+        if id == self.root_id {
+            return Some(PathBuf::new());
+        }
+        let mut queue = VecDeque::from([PathBuf::new()]);
+        let mut seen = 0usize;
+        while let Some(dir) = queue.pop_front() {
+            let fd = self.open_dir(&dir).ok()?;
+            let listing = rustix::fs::openat(
+                &fd,
+                ".",
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .ok()?;
+            let Ok(entries) = rustix::fs::Dir::read_from(&listing) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                seen += 1;
+                if seen > SEARCH_LIMIT {
+                    return None;
+                }
+                let n = e.file_name().to_bytes();
+                if n == b"." || n == b".." {
+                    continue;
+                }
+                let rel = dir.join(OsStr::from_bytes(n));
+                if e.ino() == id.ino {
+                    let name = CString::new(n).ok()?;
+                    if let Ok(st) = stat_at(&fd, &name) {
+                        if id_of(&st) == id {
+                            return Some(rel);
+                        }
+                    }
+                }
+                if e.file_type() == rustix::fs::FileType::Directory {
+                    queue.push_back(rel);
+                }
+            }
+        }
+        None
+    }
+
+    /// The directory `fh` names, with its descriptor: NFS3ERR_NOTDIR when it is not one.
+    pub fn dir(&self, fh: &[u8]) -> Result<(Obj, OwnedFd), Stat> {
+        let o = self.resolve(fh)?;
+        if o.ftype() != FType::Dir {
+            return Err(Stat::NotDir);
+        }
+        let fd = rustix::fs::openat(&o.parent, o.name.as_c_str(), dir_flags(), Mode::empty())?;
+        Ok((o, fd))
+    }
+}

@@ -1,0 +1,283 @@
+//! The NFS version 3 procedures (RFC 1813 §3.3) over the local filesystem: decoded from the
+//! Call's argument bytes, run against the [`Export`], encoded into the results buffer the
+//! engine sends (inline or through the Reply chunk) and, for READ, with the file's data read
+//! straight into the registered buffer the engine RDMA-Writes into the client's Write chunk
+//! (RFC 8267 §4.2: READ's data and WRITE's data are the DDP-eligible items).
+//!
+//! | module | procedures |
+//! |---|---|
+//! | [`attr`] | GETATTR, SETATTR, ACCESS, FSSTAT, FSINFO, PATHCONF |
+//! | [`dir`] | LOOKUP, CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR, RENAME, LINK |
+//! | [`list`] | READDIR, READDIRPLUS |
+//! | [`io`] | READ, WRITE, COMMIT, READLINK |
+//!
+//! The server acts with its own identity; new objects are given to the caller's AUTH_SYS
+//! uid and gid. Every procedure's failure is answered with its status and empty optional
+//! attributes (`post_op_attr` and `wcc_data` are optional, §2.6), or the fuller body the
+//! procedure writes itself where it has it.
+
+pub mod attr;
+pub mod dir;
+pub mod export;
+pub mod io;
+pub mod list;
+
+use rpcrdma_proto::rpc::AuthSys;
+use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
+use rpcrdma_proto::{DecodeError, EncodeError};
+
+pub use export::Export;
+
+use crate::xdr::{Stat, FATTR_LEN, POST_OP_ATTR_LEN, POST_OP_FH_LEN, WCC_LEN};
+
+/// Limits of the server, announced in FSINFO (§3.3.19).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The largest READ and WRITE (`rtmax`, `wtmax`, and their preferred sizes).
+    pub max_io: u32,
+    /// The preferred READDIR size (`dtpref`) and the largest directory reply encoded.
+    pub max_dir: u32,
+}
+
+/// Who calls (RFC 5531 Appendix A, AUTH_SYS), for ACCESS and the owner of new objects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    /// User.
+    pub uid: u32,
+    /// Primary group.
+    pub gid: u32,
+    /// Other groups.
+    pub gids: Vec<u32>,
+}
+
+/// The anonymous user and group (`nobody`), for AUTH_NONE.
+pub const NOBODY: u32 = 65534;
+
+impl Caller {
+    /// The caller of an AUTH_SYS credential body; `None` when it does not decode.
+    pub fn from_auth_sys(body: &[u8]) -> Option<Caller> {
+        let sys = AuthSys::parse(body).ok()?;
+        Some(Caller {
+            uid: sys.uid,
+            gid: sys.gid,
+            gids: sys.gids.iter().collect(),
+        })
+    }
+
+    /// The caller of an AUTH_NONE Call.
+    pub fn anonymous() -> Caller {
+        Caller {
+            uid: NOBODY,
+            gid: NOBODY,
+            gids: Vec::new(),
+        }
+    }
+
+    /// Whether the caller is in group `gid`.
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.gids.contains(&gid)
+    }
+}
+
+/// How a procedure ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Done {
+    /// Bytes of results written (a multiple of 4).
+    pub results_len: usize,
+    /// READ that succeeded: bytes of data put in the bulk buffer.
+    pub bulk_len: Option<usize>,
+}
+
+/// The arguments did not decode: GARBAGE_ARGS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Garbage;
+
+/// Why a procedure stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fail {
+    /// The arguments did not decode.
+    Garbage,
+    /// A status to answer with an empty failure body.
+    Status(Stat),
+}
+
+impl From<DecodeError> for Fail {
+    fn from(_: DecodeError) -> Fail {
+        Fail::Garbage
+    }
+}
+
+impl From<EncodeError> for Fail {
+    fn from(_: EncodeError) -> Fail {
+        Fail::Status(Stat::ServerFault)
+    }
+}
+
+impl From<Stat> for Fail {
+    fn from(s: Stat) -> Fail {
+        Fail::Status(s)
+    }
+}
+
+impl From<rustix::io::Errno> for Fail {
+    fn from(e: rustix::io::Errno) -> Fail {
+        Fail::Status(Stat::from_errno(e))
+    }
+}
+
+impl From<std::io::Error> for Fail {
+    fn from(e: std::io::Error) -> Fail {
+        Fail::Status(e.raw_os_error().map_or(Stat::Io, |n| {
+            Stat::from_errno(rustix::io::Errno::from_raw_os_error(n))
+        }))
+    }
+}
+
+/// What a procedure returns: `Ok` after writing its whole results.
+pub type Res = Result<(), Fail>;
+
+/// NFSPROC3 numbers (§3.3).
+#[allow(missing_docs)]
+pub mod proc {
+    pub const GETATTR: u32 = 1;
+    pub const SETATTR: u32 = 2;
+    pub const LOOKUP: u32 = 3;
+    pub const ACCESS: u32 = 4;
+    pub const READLINK: u32 = 5;
+    pub const READ: u32 = 6;
+    pub const WRITE: u32 = 7;
+    pub const CREATE: u32 = 8;
+    pub const MKDIR: u32 = 9;
+    pub const SYMLINK: u32 = 10;
+    pub const MKNOD: u32 = 11;
+    pub const REMOVE: u32 = 12;
+    pub const RMDIR: u32 = 13;
+    pub const RENAME: u32 = 14;
+    pub const LINK: u32 = 15;
+    pub const READDIR: u32 = 16;
+    pub const READDIRPLUS: u32 = 17;
+    pub const FSSTAT: u32 = 18;
+    pub const FSINFO: u32 = 19;
+    pub const PATHCONF: u32 = 20;
+    pub const COMMIT: u32 = 21;
+}
+
+/// Procedures that change state, answered from the duplicate request cache when
+/// retransmitted (SETATTR, CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR, RENAME, LINK: what
+/// a second execution would answer differently).
+pub fn is_non_idempotent(proc_num: u32) -> bool {
+    matches!(proc_num, proc::SETATTR | proc::CREATE..=proc::LINK)
+}
+
+/// Words of the empty failure body of each procedure: its optional attributes absent
+/// (`post_op_attr`: 1 word; `wcc_data`: 2).
+fn fail_words(proc_num: u32) -> usize {
+    match proc_num {
+        proc::GETATTR => 0,
+        proc::SETATTR | proc::WRITE | proc::CREATE..=proc::RMDIR | proc::COMMIT => 2,
+        proc::RENAME => 4,
+        proc::LINK => 3,
+        _ => 1,
+    }
+}
+
+/// Largest inline results of a procedure (not counting READ's data).
+pub fn max_results(proc_num: u32, config: &Config) -> u32 {
+    let n = match proc_num {
+        proc::GETATTR => 4 + FATTR_LEN,
+        proc::SETATTR | proc::REMOVE | proc::RMDIR => 4 + WCC_LEN,
+        proc::LOOKUP => 4 + 4 + 64 + 2 * POST_OP_ATTR_LEN,
+        proc::ACCESS => 4 + POST_OP_ATTR_LEN + 4,
+        proc::READLINK => 4 + POST_OP_ATTR_LEN + 4 + crate::xdr::PATH_MAX as usize,
+        proc::READ => 4 + POST_OP_ATTR_LEN + 8,
+        proc::WRITE => 4 + WCC_LEN + 16,
+        proc::CREATE..=proc::MKNOD => 4 + POST_OP_FH_LEN + POST_OP_ATTR_LEN + WCC_LEN,
+        proc::RENAME => 4 + 2 * WCC_LEN,
+        proc::LINK => 4 + POST_OP_ATTR_LEN + WCC_LEN,
+        proc::READDIR | proc::READDIRPLUS => config.max_dir.max(4096) as usize,
+        proc::FSSTAT => 4 + POST_OP_ATTR_LEN + 52,
+        proc::FSINFO => 4 + POST_OP_ATTR_LEN + 48,
+        proc::PATHCONF => 4 + POST_OP_ATTR_LEN + 24,
+        proc::COMMIT => 4 + WCC_LEN + 8,
+        _ => 4,
+    };
+    n as u32
+}
+
+/// READ's count, at most the server's largest READ: the bytes to reserve for its data.
+pub fn read_count(args: &[u8], config: &Config) -> Option<u32> {
+    let mut r = XdrReader::new(args);
+    crate::xdr::fh(&mut r).ok()?;
+    r.u64().ok()?;
+    Some(r.u32().ok()?.min(config.max_io))
+}
+
+/// Runs procedure `proc_num` with the XDR `args`, writing its results into `results` (for
+/// READ, everything before the data, whose bytes go to `bulk`; the engine encodes the
+/// data's opaque around them).
+pub fn run(
+    export: &Export,
+    caller: &Caller,
+    proc_num: u32,
+    args: &[u8],
+    results: &mut [u8],
+    bulk: Option<&mut [u8]>,
+) -> Result<Done, Garbage> {
+    let mut r = XdrReader::new(args);
+    let mut bulk_len = None;
+    let outcome = {
+        let mut w = XdrWriter::new(results);
+        let res = match proc_num {
+            0 => Ok(()),
+            proc::GETATTR => attr::getattr(export, &mut r, &mut w),
+            proc::SETATTR => attr::setattr(export, &mut r, &mut w),
+            proc::ACCESS => attr::access(export, caller, &mut r, &mut w),
+            proc::FSSTAT => attr::fsstat(export, &mut r, &mut w),
+            proc::FSINFO => attr::fsinfo(export, &mut r, &mut w),
+            proc::PATHCONF => attr::pathconf(export, &mut r, &mut w),
+            proc::LOOKUP => dir::lookup(export, &mut r, &mut w),
+            proc::CREATE => dir::create(export, caller, &mut r, &mut w),
+            proc::MKDIR => dir::mkdir(export, caller, &mut r, &mut w),
+            proc::SYMLINK => dir::symlink(export, caller, &mut r, &mut w),
+            proc::MKNOD => dir::mknod(&mut r, &mut w),
+            proc::REMOVE => dir::remove(export, &mut r, &mut w, false),
+            proc::RMDIR => dir::remove(export, &mut r, &mut w, true),
+            proc::RENAME => dir::rename(export, &mut r, &mut w),
+            proc::LINK => dir::link(&mut r, &mut w),
+            proc::READDIR => list::readdir(export, &mut r, &mut w, false),
+            proc::READDIRPLUS => list::readdir(export, &mut r, &mut w, true),
+            proc::READ => io::read(export, &mut r, &mut w, bulk).map(|n| {
+                bulk_len = n;
+            }),
+            proc::WRITE => io::write(export, &mut r, &mut w),
+            proc::COMMIT => io::commit(export, &mut r, &mut w),
+            proc::READLINK => io::readlink(export, &mut r, &mut w),
+            _ => Err(Fail::Garbage),
+        };
+        res.map(|()| w.position())
+    };
+    match outcome {
+        Ok(len) => Ok(Done {
+            results_len: len,
+            bulk_len,
+        }),
+        Err(Fail::Garbage) => Err(Garbage),
+        Err(Fail::Status(s)) => {
+            let mut w = XdrWriter::new(results);
+            let mut put = || -> Result<(), EncodeError> {
+                w.put_u32(s as u32)?;
+                for _ in 0..fail_words(proc_num) {
+                    w.put_u32(0)?;
+                }
+                Ok(())
+            };
+            match put() {
+                Ok(()) => Ok(Done {
+                    results_len: w.position(),
+                    bulk_len: None,
+                }),
+                Err(_) => Err(Garbage),
+            }
+        }
+    }
+}
