@@ -430,6 +430,7 @@ impl Listener<Verbs> for VerbsListener {
                             chan: self.id.channel().clone(),
                         }),
                         private: ev.private_data(PrivateData::CONNECT_MAX),
+                        // This side's point of view (see `accept`).
                         initiator_depth: ev.initiator_depth,
                         responder_resources: ev.responder_resources,
                     });
@@ -501,10 +502,16 @@ impl ConnRequest<Verbs> for VerbsConnRequest {
         let mut qp = VerbsQp::create(id, pd, init)?;
         prepare(&mut qp).map_err(ConnectError::Prepare)?;
         let ctx: &Context = &pd.inner.ctx;
+        // The request's event reports the peer's offer from this side's point of view
+        // (the IB CM swaps them: its `responder_resources` is the peer's initiator depth,
+        // its `initiator_depth` the peer's responder resources), so each bounds the same
+        // field here. The Linux NFS client offers responder resources and an initiator
+        // depth of 0 (it never reads from the server): swapped, this side's initiator depth
+        // was 0, and its RDMA Reads of WRITE data waited forever in rxe.
         let mut param = conn_param(
             &mine,
-            ctx.max_qp_rd_atom.min(self.initiator_depth),
-            ctx.max_qp_init_rd_atom.min(self.responder_resources),
+            ctx.max_qp_rd_atom.min(self.responder_resources),
+            ctx.max_qp_init_rd_atom.min(self.initiator_depth),
         );
         // SAFETY: the id is live with its queue pair; `param` and the private data bytes it
         // points to outlive the call.
