@@ -56,7 +56,8 @@ elapsed() { awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }
 # ---------------------------------------------------------------------------
 PKGS=(qemu-system-x86 busybox-static cpio kmod iproute2 rdma-core
       ibverbs-providers ibverbs-utils rdmacm-utils perftest
-      libibverbs1 librdmacm1 xz-utils)
+      libibverbs1 librdmacm1 xz-utils
+      nfs-kernel-server nfs-common rpcbind util-linux coreutils diffutils findutils)
 
 missing_pkgs() {
     local p status
@@ -209,14 +210,18 @@ if [ -s "$OUT/vmlinux" ]; then KFILE=vmlinux; else KFILE=vmlinuz; fi
 MODULES=(virtio_pci virtio_net virtio_console 9pnet_virtio 9p
          crc32_generic rdma_rxe ib_uverbs rdma_ucm rdma_cm iw_cm ib_cm
          ip6_udp_tunnel udp_tunnel)
-# Kernel side of the NFS/RDMA peer (not loaded by /init; user space not included).
+# Kernel side of the NFS/RDMA peers, client and server (not loaded by /init; the NFS
+# tests load them: guest-nfs.sh).
 MODULES_NFS=(rpcrdma nfsd nfs nfsv3 nfsv4)
 
 # Commands copied from the host with every library ldd lists for them.
 TOOLS=(bash ip rdma kmod modprobe insmod rmmod lsmod modinfo
        ibv_devices ibv_devinfo ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong ibv_srq_pingpong
        rping ucmatose rdma_server rdma_client
-       ib_send_lat ib_write_lat ib_read_lat ib_send_bw ib_write_bw ib_read_bw)
+       ib_send_lat ib_write_lat ib_read_lat ib_send_bw ib_write_bw ib_read_bw
+       rpcbind rpc.nfsd rpc.mountd exportfs mount.nfs umount.nfs mount umount
+       dd sha256sum diff cmp cp find ls sync stat sort wc seq head tail
+       mkdir rm mv ln readlink cat timeout date touch xargs dmesg)
 RXE_PROVIDER=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 RXE_DRIVER=/etc/libibverbs.d/rxe.driver
 BUSYBOX=/bin/busybox
@@ -431,9 +436,15 @@ build_initrd() {
     depmod -b "$ROOT" "$KVER"
     log "$n kernel modules"
 
-    # Small /etc.
-    printf 'root:x:0:0:root:/root:/bin/bash\n' >"$ROOT/etc/passwd"
-    printf 'root:x:0:\n' >"$ROOT/etc/group"
+    # Small /etc: the users rpcbind and the NFS tools switch to, TI-RPC's netconfig.
+    printf 'root:x:0:0:root:/root:/bin/bash\n_rpc:x:101:65534::/run/rpcbind:/usr/sbin/nologin\nstatd:x:102:65534::/var/lib/nfs:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n' >"$ROOT/etc/passwd"
+    printf 'root:x:0:\nnogroup:x:65534:\n' >"$ROOT/etc/group"
+    local f
+    for f in /etc/netconfig /etc/services /etc/protocols /etc/rpc; do
+        [ -f "$f" ] && put "$f"
+    done
+    mkdir -p "$ROOT/var/lib/nfs/v4recovery" "$ROOT/run/rpcbind" "$ROOT/proc/fs/nfsd" "$ROOT/export"
+    : >"$ROOT/etc/exports"
     printf '127.0.0.1\tlocalhost\n10.0.2.15\trxe-vm\n::1\tlocalhost ip6-localhost\n' >"$ROOT/etc/hosts"
     printf 'rxe-vm\n' >"$ROOT/etc/hostname"
     printf 'passwd: files\ngroup: files\nhosts: files\n' >"$ROOT/etc/nsswitch.conf"

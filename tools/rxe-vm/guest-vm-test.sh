@@ -3,7 +3,9 @@
 # with the rpcrdma binary). Real verbs on soft-RoCE (rxe0, 10.0.2.15).
 #
 #   test    rpcrdma devices lists rxe0; the fabric conformance suite passes on the
-#           verbs provider; a short fabric ping-pong runs. Exits 1 if any failed.
+#           verbs provider; a short fabric ping-pong runs; serve/call of every form;
+#           then the NFS part (guest-nfs.sh): the kernel's NFS client on nfs3d and on
+#           the kernel's nfsd over RDMA. Exits 1 if any failed.
 #   bench   rpcrdma bench fabric (send, write, read; 8 B to 64 KiB) and perftest's
 #           ib_send_lat / ib_write_lat / ib_read_lat at the same sizes, for
 #           comparison in the same guest. Exits 1 if a run failed.
@@ -77,6 +79,10 @@ test)
     # Several Calls in flight: corked Sends go out as lists of work requests on verbs too.
     step bench-rpc-depth8 rpcrdma bench rpc --provider verbs --device "$DEV" --listen "$IP:20051" \
         --workload null,echo:1k,write:4k --depth 8 --seconds 1 --warmup 0.2 --json
+    # The kernel as the peer: its NFS client on nfs3d and on its own nfsd (guest-nfs.sh).
+    # shellcheck source=guest-nfs.sh
+    . "$(dirname "$0")/guest-nfs.sh"
+    nfs_tests
     ;;
 bench)
     SIZES=(8 64 512 4096 65536)

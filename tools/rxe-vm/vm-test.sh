@@ -47,9 +47,12 @@ fi
 t0=$EPOCHREALTIME
 secs() { awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }'; }
 
-echo "vm-test: building rpcrdma (release)" >&2
-(cd "$REPO" && "$CARGO" build --release --quiet -p rpcrdma-tools)
+echo "vm-test: building rpcrdma and nfs3d (release)" >&2
+(cd "$REPO" && "$CARGO" build --release --quiet -p rpcrdma-tools \
+    && "$CARGO" build --release --quiet -p rpcrdma-engine --example nfs3d --example nfs3probe)
 BIN=${CARGO_TARGET_DIR:-$REPO/target}/release/rpcrdma
+NFS3D=${CARGO_TARGET_DIR:-$REPO/target}/release/examples/nfs3d
+NFS3PROBE=${CARGO_TARGET_DIR:-$REPO/target}/release/examples/nfs3probe
 
 echo "vm-test: building or reusing the guest image in $IMAGE" >&2
 rc=0
@@ -62,7 +65,8 @@ fi
 echo "vm-test: image ready after $(secs) s; booting the guest ($MODE)" >&2
 rc=0
 "$HERE/run.sh" --image "$IMAGE" --timeout "${VM_TEST_TIMEOUT:-1200}" \
-    --bin "$BIN" --bin "$HERE/guest-vm-test.sh" --bin "$HERE/guest-lib.sh" \
+    --mem 3G --bin "$BIN" --bin "$NFS3D" --bin "$NFS3PROBE" --bin "$HERE/guest-vm-test.sh" --bin "$HERE/guest-lib.sh" \
+    --bin "$HERE/guest-nfs.sh" \
     -- guest-vm-test.sh "$MODE" || rc=$?
 echo "vm-test: $MODE finished after $(secs) s with exit code $rc" >&2
 exit "$rc"

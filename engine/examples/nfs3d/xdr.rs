@@ -282,9 +282,13 @@ pub fn fh<'a>(r: &mut XdrReader<'a>) -> Result<&'a [u8], DecodeError> {
     r.opaque_var(FHSIZE)
 }
 
+/// The longest name decoded: longer ones are not garbage but NFS3ERR_NAMETOOLONG, which
+/// the procedure answers once it checks the name (`ops::export::name`).
+pub const NAME_DECODE_MAX: u32 = 4096;
+
 /// `diropargs3` (§2.6): a directory's handle and a name in it.
 pub fn diropargs<'a>(r: &mut XdrReader<'a>) -> Result<(&'a [u8], &'a [u8]), DecodeError> {
-    Ok((fh(r)?, r.string(NAME_MAX)?))
+    Ok((fh(r)?, r.string(NAME_DECODE_MAX)?))
 }
 
 /// How a `sattr3` sets a time (`time_how`, §2.6).

@@ -21,6 +21,8 @@ pub mod dir;
 pub mod export;
 pub mod io;
 pub mod list;
+#[cfg(test)]
+mod tests;
 
 use rpcrdma_proto::rpc::AuthSys;
 use rpcrdma_proto::xdr::{XdrReader, XdrWriter};

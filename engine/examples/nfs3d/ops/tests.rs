@@ -1,0 +1,407 @@
+//! The procedures on a real directory, through [`run`] with encoded arguments, as a client
+//! would call them: handles across a restart, forged and stale handles, every escape a
+//! client could try, names that are refused, EXCLUSIVE CREATE's retransmission, directory
+//! paging within the client's counts, READ/WRITE/COMMIT, and hostile argument bytes.
+
+use std::path::{Path, PathBuf};
+
+use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
+
+use super::{proc, run, Caller, Config, Export};
+use crate::xdr::{Fattr, Stat};
+
+const CONFIG: Config = Config {
+    max_io: 1 << 20,
+    max_dir: 1 << 20,
+};
+
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("nfs3d-ops-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("export")).unwrap();
+        Dir(d)
+    }
+    fn export(&self) -> PathBuf {
+        self.0.join("export")
+    }
+    fn open(&self) -> Export {
+        Export::open(&self.export(), &self.0.join("state"), CONFIG).unwrap()
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn args(f: impl FnOnce(&mut XdrWriter<'_>)) -> Vec<u8> {
+    let mut b = vec![0u8; 1 << 21];
+    let mut w = XdrWriter::new(&mut b);
+    f(&mut w);
+    let n = w.position();
+    b.truncate(n);
+    b
+}
+
+/// Runs a procedure; returns the results and READ's data.
+fn call(e: &Export, p: u32, a: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut res = vec![0u8; super::max_results(p, &CONFIG) as usize];
+    let mut bulk = vec![0u8; 1 << 20];
+    let done = run(e, &Caller::anonymous(), p, a, &mut res, Some(&mut bulk)).expect("decodes");
+    res.truncate(done.results_len);
+    bulk.truncate(done.bulk_len.unwrap_or(0));
+    (res, bulk)
+}
+
+fn status(res: &[u8]) -> u32 {
+    u32::from_be_bytes(res[..4].try_into().unwrap())
+}
+
+fn fh_arg(fh: &[u8]) -> Vec<u8> {
+    args(|w| w.put_opaque_var(fh, 64).unwrap())
+}
+
+fn dirop(fh: &[u8], name: &[u8]) -> Vec<u8> {
+    args(|w| {
+        w.put_opaque_var(fh, 64).unwrap();
+        w.put_opaque_var(name, 1024).unwrap();
+    })
+}
+
+/// LOOKUP: the status and, when found, the handle and attributes.
+fn lookup(e: &Export, dir: &[u8], name: &[u8]) -> (u32, Option<(Vec<u8>, Fattr)>) {
+    let (res, _) = call(e, proc::LOOKUP, &dirop(dir, name));
+    let mut r = XdrReader::new(&res);
+    let s = r.u32().unwrap();
+    if s != 0 {
+        return (s, None);
+    }
+    let fh = r.opaque_var(64).unwrap().to_vec();
+    assert!(r.bool().unwrap());
+    (s, Some((fh, Fattr::decode(&mut r).unwrap())))
+}
+
+/// CREATE (`how` 0 UNCHECKED, 1 GUARDED, 2 EXCLUSIVE with `verf`): status and handle.
+fn create(e: &Export, dir: &[u8], name: &[u8], how: u32, verf: u64) -> (u32, Option<Vec<u8>>) {
+    let a = args(|w| {
+        w.put_opaque_var(dir, 64).unwrap();
+        w.put_opaque_var(name, 1024).unwrap();
+        w.put_u32(how).unwrap();
+        if how == 2 {
+            w.put_u64(verf).unwrap();
+        } else {
+            for v in [1u32, 0o644, 0, 0, 0, 0, 0] {
+                w.put_u32(v).unwrap();
+            }
+        }
+    });
+    let (res, _) = call(e, proc::CREATE, &a);
+    let mut r = XdrReader::new(&res);
+    let s = r.u32().unwrap();
+    let fh = (s == 0 && r.bool().unwrap()).then(|| r.opaque_var(64).unwrap().to_vec());
+    (s, fh)
+}
+
+fn mkdir(e: &Export, dir: &[u8], name: &[u8]) -> (u32, Option<Vec<u8>>) {
+    let a = args(|w| {
+        w.put_opaque_var(dir, 64).unwrap();
+        w.put_opaque_var(name, 1024).unwrap();
+        for v in [0u32; 6] {
+            w.put_u32(v).unwrap();
+        }
+    });
+    let (res, _) = call(e, proc::MKDIR, &a);
+    let mut r = XdrReader::new(&res);
+    let s = r.u32().unwrap();
+    let fh = (s == 0 && r.bool().unwrap()).then(|| r.opaque_var(64).unwrap().to_vec());
+    (s, fh)
+}
+
+fn getattr(e: &Export, fh: &[u8]) -> (u32, Option<Fattr>) {
+    let (res, _) = call(e, proc::GETATTR, &fh_arg(fh));
+    let mut r = XdrReader::new(&res);
+    let s = r.u32().unwrap();
+    (s, (s == 0).then(|| Fattr::decode(&mut r).unwrap()))
+}
+
+fn write(e: &Export, fh: &[u8], off: u64, data: &[u8], stable: u32) -> (u32, u32, [u8; 8]) {
+    let a = args(|w| {
+        w.put_opaque_var(fh, 64).unwrap();
+        w.put_u64(off).unwrap();
+        w.put_u32(data.len() as u32).unwrap();
+        w.put_u32(stable).unwrap();
+        w.put_opaque_var(data, u32::MAX).unwrap();
+    });
+    let (res, _) = call(e, proc::WRITE, &a);
+    let mut r = XdrReader::new(&res);
+    let s = r.u32().unwrap();
+    if s != 0 {
+        return (s, 0, [0; 8]);
+    }
+    r.skip(4 + 24 + 4 + 84).unwrap();
+    assert_eq!(r.u32().unwrap(), data.len() as u32);
+    let committed = r.u32().unwrap();
+    (s, committed, crate::xdr::verf(&mut r).unwrap())
+}
+
+fn read(e: &Export, fh: &[u8], off: u64, count: u32) -> (u32, Vec<u8>, bool) {
+    let a = args(|w| {
+        w.put_opaque_var(fh, 64).unwrap();
+        w.put_u64(off).unwrap();
+        w.put_u32(count).unwrap();
+    });
+    let (res, data) = call(e, proc::READ, &a);
+    let mut r = XdrReader::new(&res);
+    let s = r.u32().unwrap();
+    if s != 0 {
+        return (s, Vec::new(), false);
+    }
+    r.skip(4 + 84).unwrap();
+    assert_eq!(r.u32().unwrap() as usize, data.len());
+    (s, data, r.bool().unwrap())
+}
+
+#[test]
+fn handles_survive_a_restart_and_forged_or_stale_ones_are_refused() {
+    let d = Dir::new("handles");
+    let e = d.open();
+    let root = e.root_fh().as_bytes().to_vec();
+    let (_, sub) = mkdir(&e, &root, b"sub");
+    let sub = sub.unwrap();
+    let (s, f) = create(&e, &sub, b"file", 1, 0);
+    assert_eq!(s, 0);
+    let f = f.unwrap();
+    let before = getattr(&e, &f).1.unwrap();
+    drop(e);
+    // A new server process: nothing cached, the same key; the handle is found again.
+    let e = d.open();
+    assert_eq!(e.root_fh().as_bytes(), &root[..]);
+    assert_eq!(getattr(&e, &f).1.unwrap().fileid, before.fileid);
+    // Forged: a flipped byte, a wrong length, another server's key.
+    let mut bad = f.clone();
+    bad[14] ^= 1;
+    assert_eq!(getattr(&e, &bad).0, Stat::BadHandle as u32);
+    assert_eq!(getattr(&e, &f[..20]).0, Stat::BadHandle as u32);
+    let other = Dir::new("other");
+    let e2 = other.open();
+    assert_eq!(getattr(&e2, &f).0, Stat::BadHandle as u32);
+    // Stale: the file is gone (and a new one in its place is another object).
+    std::fs::remove_file(d.export().join("sub/file")).unwrap();
+    std::fs::write(d.export().join("sub/file"), b"new").unwrap();
+    assert_eq!(getattr(&e, &f).0, Stat::Stale as u32);
+}
+
+#[test]
+fn no_way_out_of_the_export() {
+    let d = Dir::new("escape");
+    let e = d.open();
+    let root = e.root_fh().as_bytes().to_vec();
+    let root_id = getattr(&e, &root).1.unwrap().fileid;
+    // `..` of the root is the root.
+    let (s, up) = lookup(&e, &root, b"..");
+    assert_eq!((s, up.unwrap().1.fileid), (0, root_id));
+    let (_, sub) = mkdir(&e, &root, b"sub");
+    let (s, up) = lookup(&e, &sub.unwrap(), b"..");
+    assert_eq!((s, up.unwrap().1.fileid), (0, root_id));
+    // A symbolic link out of the export is read, never followed.
+    std::os::unix::fs::symlink("/etc", d.export().join("out")).unwrap();
+    let (s, out) = lookup(&e, &root, b"out");
+    let (out_fh, out_attr) = out.unwrap();
+    assert_eq!((s, out_attr.ftype), (0, 5), "a link (NF3LNK)");
+    let (res, _) = call(&e, proc::READLINK, &fh_arg(&out_fh));
+    let mut r = XdrReader::new(&res);
+    assert_eq!(r.u32().unwrap(), 0);
+    r.skip(4 + 84).unwrap();
+    assert_eq!(r.string(4096).unwrap(), b"/etc");
+    assert_eq!(lookup(&e, &out_fh, b"passwd").0, Stat::NotDir as u32);
+    assert_eq!(read(&e, &out_fh, 0, 100).0, Stat::Inval as u32);
+    assert_ne!(create(&e, &out_fh, b"x", 0, 0).0, 0);
+    assert!(!Path::new("/etc/x").exists());
+    // Names that would leave the directory or are not names are refused.
+    for bad in [&b"a/b"[..], b".", b"..", b"", b"x\0y", &[b'n'; 256]] {
+        assert_ne!(create(&e, &root, bad, 1, 0).0, 0, "{bad:?}");
+        assert_ne!(mkdir(&e, &root, bad).0, 0, "{bad:?}");
+    }
+    assert_eq!(lookup(&e, &root, b"../etc").0, Stat::NoEnt as u32);
+    let (res, _) = call(&e, proc::REMOVE, &dirop(&root, b".."));
+    assert_eq!(status(&res), Stat::Inval as u32);
+    let a = args(|w| {
+        w.put_opaque_var(&root, 64).unwrap();
+        w.put_opaque_var(b"sub", 1024).unwrap();
+        w.put_opaque_var(&root, 64).unwrap();
+        w.put_opaque_var(b"../moved", 1024).unwrap();
+    });
+    assert_eq!(status(&call(&e, proc::RENAME, &a).0), Stat::Inval as u32);
+    assert!(d.export().join("sub").is_dir());
+    // Hard links are refused.
+    let (_, f) = create(&e, &root, b"f", 1, 0);
+    let a = args(|w| {
+        w.put_opaque_var(&f.unwrap(), 64).unwrap();
+        w.put_opaque_var(&root, 64).unwrap();
+        w.put_opaque_var(b"g", 1024).unwrap();
+    });
+    assert_eq!(status(&call(&e, proc::LINK, &a).0), Stat::NotSupp as u32);
+}
+
+#[test]
+fn exclusive_create_is_idempotent_for_its_verifier_only() {
+    let d = Dir::new("excl");
+    let e = d.open();
+    let root = e.root_fh().as_bytes().to_vec();
+    let (s1, a) = create(&e, &root, b"x", 2, 0x1122_3344_5566_7788);
+    let (s2, b) = create(&e, &root, b"x", 2, 0x1122_3344_5566_7788);
+    assert_eq!((s1, s2), (0, 0));
+    assert_eq!(a, b, "a retransmission gets the same file");
+    assert_eq!(create(&e, &root, b"x", 2, 99).0, Stat::Exist as u32);
+    assert_eq!(
+        create(&e, &root, b"x", 1, 0).0,
+        Stat::Exist as u32,
+        "GUARDED"
+    );
+    assert_eq!(create(&e, &root, b"x", 0, 0).0, 0, "UNCHECKED");
+}
+
+#[test]
+fn read_write_commit() {
+    let d = Dir::new("io");
+    let e = d.open();
+    let root = e.root_fh().as_bytes().to_vec();
+    let (_, f) = create(&e, &root, b"data", 1, 0);
+    let f = f.unwrap();
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    let (s, committed, v1) = write(&e, &f, 0, &data[..200_000], 2);
+    assert_eq!((s, committed), (0, 2), "FILE_SYNC");
+    let (s, committed, v2) = write(&e, &f, 200_000, &data[200_000..], 0);
+    assert_eq!((s, committed), (0, 0), "UNSTABLE");
+    assert_eq!(v1, v2);
+    assert_eq!(std::fs::read(d.export().join("data")).unwrap(), data);
+    let (s, got, eof) = read(&e, &f, 100_000, 150_000);
+    assert_eq!((s, eof), (0, false));
+    assert_eq!(got, &data[100_000..250_000]);
+    let (s, got, eof) = read(&e, &f, 250_000, 100_000);
+    assert_eq!((s, got.len(), eof), (0, 50_000, true));
+    let a = args(|w| {
+        w.put_opaque_var(&f, 64).unwrap();
+        w.put_u64(0).unwrap();
+        w.put_u32(0).unwrap();
+    });
+    let (res, _) = call(&e, proc::COMMIT, &a);
+    assert_eq!(status(&res), 0);
+    assert_eq!(&res[res.len() - 8..], &v1, "COMMIT's verifier is WRITE's");
+    // A restart changes the write verifier.
+    let e2 = d.open();
+    assert_ne!(write(&e2, &f, 0, b"x", 2).2, v1);
+    // Directories are not read.
+    assert_eq!(read(&e, &root, 0, 10).0, Stat::IsDir as u32);
+}
+
+/// Lists `dir` with READDIRPLUS in replies of at most `maxcount` bytes; every name.
+fn list_all(e: &Export, dir: &[u8], maxcount: u32) -> Vec<Vec<u8>> {
+    let (mut cookie, mut verf, mut names, mut eof) = (0u64, [0u8; 8], Vec::new(), false);
+    while !eof {
+        let a = args(|w| {
+            w.put_opaque_var(dir, 64).unwrap();
+            w.put_u64(cookie).unwrap();
+            w.put_opaque_fixed(&verf).unwrap();
+            w.put_u32(maxcount / 2).unwrap();
+            w.put_u32(maxcount).unwrap();
+        });
+        let (res, _) = call(e, proc::READDIRPLUS, &a);
+        assert!(res.len() <= maxcount as usize, "{} > {maxcount}", res.len());
+        let mut r = XdrReader::new(&res);
+        assert_eq!(r.u32().unwrap(), 0);
+        assert!(r.bool().unwrap());
+        r.skip(84).unwrap();
+        verf = crate::xdr::verf(&mut r).unwrap();
+        let before = names.len();
+        while r.bool().unwrap() {
+            r.u64().unwrap();
+            names.push(r.string(255).unwrap().to_vec());
+            cookie = r.u64().unwrap();
+            assert!(r.bool().unwrap());
+            r.skip(84).unwrap();
+            assert!(r.bool().unwrap());
+            r.opaque_var(64).unwrap();
+        }
+        eof = r.bool().unwrap();
+        assert!(eof || names.len() > before, "progress");
+    }
+    names
+}
+
+#[test]
+fn directories_page_within_the_clients_counts() {
+    let d = Dir::new("list");
+    let e = d.open();
+    let root = e.root_fh().as_bytes().to_vec();
+    for i in 0..2500 {
+        std::fs::write(d.export().join(format!("entry-{i:05}")), b"").unwrap();
+    }
+    let mut names = list_all(&e, &root, 8192);
+    assert_eq!(names.len(), 2500);
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 2500, "each name once");
+    // Too small for a single entry.
+    let a = args(|w| {
+        w.put_opaque_var(&root, 64).unwrap();
+        w.put_u64(0).unwrap();
+        w.put_u64(0).unwrap();
+        w.put_u32(100).unwrap();
+        w.put_u32(200).unwrap();
+    });
+    assert_eq!(
+        status(&call(&e, proc::READDIRPLUS, &a).0),
+        Stat::TooSmall as u32
+    );
+    // A cookie verifier this server never gave.
+    let a = args(|w| {
+        w.put_opaque_var(&root, 64).unwrap();
+        w.put_u64(5).unwrap();
+        w.put_u64(0xdead).unwrap();
+        w.put_u32(4096).unwrap();
+    });
+    assert_eq!(
+        status(&call(&e, proc::READDIR, &a).0),
+        Stat::BadCookie as u32
+    );
+}
+
+#[test]
+fn hostile_arguments_never_panic() {
+    let d = Dir::new("fuzz");
+    let e = d.open();
+    let root = e.root_fh().as_bytes().to_vec();
+    let (_, f) = create(&e, &root, b"f", 1, 0);
+    let f = f.unwrap();
+    let mut seed = 0x1234_5678_u64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut res = vec![0u8; 1 << 20];
+    let mut bulk = vec![0u8; 1 << 20];
+    for p in 0..24u32 {
+        for _ in 0..300 {
+            // A valid handle, then random words of random length; or random bytes.
+            let mut a = if next() % 2 == 0 {
+                fh_arg(&f)
+            } else {
+                fh_arg(&root)
+            };
+            for _ in 0..(next() % 12) {
+                a.extend_from_slice(&((next() % 300) as u32).to_be_bytes());
+            }
+            if next() % 3 == 0 {
+                a.truncate((next() % (a.len() as u64 + 1)) as usize);
+            }
+            let _ = run(&e, &Caller::anonymous(), p, &a, &mut res, Some(&mut bulk));
+        }
+    }
+}

@@ -1,0 +1,256 @@
+#!/bin/bash
+# guest-nfs.sh: the NFS part of vm-test, sourced by guest-vm-test.sh INSIDE the guest
+# (pass, fail, banner from guest-lib.sh). The Linux kernel is the peer that proves the
+# engine: its NFS client mounts nfs3d (the engine's NFSv3 server) over RPC-over-RDMA and
+# runs a workload, and the same workload runs against the kernel's own nfsd as the
+# reference, in the same guest. Every timed step prints one JSON line:
+#   {"server":"nfs3d"|"kernel-nfsd","step":"dd-write-64m","seconds":1.234}
+# nfs3d's counters must show Read chunks, Write chunks, Reply chunks and remote
+# invalidations.
+
+IP=${IP:-10.0.2.15}
+NFS_WORK=/tmp/nfs-work
+# Server-side exports (tmpfs) and the client's mount point.
+KEXPORT=/export-kernel
+NEXPORT=/export-nfs3d
+MNT=/mnt/nfs
+
+now() { echo "$EPOCHREALTIME"; }
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }'; }
+# Seconds a timed step may take before it fails (the whole workload stays bounded).
+STEP_LIMIT=${STEP_LIMIT:-240}
+timed() { # SERVER STEP CMD... : runs CMD, prints its time as JSON; its status is returned
+    local server=$1 step=$2 t rc
+    shift 2
+    t=$(now)
+    timeout -s KILL "$STEP_LIMIT" "$@"
+    rc=$?
+    if [ "$rc" -ne 0 ]; then
+        echo "step $step of $server exited $rc; the kernel says:" >&2
+        dmesg | tail -n 15 >&2
+    fi
+    echo "{\"server\":\"$server\",\"step\":\"$step\",\"seconds\":$(since "$t"),\"ok\":$([ "$rc" -eq 0 ] && echo true || echo false)}" \
+        | tee -a "$NFS_WORK/times.jsonl"
+    return "$rc"
+}
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+
+nfs_setup() {
+    mkdir -p "$NFS_WORK" "$MNT" "$KEXPORT" "$NEXPORT" /var/lib/nfs /run/rpcbind
+    : >"$NFS_WORK/times.jsonl"
+    modprobe -a sunrpc rpcrdma nfs nfsv3 nfsd || return 1
+    grep -q ' /proc/fs/nfsd ' /proc/mounts || mount -t nfsd nfsd /proc/fs/nfsd || return 1
+    mount -t tmpfs -o size=700m tmpfs "$KEXPORT" || return 1
+    mount -t tmpfs -o size=700m tmpfs "$NEXPORT" || return 1
+    # The workload's data, made once, outside the timed steps: 64 MiB of random bytes and
+    # a tree of 40 directories of 25 files (1,040 objects) of varied sizes.
+    head -c $((64 << 20)) /dev/urandom >"$NFS_WORK/big" || return 1
+    sha256sum <"$NFS_WORK/big" | cut -d' ' -f1 >"$NFS_WORK/big.sha"
+    local d f
+    for d in $(seq 40); do
+        mkdir -p "$NFS_WORK/tree/d$d"
+        for f in $(seq 25); do
+            head -c $(((d * 25 + f) * 37 % 9000)) /dev/urandom >"$NFS_WORK/tree/d$d/f$f"
+        done
+    done
+}
+
+kernel_nfsd_start() {
+    echo "$KEXPORT *(rw,no_root_squash,no_subtree_check,insecure,fsid=0)" >/etc/exports
+    rpcbind -w 2>/dev/null || rpcbind || return 1
+    exportfs -ra || return 1
+    rpc.mountd -p 20048 || return 1
+    rpc.nfsd 4 || return 1
+    echo "rdma 20049" >/proc/fs/nfsd/portlist || return 1
+}
+
+kernel_nfsd_stop() {
+    rpc.nfsd 0
+    exportfs -ua
+    killall rpc.mountd 2>/dev/null
+}
+
+NFS3D_PID=
+nfs3d_start() {
+    nfs3d --export "$NEXPORT" --provider verbs --device rxe0 --listen "$IP:20050" \
+        --mountd-port 20058 --workers 1 --state-dir "$NFS_WORK/nfs3d-state" --no-rpcbind \
+        --stats-every "${NFS3D_STATS_EVERY:-0}" \
+        >"$NFS_WORK/nfs3d.out" 2>"$NFS_WORK/nfs3d.err" &
+    NFS3D_PID=$!
+    wait_listen 20058 || { cat "$NFS_WORK/nfs3d.err"; return 1; }
+}
+
+nfs3d_stop() {
+    [ -n "$NFS3D_PID" ] || return 1
+    kill -TERM "$NFS3D_PID"
+    for _ in $(seq 100); do
+        kill -0 "$NFS3D_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$NFS3D_PID" 2>/dev/null
+    wait "$NFS3D_PID"
+}
+
+# The counter NAME of the first object named SECTION in nfs3d's final JSON line.
+nfs3d_counter() { # SECTION NAME
+    tail -n 1 "$NFS_WORK/nfs3d.out" | grep -o "\"$1\":{[^}]*" | grep -o "\"$2\":[0-9]*" \
+        | head -n 1 | cut -d: -f2
+}
+
+# The kernel client's workload on a server: SERVER label, PORT, MOUNTPORT, the server's
+# export path as MOUNT knows it, the exported directory here (to compare), whether a
+# hard link must succeed (kernel nfsd) or be refused (nfs3d: NFS3ERR_NOTSUPP).
+client_workload() { # SERVER PORT MOUNTPORT REMOTE LOCAL LINK(yes|no)
+    local s=$1 port=$2 mport=$3 remote=$4 local_dir=$5 link=$6 got n
+    if timed "$s" mount mount -t nfs -o "vers=3,proto=rdma,port=$port,mountport=$mport,mountproto=tcp,nolock" \
+        "$IP:$remote" "$MNT"; then
+        pass "$s: mount"
+    else
+        fail "$s: mount"
+        dmesg | tail -n 20
+        return 1
+    fi
+    # 64 MiB written with dd (fsync), read back after the caches are dropped.
+    if timed "$s" dd-write-64m dd if="$NFS_WORK/big" of="$MNT/big" bs=1M conv=fsync status=none; then
+        pass "$s: dd write 64 MiB"
+    else
+        fail "$s: dd write 64 MiB"
+    fi
+    drop_caches
+    timed "$s" dd-read-64m dd if="$MNT/big" of="$NFS_WORK/big.back" bs=1M status=none
+    got=$(sha256sum <"$NFS_WORK/big.back" | cut -d' ' -f1)
+    if [ "$got" = "$(cat "$NFS_WORK/big.sha")" ]; then pass "$s: 64 MiB read back equal"; else fail "$s: 64 MiB read back differs"; fi
+    got=$(sha256sum <"$local_dir/big" | cut -d' ' -f1)
+    if [ "$got" = "$(cat "$NFS_WORK/big.sha")" ]; then pass "$s: the exported file is equal"; else fail "$s: the exported file differs"; fi
+    rm -f "$NFS_WORK/big.back"
+    # A tree of 1,040 files and directories: copied in, compared, renamed, removed.
+    if timed "$s" tree-copy cp -a "$NFS_WORK/tree" "$MNT/tree" && sync; then pass "$s: tree copied"; else fail "$s: tree copy"; fi
+    drop_caches
+    if timed "$s" tree-diff diff -r "$NFS_WORK/tree" "$MNT/tree"; then pass "$s: tree equal"; else fail "$s: tree differs"; fi
+    if diff -r "$NFS_WORK/tree" "$local_dir/tree" >/dev/null; then pass "$s: exported tree equal"; else fail "$s: exported tree differs"; fi
+    if mv "$MNT/tree" "$MNT/tree2" && [ -d "$MNT/tree2/d7" ] && [ ! -e "$MNT/tree" ]; then pass "$s: tree renamed"; else fail "$s: tree rename"; fi
+    if timed "$s" tree-remove rm -rf "$MNT/tree2" && [ ! -e "$local_dir/tree2" ]; then pass "$s: tree removed"; else fail "$s: tree remove"; fi
+    # A symbolic link is made and read back (never followed by the server).
+    if ln -s /etc/passwd "$MNT/link" && [ "$(readlink "$MNT/link")" = /etc/passwd ] \
+        && [ "$(readlink "$local_dir/link")" = /etc/passwd ]; then
+        pass "$s: symlink"
+    else
+        fail "$s: symlink"
+    fi
+    # A hard link.
+    if ln "$MNT/big" "$MNT/hard" 2>"$NFS_WORK/ln.err"; then
+        if [ "$link" = yes ]; then pass "$s: hard link made"; else fail "$s: hard link made (must be refused)"; fi
+    else
+        if [ "$link" = no ]; then pass "$s: hard link refused ($(head -c 80 "$NFS_WORK/ln.err"))"; else fail "$s: hard link refused"; fi
+    fi
+    # A directory of 2,000 entries, listed (READDIRPLUS through the Reply chunk).
+    mkdir "$MNT/many"
+    timed "$s" create-2000 bash -c "cd '$MNT/many' && seq -f 'entry-%04g' 2000 | xargs touch"
+    drop_caches
+    n=$(timed "$s" list-2000 ls "$MNT/many" | grep -c '^entry-')
+    if [ "$n" -eq 2000 ]; then pass "$s: 2000 entries listed"; else fail "$s: $n of 2000 entries listed"; fi
+    rm -rf "$MNT/many" "$MNT/big" "$MNT/hard" "$MNT/link"
+    if timed "$s" umount umount "$MNT"; then pass "$s: umount"; else fail "$s: umount"; fi
+}
+
+nfs_tests() {
+    banner "NFS: setup (modules, exports, workload data)"
+    if ! nfs_setup; then
+        fail "nfs setup"
+        return
+    fi
+    pass "nfs setup"
+
+    banner "NFS: the kernel's client on the kernel's nfsd over RDMA (reference)"
+    if [ -n "${NFS_SKIP_KERNEL:-}" ]; then
+        :
+    elif kernel_nfsd_start; then
+        pass "kernel nfsd started"
+        client_workload kernel-nfsd 20049 20048 "$KEXPORT" "$KEXPORT" yes
+        if command -v nfs3probe >/dev/null; then
+            probe_server kernel-nfsd 20049 20048 "$KEXPORT" "$KEXPORT"
+            null_rtt kernel-nfsd 20049
+        fi
+    else
+        fail "kernel nfsd start"
+    fi
+
+    if command -v nfs3d >/dev/null; then
+        banner "NFS: the kernel's client on nfs3d (the engine) over RDMA"
+        if nfs3d_start; then
+            pass "nfs3d started"
+            client_workload nfs3d 20050 20058 / "$NEXPORT" no
+            if command -v nfs3probe >/dev/null; then
+                probe_server nfs3d 20050 20058 / "$NEXPORT"
+                null_rtt nfs3d 20050
+            fi
+            nfs3d_stop
+            echo "nfs3d counters: $(tail -n 1 "$NFS_WORK/nfs3d.out")"
+            local c v
+            for c in chunked_calls write_chunks long_replies remote_invalidations; do
+                v=$(nfs3d_counter engine "$c")
+                if [ "${v:-0}" -gt 0 ]; then pass "nfs3d $c: $v"; else fail "nfs3d $c: ${v:-missing}"; fi
+            done
+        else
+            fail "nfs3d start"
+        fi
+        tail -n 20 "$NFS_WORK/nfs3d.err"
+    fi
+    kernel_nfsd_stop
+
+    banner "NFS: times (seconds), nfs3d over kernel nfsd"
+    nfs_times_table
+}
+
+# The seconds of SERVER's STEP in the times file.
+nfs_time() { # SERVER STEP
+    grep "\"server\":\"$1\",\"step\":\"$2\"" "$NFS_WORK/times.jsonl" | tail -n 1 \
+        | sed -n 's/.*"seconds":\([0-9.]*\).*/\1/p'
+}
+
+nfs_times_table() {
+    local st k n
+    for st in mount dd-write-64m dd-read-64m tree-copy tree-diff tree-remove create-2000 \
+        list-2000 umount null-rtt-p50-us; do
+        k=$(nfs_time kernel-nfsd "$st")
+        n=$(nfs_time nfs3d "$st")
+        if [ -n "$k" ] && [ -n "$n" ]; then
+            awk -v s="$st" -v k="$k" -v n="$n" 'BEGIN {
+                printf "%-16s kernel-nfsd %9.3f   nfs3d %9.3f   nfs3d/kernel %5.2f\n", s, k, n, (k > 0 ? n / k : 0) }'
+        fi
+    done
+}
+
+# The engine's requester (nfs3probe) on a server: MOUNT, NULL, GETATTR, LOOKUP, READ of
+# 1 MiB through a Write chunk, WRITE of 1 MiB through a Read chunk, READDIRPLUS of 2,000
+# entries through the Reply chunk, each checked against the exported directory here.
+probe_server() { # SERVER PORT MOUNTPORT REMOTE LOCAL
+    local s=$1
+    head -c $((3 << 19)) /dev/urandom >"$5/probe-data"
+    mkdir -p "$5/probe-many"
+    (cd "$5/probe-many" && seq -f 'p-%04g' 2000 | xargs touch)
+    if timeout 120 nfs3probe --server "$IP" --port "$2" --mountport "$3" --export "$4" --local "$5" \
+        --read-file probe-data --write-file probe-out --list-dir probe-many --entries 2000 \
+        >"$NFS_WORK/probe.log" 2>&1; then
+        pass "$s: the engine's requester (nfs3probe): every check"
+    else
+        fail "$s: the engine's requester (nfs3probe)"
+    fi
+    cat "$NFS_WORK/probe.log"
+    rm -rf "$5/probe-data" "$5/probe-out" "$5/probe-many"
+}
+
+# NULL round trips from the engine's requester: the p50, in microseconds, as a timed step.
+null_rtt() { # SERVER PORT
+    local out p50
+    if out=$(timeout 120 nfs3probe --server "$IP" --port "$2" --null-bench "${NULL_N:-2000}" 2>&1); then
+        echo "$1: $out"
+        p50=$(sed -n 's/.*"p50":\([0-9]*\).*/\1/p' <<<"$out")
+        echo "{\"server\":\"$1\",\"step\":\"null-rtt-p50-us\",\"seconds\":$(awk -v v="$p50" 'BEGIN { printf "%.3f", v / 1000 }'),\"ok\":true}" \
+            >>"$NFS_WORK/times.jsonl"
+        pass "$1: NULL round trips from the engine"
+    else
+        echo "$out"
+        fail "$1: NULL round trips from the engine"
+    fi
+}
