@@ -72,9 +72,12 @@ kernel_nfsd_stop() {
 
 NFS3D_PID=
 nfs3d_start() {
+    # NFS3D_ARGS: more options for nfs3d, split on spaces (tuning runs).
+    local -a extra
+    read -r -a extra <<<"${NFS3D_ARGS:-}"
     nfs3d --export "$NEXPORT" --provider verbs --device rxe0 --listen "$IP:20050" \
         --mountd-port 20058 --workers 1 --state-dir "$NFS_WORK/nfs3d-state" --no-rpcbind \
-        --stats-every "${NFS3D_STATS_EVERY:-0}" \
+        --stats-every "${NFS3D_STATS_EVERY:-0}" "${extra[@]}" \
         >"$NFS_WORK/nfs3d.out" 2>"$NFS_WORK/nfs3d.err" &
     NFS3D_PID=$!
     wait_listen 20058 || { cat "$NFS_WORK/nfs3d.err"; return 1; }
