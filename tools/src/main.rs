@@ -16,6 +16,7 @@
 
 mod bench_fabric;
 mod bench_proto;
+mod call_generic;
 mod conformance;
 mod decode;
 mod demo;
@@ -72,7 +73,9 @@ enum Cmd {
     Conformance(conformance::Args),
     /// Serve the built-in test program (NULL, ECHO, READ, WRITE, MULTI) on pinned workers.
     Serve(rpc_cli::ServeArgs),
-    /// Call the built-in test program on a server and verify the reply.
+    /// Call the built-in test program on a server and verify the reply, or any program's
+    /// procedure with --prog (arguments as XDR hex or a file, credential, Read and Write
+    /// chunks, Reply chunk).
     Call(rpc_cli::CallArgs),
     /// Measure every combination of the axes (each a list or a range): a table with a
     /// progress bar, JSON lines, CSV, a plot, and the inline threshold this fabric should use.

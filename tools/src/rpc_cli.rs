@@ -166,6 +166,9 @@ pub struct CallArgs {
     /// Per-call timeout, in milliseconds.
     #[arg(long, default_value_t = 5000)]
     timeout_ms: u64,
+    /// Any other program's procedure instead of the built-in workload.
+    #[command(flatten)]
+    generic: crate::call_generic::Generic,
 }
 
 /// Arguments of `rpcrdma bench rpc`.
@@ -383,6 +386,13 @@ where
         Ok(c) => c,
         Err(e) => return fail(&format!("connect to {addr}"), e),
     };
+    if args.generic.prog.is_some() {
+        let timeout = Duration::from_millis(args.timeout_ms);
+        let code = crate::call_generic::run(&mut client, &args.generic, args.count, timeout);
+        println!("{}", json!({ "client": snapshot_json(&client.snapshot()) }));
+        client.disconnect();
+        return code;
+    }
     let prepared = Prepared::new(args.workload.0);
     let call = prepared.call(Duration::from_millis(args.timeout_ms));
     let mut ok = true;
