@@ -27,6 +27,17 @@ pub enum Workload {
     /// WRITE of `n` bytes: the argument goes out through a Read chunk (or inline when
     /// small).
     Write(u32),
+    /// Another program's procedure without arguments (a NULL, say: the Linux kernel's
+    /// nfsd's, `bench rpc --prog 100003 --vers 3 --proc 0`); a reply is right when it is
+    /// accepted SUCCESS.
+    Proc {
+        /// Program number.
+        prog: u32,
+        /// Its version.
+        vers: u32,
+        /// The procedure.
+        proc_num: u32,
+    },
 }
 
 impl Workload {
@@ -37,6 +48,7 @@ impl Workload {
             Workload::Echo(_) => "echo",
             Workload::Read(_) => "read",
             Workload::Write(_) => "write",
+            Workload::Proc { .. } => "proc",
         }
     }
 
@@ -81,7 +93,7 @@ impl Prepared {
             forced: Forced::default(),
         };
         match w {
-            Workload::Null => {}
+            Workload::Null | Workload::Proc { .. } => {}
             Workload::Echo(n) => {
                 p.args = vec![0; program::opaque_len(n as usize)];
                 let _ = encode_opaque(&mut p.args, n as usize, |d| fill_pattern(SEED, d));
@@ -112,19 +124,19 @@ impl Prepared {
 
     /// The Call to submit.
     pub fn call(&self, timeout: Duration) -> CallArgs<'_> {
+        let (prog, vers) = match self.workload {
+            Workload::Proc { prog, vers, .. } => (prog, vers),
+            _ => (program::PROG, program::VERS),
+        };
         let (proc_num, max_results) = match self.workload {
             Workload::Null => (program::NULL, 0),
             Workload::Echo(n) => (program::ECHO, program::opaque_len(n as usize) as u32),
             Workload::Read(_) => (program::READ, 4),
             Workload::Write(_) => (program::WRITE, 8),
+            // Room for whatever the procedure answers inline.
+            Workload::Proc { proc_num, .. } => (proc_num, 1024),
         };
-        let mut c = CallArgs::new(
-            program::PROG,
-            program::VERS,
-            proc_num,
-            &self.args,
-            max_results,
-        );
+        let mut c = CallArgs::new(prog, vers, proc_num, &self.args, max_results);
         c.timeout = timeout;
         c.forced = self.forced;
         if let Workload::Write(_) = self.workload {
@@ -157,6 +169,8 @@ impl Prepared {
                     && data.is_some_and(|b| program::is_pattern(SEED, b) && b.len() == n as usize)
             }
             Workload::Write(n) => word(r.results, 0) == Some(1) && word(r.results, 4) == Some(n),
+            // Accepted SUCCESS, checked above: nothing is known of the results.
+            Workload::Proc { .. } => true,
         };
         if ok {
             Ok(())

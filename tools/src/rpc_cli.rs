@@ -202,6 +202,30 @@ pub struct BenchArgs {
     /// Print one JSON object per workload.
     #[arg(long)]
     json: bool,
+    /// Measure another program's procedure (no arguments; a NULL, say) instead of the
+    /// built-in workloads: its number.
+    #[arg(long, conflicts_with = "workload")]
+    prog: Option<u32>,
+    /// The program's version.
+    #[arg(long, default_value_t = 1, requires = "prog")]
+    vers: u32,
+    /// The procedure.
+    #[arg(long = "proc", default_value_t = 0, requires = "prog")]
+    proc_num: u32,
+}
+
+impl BenchArgs {
+    /// The workloads to run: `--prog`'s procedure, or `--workload`'s.
+    fn workloads(&self) -> Vec<Workload> {
+        match self.prog {
+            Some(prog) => vec![Workload::Proc {
+                prog,
+                vers: self.vers,
+                proc_num: self.proc_num,
+            }],
+            None => self.workload.iter().map(|w| w.0).collect(),
+        }
+    }
 }
 
 fn fail(what: &str, e: impl std::fmt::Display) -> ExitCode {
@@ -480,6 +504,7 @@ where
     // Progress goes through atomics to a display thread whose allocations (drawing) are
     // not counted: the measured loop itself must not allocate.
     let shown = AtomicUsize::new(usize::MAX);
+    let workloads = args.workloads();
     let elapsed_ms = AtomicU64::new(0);
     let done_rpcs = AtomicU64::new(0);
     let finished = AtomicBool::new(false);
@@ -493,8 +518,8 @@ where
                     if let Some((_, bar)) = current.take() {
                         bar.finish_and_clear();
                     }
-                    if let Some(w) = args.workload.get(i) {
-                        current = Some((i, progress_bar(w.0, args)));
+                    if let Some(w) = workloads.get(i) {
+                        current = Some((i, progress_bar(*w, args)));
                     }
                 }
                 if let Some((_, bar)) = &current {
@@ -515,9 +540,9 @@ where
                 core_affinity::set_for_current(c);
             }
             let mut ok = true;
-            let mut reports = Vec::with_capacity(args.workload.len());
-            for (i, w) in args.workload.iter().enumerate() {
-                let prepared = Prepared::new(w.0);
+            let mut reports = Vec::with_capacity(workloads.len());
+            for (i, w) in workloads.iter().enumerate() {
+                let prepared = Prepared::new(*w);
                 let load = LoadConfig {
                     depth: args.depth,
                     duration: Duration::from_secs_f64(args.seconds.max(0.01)),
@@ -538,10 +563,10 @@ where
                     },
                 );
                 match result {
-                    Ok(r) => reports.push((w.0, r)),
+                    Ok(r) => reports.push((*w, r)),
                     Err(e) => {
                         ok = false;
-                        eprintln!("bench rpc {}: {e}", w.0.name());
+                        eprintln!("bench rpc {}: {e}", w.name());
                     }
                 }
             }

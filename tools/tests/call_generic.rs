@@ -178,5 +178,57 @@ fn any_program_from_the_command_line() {
     ] {
         assert_eq!(call(&addr, &args).status.code(), Some(2), "{args:?}");
     }
+    // bench rpc measures any program's procedure with the same report.
+    let out = bin()
+        .args([
+            "bench",
+            "rpc",
+            "--connect",
+            &addr,
+            "--prog",
+            "400100",
+            "--vers",
+            "1",
+            "--proc",
+            "0",
+            "--seconds",
+            "0.2",
+            "--warmup",
+            "0.05",
+            "--json",
+        ])
+        .output()
+        .expect("bench rpc");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .expect("a report"),
+    )
+    .expect("JSON");
+    assert!(report["rpcs"].as_u64().unwrap() > 0, "{report}");
+    assert_eq!(report["proc"], "proc");
+    // A procedure the server does not have fails the run.
+    let out = bin()
+        .args([
+            "bench",
+            "rpc",
+            "--connect",
+            &addr,
+            "--prog",
+            "7",
+            "--seconds",
+            "0.1",
+            "--json",
+        ])
+        .output()
+        .expect("bench rpc");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did not answer SUCCESS"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
