@@ -76,7 +76,10 @@ mod tests {
     fn a_copy_is_measured_for_every_payload() {
         assert_eq!(cross_core_copy_ns(0, 10, None), None);
         for size in [1, 4096, 1 << 20] {
-            assert!(cross_core_copy_ns(size, 20, Some((0, 1))).is_some(), "{size} B");
+            assert!(
+                cross_core_copy_ns(size, 20, Some((0, 1))).is_some(),
+                "{size} B"
+            );
         }
     }
 }
