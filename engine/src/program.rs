@@ -10,7 +10,9 @@
 //! | `MULTI` (4) | `u32 k, u32 n` | `u32 k`, then `k` DDP-eligible results of `n` bytes | several Write chunks |
 //! | `EXECUTIONS` (5) | `u32 stamp` | `u32 xids, u32 executions, u32 repeated, u32 lost_track` | counting, below |
 //!
-//! Every Call with an AUTH_SYS credential is counted by its (stamp, XID) (RFC 5531 §9: the
+//! With [`register_counted`] (`rpcrdma serve --count-executions`; [`register`] has no
+//! `EXECUTIONS` and counts nothing), every Call with an AUTH_SYS credential is counted by
+//! its (stamp, XID) (RFC 5531 §9: the
 //! XID identifies a Call, and a retransmission keeps it): `EXECUTIONS` tells how many
 //! distinct XIDs of that stamp ran, how many executions there were in all, how many XIDs ran
 //! more than once (a retransmitted Call whose first execution happened before its connection
@@ -132,110 +134,66 @@ pub fn dispatch() -> Arc<Dispatch> {
     Arc::new(d)
 }
 
-/// Registers the program's procedures in `d`, with a fresh execution count.
+/// A procedure's handler.
+type HandlerFn = fn(&Request<'_>, &mut Response<'_>) -> Outcome;
+
+/// The program's procedures: number, what the transport knows of it, its handler.
+fn procedures() -> [(u32, ProcSpec, HandlerFn); 5] {
+    [
+        (NULL, ProcSpec::plain(0), null),
+        (
+            ECHO,
+            ProcSpec::plain(opaque_len(MAX_ECHO as usize) as u32),
+            echo,
+        ),
+        (
+            READ,
+            ProcSpec {
+                max_results: 4,
+                ddp_arg: false,
+                ddp_results: 1,
+            },
+            read,
+        ),
+        (
+            WRITE,
+            ProcSpec {
+                max_results: 8,
+                ddp_arg: true,
+                ddp_results: 0,
+            },
+            write,
+        ),
+        (
+            MULTI,
+            ProcSpec {
+                max_results: 4,
+                ddp_arg: false,
+                ddp_results: 4,
+            },
+            multi,
+        ),
+    ]
+}
+
+/// Registers the program's procedures in `d`.
 pub fn register(d: &mut Dispatch) {
+    for (p, spec, f) in procedures() {
+        d.register(PROG, VERS, p, spec, f);
+    }
+}
+
+/// Registers the program's procedures in `d` counting their executions, and `EXECUTIONS`
+/// to report them (`rpcrdma serve --count-executions`); returns the count.
+pub fn register_counted(d: &mut Dispatch) -> Arc<Executions> {
     let log = Arc::new(Executions::default());
-    let counted = |f: fn(&Request<'_>, &mut Response<'_>) -> Outcome| {
-        let log = Arc::clone(&log);
-        move |req: &Request<'_>, resp: &mut Response<'_>| {
-            log.record(req);
+    for (p, spec, f) in procedures() {
+        let l = Arc::clone(&log);
+        d.register(PROG, VERS, p, spec, move |req, resp| {
+            l.record(req);
             f(req, resp)
-        }
-    };
-    d.register(
-        PROG,
-        VERS,
-        NULL,
-        ProcSpec::plain(0),
-        counted(|_, _| Outcome::Success),
-    );
-    d.register(
-        PROG,
-        VERS,
-        ECHO,
-        ProcSpec::plain(opaque_len(MAX_ECHO as usize) as u32),
-        counted(|req, resp| {
-            let Some(n) = word(req.args, 0) else {
-                return Outcome::GarbageArgs;
-            };
-            let len = opaque_len(n as usize);
-            if n > MAX_ECHO || req.args.len() < len {
-                return Outcome::GarbageArgs;
-            }
-            let out = resp.results();
-            if out.len() < len {
-                return Outcome::SystemErr;
-            }
-            out[..len].copy_from_slice(&req.args[..len]);
-            resp.set_results_len(len);
-            Outcome::Success
-        }),
-    );
-    d.register(
-        PROG,
-        VERS,
-        READ,
-        ProcSpec {
-            max_results: 4,
-            ddp_arg: false,
-            ddp_results: 1,
-        },
-        counted(|req, resp| {
-            let (Some(n), Some(seed)) = (word(req.args, 0), word(req.args, 4)) else {
-                return Outcome::GarbageArgs;
-            };
-            resp.write_results(&n.to_be_bytes());
-            match resp.push_bulk(n as usize) {
-                Some(b) => fill_pattern(seed, b),
-                None => return Outcome::SystemErr,
-            }
-            Outcome::Success
-        }),
-    );
-    d.register(
-        PROG,
-        VERS,
-        WRITE,
-        ProcSpec {
-            max_results: 8,
-            ddp_arg: true,
-            ddp_results: 0,
-        },
-        counted(|req, resp| {
-            let (Some(seed), Some(n)) = (word(req.args, 0), word(req.args, 4)) else {
-                return Outcome::GarbageArgs;
-            };
-            let Some(data) = req.args.get(8..8 + n as usize) else {
-                return Outcome::GarbageArgs;
-            };
-            let ok = is_pattern(seed, data);
-            resp.write_results(&encode_words(ok as u32, n));
-            Outcome::Success
-        }),
-    );
-    d.register(
-        PROG,
-        VERS,
-        MULTI,
-        ProcSpec {
-            max_results: 4,
-            ddp_arg: false,
-            ddp_results: 4,
-        },
-        counted(|req, resp| {
-            let (Some(k), Some(n)) = (word(req.args, 0), word(req.args, 4)) else {
-                return Outcome::GarbageArgs;
-            };
-            resp.write_results(&k.to_be_bytes());
-            for i in 0..k {
-                match resp.push_bulk(n as usize) {
-                    Some(b) => fill_pattern(i + 1, b),
-                    None => return Outcome::SystemErr,
-                }
-            }
-            Outcome::Success
-        }),
-    );
+        });
+    }
     let l = Arc::clone(&log);
     d.register(
         PROG,
@@ -258,6 +216,71 @@ pub fn register(d: &mut Dispatch) {
             Outcome::Success
         },
     );
+    log
+}
+
+/// The `NULL` procedure's handler.
+fn null(_: &Request<'_>, _: &mut Response<'_>) -> Outcome {
+    Outcome::Success
+}
+
+/// The `ECHO` procedure's handler.
+fn echo(req: &Request<'_>, resp: &mut Response<'_>) -> Outcome {
+    let Some(n) = word(req.args, 0) else {
+        return Outcome::GarbageArgs;
+    };
+    let len = opaque_len(n as usize);
+    if n > MAX_ECHO || req.args.len() < len {
+        return Outcome::GarbageArgs;
+    }
+    let out = resp.results();
+    if out.len() < len {
+        return Outcome::SystemErr;
+    }
+    out[..len].copy_from_slice(&req.args[..len]);
+    resp.set_results_len(len);
+    Outcome::Success
+}
+
+/// The `READ` procedure's handler.
+fn read(req: &Request<'_>, resp: &mut Response<'_>) -> Outcome {
+    let (Some(n), Some(seed)) = (word(req.args, 0), word(req.args, 4)) else {
+        return Outcome::GarbageArgs;
+    };
+    resp.write_results(&n.to_be_bytes());
+    match resp.push_bulk(n as usize) {
+        Some(b) => fill_pattern(seed, b),
+        None => return Outcome::SystemErr,
+    }
+    Outcome::Success
+}
+
+/// The `WRITE` procedure's handler.
+fn write(req: &Request<'_>, resp: &mut Response<'_>) -> Outcome {
+    let (Some(seed), Some(n)) = (word(req.args, 0), word(req.args, 4)) else {
+        return Outcome::GarbageArgs;
+    };
+    let Some(data) = req.args.get(8..8 + n as usize) else {
+        return Outcome::GarbageArgs;
+    };
+    let ok = is_pattern(seed, data);
+    resp.write_results(&encode_words(ok as u32, n));
+    Outcome::Success
+}
+
+/// The `MULTI` procedure's handler.
+fn multi(req: &Request<'_>, resp: &mut Response<'_>) -> Outcome {
+    let (Some(k), Some(n)) = (word(req.args, 0), word(req.args, 4)) else {
+        return Outcome::GarbageArgs;
+    };
+    resp.write_results(&k.to_be_bytes());
+    for i in 0..k {
+        match resp.push_bulk(n as usize) {
+            Some(b) => fill_pattern(i + 1, b),
+            None => return Outcome::SystemErr,
+        }
+    }
+    Outcome::Success
 }
 
 /// The counts `EXECUTIONS` reports for one AUTH_SYS stamp.

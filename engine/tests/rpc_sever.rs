@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use rpcrdma_engine::conn::{ConnConfig, RetransmitPolicy};
+use rpcrdma_engine::dispatch::Dispatch;
 use rpcrdma_engine::fabric::soft::Soft;
 use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::loopback::soft_server;
@@ -34,7 +35,9 @@ fn every_rpc_completes_once_across_severed_connections() {
         }),
         ..config()
     };
-    let (mut server, addr) = soft_server(program::dispatch(), cfg).expect("server");
+    let mut d = Dispatch::new();
+    program::register_counted(&mut d);
+    let (mut server, addr) = soft_server(Arc::new(d), cfg).expect("server");
     let mut workers = Workers::start(&[WorkerConfig {
         core: None,
         max_conns: 64,

@@ -147,6 +147,10 @@ pub struct ServeArgs {
     /// Print the workers' counters every this many seconds (0: never).
     #[arg(long, default_value_t = 0)]
     stats_every: u64,
+    /// Count executions per (AUTH_SYS stamp, XID) and answer EXECUTIONS (procedure 5):
+    /// whether a run with lost connections lost or repeated an RPC.
+    #[arg(long)]
+    count_executions: bool,
 }
 
 /// Arguments of `rpcrdma call`.
@@ -270,11 +274,17 @@ where
         Ok(a) => a,
         Err(e) => return fail("serve", e),
     };
-    let mut server =
-        match Server::<P>::listen(device, &addr, program::dispatch(), args.conn.config()) {
-            Ok(s) => s,
-            Err(e) => return fail(&format!("listen on {addr}"), e),
-        };
+    let dispatch = if args.count_executions {
+        let mut d = rpcrdma_engine::dispatch::Dispatch::new();
+        program::register_counted(&mut d);
+        Arc::new(d)
+    } else {
+        program::dispatch()
+    };
+    let mut server = match Server::<P>::listen(device, &addr, dispatch, args.conn.config()) {
+        Ok(s) => s,
+        Err(e) => return fail(&format!("listen on {addr}"), e),
+    };
     let configs: Vec<WorkerConfig> = (0..args.workers.max(1))
         .map(|i| WorkerConfig {
             core: args.first_core.map(|c| c + i),
