@@ -40,8 +40,6 @@ const READDIRPLUS: u32 = 17;
 const FSINFO: u32 = 19;
 /// One READDIRPLUS reply: the last cookie, the verifier, eof, the names.
 type Page = (u64, [u8; 8], bool, Vec<Vec<u8>>);
-/// Bytes of a `post_op_attr` with attributes (RFC 1813 §2.6).
-const POST_OP_ATTR: usize = 4 + 84;
 
 #[derive(Parser, Debug)]
 #[command(name = "nfs3probe", about = "An NFSv3 client on the rpcrdma engine")]
@@ -176,6 +174,21 @@ fn nfs<P: Provider, R>(
         .map_err(|e| format!("procedure {proc_num}: {e}"))
 }
 
+/// Skips a `post_op_attr` (RFC 1813 §2.6): present or not.
+fn skip_post_op_attr(x: &mut XdrReader<'_>) {
+    if x.bool().unwrap_or(false) {
+        x.skip(84).ok();
+    }
+}
+
+/// Skips a `wcc_data`: a `pre_op_attr` (present or not), then a `post_op_attr`.
+fn skip_wcc(x: &mut XdrReader<'_>) {
+    if x.bool().unwrap_or(false) {
+        x.skip(24).ok();
+    }
+    skip_post_op_attr(x);
+}
+
 /// The status word and a reader after it.
 fn status(results: &[u8]) -> (u32, XdrReader<'_>) {
     let mut r = XdrReader::new(results);
@@ -247,9 +260,10 @@ fn run(cli: &Cli) -> Result<usize, String> {
     a.cred = cred;
     let (rtmax, wtmax) = nfs(&mut c, a, |r| {
         let (s, mut x) = status(r.results);
-        if s != 0 || !x.bool().unwrap_or(false) || x.skip(84).is_err() {
+        if s != 0 {
             return (0, 0);
         }
+        skip_post_op_attr(&mut x);
         let rt = x.u32().unwrap_or(0);
         x.skip(8).ok();
         (rt, x.u32().unwrap_or(0))
@@ -296,7 +310,7 @@ fn run(cli: &Cli) -> Result<usize, String> {
                 a.bulk_results = &chunk;
                 let piece = nfs(&mut c, a, |r| {
                     let (s, mut x) = status(r.results);
-                    x.skip(POST_OP_ATTR).ok();
+                    skip_post_op_attr(&mut x);
                     let count = x.u32().unwrap_or(0);
                     (s, count, r.bulk().first().map(|b| b.to_vec()))
                 })?;
@@ -362,7 +376,7 @@ fn run(cli: &Cli) -> Result<usize, String> {
                 a.bulk_arg = Some(&data[off..off + n]);
                 let r = nfs(&mut c, a, |r| {
                     let (s, mut x) = status(r.results);
-                    x.skip(4 + 24 + POST_OP_ATTR).ok();
+                    skip_wcc(&mut x);
                     (s, x.u32().unwrap_or(0), x.u32().unwrap_or(9))
                 })?;
                 res = (r.0, res.1 + r.1, r.2.min(res.2));
