@@ -1,0 +1,465 @@
+//! Completion: the completion queue polled, replies judged (RFC 8166 §4.5) and matched to
+//! their Calls, results delivered to the caller as borrowed [`Completion`]s, receives
+//! reposted; the blocking [`Client::call`].
+
+use super::*;
+
+impl<P: Provider> Client<P> {
+    /// Makes progress — polls a batch of completions, matches replies to pending RPCs,
+    /// invalidates their memory, checks timeouts — and hands every finished RPC to `f`.
+    /// Returns the number of completions processed; 0 means idle. Never blocks, except
+    /// while reconnecting after a loss with [`ConnConfig::retransmit`]: a poll then makes
+    /// at most one connection attempt, bounded by the policy's `attempt_timeout` and the
+    /// earliest pending deadline (polls during the backoff return at once), and re-sends
+    /// the pending Calls the new connection's credits allow.
+    pub fn poll_completions<F>(&mut self, mut f: F) -> usize
+    where
+        F: FnMut(Completion<'_>),
+    {
+        self.post_queued();
+        if !self.cancelled.is_empty() {
+            self.finish_cancelled(&mut f);
+        }
+        if self.dead {
+            return self.recover(&mut f);
+        }
+        let n = match self.cq.poll(&mut self.wc) {
+            Ok(n) => n,
+            Err(_) => {
+                self.lose(&mut f);
+                return 0;
+            }
+        };
+        if let Some(qp) = &self.qp {
+            if n > 0 {
+                // Most of them are replies whose receives go back at the end of this poll.
+                qp.expect_recv_posts(n);
+            } else {
+                // Waiting for a reply: its message is read as soon as it completes.
+                qp.watch_next_recv();
+            }
+        }
+        for k in 0..n {
+            let wc = self.wc[k];
+            self.on_completion(&wc, &mut f);
+            if self.dead {
+                self.publish_batch();
+                return k + 1;
+            }
+        }
+        self.publish_batch();
+        // Timeouts and the queue pair's state are looked at every 256th idle poll and every
+        // 64th busy one: a clock reading or a device query (and a scan of the pending
+        // table) per poll would slow the spin that notices replies; 256 idle polls take a
+        // few microseconds, far below any timeout.
+        let due = if n == 0 {
+            self.idle_polls = self.idle_polls.wrapping_add(1);
+            self.idle_polls & 255 == 0
+        } else {
+            self.polls = self.polls.wrapping_add(1);
+            self.polls & 63 == 0
+        };
+        if due {
+            self.check_timeouts(&mut f);
+            if self.zombies_hold_every_credit() {
+                // Only late replies could free a credit, and none has come within the RPCs'
+                // timeouts: this connection carries nothing more. A new one starts the
+                // credit accounting over (RFC 8166 §3.3.3), as an ONC RPC transport
+                // replaces its connection when RPCs time out.
+                self.lose(&mut f);
+                return n;
+            }
+            // A loss shows as flushed receives; the queue pair's state is looked at on the
+            // same cadence as the clock (it is a query to the device: `ibv_query_qp`).
+            if self
+                .qp
+                .as_ref()
+                .is_some_and(|q| q.state() == crate::fabric::QpState::Err)
+            {
+                self.lose(&mut f);
+                return n;
+            }
+        }
+        if self.resend_n > 0 {
+            self.resend(&mut f);
+        }
+        self.repost();
+        n
+    }
+
+    /// Adds the counts of the batch just handled to the shared counters: one load and store
+    /// per counter per poll instead of one per reply (readers see them at most one batch
+    /// late; nothing in the requester reads them back).
+    #[inline]
+    pub(super) fn publish_batch(&mut self) {
+        let [received, rpcs] = core::mem::take(&mut self.batch);
+        if received != 0 {
+            bump(&self.stats.bytes_received, received);
+        }
+        if rpcs != 0 {
+            bump(&self.stats.rpcs, rpcs);
+        }
+    }
+
+    pub(super) fn on_completion<F: FnMut(Completion<'_>)>(&mut self, wc: &Wc, f: &mut F) {
+        let Some(kind) = wrid::kind(wc.wr_id) else {
+            return;
+        };
+        if wc.status != WcStatus::Success {
+            if wc.status != WcStatus::WrFlushErr {
+                bump(&self.stats.wc_errors, 1);
+            }
+            return self.lose(f);
+        }
+        let seq = wrid::seq(wc.wr_id);
+        if seq != 0 {
+            self.sq.retire(seq);
+        }
+        let idx = wrid::index(wc.wr_id);
+        match kind {
+            Kind::Recv => self.on_reply(idx, wc.byte_len, wc.invalidated_rkey, f),
+            Kind::LocalInv => {
+                let slot = &mut self.slots[idx as usize];
+                if slot.state == State::Invalidating {
+                    self.finish(idx, f);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn on_reply<F: FnMut(Completion<'_>)>(
+        &mut self,
+        ridx: u32,
+        len: u32,
+        inv: Option<u32>,
+        f: &mut F,
+    ) {
+        self.batch[0] += u64::from(len);
+        let bytes = view::bytes(&self.recv[ridx as usize], len as usize);
+        if let Some(short) = verdict::short_reply(bytes) {
+            let i = (short.xid & SLOT_MASK) as usize;
+            if let Some(slot) = self
+                .slots
+                .get_mut(i)
+                .filter(|s| s.takes_short_reply(short.xid))
+            {
+                // The Short-reply fast path (see `Slot::takes_short_reply`): what the general
+                // path below does for this reply, without judging it again, checking empty
+                // lists against empty provisions, or re-deriving the results.
+                slot.grant = Some(short.credit);
+                slot.outcome = Outcome::Reply;
+                bump(&self.stats.short_replies, 1);
+                self.batch[1] += 1;
+                f(Completion {
+                    tag: slot.tag,
+                    xid: slot.xid,
+                    result: Ok(Reply {
+                        rpc: short.reply,
+                        results: short.results,
+                        bulk: [&[]; MAX_WRITE_CHUNKS],
+                        n_bulk: 0,
+                    }),
+                });
+                self.reposts.push(ridx);
+                self.credits.on_reply(Some(short.credit));
+                slot.state = State::Free;
+                slot.recv_idx = None;
+                self.free.push(i as u32);
+                return;
+            }
+        }
+        self.on_reply_general(ridx, len, inv, f)
+    }
+
+    /// [`on_reply`](Self::on_reply) for any reply: judged in full, matched, its chunks
+    /// checked against what the Call provided, its windows invalidated before completing.
+    pub(super) fn on_reply_general<F: FnMut(Completion<'_>)>(
+        &mut self,
+        ridx: u32,
+        len: u32,
+        inv: Option<u32>,
+        f: &mut F,
+    ) {
+        let bytes = view::bytes(&self.recv[ridx as usize], len as usize);
+        let acc = match verdict::judge_reply(bytes) {
+            Ok(a) => a,
+            Err(_) => {
+                bump(&self.stats.discards, 1);
+                self.reposts.push(ridx);
+                return;
+            }
+        };
+        let h = acc.header;
+        let xid = h.xid();
+        let i = (xid & SLOT_MASK) as usize;
+        let matches = i < self.slots.len()
+            && self.slots[i].xid == xid
+            && match self.slots[i].state {
+                State::Sent | State::Zombie => true,
+                State::Invalidating => self.slots[i].given_up().is_some(),
+                _ => false,
+            };
+        if !matches {
+            bump(&self.stats.discards, 1);
+            self.reposts.push(ridx);
+            return;
+        }
+        let err = h.error();
+        let slot = &mut self.slots[i];
+        if slot.state == State::Zombie {
+            // A late reply to an RPC already reported as timed out: its credit comes back.
+            self.credits.on_reply(if err.is_some() {
+                None
+            } else {
+                Some(h.credit())
+            });
+            slot.state = State::Free;
+            self.free.push(i as u32);
+            self.reposts.push(ridx);
+            return;
+        }
+        if slot.state == State::Invalidating {
+            // A late reply to an RPC given up (timed out or cancelled) whose windows are
+            // still being invalidated: its credit comes back when they are (`finish`).
+            slot.grant = if err.is_some() {
+                None
+            } else {
+                Some(h.credit())
+            };
+            slot.answered = true;
+            self.reposts.push(ridx);
+            return;
+        }
+        let outcome = match err {
+            Some(RdmaError::Vers { low, high }) => {
+                bump(&self.stats.err_vers, 1);
+                Outcome::Error(RpcError::ErrVers { low, high })
+            }
+            Some(RdmaError::Chunk) => {
+                bump(&self.stats.err_chunk, 1);
+                Outcome::Error(RpcError::ErrChunk)
+            }
+            None => {
+                // Check what came back against what was provided (CHECKLIST G-4, G-17).
+                let mut prov: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
+                for c in 0..slot.n_writes {
+                    prov[c] = &slot.writes[c][..slot.write_n[c]];
+                }
+                let wl_ok =
+                    chunks::check_returned_write_list(&prov[..slot.n_writes], h.write_list())
+                        .is_ok();
+                let rc_ok = chunks::check_returned_reply(
+                    slot.has_reply_chunk.then(|| &slot.reply[..slot.reply_n]),
+                    h.reply_chunk(),
+                )
+                .is_ok();
+                if !(wl_ok && rc_ok) {
+                    bump(&self.stats.discards, 1);
+                    self.reposts.push(ridx);
+                    return;
+                }
+                Outcome::Reply
+            }
+        };
+        slot.grant = if err.is_some() {
+            None
+        } else {
+            Some(h.credit())
+        };
+        slot.recv_idx = Some(ridx);
+        slot.recv_len = len;
+        slot.outcome = outcome;
+        if let Some(k) = inv {
+            for b in slot.bound.iter_mut() {
+                if *b == Some(k) {
+                    *b = None;
+                    bump(&self.stats.remote_invalidations, 1);
+                }
+            }
+        }
+        if slot.bound.iter().any(Option::is_some) {
+            return self.invalidate(i as u32, f);
+        }
+        // Nothing left to invalidate: complete now, from the parse in hand (what `finish`
+        // does, without judging the reply a second time).
+        let result = match outcome {
+            Outcome::Reply => {
+                let r = deliver(slot, &acc, &self.stats);
+                self.batch[1] += 1;
+                r
+            }
+            Outcome::Error(e) => Err(e),
+        };
+        f(Completion {
+            tag: slot.tag,
+            xid: slot.xid,
+            result,
+        });
+        self.reposts.push(ridx);
+        self.credits.on_reply(slot.grant);
+        slot.state = State::Free;
+        slot.recv_idx = None;
+        self.free.push(i as u32);
+    }
+
+    /// Hands the finished RPC to `f`, then frees its receive buffer, slot and credit.
+    pub(super) fn finish<F: FnMut(Completion<'_>)>(&mut self, idx: u32, f: &mut F) {
+        let i = idx as usize;
+        let slot = &self.slots[i];
+        let stats = &self.stats;
+        match (slot.outcome, slot.recv_idx) {
+            (Outcome::Error(e @ (RpcError::Timeout | RpcError::Cancelled)), _) => {
+                f(Completion {
+                    tag: slot.tag,
+                    xid: slot.xid,
+                    result: Err(e),
+                });
+                if !slot.answered {
+                    // The reply may still come: the slot keeps its credit until then.
+                    self.slots[i].state = State::Zombie;
+                    return;
+                }
+            }
+            (Outcome::Error(e), ridx) => {
+                f(Completion {
+                    tag: slot.tag,
+                    xid: slot.xid,
+                    result: Err(e),
+                });
+                if let Some(r) = ridx {
+                    self.reposts.push(r);
+                }
+            }
+            (Outcome::Reply, Some(ridx)) => {
+                let bytes = view::bytes(&self.recv[ridx as usize], slot.recv_len as usize);
+                let result = match verdict::judge_reply(bytes) {
+                    Ok(acc) => deliver(slot, &acc, stats),
+                    Err(_) => Err(RpcError::BadReply),
+                };
+                bump(&stats.rpcs, 1);
+                f(Completion {
+                    tag: slot.tag,
+                    xid: slot.xid,
+                    result,
+                });
+                self.reposts.push(ridx);
+            }
+            (Outcome::Reply, None) => {}
+        }
+        let grant = self.slots[i].grant;
+        self.credits.on_reply(grant);
+        self.slots[i].state = State::Free;
+        self.slots[i].recv_idx = None;
+        self.free.push(idx);
+    }
+
+    pub(super) fn repost(&mut self) {
+        if self.reposts.is_empty() {
+            return;
+        }
+        let Some(qp) = self.qp.as_mut() else { return };
+        // A refused post means a lost connection, noticed by the next poll.
+        let _ = conn::repost_recvs::<P>(qp, &self.recv, &self.reposts);
+        self.reposts.clear();
+    }
+
+    /// Sends one RPC and waits for its reply, at most `call.timeout` (plus the time to get a
+    /// credit, bounded by the same timeout); hands the reply to `f` and returns what it
+    /// returns. Must not be mixed with RPCs submitted with [`submit`](Self::submit) and not
+    /// yet completed (their completions would be dropped).
+    pub fn call<R, F>(&mut self, call: &CallArgs<'_>, f: F) -> Result<R, RpcError>
+    where
+        F: FnOnce(Result<Reply<'_>, RpcError>) -> R,
+    {
+        const TAG: u64 = u64::MAX;
+        let start = Instant::now();
+        let hard = start + call.timeout + Duration::from_secs(1);
+        let xid = loop {
+            match self.submit(call, TAG) {
+                Ok(xid) => break xid,
+                Err(SubmitError::WouldBlock) => {
+                    if Instant::now() > start + call.timeout {
+                        return Err(RpcError::Timeout);
+                    }
+                    self.poll_completions(|_| {});
+                }
+                Err(SubmitError::Disconnected) => return Err(RpcError::ConnectionLost),
+                Err(_) => return Err(RpcError::BadReply),
+            }
+        };
+        let mut f = Some(f);
+        let mut out = None;
+        loop {
+            let n = self.poll_completions(|c| {
+                // The XID too: an earlier `call` that gave up may still have its RPC pending.
+                if c.tag == TAG && c.xid == xid {
+                    if let Some(f) = f.take() {
+                        out = Some(f(c.result));
+                    }
+                }
+            });
+            if let Some(r) = out.take() {
+                return Ok(r);
+            }
+            if self.dead && self.recovery.is_none() {
+                return Err(RpcError::ConnectionLost);
+            }
+            if n == 0 {
+                if Instant::now() > hard {
+                    return Err(RpcError::Timeout);
+                }
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// The reply of a finished RPC, borrowed from the receive buffer and the result buffer
+/// (whose window was invalidated before this runs).
+pub(super) fn deliver<'a, P: Provider>(
+    slot: &'a Slot<P>,
+    acc: &verdict::AcceptedReply<'a>,
+    stats: &Counters,
+) -> Result<Reply<'a>, RpcError> {
+    let h = acc.header;
+    let (rpc, results) = match acc.reply {
+        Some((rpc, len)) => {
+            bump(&stats.short_replies, 1);
+            (rpc, &h.payload()[len..])
+        }
+        None => {
+            bump(&stats.long_replies, 1);
+            let total = h.reply_chunk().map_or(0, |c| c.total_len()) as usize;
+            let res = view::bytes(&slot.res, slot.reply_off as usize + total);
+            let stream = &res[slot.reply_off as usize..];
+            let (rpc, len) = ReplyHeader::parse(stream).map_err(|_| RpcError::BadReply)?;
+            bump(&stats.bytes_written, total as u64);
+            (rpc, &stream[len..])
+        }
+    };
+    let mut bulk: [&[u8]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
+    let mut prov: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
+    for c in 0..slot.n_writes {
+        prov[c] = &slot.writes[c][..slot.write_n[c]];
+    }
+    if let Ok(list) = chunks::check_returned_write_list(&prov[..slot.n_writes], h.write_list()) {
+        for (c, b) in bulk.iter_mut().enumerate().take(slot.n_writes) {
+            if let Some(r) = list.get(c) {
+                if r.form == ReturnedForm::Filled {
+                    let off = slot.write_off[c] as usize;
+                    let all = view::bytes(&slot.res, off + r.total as usize);
+                    *b = &all[off..];
+                    bump(&stats.bytes_written, r.total);
+                    bump(&stats.write_chunks, 1);
+                }
+            }
+        }
+    }
+    Ok(Reply {
+        rpc,
+        results,
+        bulk,
+        n_bulk: slot.n_writes,
+    })
+}

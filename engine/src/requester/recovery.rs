@@ -1,0 +1,413 @@
+//! Giving up and starting over: cancel, timeouts (RPCs keep their credits as zombies until a
+//! late reply or a new connection, RFC 8166 §3.3.1), connection loss, reconnection and
+//! retransmission with the original XIDs (§3.3.3, RFC 5531 §9).
+
+use super::*;
+
+impl<P: Provider> Client<P> {
+    /// Cancels the RPC `xid` (as [`submit`](Self::submit) returned it): it completes at
+    /// the next [`poll_completions`](Self::poll_completions) — once and only once, like
+    /// every RPC — with [`RpcError::Cancelled`], after the memory its Call exposed is
+    /// unreachable: the windows still bound are invalidated with Local Invalidates first
+    /// (RFC 8166 §4.4.1, §8.1.3), so a result buffer is never reused while the responder
+    /// can still write it. The Call may already have reached the responder, which may still
+    /// execute it: as for a timeout, the RPC keeps its credit until the late reply returns
+    /// it (§3.3.1) or the connection is replaced, and the reply is then dropped. An RPC
+    /// waiting to be sent again after a loss (retransmission on) exposes nothing and is not
+    /// sent again. A Call still held back by [`cork`](Self::cork) is posted first (its
+    /// credit is taken, so the responder's reply must find its slot).
+    pub fn cancel(&mut self, xid: u32) -> Result<(), CancelError> {
+        let i = (xid & SLOT_MASK) as usize;
+        if !self.slots.get(i).is_some_and(|s| s.cancellable(xid)) {
+            return Err(CancelError::NotPending);
+        }
+        self.post_queued();
+        bump(&self.stats.cancels, 1);
+        let s = &mut self.slots[i];
+        s.outcome = Outcome::Error(RpcError::Cancelled);
+        if s.state == State::Resend {
+            self.cancelled.push(i as u32);
+            return Ok(());
+        }
+        match self.post_invalidates(i as u32) {
+            // Completed by the signaled Local Invalidate's completion (`on_completion`).
+            Ok(true) => {}
+            Ok(false) => self.cancelled.push(i as u32),
+            // The connection is ended; the next poll completes the RPC with the loss.
+            Err(()) => {
+                if let Some(qp) = self.qp.as_mut() {
+                    qp.disconnect();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Completes the RPCs [`cancel`](Self::cancel) left to the next poll: those that had
+    /// no window to invalidate, and those waiting to be sent again.
+    #[inline(never)]
+    pub(super) fn finish_cancelled<F: FnMut(Completion<'_>)>(&mut self, f: &mut F) {
+        for k in 0..self.cancelled.len() {
+            let idx = self.cancelled[k];
+            let s = &mut self.slots[idx as usize];
+            if s.outcome != Outcome::Error(RpcError::Cancelled) {
+                continue;
+            }
+            match s.state {
+                State::Invalidating => self.finish(idx, f),
+                State::Resend => {
+                    f(Completion {
+                        tag: s.tag,
+                        xid: s.xid,
+                        result: Err(RpcError::Cancelled),
+                    });
+                    s.state = State::Free;
+                    self.free.push(idx);
+                    self.resend_n -= 1;
+                }
+                _ => {}
+            }
+        }
+        self.cancelled.clear();
+    }
+
+    pub(super) fn check_timeouts<F: FnMut(Completion<'_>)>(&mut self, f: &mut F) {
+        if self.credits.in_flight() == 0 && self.resend_n == 0 {
+            return;
+        }
+        let now = Instant::now();
+        for i in 0..self.slots.len() {
+            let s = &mut self.slots[i];
+            if s.state == State::Resend {
+                // Waiting for a credit on the new connection: no memory exposed.
+                if s.deadline.is_some_and(|d| d <= now) {
+                    self.expire_resend(i, f);
+                }
+                continue;
+            }
+            if s.state != State::Sent {
+                continue;
+            }
+            let deadline = *s.deadline.get_or_insert_with(|| now + s.timeout);
+            if deadline <= now {
+                bump(&self.stats.timeouts, 1);
+                s.outcome = Outcome::Error(RpcError::Timeout);
+                s.recv_idx = None;
+                self.invalidate(i as u32, f);
+                if self.dead {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Whether every credit is held by an RPC already reported as timed out (a zombie,
+    /// which keeps its credit until a late reply: the responder may still be working on
+    /// it, RFC 8166 §3.3.1), so that no Call can be sent until one of them is answered.
+    pub(super) fn zombies_hold_every_credit(&self) -> bool {
+        let held = self.credits.in_flight();
+        held > 0
+            && self.credits.available() == 0
+            && self
+                .slots
+                .iter()
+                .filter(|s| s.state == State::Zombie)
+                .count()
+                == held as usize
+    }
+
+    /// A `Resend` RPC whose deadline passed: nothing of it is exposed (no window bound on
+    /// the new connection, the old ones deallocated), so `Timeout` is reported at once and
+    /// the slot is free again.
+    pub(super) fn expire_resend<F: FnMut(Completion<'_>)>(&mut self, i: usize, f: &mut F) {
+        let s = &mut self.slots[i];
+        bump(&self.stats.timeouts, 1);
+        f(Completion {
+            tag: s.tag,
+            xid: s.xid,
+            result: Err(RpcError::Timeout),
+        });
+        s.state = State::Free;
+        self.free.push(i as u32);
+        self.resend_n -= 1;
+    }
+
+    /// Completes every `Resend` RPC with `err` (reconnection failed for good).
+    pub(super) fn abandon_resends<F: FnMut(Completion<'_>)>(&mut self, err: RpcError, f: &mut F) {
+        for i in 0..self.slots.len() {
+            let s = &mut self.slots[i];
+            if s.state == State::Resend {
+                f(Completion {
+                    tag: s.tag,
+                    xid: s.xid,
+                    result: Err(err),
+                });
+                s.state = State::Free;
+                self.free.push(i as u32);
+            }
+        }
+        self.resend_n = 0;
+    }
+
+    /// A poll while the connection is lost: with retransmission on, expires the pending
+    /// RPCs whose deadline passed, then — unless in the backoff after a failed attempt —
+    /// makes one connection attempt, bounded by the policy's `attempt_timeout` and the
+    /// earliest pending deadline. On success the pending Calls are sent again (as credits
+    /// allow); after `max_attempts` failures they complete with `ConnectionLost`.
+    pub(super) fn recover<F: FnMut(Completion<'_>)>(&mut self, f: &mut F) -> usize {
+        let (Some(rec), Some(policy)) = (self.recovery, self.config.retransmit) else {
+            return 0;
+        };
+        let now = Instant::now();
+        let mut earliest: Option<Instant> = None;
+        let mut done = 0;
+        for i in 0..self.slots.len() {
+            let s = &self.slots[i];
+            if s.state != State::Resend {
+                continue;
+            }
+            match s.deadline {
+                Some(d) if d > now => earliest = Some(earliest.map_or(d, |e| e.min(d))),
+                _ => {
+                    self.expire_resend(i, f);
+                    done += 1;
+                }
+            }
+        }
+        if now < rec.next_at {
+            return done;
+        }
+        let mut timeout = policy.attempt_timeout;
+        if let Some(e) = earliest {
+            timeout = timeout.min(e - now);
+        }
+        match self.reconnect_within(timeout.max(Duration::from_millis(1))) {
+            Ok(()) => self.resend(f),
+            Err(_) => {
+                let attempts = rec.attempts + 1;
+                if attempts >= policy.max_attempts {
+                    self.recovery = None;
+                    done += self.resend_n as usize;
+                    self.abandon_resends(RpcError::ConnectionLost, f);
+                } else {
+                    self.recovery = Some(Recovery {
+                        attempts,
+                        next_at: Instant::now() + policy.backoff,
+                    });
+                }
+            }
+        }
+        done
+    }
+
+    /// Sends `Resend` RPCs again on the new connection, earliest deadline first, while
+    /// credits (from one on a new connection, RFC 8166 §3.3.3) and the send queue allow.
+    pub(super) fn resend<F: FnMut(Completion<'_>)>(&mut self, f: &mut F) {
+        while self.resend_n > 0 && !self.dead && self.credits.available() > 0 && self.sq.room() >= 8
+        {
+            let mut next: Option<(usize, Option<Instant>)> = None;
+            for (i, s) in self.slots.iter().enumerate() {
+                if s.state != State::Resend {
+                    continue;
+                }
+                let earlier = match next {
+                    None => true,
+                    Some((_, d)) => s.deadline < d,
+                };
+                if earlier {
+                    next = Some((i, s.deadline));
+                }
+            }
+            let Some((i, _)) = next else {
+                self.resend_n = 0;
+                return;
+            };
+            match self.retransmit(i as u32) {
+                Ok(()) => {}
+                Err(Retransmit::Post) => return self.lose(f),
+                Err(Retransmit::Corrupt) => {
+                    // The Call as first sent no longer decodes: never expected; report it
+                    // rather than send something else under its XID.
+                    let s = &mut self.slots[i];
+                    f(Completion {
+                        tag: s.tag,
+                        xid: s.xid,
+                        result: Err(RpcError::ConnectionLost),
+                    });
+                    s.state = State::Free;
+                    s.bound = [None; 2];
+                    self.free.push(i as u32);
+                    self.resend_n -= 1;
+                }
+            }
+        }
+    }
+
+    /// Sends slot `idx`'s Call again: the same XID and payload (still in the send and
+    /// argument buffers), windows bound afresh over the same spans, and the transport
+    /// header re-encoded in place with the new rkeys and the current credit request (its
+    /// length does not depend on either).
+    pub(super) fn retransmit(&mut self, idx: u32) -> Result<(), Retransmit> {
+        let i = idx as usize;
+        let slot = &mut self.slots[i];
+        let send_len = slot.send_len as usize;
+        let arg_addr = slot.arg.addr();
+        let res_addr = slot.res.addr();
+        // The read list as first sent, and the spans of the buffers it exposed.
+        let reads = &mut *self.reads;
+        let mut nr = 0;
+        let mut arg_end = 0u64;
+        let (nomsg, old_hlen) = {
+            let bytes = view::bytes(&slot.send, send_len);
+            let h =
+                rpcrdma_proto::header::HeaderView::parse(bytes).map_err(|_| Retransmit::Corrupt)?;
+            for r in h.read_list().iter() {
+                if nr == MAX_READ_SEGMENTS {
+                    return Err(Retransmit::Corrupt);
+                }
+                let end = r.segment.offset + u64::from(r.segment.length);
+                arg_end = arg_end.max(end.saturating_sub(arg_addr));
+                reads[nr] = r;
+                nr += 1;
+            }
+            let nomsg = h.proc() == rpcrdma_proto::header::Proc::NoMsg;
+            (nomsg, send_len - h.payload().len())
+        };
+        let mut res_end = 0u64;
+        for c in 0..slot.n_writes {
+            for sg in &slot.writes[c][..slot.write_n[c]] {
+                let end = sg.offset + u64::from(sg.length);
+                res_end = res_end.max(end.saturating_sub(res_addr));
+            }
+        }
+        if slot.has_reply_chunk {
+            for sg in &slot.reply[..slot.reply_n] {
+                let end = sg.offset + u64::from(sg.length);
+                res_end = res_end.max(end.saturating_sub(res_addr));
+            }
+        }
+        let qp = self.qp.as_mut().ok_or(Retransmit::Post)?;
+        slot.bound = [None; 2];
+        let mut rkeys = [0u32; 2];
+        for k in 0..2 {
+            let (end, buf, mw, access) = if k == 0 {
+                (
+                    arg_end,
+                    &slot.arg,
+                    slot.mw_arg.as_ref(),
+                    Access::REMOTE_READ,
+                )
+            } else {
+                (
+                    res_end,
+                    &slot.res,
+                    slot.mw_res.as_ref(),
+                    Access::REMOTE_WRITE,
+                )
+            };
+            if end == 0 {
+                continue;
+            }
+            let Some(mw) = mw else {
+                rkeys[k] = buf.region().rkey();
+                continue;
+            };
+            let rkey = bind_window::<P>(qp, &mut self.sq, mw, buf, end, access, idx)
+                .map_err(|_| Retransmit::Post)?;
+            slot.bound[k] = Some(rkey);
+            rkeys[k] = rkey;
+            bump(&self.stats.registrations, 1);
+        }
+        // The chunk lists with the new rkeys; the segments kept for checking the reply
+        // (G-4, G-17) carry them too.
+        for r in &mut reads[..nr] {
+            r.segment.handle = rkeys[0];
+        }
+        for c in 0..slot.n_writes {
+            for sg in &mut slot.writes[c][..slot.write_n[c]] {
+                sg.handle = rkeys[1];
+            }
+        }
+        for sg in &mut slot.reply[..slot.reply_n] {
+            sg.handle = rkeys[1];
+        }
+        let credit = self.credits.requested();
+        // Same shape, new rkeys: the header keeps its length, so the payload stays in place.
+        if !encode_call_header(slot, &reads[..nr], slot.xid, credit, nomsg, old_hlen) {
+            return Err(Retransmit::Corrupt);
+        }
+        let sge = slot.send.sge_span(0, send_len as u32);
+        let payload = send_payload(&slot.send, &sge, self.inline_max);
+        let wr = call_send(idx, self.sq.post(false), payload);
+        qp.post_send(&wr).map_err(|_| Retransmit::Post)?;
+        self.credits.take();
+        // Its XID, tag and deadline are kept.
+        slot.await_reply();
+        self.resend_n -= 1;
+        bump(&self.stats.retransmits, 1);
+        bump(&self.stats.bytes_sent, send_len as u64);
+        Ok(())
+    }
+
+    /// The connection is gone: windows are deallocated (so no peer can reach the memory),
+    /// then every pending RPC completes with [`RpcError::ConnectionLost`] — or, with
+    /// retransmission on, stays pending (`Resend`, its deadline kept) while the requester
+    /// reconnects; an RPC whose reply was in hand (Local Invalidates outstanding) is
+    /// delivered then, its memory being unreachable. Timed-out RPCs report `Timeout`.
+    pub(super) fn lose<F: FnMut(Completion<'_>)>(&mut self, f: &mut F) {
+        if self.dead {
+            return;
+        }
+        self.dead = true;
+        bump(&self.stats.conn_lost, 1);
+        if let Some(qp) = self.qp.as_mut() {
+            qp.disconnect();
+        }
+        self.reposts.clear();
+        let retransmit = self.config.retransmit.is_some() && !self.closing;
+        let now = Instant::now();
+        for i in 0..self.slots.len() {
+            let s = &mut self.slots[i];
+            s.mw_arg = None;
+            s.mw_res = None;
+            s.bound = [None; 2];
+            match s.state {
+                State::Sent if retransmit => {
+                    s.deadline.get_or_insert(now + s.timeout);
+                    s.state = State::Resend;
+                    self.resend_n += 1;
+                    continue;
+                }
+                State::Resend if retransmit && s.given_up().is_none() => continue,
+                State::Invalidating if retransmit => {
+                    // The reply (or error, timeout or cancel) is in hand: deliver it.
+                    self.finish(i as u32, f);
+                }
+                State::Sent | State::Invalidating | State::Resend => {
+                    f(Completion {
+                        tag: s.tag,
+                        xid: s.xid,
+                        result: Err(s.given_up().unwrap_or(RpcError::ConnectionLost)),
+                    });
+                    if s.state == State::Resend {
+                        self.resend_n -= 1;
+                    }
+                }
+                State::Zombie | State::Free => {}
+            }
+            let s = &mut self.slots[i];
+            if s.state != State::Free {
+                s.state = State::Free;
+                self.free.push(i as u32);
+            }
+        }
+        self.credits.reset();
+        self.reposts.clear();
+        // Every cancelled RPC was completed above.
+        self.cancelled.clear();
+        self.recovery = retransmit.then_some(Recovery {
+            attempts: 0,
+            next_at: now,
+        });
+    }
+}

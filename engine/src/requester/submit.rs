@@ -1,0 +1,546 @@
+//! Submission: a Call's form chosen (RFC 8166 §3.5) and its header encoded, the Short fast
+//! path written word by word, chunk memory exposed, Sends held while corked and posted as a
+//! list.
+
+use super::*;
+
+impl<P: Provider> Client<P> {
+    /// Sends a Call if a credit allows (RFC 8166 §3.3.1), choosing its form (§3.5) and
+    /// exposing its chunk memory; returns its XID. Never blocks: without a credit it
+    /// returns [`SubmitError::WouldBlock`].
+    pub fn submit(&mut self, call: &CallArgs<'_>, tag: u64) -> Result<u32, SubmitError> {
+        if self.dead {
+            // While reconnecting by itself the requester will take Calls again: poll.
+            return Err(if self.recovery.is_some() {
+                SubmitError::WouldBlock
+            } else {
+                SubmitError::Disconnected
+            });
+        }
+        if call.args.len() & 3 != 0 {
+            return Err(SubmitError::Invalid("arguments must be whole XDR units"));
+        }
+        if call.bulk_results.len() > MAX_WRITE_CHUNKS {
+            return Err(SubmitError::Invalid("too many DDP-eligible results"));
+        }
+        if call.cred.body.len() > MAX_AUTH_BYTES {
+            return Err(SubmitError::Invalid("credential body over 400 bytes"));
+        }
+        if self.sq.room() < 8 || self.free.is_empty() || self.credits.available() == 0 {
+            return Err(SubmitError::WouldBlock);
+        }
+        let max_seg = self.config.max_segment;
+        // The Short Call without chunks (no DDP-eligible argument or result, no Reply chunk
+        // needed): what `plan_call` chooses for it, decided here from the same sums (§3.5:
+        // 28-byte header of three empty lists, Call and largest Reply within the thresholds).
+        if call.bulk_arg.is_none_or(<[u8]>::is_empty)
+            && call.bulk_results.is_empty()
+            && max_seg != 0
+            && matches!(call.forced.min_form, None | Some(CallForm::Short))
+            && !call.forced.reply_chunk
+        {
+            let send_len =
+                BARE_MSG_LEN + CALL_HEADER_LEN + pad4(call.cred.body.len()) + call.args.len();
+            let max_reply =
+                (BARE_MSG_LEN + REPLY_HEADER_LEN as usize) as u64 + u64::from(call.max_results);
+            if send_len as u64 <= u64::from(self.negotiation.call_threshold())
+                && max_reply <= u64::from(self.negotiation.reply_threshold())
+                && send_len <= self.config.send_size as usize
+            {
+                return self.submit_short(call, tag, send_len);
+            }
+        }
+        // Work requests go out in the order their send-queue numbers were given.
+        self.post_queued();
+        let bulk = call.bulk_arg.filter(|b| !b.is_empty());
+        // The RPC call header with this credential (its body padded) and an AUTH_NONE
+        // verifier.
+        let call_header_len = CALL_HEADER_LEN + pad4(call.cred.body.len());
+        let args_end = call_header_len + call.args.len();
+        let call_len = args_end + bulk.map_or(0, |b| 4 + pad4(b.len()));
+        let item = bulk.map(|b| DdpItem {
+            offset: (args_end + 4) as u32,
+            len: b.len() as u32,
+            segments: segs_needed(b.len() as u32, max_seg),
+        });
+        let items = item.as_slice();
+        let mut write_segs = [0u32; MAX_WRITE_CHUNKS];
+        let mut max_reply = u64::from(REPLY_HEADER_LEN) + u64::from(call.max_results);
+        for (i, &r) in call.bulk_results.iter().enumerate() {
+            write_segs[i] = if r == 0 { 0 } else { segs_needed(r, max_seg) };
+            max_reply += 4 + pad4(r as usize) as u64;
+        }
+        let reduced = REPLY_HEADER_LEN + call.max_results + 4 * call.bulk_results.len() as u32;
+        let max_reply = u32::try_from(max_reply).map_err(|_| SubmitError::TooLarge(None))?;
+        let shape = CallShape {
+            call_len: call_len as u32,
+            items,
+            position_zero_segment_max: max_seg,
+            write_chunks: &write_segs[..call.bulk_results.len()],
+            max_reply_len: max_reply,
+            max_reply_reduced_len: Some(reduced),
+            reply_chunk_segments: segs_needed(max_reply, max_seg),
+        };
+        let thresholds = Thresholds {
+            call: self.negotiation.call_threshold(),
+            reply: self.negotiation.reply_threshold(),
+        };
+        let plan = plan::plan_call_forced(thresholds, &shape, call.forced)
+            .map_err(|e| SubmitError::TooLarge(Some(e)))?;
+        if plan.read_segments as usize > MAX_READ_SEGMENTS
+            || write_segs.iter().any(|&n| n as usize > MAX_SEGMENTS)
+            || (plan.reply_chunk && shape.reply_chunk_segments as usize > MAX_SEGMENTS)
+        {
+            return Err(SubmitError::Invalid("more segments than supported"));
+        }
+        let bulk_size = self.config.bulk_size as usize;
+        // Where things go in the argument buffer (Read chunks) and the result buffer (Write
+        // chunks, then the Reply chunk).
+        let p0_len = plan.position_zero_len as usize;
+        let item_off = (p0_len + 7) & !7;
+        let arg_used = match plan.form {
+            CallForm::Short => 0,
+            CallForm::Chunked => bulk.map_or(0, |b| b.len()),
+            CallForm::Long => item_off + bulk.map_or(0, |b| b.len()),
+        };
+        let mut res_used = 0usize;
+        let mut write_off = [0u32; MAX_WRITE_CHUNKS];
+        for (i, &r) in call.bulk_results.iter().enumerate() {
+            write_off[i] = res_used as u32;
+            res_used = (res_used + r as usize + 7) & !7;
+        }
+        let reply_off = res_used;
+        if plan.reply_chunk {
+            res_used += max_reply as usize;
+        }
+        if arg_used > bulk_size
+            || res_used > bulk_size
+            || plan.send_len() > self.config.send_size as usize
+        {
+            return Err(SubmitError::TooLarge(None));
+        }
+
+        let Some(idx) = self.free.pop() else {
+            return Err(SubmitError::WouldBlock);
+        };
+        let i = idx as usize;
+        let xid = self.next_xid(idx);
+        let persistent = self.config.registration == Registration::Persistent;
+        let slot = &mut self.slots[i];
+        let rpc = CallHeader::new(
+            xid,
+            call.prog,
+            call.vers,
+            call.proc_num,
+            call.cred,
+            OpaqueAuth::NONE,
+        );
+
+        // The Payload stream: inline in the send buffer, and/or in the argument buffer.
+        let hlen = plan.header_len;
+        {
+            let (stream_buf, at): (&mut [u8], usize) = match plan.form {
+                CallForm::Short | CallForm::Chunked => (view::bytes_mut(&mut slot.send), hlen),
+                CallForm::Long => (view::bytes_mut(&mut slot.arg), 0),
+            };
+            let s = &mut stream_buf[at..];
+            if rpc.encode(s).is_err() {
+                self.free.push(idx);
+                return Err(SubmitError::Invalid("call header"));
+            }
+            s[call_header_len..args_end].copy_from_slice(call.args);
+            if let Some(b) = bulk {
+                s[args_end..args_end + 4].copy_from_slice(&(b.len() as u32).to_be_bytes());
+                if plan.form == CallForm::Short {
+                    let end = args_end + 4 + b.len();
+                    s[args_end + 4..end].copy_from_slice(b);
+                    s[end..args_end + 4 + pad4(b.len())].fill(0);
+                }
+            }
+        }
+        if let (Some(b), CallForm::Chunked | CallForm::Long) = (bulk, plan.form) {
+            let off = if plan.form == CallForm::Long {
+                item_off
+            } else {
+                0
+            };
+            view::bytes_mut(&mut slot.arg)[off..off + b.len()].copy_from_slice(b);
+        }
+
+        // Expose the memory: windows bound for this RPC, or the regions' own keys.
+        let qp = self.qp.as_mut().ok_or(SubmitError::Disconnected)?;
+        let arg_rkey;
+        let res_rkey;
+        slot.bound = [None; 2];
+        if persistent {
+            arg_rkey = slot.arg.region().rkey();
+            res_rkey = slot.res.region().rkey();
+        } else {
+            // The argument span is read by the responder, the result span written.
+            let spans = [
+                (
+                    arg_used,
+                    slot.mw_arg.as_ref(),
+                    &slot.arg,
+                    Access::REMOTE_READ,
+                ),
+                (
+                    res_used,
+                    slot.mw_res.as_ref(),
+                    &slot.res,
+                    Access::REMOTE_WRITE,
+                ),
+            ];
+            let mut bound = [None; 2];
+            for (k, (used, mw, buf, access)) in spans.into_iter().enumerate() {
+                let Some(mw) = mw.filter(|_| used > 0) else {
+                    continue;
+                };
+                match bind_window::<P>(qp, &mut self.sq, mw, buf, used as u64, access, idx) {
+                    Ok(rkey) => {
+                        bound[k] = Some(rkey);
+                        bump(&self.stats.registrations, 1);
+                    }
+                    Err(_) => {
+                        // A refused post leaves the connection unusable: end it, so that the
+                        // next poll completes what is pending (or reconnects).
+                        qp.disconnect();
+                        slot.bound = bound;
+                        self.free.push(idx);
+                        return Err(SubmitError::Disconnected);
+                    }
+                }
+            }
+            slot.bound = bound;
+            arg_rkey = bound[0].unwrap_or(0);
+            res_rkey = bound[1].unwrap_or(0);
+        }
+
+        // The chunk lists (RFC 8166 §3.4).
+        let reads = &mut *self.reads;
+        let mut nr = 0;
+        let arg_addr = slot.arg.addr();
+        let split = |pos: u32, base: u64, len: usize, out: &mut [ReadSegment], n: &mut usize| {
+            let mut done = 0usize;
+            while done < len {
+                let l = (len - done).min(max_seg as usize);
+                out[*n] = ReadSegment::new(pos, arg_rkey, l as u32, base + done as u64);
+                *n += 1;
+                done += l;
+            }
+        };
+        if plan.form == CallForm::Long {
+            split(0, arg_addr, p0_len, reads, &mut nr);
+        }
+        if let (Some(b), Some(it), CallForm::Chunked | CallForm::Long) = (bulk, item, plan.form) {
+            let off = if plan.form == CallForm::Long {
+                item_off
+            } else {
+                0
+            };
+            split(it.offset, arg_addr + off as u64, b.len(), reads, &mut nr);
+        }
+        let res_addr = slot.res.addr();
+        slot.n_writes = call.bulk_results.len();
+        for (c, &r) in call.bulk_results.iter().enumerate() {
+            let mut n = 0;
+            let mut done = 0usize;
+            while done < r as usize {
+                let l = (r as usize - done).min(max_seg as usize);
+                slot.writes[c][n] = Segment::new(
+                    res_rkey,
+                    l as u32,
+                    res_addr + (write_off[c] as usize + done) as u64,
+                );
+                n += 1;
+                done += l;
+            }
+            slot.write_n[c] = n;
+            slot.write_off[c] = write_off[c];
+        }
+        slot.has_reply_chunk = plan.reply_chunk;
+        slot.reply_n = 0;
+        slot.reply_off = reply_off as u32;
+        if plan.reply_chunk {
+            let mut done = 0usize;
+            while done < max_reply as usize {
+                let l = (max_reply as usize - done).min(max_seg as usize);
+                slot.reply[slot.reply_n] =
+                    Segment::new(res_rkey, l as u32, res_addr + (reply_off + done) as u64);
+                slot.reply_n += 1;
+                done += l;
+            }
+        }
+        let nomsg = plan.form.proc() == rpcrdma_proto::header::Proc::NoMsg;
+        let credit = self.credits.requested();
+        if !encode_call_header(slot, &reads[..nr], xid, credit, nomsg, hlen) {
+            self.free.push(idx);
+            return Err(SubmitError::Invalid("header does not match its plan"));
+        }
+        let send_len = plan.send_len() as u32;
+        self.post_call(idx, xid, tag, call.timeout, send_len, false)?;
+        let st = &self.stats;
+        if arg_used > 0 {
+            bump(&st.bytes_read, arg_used as u64);
+        }
+        bump(
+            match plan.form {
+                CallForm::Short => &st.short_calls,
+                CallForm::Chunked => &st.chunked_calls,
+                CallForm::Long => &st.long_calls,
+            },
+            1,
+        );
+        Ok(xid)
+    }
+
+    /// The XID of the next Call in slot `idx`: the slot in the low bits, a generation above
+    /// (so that a late reply to the slot's previous Call does not match).
+    #[inline]
+    pub(super) fn next_xid(&mut self, idx: u32) -> u32 {
+        let xid = (self.next_gen << SLOT_BITS) | idx;
+        self.next_gen = self.next_gen.wrapping_add(1) & ((1 << (32 - SLOT_BITS)) - 1);
+        xid
+    }
+
+    /// [`submit`](Self::submit) of a Short Call without chunks of `send_len` bytes (checked
+    /// to fit): the transport header's seven words and the RPC call header written in place,
+    /// no planning, no window.
+    pub(super) fn submit_short(
+        &mut self,
+        call: &CallArgs<'_>,
+        tag: u64,
+        send_len: usize,
+    ) -> Result<u32, SubmitError> {
+        let Some(idx) = self.free.pop() else {
+            return Err(SubmitError::WouldBlock);
+        };
+        let i = idx as usize;
+        let xid = self.next_xid(idx);
+        let slot = &mut self.slots[i];
+        let credit = self.credits.requested();
+        let buf = &mut view::bytes_mut(&mut slot.send)[..send_len];
+        let words = short_call_prefix(xid, credit, call.prog, call.vers, call.proc_num);
+        // AUTH_NONE: every word fixed. Another credential: the words up to the procedure
+        // number, then the credential (its length and padded body) and an AUTH_NONE verifier.
+        // (Each branch writes a constant number of words, which the compiler unrolls.)
+        let at = if call.cred.flavor == AUTH_NONE && call.cred.body.is_empty() {
+            put_words(buf, &words)
+        } else {
+            let at = put_words(buf, &words[..SHORT_CRED_WORD]);
+            let Ok(n) = call.cred.encode(&mut buf[at..]) else {
+                self.free.push(idx);
+                return Err(SubmitError::Invalid("credential"));
+            };
+            buf[at + n..at + n + 8].fill(0);
+            at + n + 8
+        };
+        buf[at..].copy_from_slice(call.args);
+        slot.clear_chunks();
+        let send_len = send_len as u32;
+        self.post_call(idx, xid, tag, call.timeout, send_len, self.corked)?;
+        let st = &self.stats;
+        bump(&st.short_calls, 1);
+        Ok(xid)
+    }
+
+    /// Holds back the Sends of the Short Calls submitted from now on, to post them together
+    /// (one list: on the soft fabric one claim of the server's receives for all of them, on
+    /// verbs one doorbell) at [`uncork`](Self::uncork), at the next
+    /// [`poll_completions`](Self::poll_completions), before any other kind of Call, or when
+    /// 32 are held. A run-to-completion caller corks, submits what is ready, and uncorks.
+    pub fn cork(&mut self) {
+        self.corked = true;
+    }
+
+    /// Posts the Sends held back since [`cork`](Self::cork) and stops holding them back.
+    pub fn uncork(&mut self) {
+        self.corked = false;
+        self.post_queued();
+    }
+
+    /// Posts the held-back Sends as one list. They were accepted (their credits taken, their
+    /// slots Sent): if the post fails the connection is ended, and the next poll completes
+    /// them as any Call lost with it.
+    #[inline]
+    pub(super) fn post_queued(&mut self) {
+        if self.n_queued != 0 {
+            self.post_held();
+        }
+    }
+
+    /// [`post_queued`](Self::post_queued) with something held: kept out of line, so that the
+    /// poll loop's check stays one compare.
+    #[inline(never)]
+    pub(super) fn post_held(&mut self) {
+        let n = self.n_queued;
+        self.n_queued = 0;
+        let Some(qp) = self.qp.as_mut() else {
+            return;
+        };
+        let (slots, inline_max) = (&self.slots, self.inline_max);
+        let posted = if let [q] = &self.queued[..n] {
+            // One Send: one work request, without building (and zeroing) the 32-entry list
+            // (measured: some 80 ns of a depth-1 round trip).
+            let payload = send_payload(&slots[q.idx as usize].send, &q.sge, inline_max);
+            qp.post_send(&call_send(q.idx, (q.seq, q.signaled), payload))
+                .is_ok()
+        } else {
+            let mut wrs = [SendWr::<P>::send(0, &[]); CORK_MAX];
+            for (wr, q) in wrs.iter_mut().zip(&self.queued[..n]) {
+                let payload = send_payload(&slots[q.idx as usize].send, &q.sge, inline_max);
+                *wr = call_send(q.idx, (q.seq, q.signaled), payload);
+            }
+            qp.post_send_list(&wrs[..n]).is_ok()
+        };
+        if !posted {
+            qp.disconnect();
+        }
+    }
+
+    /// Posts the Send of the Call built in slot `idx` (its first `send_len` bytes), takes
+    /// its credit and marks the slot Sent; on failure the slot goes back to the free list.
+    #[inline]
+    pub(super) fn post_call(
+        &mut self,
+        idx: u32,
+        xid: u32,
+        tag: u64,
+        timeout: Duration,
+        send_len: u32,
+        hold: bool,
+    ) -> Result<(), SubmitError> {
+        if self.qp.is_none() {
+            self.free.push(idx);
+            return Err(SubmitError::Disconnected);
+        }
+        if hold && self.n_queued == CORK_MAX {
+            self.post_queued();
+        }
+        let post = self.sq.post(false);
+        let sge = self.slots[idx as usize].send.sge_span(0, send_len);
+        if hold {
+            let q = &mut self.queued[self.n_queued];
+            (q.seq, q.signaled) = post;
+            // Field by field, as for `Queued` itself.
+            (q.sge.addr, q.sge.length, q.sge.lkey) = (sge.addr, sge.length, sge.lkey);
+            q.idx = idx;
+            self.n_queued += 1;
+        } else {
+            let payload = send_payload(&self.slots[idx as usize].send, &sge, self.inline_max);
+            let wr = call_send(idx, post, payload);
+            let posted = self.qp.as_mut().is_some_and(|qp| {
+                let ok = qp.post_send(&wr).is_ok();
+                if !ok {
+                    // As for a refused bind: end the connection, the next poll notices.
+                    qp.disconnect();
+                }
+                ok
+            });
+            if !posted {
+                self.free.push(idx);
+                return Err(SubmitError::Disconnected);
+            }
+        }
+        self.credits.take();
+        self.slots[idx as usize].arm(xid, tag, timeout, send_len);
+        bump(&self.stats.calls, 1);
+        bump(&self.stats.bytes_sent, u64::from(send_len));
+        Ok(())
+    }
+}
+
+/// Encodes the transport header of the Call in `slot` (its Read segments `reads`, the Write
+/// chunks and Reply chunk kept in the slot) at the start of its send buffer; false unless it
+/// is exactly `len` bytes, the length its payload was laid out for.
+pub(super) fn encode_call_header<P: Provider>(
+    slot: &mut Slot<P>,
+    reads: &[ReadSegment],
+    xid: u32,
+    credit: u32,
+    nomsg: bool,
+    len: usize,
+) -> bool {
+    let mut writes: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
+    for c in 0..slot.n_writes {
+        writes[c] = &slot.writes[c][..slot.write_n[c]];
+    }
+    let chunks = Chunks {
+        reads,
+        writes: &writes[..slot.n_writes],
+        reply: slot.has_reply_chunk.then(|| &slot.reply[..slot.reply_n]),
+    };
+    let header = if nomsg {
+        Header::nomsg(xid, credit, chunks)
+    } else {
+        Header::msg(xid, credit, chunks)
+    };
+    let sendbuf = view::bytes_mut(&mut slot.send);
+    sendbuf.len() >= len && header.encode(&mut sendbuf[..len]) == Ok(len)
+}
+
+/// The words of a Short Call without chunks before its arguments: RDMA_MSG, version 1, empty
+/// Read list, Write list and Reply chunk (RFC 8166 §4.2, §4.7), then the ONC RPC call header
+/// with AUTH_NONE credential and verifier (RFC 5531 §9). What `Header::msg(..).encode` and
+/// `CallHeader::encode` write for it (tested below).
+#[inline]
+pub(super) fn short_call_prefix(
+    xid: u32,
+    credit: u32,
+    prog: u32,
+    vers: u32,
+    proc_num: u32,
+) -> [u32; 17] {
+    [
+        xid,
+        RPCRDMA_VERSION,
+        credit,
+        0,
+        0,
+        0,
+        0,
+        xid,
+        0,
+        2,
+        prog,
+        vers,
+        proc_num,
+        0,
+        0,
+        0,
+        0,
+    ]
+}
+
+/// Writes `words` big-endian at the start of `buf`; returns the bytes written.
+#[inline(always)]
+pub(super) fn put_words(buf: &mut [u8], words: &[u32]) -> usize {
+    for (k, w) in words.iter().enumerate() {
+        buf[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
+    }
+    4 * words.len()
+}
+
+/// The Send of the Call in slot `idx`, numbered and signaled as the send queue's `post`
+/// said (`SendQueue::post`).
+#[inline]
+pub(super) fn call_send<P: Provider>(
+    idx: u32,
+    (seq, signaled): (u64, bool),
+    payload: Payload<'_>,
+) -> SendWr<'_, P> {
+    let wr = SendWr::new(
+        wrid::pack(Kind::Send, idx, if signaled { seq } else { 0 }),
+        SendOp::Send,
+        payload,
+    );
+    if signaled {
+        wr.signaled()
+    } else {
+        wr
+    }
+}
+
+pub(super) fn segs_needed(len: u32, max: u32) -> u32 {
+    len.div_ceil(max).max(1)
+}

@@ -1,0 +1,293 @@
+use super::*;
+use crate::fabric::soft::Soft;
+use rpcrdma_proto::rpc::{AcceptStat, AuthStat, RejectedReply};
+
+#[test]
+fn short_call_prefix_is_what_the_encoders_write() {
+    for (xid, credit, prog, vers, proc_num) in [
+        (1, 1, 400100, 1, 0),
+        (0xffff_ffff, 32, 7, 3, 99),
+        (0x1234_5678, 0, 0, 0, 0),
+    ] {
+        let mut want = [0u8; BARE_MSG_LEN + CALL_HEADER_LEN];
+        let h = Header::msg(xid, credit, Chunks::default());
+        assert_eq!(h.encode(&mut want), Ok(BARE_MSG_LEN));
+        let rpc = CallHeader::new(
+            xid,
+            prog,
+            vers,
+            proc_num,
+            OpaqueAuth::NONE,
+            OpaqueAuth::NONE,
+        );
+        assert_eq!(rpc.encode(&mut want[BARE_MSG_LEN..]), Ok(CALL_HEADER_LEN));
+        let mut got = [0u8; BARE_MSG_LEN + CALL_HEADER_LEN];
+        for (k, w) in short_call_prefix(xid, credit, prog, vers, proc_num)
+            .iter()
+            .enumerate()
+        {
+            got[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
+        }
+        assert_eq!(got, want);
+    }
+}
+
+/// A Short Call with a credential other than AUTH_NONE, written word by word by
+/// `submit_short`, is what the encoders write for it: transport header, RPC call header
+/// with that credential and an AUTH_NONE verifier, then the arguments.
+#[test]
+fn short_calls_with_a_credential_are_what_the_encoders_write() {
+    let dispatch = Arc::new(crate::dispatch::Dispatch::new());
+    let cfg = ConnConfig::default();
+    let (mut c, mut s) = crate::loopback::soft_pair(dispatch, cfg, cfg).unwrap();
+    let gids = [4u32, 5];
+    let sys = rpcrdma_proto::rpc::AuthSys {
+        stamp: 9,
+        machinename: b"host",
+        uid: 7,
+        gid: 8,
+        gids: rpcrdma_proto::rpc::Gids::new(&gids).unwrap(),
+    };
+    let mut body = vec![0; sys.encoded_len()];
+    sys.encode(&mut body).unwrap();
+    let odd = [1u8, 2, 3, 4, 5];
+    let args = [0u8, 0, 0, 3, 9, 9, 9, 9];
+    for cred in [
+        OpaqueAuth::new(rpcrdma_proto::rpc::AUTH_SYS, &body),
+        OpaqueAuth::new(0x4000_0000, &odd),
+        OpaqueAuth::new(AUTH_NONE, &odd),
+    ] {
+        let mut call = CallArgs::new(11, 2, 3, &args, 0);
+        call.cred = cred;
+        let before = c.snapshot().short_calls;
+        let xid = c.submit(&call, 1).unwrap();
+        assert_eq!(c.snapshot().short_calls, before + 1, "the Short path");
+        let slot = &c.slots[(xid & SLOT_MASK) as usize];
+        let got = view::bytes(&slot.send, slot.send_len as usize).to_vec();
+        let rpc = CallHeader::new(xid, 11, 2, 3, cred, OpaqueAuth::NONE);
+        let mut want = vec![0u8; BARE_MSG_LEN + rpc.encoded_len()];
+        let credit = c.credits.requested();
+        let h = Header::msg(xid, credit, Chunks::default());
+        assert_eq!(h.encode(&mut want), Ok(BARE_MSG_LEN));
+        rpc.encode(&mut want[BARE_MSG_LEN..]).unwrap();
+        want.extend_from_slice(&args);
+        assert_eq!(got, want, "{cred:?}");
+        // The peer answers (PROG_UNAVAIL: nothing is registered), which frees the credit.
+        let mut done = 0;
+        for _ in 0..1_000_000 {
+            s.poll();
+            c.poll_completions(|_| done += 1);
+            if done > 0 {
+                break;
+            }
+        }
+        assert_eq!(done, 1, "no reply");
+    }
+}
+
+/// The completions one reply produced: tag, XID, and the reply's header, results and
+/// bulk count, or the error.
+type Seen = Vec<(u64, u32, Result<(String, Vec<u8>, usize), RpcError>)>;
+
+/// What one reply did to a client: the completions it produced (the reply's header,
+/// results and bulk count, or the error), the counters, credits, free slots, receives
+/// to repost and every slot's state.
+#[derive(Debug, PartialEq)]
+struct Effect {
+    completions: Seen,
+    stats: Snapshot,
+    batch: [u64; 2],
+    credits: RequesterCredits,
+    free: Vec<u32>,
+    reposts: Vec<u32>,
+    slots: Vec<(State, u32, Option<u32>, Outcome)>,
+}
+
+fn effect(c: &mut Client<Soft>, completions: Seen) -> Effect {
+    let e = Effect {
+        completions,
+        stats: c.stats.snapshot(),
+        batch: c.batch,
+        credits: c.credits,
+        free: c.free.clone(),
+        reposts: c.reposts.clone(),
+        slots: c
+            .slots
+            .iter()
+            .map(|s| (s.state, s.xid, s.grant, s.outcome))
+            .collect(),
+    };
+    c.reposts.clear();
+    e
+}
+
+/// Hands `reply` to the client as if it arrived in receive buffer 0, through the fast
+/// path first (`fast`) or the general path alone.
+fn receive(c: &mut Client<Soft>, reply: &[u8], fast: bool) -> Effect {
+    // The peer never sends in these tests, so nothing writes receive buffer 0.
+    view::bytes_mut(&mut c.recv[0])[..reply.len()].copy_from_slice(reply);
+    let mut seen = Vec::new();
+    let mut f = |comp: Completion<'_>| {
+        seen.push((
+            comp.tag,
+            comp.xid,
+            comp.result
+                .map(|r| (format!("{:?}", r.rpc), r.results.to_vec(), r.bulk().len())),
+        ))
+    };
+    if fast {
+        c.on_reply(0, reply.len() as u32, None, &mut f);
+    } else {
+        // What `on_reply` counts before either path.
+        c.batch[0] += reply.len() as u64;
+        c.on_reply_general(0, reply.len() as u32, None, &mut f);
+    }
+    effect(c, seen)
+}
+
+/// A Short Reply: the 28-byte RDMA_MSG header then the RPC Reply header and `results`.
+fn short_reply(rdma_xid: u32, credit: u32, rpc: ReplyHeader<'_>, results: &[u8]) -> Vec<u8> {
+    let mut m = vec![0u8; BARE_MSG_LEN + rpc.encoded_len()];
+    Header::msg(rdma_xid, credit, Chunks::default())
+        .encode(&mut m)
+        .unwrap();
+    rpc.encode(&mut m[BARE_MSG_LEN..]).unwrap();
+    m.extend_from_slice(results);
+    m
+}
+
+/// The replies to try against a pending Call with `xid`: every accepted and denied
+/// status, a verifier body, results, truncations, XID and list mismatches, RDMA_ERROR.
+fn replies(xid: u32, credit: u32) -> Vec<Vec<u8>> {
+    let verf = [1u8, 2, 3, 4, 5];
+    let none = OpaqueAuth::NONE;
+    let mut out = Vec::new();
+    let statuses = [
+        ReplyHeader::accepted_success(xid),
+        ReplyHeader::accepted(xid, OpaqueAuth::new(2, &verf), AcceptStat::Success),
+        ReplyHeader::prog_unavail(xid),
+        ReplyHeader::prog_mismatch(xid, 1, 3),
+        ReplyHeader::proc_unavail(xid),
+        ReplyHeader::garbage_args(xid),
+        ReplyHeader::system_err(xid),
+        ReplyHeader::rpc_mismatch(xid, 2, 2),
+        ReplyHeader::auth_error(xid, AuthStat::AUTH_BADCRED),
+        ReplyHeader::denied(xid, RejectedReply::AuthError(AuthStat(99))),
+    ];
+    for rpc in statuses {
+        for results in [&[][..], &[0, 0, 0, 7], &[9; 40]] {
+            let m = short_reply(xid, credit, rpc, results);
+            // Whole, and cut at every length (the RPC header truncated, the results
+            // shortened).
+            for cut in 0..=m.len() {
+                out.push(m[..cut].to_vec());
+            }
+        }
+    }
+    let ok = short_reply(
+        xid,
+        credit,
+        ReplyHeader::accepted(xid, none, AcceptStat::Success),
+        &[1, 2, 3, 4],
+    );
+    // Another XID in the RPC header; another slot's XID in both; version 2; RDMA_NOMSG;
+    // an unknown accept_stat; a Call instead of a Reply; a Write list returned.
+    let mut m = ok.clone();
+    m[BARE_MSG_LEN + 3] ^= 1;
+    out.push(m);
+    let mut m = ok.clone();
+    m[3] ^= 1;
+    m[BARE_MSG_LEN + 3] ^= 1;
+    out.push(m);
+    let mut m = ok.clone();
+    m[7] = 2;
+    out.push(m);
+    let mut m = ok.clone();
+    m[15] = 1;
+    out.push(m);
+    let mut m = ok.clone();
+    m[BARE_MSG_LEN + 23] = 6;
+    out.push(m);
+    let mut m = ok.clone();
+    m[BARE_MSG_LEN + 7] = 0;
+    out.push(m);
+    let mut m = ok.clone();
+    m[23] = 1;
+    out.push(m);
+    // RDMA_ERROR ERR_CHUNK and ERR_VERS for this XID.
+    for err in [RdmaError::Chunk, RdmaError::Vers { low: 1, high: 1 }] {
+        let mut m = vec![0u8; 64];
+        let n = Header::error(xid, 1, credit, err).encode(&mut m).unwrap();
+        m.truncate(n);
+        out.push(m);
+    }
+    // Single-byte changes of a SUCCESS reply with a verifier, at every offset.
+    let v = short_reply(
+        xid,
+        credit,
+        ReplyHeader::accepted(xid, OpaqueAuth::new(1, &verf), AcceptStat::Success),
+        &[5; 8],
+    );
+    for at in 0..v.len() {
+        for b in [0u8, 1, 2, 0xff] {
+            let mut m = v.clone();
+            m[at] = b;
+            out.push(m);
+        }
+    }
+    out
+}
+
+/// Puts a Short Call without chunks in flight in a free slot, as `submit_short` and
+/// `post_call` leave it, without sending it (the peer never answers in these tests).
+fn pending(c: &mut Client<Soft>, tag: u64) -> u32 {
+    if let Some(s) = c.slots.iter().find(|s| s.state == State::Sent) {
+        return s.xid;
+    }
+    let idx = c.free.pop().expect("a free slot");
+    let xid = c.next_xid(idx);
+    let slot = &mut c.slots[idx as usize];
+    slot.clear_chunks();
+    c.credits.take();
+    slot.arm(xid, tag, Duration::from_secs(60), 0);
+    xid
+}
+
+/// The requester's Short-reply fast path against its general path: two clients in the
+/// same state receive the same replies, one through `on_reply` (fast path first), one
+/// through the general path alone; every reply has the same effect on both (the same
+/// completion or discard, counters, credits and slots).
+#[test]
+fn short_reply_fast_path_agrees_with_the_general_path() {
+    let dispatch = Arc::new(crate::dispatch::Dispatch::new());
+    let cfg = ConnConfig::default();
+    let (mut fast, _s1) = crate::loopback::soft_pair(Arc::clone(&dispatch), cfg, cfg).unwrap();
+    let (mut general, _s2) = crate::loopback::soft_pair(dispatch, cfg, cfg).unwrap();
+    let mut tag = 0;
+    let mut fast_completions = 0;
+    let mut checked = 0;
+    for credit in [1u32, 32] {
+        let mut xid = pending(&mut fast, tag);
+        assert_eq!(pending(&mut general, tag), xid);
+        let mut list = replies(xid, credit);
+        for k in 0..list.len() {
+            let m = &list[k];
+            let taken = verdict::short_reply(m).is_some_and(|r| r.xid == xid);
+            let a = receive(&mut fast, m, true);
+            let b = receive(&mut general, m, false);
+            assert_eq!(a, b, "reply {k}: {m:02x?}");
+            checked += 1;
+            if !a.completions.is_empty() {
+                fast_completions += usize::from(taken && a.completions[0].2.is_ok());
+                tag += 1;
+                xid = pending(&mut fast, tag);
+                assert_eq!(pending(&mut general, tag), xid);
+                list = replies(xid, credit);
+            }
+        }
+    }
+    assert!(
+        checked > 2000 && fast_completions > 500,
+        "{checked} {fast_completions}"
+    );
+}

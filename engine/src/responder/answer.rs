@@ -1,0 +1,333 @@
+//! Answering a Call: now or when reply resources free up, through the Short-reply fast path
+//! or the general path (the verdict, RFC 8166 §4.5; the RPC checks, RFC 5531 §9; the handler
+//! or a deferred Call's closure), its receive reposted before the reply leaves (§3.3.1).
+
+use super::*;
+
+impl<P: Provider> ServerConn<P> {
+    pub(super) fn answer_or_defer(&mut self, idx: u32) {
+        if self.ready.is_empty() && self.can_reply() {
+            self.answer(idx);
+        } else {
+            let slot = &mut self.slots[idx as usize];
+            slot.state = State::Ready;
+            if !slot.queued {
+                slot.queued = true;
+                self.ready.push_back(idx);
+            }
+        }
+    }
+
+    /// Whether a reply can be built now: a free reply buffer and send-queue room.
+    pub(super) fn can_reply(&self) -> bool {
+        let r = self.ring_next as usize;
+        let pending = self.sends.len() as u64;
+        self.sends.len() < self.ring.len() / 2
+            && self.io.sq.is_retired(self.ring_seq[r])
+            && self.io.sq.room() >= REPLY_WRS + pending
+    }
+
+    /// Builds the answer to the Call in receive buffer `idx` (reply, RPC error or
+    /// RDMA_ERROR, or nothing for a discard), queues its receive for reposting and its Send
+    /// for posting after the repost. A Short Call without chunks whose reply fits inline is
+    /// answered by [`reply::short`]; every other Call by [`answer_general`].
+    pub(super) fn answer(&mut self, idx: u32) {
+        self.answer_with(idx, None);
+    }
+
+    /// Answers the Call in slot `idx`, running `answerer` in place of its handler if given
+    /// (a deferred Call's completion).
+    pub(super) fn answer_with(&mut self, idx: u32, answerer: Option<Answerer<'_, '_>>) {
+        let i = idx as usize;
+        let gen = self.slots[i].gen.wrapping_add(1);
+        let mut run = Run {
+            ticket: Deferred {
+                conn: self.id,
+                slot: idx,
+                gen,
+            },
+            answerer,
+            loans: Some(&self.loans),
+        };
+        let r = self.ring_next as usize;
+        let byte_len = self.slots[i].byte_len as usize;
+        let grant = self.credits.grant();
+        let reply_threshold = self.negotiation.reply_threshold();
+        let bytes = view::bytes(&self.recv[i], byte_len);
+        let ring = &mut self.ring[r];
+        // A Call judged when its pull started is not a Short one.
+        // (Looked at before taken: a Short Call's slot holds none, and `take` would copy
+        // the whole summary out.)
+        let judged = match self.slots[i].judged {
+            Some(_) => self.slots[i].judged.take(),
+            None => None,
+        };
+        let short = match judged {
+            None => reply::short(
+                &mut self.io,
+                &mut *ring,
+                bytes,
+                grant,
+                reply_threshold,
+                &self.dispatch,
+                &mut self.bulk[i],
+                &mut run,
+            ),
+            Some(_) => None,
+        };
+        let built = match short {
+            Some(built) => built,
+            None => answer_general(
+                &mut self.io,
+                ring,
+                bytes,
+                &self.pull[i],
+                &mut self.bulk[i],
+                &General {
+                    grant,
+                    reply_threshold,
+                    swi: self.negotiation.remote_invalidation(),
+                    dispatch: &self.dispatch,
+                    judged,
+                },
+                &mut self.echo,
+                &mut run,
+            ),
+        };
+        if let Built::Deferred = built {
+            // Kept as it is until `complete`: receive, pull buffer and summary.
+            let slot = &mut self.slots[i];
+            slot.judged = judged;
+            slot.gen = gen;
+            slot.state = State::Deferred;
+            self.deferred += 1;
+            return;
+        }
+        self.slots[i].state = State::Posted;
+        self.in_process -= 1;
+        self.reposts.push(idx);
+        match built {
+            Built::Nothing => {}
+            Built::Send { len, inv } => {
+                self.sends.push(PendingSend {
+                    ring: r as u32,
+                    len,
+                    inv,
+                });
+                self.ring_next += 1;
+                if self.ring_next as usize == self.ring.len() {
+                    self.ring_next = 0;
+                }
+            }
+            Built::Fatal => self.lose(),
+            Built::Deferred => {}
+        }
+    }
+}
+
+/// The verdict on the Call `bytes`: resumed from `summary` when it was judged as its pull
+/// started (the receive buffer is unchanged since), else judged now (RFC 8166 §4.5).
+pub(super) fn judged<'a>(
+    bytes: &'a [u8],
+    summary: Option<&CallSummary>,
+) -> Result<AcceptedCall<'a>, Verdict> {
+    match summary.and_then(|s| verdict::resume_call(bytes, s)) {
+        Some(call) => Ok(call),
+        None => verdict::judge_call(bytes),
+    }
+}
+
+/// The general answer to the Call `bytes` (any form, any verdict), built in `ring`: the
+/// verdict (RFC 8166 §4.5), then the RPC checks (RFC 5531 §9) and the handler, or the
+/// RDMA_ERROR or RPC error that replaces them. `pull` holds the reassembled Payload stream
+/// of a chunked or Long Call; `bulk` receives the handler's DDP-eligible results.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn answer_general<P: Provider>(
+    io: &mut Io<P>,
+    ring: &mut Buf<P>,
+    bytes: &[u8],
+    pull: &Buf<P>,
+    bulk: &mut Buf<P>,
+    g: &General<'_>,
+    echo: &mut Echo,
+    run: &mut Run<'_, '_>,
+) -> Built {
+    let (grant, reply_threshold, swi) = (g.grant, g.reply_threshold, g.swi);
+    match judged(bytes, g.judged.as_ref()) {
+        Err(v) => match v.action {
+            Action::Discard => {
+                bump(&io.stats.discards, 1);
+                Built::Nothing
+            }
+            Action::ErrVers { .. } | Action::ErrChunk => {
+                let err = v.rdma_error().unwrap_or(RdmaError::Chunk);
+                reply::rdma_error(io, ring, bytes, grant, err)
+            }
+            Action::GarbageArgs => match HeaderView::parse(bytes) {
+                Ok(h) => {
+                    bump(&io.stats.garbage_args, 1);
+                    let rpc = ReplyHeader::garbage_args(h.xid());
+                    reply::build(
+                        io,
+                        ring,
+                        &h,
+                        grant,
+                        reply_threshold,
+                        false,
+                        Body::Error(rpc),
+                        None,
+                        echo,
+                        run,
+                    )
+                }
+                Err(_) => reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk),
+            },
+            Action::Process => Built::Nothing,
+        },
+        Ok(call) => {
+            let header = call.header;
+            let pulled = call.plan.chunk_count() > 0;
+            // Why there is no call to run: a chunk problem (RDMA_ERROR ERR_CHUNK) or an
+            // undecodable call header (GARBAGE_ARGS).
+            enum NoCall {
+                Chunk,
+                Garbage,
+                /// The pulled stream holds an RPC Reply: discarded, as the verdict discards
+                /// one sent inline (RFC 8166 §4).
+                Reply,
+            }
+            let stream: Result<(&[u8], CallHeader<'_>, usize), NoCall> = if pulled {
+                let total = call.plan.total_len() as usize;
+                if total > pull.size() {
+                    // RFC 8166 §8.1.4: "A Responder is not obliged to pull Read chunks
+                    // that are unreasonably large. The Responder can use an RDMA_ERROR
+                    // response": ERR_CHUNK, before any RDMA Read.
+                    Err(NoCall::Chunk)
+                } else {
+                    let s = view::bytes(pull, total);
+                    match RpcMessage::parse(s) {
+                        Ok((RpcMessage::Call(c), len)) if c.xid == header.xid() => Ok((s, c, len)),
+                        Ok((RpcMessage::Call(_), _)) => Err(NoCall::Chunk),
+                        Ok((RpcMessage::Reply(_), _)) => Err(NoCall::Reply),
+                        Err(_) => Err(NoCall::Garbage),
+                    }
+                }
+            } else {
+                match call.call {
+                    Some((c, len)) => Ok((header.payload(), c, len)),
+                    None => Err(NoCall::Chunk),
+                }
+            };
+            // What to build, or the answer already made without building.
+            let to_build = match stream {
+                Err(NoCall::Chunk) => {
+                    Err(reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk))
+                }
+                Err(NoCall::Reply) => {
+                    bump(&io.stats.discards, 1);
+                    Err(Built::Nothing)
+                }
+                Err(NoCall::Garbage) => {
+                    bump(&io.stats.garbage_args, 1);
+                    Ok((Body::Error(ReplyHeader::garbage_args(header.xid())), None))
+                }
+                Ok((stream, c, len)) => {
+                    let xid = header.xid();
+                    let body = if !c.is_rpc_v2() {
+                        bump(&io.stats.system_err, 1);
+                        Body::Error(ReplyHeader::rpc_mismatch(xid, 2, 2))
+                    } else {
+                        match g.dispatch.lookup(c.prog, c.vers, c.proc_num) {
+                            Lookup::ProgUnavail => {
+                                bump(&io.stats.prog_unavail, 1);
+                                Body::Error(ReplyHeader::prog_unavail(xid))
+                            }
+                            Lookup::ProgMismatch { low, high } => {
+                                bump(&io.stats.prog_mismatch, 1);
+                                Body::Error(ReplyHeader::prog_mismatch(xid, low, high))
+                            }
+                            Lookup::ProcUnavail => {
+                                bump(&io.stats.proc_unavail, 1);
+                                Body::Error(ReplyHeader::proc_unavail(xid))
+                            }
+                            Lookup::Found(entry) => {
+                                let req = Request {
+                                    xid,
+                                    prog: c.prog,
+                                    vers: c.vers,
+                                    proc_num: c.proc_num,
+                                    cred: c.cred,
+                                    args: &stream[len..],
+                                };
+                                Body::Handler { entry, req }
+                            }
+                        }
+                    };
+                    Ok((body, Some(bulk)))
+                }
+            };
+            let built = match to_build {
+                Ok((body, bulk)) => reply::build(
+                    io,
+                    ring,
+                    &header,
+                    grant,
+                    reply_threshold,
+                    swi,
+                    body,
+                    bulk,
+                    echo,
+                    run,
+                ),
+                Err(answered) => answered,
+            };
+            // A Call without chunks counts as Short once answered (a deferred one when it is
+            // completed).
+            if !pulled && !matches!(built, Built::Deferred) {
+                io.tally.short_calls += 1;
+            }
+            built
+        }
+    }
+}
+
+/// Builds a [`Response`] over the reply ring buffer and the bulk buffer, runs the handler.
+pub(crate) fn run_handler(
+    entry: &crate::dispatch::Entry,
+    run: &mut Run<'_, '_>,
+    req: &Request<'_>,
+    results: &mut [u8],
+    bulk: &mut [u8],
+) -> (
+    Outcome,
+    usize,
+    [(u32, u32); crate::dispatch::MAX_BULK_RESULTS],
+    usize,
+) {
+    let max = (entry.spec.max_results as usize).min(results.len()) & !3;
+    let lend = run.loans.map(|board| Lend {
+        board,
+        args: req.args,
+    });
+    let mut resp = Response::new(
+        run.ticket,
+        lend,
+        &mut results[..max],
+        bulk,
+        entry.spec.ddp_results as usize,
+    );
+    let outcome = match run.answerer.as_deref_mut() {
+        Some(f) => f(req, &mut resp),
+        None => (entry.handler)(req, &mut resp),
+    };
+    // Lent bytes stay with the Call until it is completed.
+    let outcome = if resp.lent() {
+        Outcome::Deferred
+    } else {
+        outcome
+    };
+    let mut items = [(0, 0); crate::dispatch::MAX_BULK_RESULTS];
+    let n = resp.bulk_items().len();
+    items[..n].copy_from_slice(resp.bulk_items());
+    (outcome, resp.results_len(), items, n)
+}

@@ -1,0 +1,186 @@
+//! Read chunks: a chunked or Long Call's RDMA Reads planned into its pull buffer (RFC 8166
+//! §3.4.5; a Long Call's Position-Zero chunk first), posted within the outstanding-read budget
+//! (ORD, §3.3.1) in arrival order, and the Call answered when they have all landed.
+
+use super::*;
+
+impl<P: Provider> ServerConn<P> {
+    /// Judges a Call that is not a plain RDMA_MSG and plans the RDMA Reads of its chunks
+    /// (RFC 8166 §3.4.5) into its pull buffer. Inline pieces of a chunked Call are copied now;
+    /// a Long Call first fetches its Position-Zero chunk to the tail of the buffer (phase 0).
+    pub(super) fn start_pull(&mut self, idx: u32) {
+        let i = idx as usize;
+        let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
+        // Judged once here: `answer` resumes from the summary. Rejected, or nothing to pull
+        // after all: answered (with its verdict) without pulling.
+        let call = match verdict::judge_call(bytes) {
+            Ok(call) if call.plan.chunk_count() > 0 => call,
+            _ => return self.answer_or_defer(idx),
+        };
+        let plan = call.plan;
+        let total = plan.total_len() as usize;
+        let slot = &mut self.slots[i];
+        slot.judged = Some(call.summary());
+        slot.reads.clear();
+        slot.next_read = 0;
+        slot.pending_reads = 0;
+        if total > self.pull[i].size() {
+            // Too large to pull: answered with ERR_CHUNK by `answer` (RFC 8166 §8.1.4).
+            slot.state = State::Ready;
+            return self.answer_or_defer(idx);
+        }
+        let reads = plan.read_list();
+        if let Some(p0) = plan.position_zero() {
+            let base = (total - p0.len as usize) as u32;
+            push_reads(&mut slot.reads, &reads, p0.segment_range(), base);
+            slot.state = State::Pulling { phase: 0 };
+        } else {
+            let inline = call.header.payload();
+            let pull = view::bytes_mut(&mut self.pull[i]);
+            lay_out(&plan, pull, &mut slot.reads, |pull, src, dst| {
+                pull[dst..dst + src.len()].copy_from_slice(&inline[src])
+            });
+            slot.state = State::Pulling { phase: 1 };
+        }
+        bump(
+            if plan.is_long_call() {
+                &self.io.stats.long_calls
+            } else {
+                &self.io.stats.chunked_calls
+            },
+            1,
+        );
+        self.queue_reads(idx);
+    }
+
+    pub(super) fn queue_reads(&mut self, idx: u32) {
+        let slot = &mut self.slots[idx as usize];
+        if slot.reads.is_empty() {
+            return self.pull_phase_done(idx);
+        }
+        if !slot.queued {
+            slot.queued = true;
+            self.read_wait.push_back(idx);
+        }
+    }
+
+    /// Posts queued RDMA Reads while the outstanding-read budget and the send queue allow,
+    /// in arrival order.
+    pub(super) fn start_reads(&mut self) {
+        while let Some(&idx) = self.read_wait.front() {
+            let i = idx as usize;
+            loop {
+                let slot = &mut self.slots[i];
+                if slot.next_read == slot.reads.len() {
+                    break;
+                }
+                if self.reads_in_flight >= self.config.max_reads || self.io.sq.room() <= REPLY_WRS {
+                    return;
+                }
+                let op = slot.reads[slot.next_read];
+                let (seq, _) = self.io.sq.post(true);
+                let sge = [self.pull[i].sge_span(op.dst as usize, op.len)];
+                let wr = SendWr::read(wrid::pack(Kind::Read, idx, seq), &sge, op.remote).signaled();
+                if self.io.qp.post_send(&wr).is_err() {
+                    self.lose();
+                    return;
+                }
+                bump(&self.io.stats.bytes_read, u64::from(op.len));
+                let slot = &mut self.slots[i];
+                slot.next_read += 1;
+                slot.pending_reads += 1;
+                self.reads_in_flight += 1;
+            }
+            self.read_wait.pop_front();
+            self.slots[i].queued = false;
+        }
+    }
+
+    /// All reads of the current phase landed.
+    pub(super) fn pull_phase_done(&mut self, idx: u32) {
+        let i = idx as usize;
+        match self.slots[i].state {
+            State::Pulling { phase: 0 } => {
+                // Long Call: move the Position-Zero content into place and fetch the other
+                // chunks into the gaps (chunks::ReadPlan::reassemble's in-place order).
+                let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
+                let Ok(call) = judged(bytes, self.slots[i].judged.as_ref()) else {
+                    return self.answer_or_defer(idx);
+                };
+                let plan = call.plan;
+                let total = plan.total_len() as usize;
+                let p0_len = plan.position_zero().map_or(0, |p| p.len as usize);
+                let base = total - p0_len;
+                let pull = view::bytes_mut(&mut self.pull[i]);
+                let slot = &mut self.slots[i];
+                slot.reads.clear();
+                slot.next_read = 0;
+                lay_out(&plan, pull, &mut slot.reads, |pull, src, dst| {
+                    pull.copy_within(base + src.start..base + src.end, dst)
+                });
+                slot.state = State::Pulling { phase: 1 };
+                self.queue_reads(idx);
+            }
+            _ => {
+                self.slots[i].state = State::Ready;
+                self.answer_or_defer(idx);
+            }
+        }
+    }
+}
+
+/// Lays the unreduced stream of `plan` out in `pull`: queues into `out` the RDMA Reads of
+/// every chunk but Position Zero, zeroes each chunk's XDR pad (never read, RFC 8166
+/// §3.4.5.2), and has `inline` place each inline piece (its range in the reduced stream,
+/// its offset in `pull`).
+pub(super) fn lay_out(
+    plan: &ReadPlan<'_>,
+    pull: &mut [u8],
+    out: &mut Vec<ReadOp>,
+    mut inline: impl FnMut(&mut [u8], Range<usize>, usize),
+) {
+    let reads = plan.read_list();
+    for piece in plan.pieces() {
+        match piece {
+            Piece::Inline { src, dst } => inline(pull, src, dst as usize),
+            Piece::Chunk {
+                first_segment,
+                segments,
+                len,
+                dst,
+                pad,
+            } => {
+                push_reads(out, &reads, first_segment..first_segment + segments, dst);
+                let end = (dst + len) as usize;
+                pull[end..end + pad as usize].fill(0);
+            }
+        }
+    }
+}
+
+/// Queues the RDMA Reads of the segments `range` of `reads`, laid end to end in the pull
+/// buffer from `dst`.
+pub(super) fn push_reads(
+    out: &mut Vec<ReadOp>,
+    reads: &ReadList<'_>,
+    range: Range<usize>,
+    dst: u32,
+) {
+    let mut at = dst;
+    for s in range {
+        let Some(rs) = reads.get(s) else { continue };
+        push_read(out, rs.segment, at);
+        at += rs.segment.length;
+    }
+}
+
+pub(super) fn push_read(reads: &mut Vec<ReadOp>, seg: rpcrdma_proto::header::Segment, dst: u32) {
+    if seg.length == 0 {
+        return;
+    }
+    reads.push(ReadOp {
+        remote: RemoteAddr::new(seg.offset, seg.handle),
+        len: seg.length,
+        dst,
+    });
+}

@@ -1,0 +1,334 @@
+//! The Short-reply fast path against the general path: the same bytes, length,
+//! invalidation and counters for every Call it takes, and no answer (nothing run, nothing
+//! written) for those it leaves to the general path.
+
+use super::*;
+use crate::dispatch::ProcSpec;
+use crate::fabric::soft::Soft;
+use rpcrdma_proto::header::{Chunks, Header};
+use rpcrdma_proto::rpc::{AcceptStat, OpaqueAuth, AUTH_SYS};
+
+const PROG: u32 = 0x2000_0042;
+/// Results as the arguments ask: word 0 the outcome (0 SUCCESS, 1 GARBAGE_ARGS,
+/// 2 SYSTEM_ERR), word 1 the results length (a multiple of 4).
+const ECHOISH: u32 = 1;
+/// Results too large for the inline threshold.
+const HUGE: u32 = 2;
+/// One DDP-eligible result.
+const BULKY: u32 = 3;
+
+fn dispatch() -> Arc<Dispatch> {
+    let mut d = Dispatch::new();
+    let body = |req: &Request<'_>, resp: &mut Response<'_>| {
+        let w = |k: usize| u32::from_be_bytes(req.args[4 * k..4 * k + 4].try_into().unwrap());
+        let n = w(1) as usize;
+        for (k, b) in resp.results()[..n].iter_mut().enumerate() {
+            *b = (k as u8) ^ (req.xid as u8);
+        }
+        resp.set_results_len(n);
+        match w(0) {
+            0 => Outcome::Success,
+            1 => Outcome::GarbageArgs,
+            _ => Outcome::SystemErr,
+        }
+    };
+    d.register(PROG, 1, ECHOISH, ProcSpec::plain(1024), body);
+    d.register(PROG, 1, HUGE, ProcSpec::plain(8192), body);
+    let bulky = ProcSpec {
+        max_results: 64,
+        ddp_arg: false,
+        ddp_results: 1,
+    };
+    d.register(PROG, 1, BULKY, bulky, body);
+    Arc::new(d)
+}
+
+fn server() -> (crate::requester::Client<Soft>, ServerConn<Soft>) {
+    let cfg = ConnConfig::default();
+    crate::loopback::soft_pair(dispatch(), cfg, cfg).expect("soft pair")
+}
+
+/// A Short RDMA_MSG Call without chunks (built by the protocol crate's encoders).
+fn call_bytes(xid: u32, credit: u32, rpc: CallHeader<'_>, args: &[u8]) -> Vec<u8> {
+    let mut m = vec![0u8; 28 + rpc.encoded_len() + args.len()];
+    Header::msg(xid, credit, Chunks::default())
+        .encode(&mut m)
+        .unwrap();
+    let n = rpc.encode(&mut m[28..]).unwrap();
+    m[28 + n..].copy_from_slice(args);
+    m
+}
+
+type Answer = (Option<(u32, Option<u32>)>, Vec<u8>, Tally, Snapshot);
+
+fn sent(built: &Built, ring: &Buf<Soft>) -> (Option<(u32, Option<u32>)>, Vec<u8>) {
+    match *built {
+        Built::Send { len, inv } => (Some((len, inv)), view::bytes(ring, len as usize).to_vec()),
+        Built::Nothing => (None, Vec::new()),
+        Built::Fatal | Built::Deferred => panic!("fatal or deferred"),
+    }
+}
+
+/// The fast path's answer to `call` (in ring slot 0), `None` when it declines.
+fn fast(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Option<Answer> {
+    let before = s.io.stats.snapshot();
+    s.io.tally = Tally::default();
+    let threshold = s.negotiation.reply_threshold();
+    view::bytes_mut(&mut s.ring[0]).fill(0xEE);
+    let built = reply::short(
+        &mut s.io,
+        &mut s.ring[0],
+        call,
+        grant,
+        threshold,
+        &s.dispatch,
+        &mut s.bulk[0],
+        &mut Run::handler(s.id),
+    )?;
+    let (b, bytes) = sent(&built, &s.ring[0]);
+    let tally = core::mem::take(&mut s.io.tally);
+    Some((b, bytes, tally, diff(s.io.stats.snapshot(), before)))
+}
+
+/// The general path's answer to `call` (in ring slot 1).
+fn general(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Answer {
+    let before = s.io.stats.snapshot();
+    s.io.tally = Tally::default();
+    view::bytes_mut(&mut s.ring[1]).fill(0x11);
+    let g = General {
+        grant,
+        reply_threshold: s.negotiation.reply_threshold(),
+        swi: s.negotiation.remote_invalidation(),
+        dispatch: &s.dispatch,
+        judged: None,
+    };
+    let built = answer_general(
+        &mut s.io,
+        &mut s.ring[1],
+        call,
+        &s.pull[0],
+        &mut s.bulk[0],
+        &g,
+        &mut s.echo,
+        &mut Run::handler(s.id),
+    );
+    let (b, bytes) = sent(&built, &s.ring[1]);
+    let tally = core::mem::take(&mut s.io.tally);
+    (b, bytes, tally, diff(s.io.stats.snapshot(), before))
+}
+
+fn diff(after: Snapshot, before: Snapshot) -> Snapshot {
+    Snapshot {
+        garbage_args: after.garbage_args - before.garbage_args,
+        system_err: after.system_err - before.system_err,
+        prog_unavail: after.prog_unavail - before.prog_unavail,
+        err_chunk: after.err_chunk - before.err_chunk,
+        discards: after.discards - before.discards,
+        ..Snapshot::default()
+    }
+}
+
+#[test]
+fn short_reply_prefix_is_what_the_encoders_write() {
+    for (xid, grant) in [(1, 1), (0xffff_ffff, 32), (0x1234_5678, 0)] {
+        for stat in [
+            AcceptStat::Success,
+            AcceptStat::GarbageArgs,
+            AcceptStat::SystemErr,
+        ] {
+            let mut want = [0u8; reply::SHORT_RESULTS_AT];
+            let h = Header::msg(xid, grant, Chunks::default());
+            assert_eq!(h.encode(&mut want), Ok(28));
+            let rpc = ReplyHeader::accepted(xid, OpaqueAuth::NONE, stat);
+            assert_eq!(rpc.encode(&mut want[28..]), Ok(24));
+            let mut got = [0u8; reply::SHORT_RESULTS_AT];
+            for (k, w) in reply::short_reply_prefix(xid, grant, stat)
+                .iter()
+                .enumerate()
+            {
+                got[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
+            }
+            assert_eq!(got, want, "xid {xid:#x} grant {grant} {stat:?}");
+        }
+    }
+}
+
+#[test]
+fn fast_path_answers_byte_for_byte_as_the_general_path() {
+    let (_client, mut s) = server();
+    let sys_body = [0u8, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let creds = [OpaqueAuth::NONE, OpaqueAuth::new(AUTH_SYS, &sys_body)];
+    let mut taken = 0;
+    for (xid, credit, grant) in [(1, 1, 1), (0xdead_beef, 32, 17), (0x8000_0000, 0, 32)] {
+        for cred in creds {
+            for outcome in 0u32..3 {
+                for len in [0u32, 4, 12, 100, 1024] {
+                    let rpc = CallHeader::new(xid, PROG, 1, ECHOISH, cred, OpaqueAuth::NONE);
+                    let args: Vec<u8> = [outcome, len]
+                        .iter()
+                        .flat_map(|w| w.to_be_bytes())
+                        .collect();
+                    let call = call_bytes(xid, credit, rpc, &args);
+                    let f = fast(&mut s, &call, grant).expect("taken by the fast path");
+                    let g = general(&mut s, &call, grant);
+                    assert_eq!(f, g, "xid {xid:#x} outcome {outcome} len {len}");
+                    let want = if outcome == 0 { len } else { 0 };
+                    assert_eq!(f.0, Some((52 + want, None)));
+                    taken += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(taken, 90);
+}
+
+#[test]
+fn fast_path_declines_what_it_does_not_answer() {
+    let (_client, mut s) = server();
+    let args: Vec<u8> = [0u32, 8].iter().flat_map(|w| w.to_be_bytes()).collect();
+    let good = CallHeader::new(9, PROG, 1, ECHOISH, OpaqueAuth::NONE, OpaqueAuth::NONE);
+    let mut cases = vec![
+        // Unknown program, version, procedure; RPC version 3.
+        call_bytes(9, 1, CallHeader { prog: 5, ..good }, &args),
+        call_bytes(9, 1, CallHeader { vers: 2, ..good }, &args),
+        call_bytes(
+            9,
+            1,
+            CallHeader {
+                proc_num: 77,
+                ..good
+            },
+            &args,
+        ),
+        call_bytes(9, 1, CallHeader { rpcvers: 3, ..good }, &args),
+        // Results that may not fit inline; a DDP-eligible result.
+        call_bytes(
+            9,
+            1,
+            CallHeader {
+                proc_num: HUGE,
+                ..good
+            },
+            &args,
+        ),
+        call_bytes(
+            9,
+            1,
+            CallHeader {
+                proc_num: BULKY,
+                ..good
+            },
+            &args,
+        ),
+    ];
+    let ok = call_bytes(9, 1, good, &args);
+    // XID mismatch, version 2, RDMA_NOMSG, a Write list, a truncated RPC header, a
+    // credential over 400 bytes, a Reply instead of a Call.
+    let mut m = ok.clone();
+    m[31] = 8;
+    cases.push(m);
+    let mut m = ok.clone();
+    m[7] = 2;
+    cases.push(m);
+    let mut m = ok.clone();
+    m[15] = 1;
+    cases.push(m);
+    let mut m = ok.clone();
+    m[23] = 1;
+    cases.push(m);
+    cases.push(ok[..60].to_vec());
+    let mut m = ok.clone();
+    m[28 + 28..28 + 32].copy_from_slice(&401u32.to_be_bytes());
+    cases.push(m);
+    let mut m = ok.clone();
+    m[28 + 7] = 1;
+    cases.push(m);
+    for (k, m) in cases.iter().enumerate() {
+        assert!(fast(&mut s, m, 4).is_none(), "case {k}");
+        // The general path still answers them (or discards), as before.
+        let _ = general(&mut s, m, 4);
+    }
+    assert!(fast(&mut s, &ok, 4).is_some());
+}
+
+/// A chunked or Long Call answered from the summary its pull left (`Slot::judged`) gets
+/// the answer it gets when judged again.
+#[test]
+fn resumed_chunked_calls_are_answered_as_judged_ones() {
+    use rpcrdma_proto::header::{ReadSegment, Segment};
+    let (_client, mut s) = server();
+    let xid = 0x77;
+    let rpc = CallHeader::new(xid, PROG, 1, ECHOISH, OpaqueAuth::NONE, OpaqueAuth::NONE);
+    let mut head = vec![0u8; 40];
+    rpc.encode(&mut head).unwrap();
+    // Arguments: SUCCESS, 16 bytes of results, then a 100-byte opaque in a Read chunk.
+    for w in [0u32, 16, 100] {
+        head.extend_from_slice(&w.to_be_bytes());
+    }
+    let mut stream = head.clone();
+    stream.extend_from_slice(&[0xab; 100]);
+    stream.extend_from_slice(&[0; 4]);
+    let chunk = [ReadSegment::new(52, 0x1234, 100, 0x1000)];
+    let p0 = [ReadSegment::new(0, 0x1234, stream.len() as u32, 0x1000)];
+    let reply = [Segment::new(0x99, 4096, 0x8000)];
+    let chunked = |reply: Option<&[Segment]>| {
+        let chunks = Chunks {
+            reads: &chunk,
+            writes: &[],
+            reply,
+        };
+        let h = Header::msg(xid, 3, chunks);
+        let mut m = vec![0u8; h.encoded_len()];
+        h.encode(&mut m).unwrap();
+        m.extend_from_slice(&head);
+        m
+    };
+    let long = {
+        let chunks = Chunks {
+            reads: &p0,
+            writes: &[],
+            reply: Some(&reply),
+        };
+        let h = Header::nomsg(xid, 3, chunks);
+        let mut m = vec![0u8; h.encoded_len()];
+        h.encode(&mut m).unwrap();
+        m
+    };
+    // The rkey to invalidate: the Reply chunk's, else the Read list's (RFC 8797 §4.1).
+    for (call, rkey) in [
+        (chunked(None), 0x1234),
+        (chunked(Some(&reply)), 0x99),
+        (long, 0x99),
+    ] {
+        let summary = verdict::judge_call(&call).expect("accepted").summary();
+        view::bytes_mut(&mut s.pull[0])[..stream.len()].copy_from_slice(&stream);
+        let mut answers = Vec::new();
+        for judged in [None, Some(summary)] {
+            s.io.tally = Tally::default();
+            let g = General {
+                grant: 5,
+                reply_threshold: s.negotiation.reply_threshold(),
+                swi: true,
+                dispatch: &s.dispatch,
+                judged,
+            };
+            let built = answer_general(
+                &mut s.io,
+                &mut s.ring[2],
+                &call,
+                &s.pull[0],
+                &mut s.bulk[0],
+                &g,
+                &mut s.echo,
+                &mut Run::handler(s.id),
+            );
+            let (b, bytes) = sent(&built, &s.ring[2]);
+            answers.push((b, bytes, core::mem::take(&mut s.io.tally)));
+        }
+        assert_eq!(answers[0], answers[1]);
+        // A reply carrying the 16 bytes of results, invalidating the Call's rkey.
+        let (len, inv) = answers[0].0.expect("a reply");
+        assert!(len >= 28 + 24 + 16);
+        assert_eq!(inv, Some(rkey));
+    }
+}
