@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use crate::point::{Point, PointConfig};
+use crate::report::median;
 
 /// Where chunked overtakes inline for one configuration.
 #[derive(Clone, Debug, PartialEq)]
@@ -73,16 +74,6 @@ pub fn crossovers(points: &[Point]) -> Vec<Crossover> {
             })
         })
         .collect()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// The inline threshold a sweep recommends.

@@ -56,7 +56,8 @@ pub struct Report {
     pub max_regression_pct: f64,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median of `v` (the mean of the two middle values for an even count; 0 for none).
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
