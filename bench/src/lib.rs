@@ -10,6 +10,7 @@ pub mod axes;
 pub mod cpu;
 pub mod crossover;
 pub mod limits;
+pub mod local;
 pub mod plot;
 pub mod point;
 pub mod report;

@@ -20,14 +20,14 @@ use std::time::Duration;
 use rpcrdma_engine::conn::{ConnConfig, Registration};
 use rpcrdma_engine::fabric::bench::cacheline_pingpong;
 use rpcrdma_engine::fabric::Provider;
-use rpcrdma_engine::program;
 use rpcrdma_engine::proto::plan::{CallForm, Forced};
 use rpcrdma_engine::requester::Client;
-use rpcrdma_engine::responder::{Server, ServerConn};
+use rpcrdma_engine::responder::ServerConn;
 use rpcrdma_engine::worker::{WorkerConfig, Workers};
 
 use crate::cpu;
 use crate::limits::cross_core_copy_ns;
+use crate::local;
 use crate::point::{CpuPerRpc, Forms, Latency, Limits, MemoryPerConn, Point, PointConfig, Ratios};
 use crate::rpc::{self, LoadConfig, LoadReport, Prepared, Workload};
 
@@ -263,37 +263,16 @@ where
     let paddr = parse(&addr)?;
     match target {
         Target::InProcess(_) => {
-            let device = open().map_err(setup)?;
-            let mut server = Server::<P>::listen(device, &paddr, program::dispatch(), cfg)
-                .map_err(|e| setup(format!("listen on {addr}: {e}")))?;
             let configs: Vec<WorkerConfig> = (0..c.workers as usize)
                 .map(|k| WorkerConfig {
                     core: Some((settings.first_core + 1 + k) % ncores),
                     max_conns: conns.max(1),
                 })
                 .collect();
-            let mut w =
-                Workers::<ServerConn<P>>::start(&configs).map_err(|e| setup(e.to_string()))?;
-            for _ in 0..conns {
-                let (client, conn) = thread::scope(|s| {
-                    let t = s.spawn(|| {
-                        let device = open()?;
-                        Client::<P>::connect(&device, &paddr, cfg).map_err(|e| e.to_string())
-                    });
-                    let conn = server
-                        .accept(cfg.connect_timeout)
-                        .map_err(|e| e.to_string());
-                    let client = t
-                        .join()
-                        .unwrap_or_else(|_| Err("connect thread panicked".into()));
-                    (client, conn)
-                });
-                let (client, conn) = (client.map_err(setup)?, conn.map_err(setup)?);
-                server_memory = Some(conn.registered_bytes());
-                w.assign(conn).map_err(|e| setup(e.to_string()))?;
-                clients.push(client);
-            }
-            workers = Some(w);
+            let l = local::start::<P>(open, &paddr, cfg, &configs, conns).map_err(setup)?;
+            server_memory = Some(l.server_memory);
+            clients = l.clients;
+            workers = Some(l.workers);
         }
         Target::Connect(_) => {
             let device = open().map_err(setup)?;

@@ -604,7 +604,7 @@ where
 
 /// A server on a worker pinned to `server_core` and a client connected to it.
 fn in_process<P: Provider>(
-    open: &(impl Fn() -> Result<P::Device, String> + Sync),
+    open: &(dyn Fn() -> Result<P::Device, String> + Sync),
     cfg: ConnConfig,
     server_core: usize,
     listen: Option<&str>,
@@ -620,31 +620,14 @@ where
         (None, _) => "10.0.2.15:20050".to_string(),
     };
     let addr = parse_addr::<P>(&addr_s)?;
-    let device = open()?;
-    let mut server = Server::<P>::listen(device, &addr, program::dispatch(), cfg)
-        .map_err(|e| format!("listen on {addr}: {e}"))?;
     let cores = core_affinity::get_core_ids().map_or(0, |c| c.len());
     let worker = WorkerConfig {
         core: (server_core < cores).then_some(server_core),
         max_conns: 4,
     };
-    let mut workers = Workers::<ServerConn<P>>::start(&[worker]).map_err(|e| e.to_string())?;
-    let (client, conn) = thread::scope(|s| {
-        let t = s.spawn(|| {
-            let device = open()?;
-            Client::<P>::connect(&device, &addr, cfg).map_err(|e| e.to_string())
-        });
-        let conn = server
-            .accept(cfg.connect_timeout)
-            .map_err(|e| e.to_string());
-        let client = t
-            .join()
-            .unwrap_or_else(|_| Err("connect thread panicked".into()));
-        (client, conn)
-    });
-    let (client, conn) = (client?, conn?);
-    workers.assign(conn).map_err(|e| e.to_string())?;
-    Ok((client, workers))
+    let mut l = rpcrdma_bench::local::start::<P>(open, &addr, cfg, &[worker], 1)?;
+    let client = l.clients.pop().ok_or("no client")?;
+    Ok((client, l.workers))
 }
 
 fn progress_bar(w: Workload, args: &BenchArgs) -> ProgressBar {
