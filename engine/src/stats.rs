@@ -116,6 +116,23 @@ counters! {
     reconnects,
 }
 
+/// The counters that count errors (refusals, discards, failures): reports group them apart
+/// from the traffic counters.
+pub const ERROR_COUNTERS: [&str; 12] = [
+    "err_vers",
+    "err_chunk",
+    "garbage_args",
+    "prog_unavail",
+    "prog_mismatch",
+    "proc_unavail",
+    "system_err",
+    "discards",
+    "credit_overruns",
+    "timeouts",
+    "wc_errors",
+    "conn_lost",
+];
+
 /// Adds `n` to a counter only its owner writes (a relaxed load and store, not a locked
 /// read-modify-write).
 #[inline]

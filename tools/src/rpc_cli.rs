@@ -19,7 +19,7 @@ use rpcrdma_engine::fabric::{bench as fabric_bench, ConnectError, Provider};
 use rpcrdma_engine::program;
 use rpcrdma_engine::requester::Client;
 use rpcrdma_engine::responder::{Server, ServerConn};
-use rpcrdma_engine::stats::Snapshot;
+use rpcrdma_engine::stats::{Snapshot, ERROR_COUNTERS};
 use rpcrdma_engine::worker::{WorkerConfig, WorkerStats, Workers};
 use serde_json::{json, Value};
 
@@ -345,23 +345,6 @@ where
     println!("{}", workers_json(&stats));
     ExitCode::SUCCESS
 }
-
-/// Counters that count errors, reported under `"errors"`; every other counter is reported
-/// at the top level.
-const ERROR_COUNTERS: [&str; 12] = [
-    "err_vers",
-    "err_chunk",
-    "garbage_args",
-    "prog_unavail",
-    "prog_mismatch",
-    "proc_unavail",
-    "system_err",
-    "discards",
-    "credit_overruns",
-    "timeouts",
-    "wc_errors",
-    "conn_lost",
-];
 
 /// A snapshot as JSON: every counter the engine keeps, the error counters grouped.
 fn snapshot_json(s: &Snapshot) -> Value {

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rpcrdma_engine::stats::Snapshot;
+use rpcrdma_engine::stats::{Snapshot, ERROR_COUNTERS};
 use rpcrdma_engine::worker::WorkerStats;
 use serde_json::{json, Map, Value};
 
@@ -75,24 +75,10 @@ fn get(c: &AtomicU64) -> u64 {
 
 /// The engine's counters as JSON, the error counters grouped under `"errors"`.
 pub fn snapshot_json(s: &Snapshot) -> Value {
-    const ERRORS: [&str; 12] = [
-        "err_vers",
-        "err_chunk",
-        "garbage_args",
-        "prog_unavail",
-        "prog_mismatch",
-        "proc_unavail",
-        "system_err",
-        "discards",
-        "credit_overruns",
-        "timeouts",
-        "wc_errors",
-        "conn_lost",
-    ];
     let mut top = Map::new();
     let mut errors = Map::new();
     for (name, v) in s.fields() {
-        let into = if ERRORS.contains(&name) {
+        let into = if ERROR_COUNTERS.contains(&name) {
             &mut errors
         } else {
             &mut top

@@ -482,6 +482,11 @@ impl<P: Provider> BufferPool<P> {
         self.shared.layout.stride
     }
 
+    /// Bytes the pool's buffers take in its registered regions (`capacity` × `stride`).
+    pub fn bytes(&self) -> u64 {
+        u64::from(self.capacity()) * self.stride() as u64
+    }
+
     /// Buffers on the owner's free stack (not counting any sent back and not reclaimed).
     pub fn available(&self) -> u32 {
         self.top.get()

@@ -436,10 +436,7 @@ impl<P: Provider> ServerConn<P> {
     /// and bulk buffers: every pool's buffers at their stride), the memory one more
     /// connection costs.
     pub fn registered_bytes(&self) -> u64 {
-        self._pools
-            .iter()
-            .map(|p| u64::from(p.capacity()) * p.stride() as u64)
-            .sum()
+        self._pools.iter().map(BufferPool::bytes).sum()
     }
 
     /// The grant advertised in every reply.

@@ -84,55 +84,59 @@ impl<P: Provider> NfsConn<P> {
         }
     }
 
-    /// Completes one answer; `false` when it must wait for the next poll.
-    fn complete(&mut self, f: &Finished) -> Result<bool, ()> {
+    /// Completes one answer: sent, dropped (its Call is gone with its connection), or
+    /// given back when it must wait for the next poll (no reply room, a loan still out).
+    fn try_complete(&mut self, f: Finished) -> Completed {
+        let stats = &self.nfs.stats;
         match self
             .conn
             .complete(f.ticket, |_, resp| write_answer(&f.answer, resp))
         {
             Ok(()) => {
-                self.nfs.stats.answered.fetch_add(1, Ordering::Relaxed);
-                Ok(true)
+                stats.answered.fetch_add(1, Ordering::Relaxed);
+                Completed::Sent
             }
-            Err(CompleteError::WouldBlock) | Err(CompleteError::OnLoan) => Ok(false),
-            Err(CompleteError::ConnectionLost) | Err(CompleteError::UnknownTicket) => Err(()),
+            Err(CompleteError::WouldBlock) | Err(CompleteError::OnLoan) => {
+                stats.retries.fetch_add(1, Ordering::Relaxed);
+                Completed::Wait(f)
+            }
+            Err(CompleteError::ConnectionLost) | Err(CompleteError::UnknownTicket) => {
+                stats.dropped.fetch_add(1, Ordering::Relaxed);
+                Completed::Dropped
+            }
         }
     }
 
-    /// Completes what is waiting; returns how many were completed.
+    /// Completes what is waiting, the answers held back first, in order, at most
+    /// [`COMPLETIONS_PER_POLL`] sent; returns how many were sent.
     fn complete_ready(&mut self) -> usize {
-        let mut done = 0;
-        while let Some(f) = self.retry.pop_front() {
-            match self.complete(&f) {
-                Ok(true) => done += 1,
-                Ok(false) => {
-                    self.nfs.stats.retries.fetch_add(1, Ordering::Relaxed);
-                    self.retry.push_front(f);
-                    return done;
-                }
-                Err(()) => {
-                    self.nfs.stats.dropped.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
-        while done < COMPLETIONS_PER_POLL {
-            let Ok(f) = self.done_rx.try_recv() else {
+        let mut sent = 0;
+        while sent < COMPLETIONS_PER_POLL {
+            let Some(f) = self
+                .retry
+                .pop_front()
+                .or_else(|| self.done_rx.try_recv().ok())
+            else {
                 break;
             };
-            match self.complete(&f) {
-                Ok(true) => done += 1,
-                Ok(false) => {
-                    self.nfs.stats.retries.fetch_add(1, Ordering::Relaxed);
-                    self.retry.push_back(f);
+            match self.try_complete(f) {
+                Completed::Sent => sent += 1,
+                Completed::Dropped => {}
+                Completed::Wait(f) => {
+                    self.retry.push_front(f);
                     break;
-                }
-                Err(()) => {
-                    self.nfs.stats.dropped.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
-        done
+        sent
     }
+}
+
+/// What became of an answer.
+enum Completed {
+    Sent,
+    Dropped,
+    Wait(Finished),
 }
 
 /// Writes an I/O thread's answer as the reply (in place of the handler): the results bytes
