@@ -13,7 +13,8 @@ use super::attr::apply;
 use super::export::{self, fattr, stat_at, Export, Obj};
 use super::{Caller, Fail, Res};
 use crate::xdr::{
-    self, put_post_op_attr, put_post_op_fh, put_wcc, Fattr, Sattr, SetTime, Stat, WccAttr, PATH_MAX,
+    self, put_post_op_attr, put_post_op_fh, put_wcc, FType, Fattr, Sattr, SetTime, Stat, WccAttr,
+    PATH_MAX,
 };
 
 fn dot() -> CString {
@@ -144,10 +145,9 @@ pub fn create(e: &Export, caller: &Caller, r: &mut XdrReader<'_>, w: &mut XdrWri
         Ok(n) => n,
         Err(s) => return failed(w, s, &d, &dfd),
     };
-    let mut flags = OFlags::CREATE | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    if how != 0 {
-        flags |= OFlags::EXCL;
-    }
+    // Always exclusive first: a new file is given to the caller and its attributes, an
+    // existing one (UNCHECKED) keeps its owner and mode.
+    let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let mode = Mode::from_raw_mode(
         sattr
             .mode
@@ -185,6 +185,23 @@ pub fn create(e: &Export, caller: &Caller, r: &mut XdrReader<'_>, w: &mut XdrWri
                 }
             }
             created(e, w, &d, &dfd, &name)
+        }
+        Err(rustix::io::Errno::EXIST) if how == 0 => {
+            // UNCHECKED on an existing regular file: only its size is applied (a truncation,
+            // as Linux's nfsd does); anything else there is NFS3ERR_EXIST.
+            match stat_at(&dfd, &name) {
+                Ok(st) if crate::xdr::FType::of_mode(u32::from(st.stx_mode)) == FType::Reg => {
+                    let size = Sattr {
+                        size: sattr.size,
+                        ..Sattr::default()
+                    };
+                    if let Err(Fail::Status(s)) = apply(&dfd, &name, FType::Reg, &size) {
+                        return failed(w, s, &d, &dfd);
+                    }
+                    created(e, w, &d, &dfd, &name)
+                }
+                _ => failed(w, Stat::Exist, &d, &dfd),
+            }
         }
         Err(rustix::io::Errno::EXIST) if verf.is_some() => {
             // A retransmitted EXCLUSIVE create finds its own file.

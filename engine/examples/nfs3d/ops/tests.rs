@@ -266,6 +266,41 @@ fn exclusive_create_is_idempotent_for_its_verifier_only() {
 }
 
 #[test]
+fn unchecked_create_of_an_existing_file_keeps_its_owner_and_mode() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let d = Dir::new("unchecked");
+    let e = d.open();
+    let root = e.root_fh().as_bytes().to_vec();
+    let path = d.export().join("kept");
+    std::fs::write(&path, b"contents").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let before = std::fs::metadata(&path).unwrap();
+    // The caller is nobody and asks for mode 0644: neither applies to the existing file.
+    let (s, fh) = create(&e, &root, b"kept", 0, 0);
+    assert_eq!(s, 0);
+    assert!(fh.is_some());
+    let after = std::fs::metadata(&path).unwrap();
+    assert_eq!((after.uid(), after.gid()), (before.uid(), before.gid()));
+    assert_eq!(after.permissions().mode() & 0o7777, 0o640);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        b"contents",
+        "no size asked: not truncated"
+    );
+    // A new file is the caller's, with the mode asked for.
+    let (s, _) = create(&e, &root, b"new", 0, 0);
+    assert_eq!(s, 0);
+    let m = std::fs::metadata(d.export().join("new")).unwrap();
+    assert_eq!(
+        (m.uid(), m.permissions().mode() & 0o777),
+        (super::NOBODY, 0o644)
+    );
+    // A directory there is NFS3ERR_EXIST.
+    std::fs::create_dir(d.export().join("dir")).unwrap();
+    assert_eq!(create(&e, &root, b"dir", 0, 0).0, Stat::Exist as u32);
+}
+
+#[test]
 fn read_write_commit() {
     let d = Dir::new("io");
     let e = d.open();
