@@ -266,10 +266,10 @@ where
         mountd.addr()
     );
     // Every connection's counters (shared, readable here), for exact sums at the end.
-    let mut conn_stats: Vec<Arc<Counters>> = Vec::new();
-    let report = |workers: &Workers<NfsConn<P>>, conns: &[Arc<Counters>]| {
+    let mut conn_stats = ConnStats::default();
+    let report = |workers: &Workers<NfsConn<P>>, conns: &ConnStats| {
         stats::report(
-            &engine_sum(conns),
+            &conns.sum(),
             &workers.stats(),
             &nfs.stats,
             &nfs.drc,
@@ -284,7 +284,7 @@ where
         match listener.accept(Duration::from_millis(200)) {
             Ok(conn) => {
                 eprintln!("nfs3d: accepted a connection ({:?})", conn.negotiation());
-                conn_stats.push(conn.stats());
+                conn_stats.add(conn.stats());
                 let c = NfsConn::new(conn, Arc::clone(&nfs), pool.sender());
                 if let Err(e) = workers.assign(c) {
                     eprintln!("nfs3d: connection refused: {e}");
@@ -305,7 +305,7 @@ where
     let stopped = workers.shutdown(Duration::from_secs(5));
     pool.shutdown();
     let out = stats::report(
-        &engine_sum(&conn_stats),
+        &conn_stats.sum(),
         &last,
         &nfs.stats,
         &nfs.drc,
@@ -322,11 +322,63 @@ where
     }
 }
 
-/// The engine's counters summed over every connection accepted (live or not).
-fn engine_sum(conns: &[Arc<Counters>]) -> Snapshot {
-    let mut sum = Snapshot::default();
-    for c in conns {
-        sum.add(&c.snapshot());
+/// The engine's counters of every connection accepted, live or gone: a gone connection's
+/// are folded into one sum when the next one comes, so that memory stays bounded however
+/// many connections come and go.
+#[derive(Default)]
+struct ConnStats {
+    retired: Snapshot,
+    live: Vec<Arc<Counters>>,
+}
+
+impl ConnStats {
+    fn add(&mut self, c: Arc<Counters>) {
+        let retired = &mut self.retired;
+        // Held here alone: its connection was dropped, its counters are final.
+        self.live.retain(|c| {
+            let gone = Arc::strong_count(c) == 1;
+            if gone {
+                retired.add(&c.snapshot());
+            }
+            !gone
+        });
+        self.live.push(c);
     }
-    sum
+
+    fn sum(&self) -> Snapshot {
+        let mut sum = self.retired;
+        for c in &self.live {
+            sum.add(&c.snapshot());
+        }
+        sum
+    }
+}
+
+#[cfg(test)]
+mod conn_stats_tests {
+    use super::*;
+    use rpcrdma_engine::stats::bump;
+
+    #[test]
+    fn gone_connections_are_folded_and_sums_stay_exact() {
+        let mut s = ConnStats::default();
+        let mut held = Vec::new();
+        for i in 0..100u64 {
+            let c = Arc::new(Counters::default());
+            bump(&c.rpcs, i);
+            s.add(Arc::clone(&c));
+            // Every other connection stays alive; the others are dropped at once.
+            if i % 2 == 0 {
+                held.push(c);
+            }
+        }
+        assert!(s.live.len() <= 51, "{} entries kept", s.live.len());
+        assert_eq!(s.sum().rpcs, (0..100).sum::<u64>());
+        bump(&held[0].rpcs, 1000);
+        assert_eq!(
+            s.sum().rpcs,
+            (0..100).sum::<u64>() + 1000,
+            "live ones are read now"
+        );
+    }
 }
