@@ -11,7 +11,7 @@
 //! cache does not know it (after a restart) or is wrong (after a rename), from a bounded
 //! breadth-first search of the export. An object not found is NFS3ERR_STALE.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::OwnedFd;
@@ -27,6 +27,11 @@ use crate::xdr::{FType, Fattr, Stat, Time, NAME_MAX};
 
 /// Entries a search for a handle's object looks at, at most.
 const SEARCH_LIMIT: usize = 1_000_000;
+/// Paths the handle cache keeps at most (it starts over past that: a cache, not a
+/// record; what it forgets is found again by a search).
+const CACHE_MAX: usize = 1 << 20;
+/// Removed objects remembered at most, so that their handles are STALE at once.
+const GONE_MAX: usize = 1 << 16;
 
 /// An object a handle resolved to: where it is and what it was when last looked at.
 #[derive(Debug)]
@@ -64,6 +69,11 @@ pub struct Export {
     pub cookie_verf: [u8; 8],
     /// Paths of objects by (device, inode), relative to the root.
     cache: Mutex<HashMap<(u64, u64), PathBuf>>,
+    /// Objects this server removed: a client using their handles again (it revalidates
+    /// what it had cached) gets NFS3ERR_STALE without a search of the whole export.
+    gone: Mutex<HashSet<Id>>,
+    /// Searches of the export made so far.
+    searches: std::sync::atomic::AtomicU64,
 }
 
 impl core::fmt::Debug for Export {
@@ -175,6 +185,8 @@ impl Export {
             write_verf,
             cookie_verf,
             cache: Mutex::new(cache),
+            gone: Mutex::new(HashSet::new()),
+            searches: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -209,12 +221,16 @@ impl Export {
         (self.key.mac(name) >> 2) | 1
     }
 
+    /// Searches of the export for a handle's object so far (a restart, a rename, a stale
+    /// handle of an object removed behind the server's back).
+    pub fn searches(&self) -> u64 {
+        self.searches.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The handle of an object with attributes `st`, remembered at `rel`.
     pub fn handle_for(&self, rel: &Path, st: &Statx) -> Fh {
         let id = id_of(st);
-        if let Ok(mut c) = self.cache.lock() {
-            c.insert((id.dev, id.ino), rel.to_path_buf());
-        }
+        self.remember(id, rel.to_path_buf());
         self.key.handle(id)
     }
 
@@ -222,6 +238,22 @@ impl Export {
     pub fn forget(&self, st: &Statx) {
         if let Ok(mut c) = self.cache.lock() {
             c.remove(&(dev_of(st), st.stx_ino));
+        }
+        if let Ok(mut g) = self.gone.lock() {
+            if g.len() >= GONE_MAX {
+                g.clear();
+            }
+            g.insert(id_of(st));
+        }
+    }
+
+    /// Remembers that the object `id` is at `rel`.
+    fn remember(&self, id: Id, rel: PathBuf) {
+        if let Ok(mut c) = self.cache.lock() {
+            if c.len() >= CACHE_MAX {
+                c.clear();
+            }
+            c.insert((id.dev, id.ino), rel);
         }
     }
 
@@ -265,11 +297,14 @@ impl Export {
                 return Ok(o);
             }
         }
+        if self.gone.lock().is_ok_and(|g| g.contains(&id)) {
+            return Err(Stat::Stale);
+        }
+        self.searches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let rel = self.search(id).ok_or(Stat::Stale)?;
         let o = self.at(&rel, id).ok_or(Stat::Stale)?;
-        if let Ok(mut c) = self.cache.lock() {
-            c.insert((id.dev, id.ino), rel);
-        }
+        self.remember(id, rel);
         Ok(o)
     }
 

@@ -196,6 +196,27 @@ fn handles_survive_a_restart_and_forged_or_stale_ones_are_refused() {
 }
 
 #[test]
+fn handles_of_removed_objects_are_stale_without_a_search() {
+    let d = Dir::new("gone");
+    let e = d.open();
+    let root = e.root_fh().as_bytes().to_vec();
+    let (_, f) = create(&e, &root, b"f", 1, 0);
+    let (_, sub) = mkdir(&e, &root, b"sub");
+    let (res, _) = call(&e, proc::REMOVE, &dirop(&root, b"f"));
+    assert_eq!(status(&res), 0);
+    let (res, _) = call(&e, proc::RMDIR, &dirop(&root, b"sub"));
+    assert_eq!(status(&res), 0);
+    let before = e.searches();
+    assert_eq!(getattr(&e, &f.unwrap()).0, Stat::Stale as u32);
+    assert_eq!(getattr(&e, &sub.unwrap()).0, Stat::Stale as u32);
+    assert_eq!(
+        e.searches(),
+        before,
+        "answered from what the server removed"
+    );
+}
+
+#[test]
 fn no_way_out_of_the_export() {
     let d = Dir::new("escape");
     let e = d.open();
