@@ -274,6 +274,7 @@ where
             &nfs.stats,
             &nfs.drc,
             Some(mountd.stats()),
+            export.searches(),
         )
     };
     let start = Instant::now();
@@ -310,6 +311,7 @@ where
         &nfs.stats,
         &nfs.drc,
         Some(mountd.stats()),
+        export.searches(),
     );
     mountd.join();
     if let Some(r) = registered {

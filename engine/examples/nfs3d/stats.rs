@@ -149,14 +149,17 @@ pub fn report(
     nfs: &NfsStats,
     drc: &Drc,
     mountd: Option<&MountStats>,
+    handle_searches: u64,
 ) -> Value {
+    let mut nfs = nfs.json();
+    nfs["handle_searches"] = json!(handle_searches);
     json!({
         "engine": snapshot_json(engine),
         "workers": workers.iter().map(|w| json!({
             "core": w.core, "loops": w.loops, "busy_loops": w.busy_loops, "naps": w.naps,
             "conns": w.conns, "conns_adopted": w.conns_adopted, "conns_dead": w.conns_dead,
         })).collect::<Vec<_>>(),
-        "nfs": nfs.json(),
+        "nfs": nfs,
         "drc": drc_json(drc),
         "mountd": mountd.map(mountd_json),
     })
