@@ -69,6 +69,35 @@ impl Workload {
     }
 }
 
+/// Bytes of RPC and transport headers a chunked RPC's bulk buffer holds beside the payload
+/// (a Long Call's Position-Zero chunk carries the Call's headers too).
+pub const BULK_SLACK: u32 = 4096;
+
+impl Workload {
+    /// The bulk buffer size the workload needs: its payload and [`BULK_SLACK`] (0 without a
+    /// payload).
+    pub fn bulk_needed(self) -> u32 {
+        match self.arg_size().max(self.res_size()) {
+            0 => 0,
+            n => n.saturating_add(BULK_SLACK),
+        }
+    }
+
+    /// Refuses, before anything runs, a workload whose payload cannot fit buffers of
+    /// `bulk_size` bytes, with the option and a value that works.
+    pub fn fits(self, bulk_size: u32) -> Result<(), String> {
+        let need = self.bulk_needed();
+        if need > bulk_size {
+            return Err(format!(
+                "{}:{} needs --bulk-size of at least {need} (the payload plus {BULK_SLACK} bytes of headers)",
+                self.name(),
+                self.arg_size().max(self.res_size())
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// The arguments of one workload, built once.
 #[derive(Debug)]
 pub struct Prepared {

@@ -89,10 +89,6 @@ impl core::fmt::Display for SweepError {
 
 impl std::error::Error for SweepError {}
 
-/// Bytes of RPC and transport headers a chunked RPC's bulk buffer holds beside the payload
-/// (a Long Call's Position-Zero chunk carries the Call's headers too).
-const BULK_SLACK: u32 = 4096;
-
 /// The workload a point runs.
 pub fn workload(c: &PointConfig) -> Result<Workload, SweepError> {
     Ok(match c.op.as_str() {
@@ -125,16 +121,13 @@ pub fn forced(c: &PointConfig) -> (Forced, bool) {
 
 /// The connection settings of a point, or the option that must change for it to run.
 pub fn conn_config(c: &PointConfig, s: &Settings) -> Result<ConnConfig, SweepError> {
-    let need = c.size.saturating_add(BULK_SLACK);
+    let w = workload(c)?;
     let bulk_size = match s.bulk_size {
-        Some(b) if b < need && c.size > 0 && c.op != "null" => {
-            return Err(SweepError::Misfit(format!(
-                "{}:{} needs --bulk-size of at least {need} (the payload plus {BULK_SLACK} bytes of headers)",
-                c.op, c.size
-            )))
+        Some(b) => {
+            w.fits(b).map_err(SweepError::Misfit)?;
+            b
         }
-        Some(b) => b,
-        None => need.max(ConnConfig::default().bulk_size),
+        None => w.bulk_needed().max(ConnConfig::default().bulk_size),
     };
     Ok(ConnConfig {
         send_size: c.inline,

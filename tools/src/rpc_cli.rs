@@ -461,6 +461,11 @@ where
     ServerConn<P>: Send,
 {
     let cfg = args.conn.config();
+    for w in args.workloads() {
+        if let Err(e) = w.fits(cfg.bulk_size) {
+            return fail("bench rpc", e);
+        }
+    }
     // The reference, measured on the same two cores: a cache-line round trip. Measured
     // before the in-process server's worker starts busy-polling one of those cores, and
     // again after it stopped.

@@ -182,3 +182,50 @@ fn bench_rpc_reports_its_fields_and_allocates_nothing_per_rpc() {
         );
     }
 }
+
+#[test]
+fn a_workload_the_bulk_buffers_cannot_hold_is_refused_before_the_run() {
+    let out = bin()
+        .args([
+            "bench",
+            "rpc",
+            "--workload",
+            "null,write:1m",
+            "--seconds",
+            "0.1",
+        ])
+        .output()
+        .expect("bench rpc");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("write:1048576 needs --bulk-size of at least 1052672"),
+        "{err}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).is_empty(),
+        "nothing ran"
+    );
+    // With the size it names, it runs.
+    let out = bin()
+        .args([
+            "bench",
+            "rpc",
+            "--workload",
+            "write:1m",
+            "--bulk-size",
+            "1052672",
+            "--seconds",
+            "0.1",
+            "--warmup",
+            "0.02",
+            "--json",
+        ])
+        .output()
+        .expect("bench rpc");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
