@@ -2,14 +2,17 @@
 //! clients connected to it: what `bench rpc` and `sweep` measure against when they are not
 //! given a server elsewhere.
 
-use std::thread;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
 
 use rpcrdma_engine::conn::ConnConfig;
+use rpcrdma_engine::dispatch::Dispatch;
 use rpcrdma_engine::fabric::Provider;
-use rpcrdma_engine::program;
 use rpcrdma_engine::requester::Client;
 use rpcrdma_engine::responder::{Server, ServerConn};
-use rpcrdma_engine::worker::{WorkerConfig, Workers};
+use rpcrdma_engine::worker::{WorkerConfig, WorkerStats, Workers};
 
 /// A server in this process and its clients.
 pub struct Local<P: Provider>
@@ -22,13 +25,21 @@ where
     pub clients: Vec<Client<P>>,
     /// Bytes one server connection registered.
     pub server_memory: u64,
+    /// The listener, for connections still to come (a client's reconnections:
+    /// [`Accepting`]).
+    pub server: Server<P>,
 }
 
-/// Listens on `addr` with the built-in program, starts `workers`, and connects `conns`
-/// clients (each accepted and handed to the least loaded worker).
+/// Listens on `addr` with `dispatch` (the built-in program's: [`program::dispatch`], or
+/// [`program::register_counted`]'s), starts `workers`, and connects `conns` clients (each
+/// accepted and handed to the least loaded worker).
+///
+/// [`program::dispatch`]: rpcrdma_engine::program::dispatch
+/// [`program::register_counted`]: rpcrdma_engine::program::register_counted
 pub fn start<P: Provider>(
     open: &(dyn Fn() -> Result<P::Device, String> + Sync),
     addr: &P::Addr,
+    dispatch: Arc<Dispatch>,
     cfg: ConnConfig,
     workers: &[WorkerConfig],
     conns: usize,
@@ -38,7 +49,7 @@ where
     ServerConn<P>: Send,
 {
     let device = open()?;
-    let mut server = Server::<P>::listen(device, addr, program::dispatch(), cfg)
+    let mut server = Server::<P>::listen(device, addr, dispatch, cfg)
         .map_err(|e| format!("listen on {addr}: {e}"))?;
     let mut w = Workers::<ServerConn<P>>::start(workers).map_err(|e| e.to_string())?;
     let mut clients = Vec::with_capacity(conns);
@@ -66,5 +77,65 @@ where
         workers: w,
         clients,
         server_memory,
+        server,
     })
+}
+
+/// Workers behind an acceptor thread that hands each new connection to them: what a run
+/// whose clients reconnect (a fault run) needs of an in-process server.
+pub struct Accepting<P: Provider>
+where
+    ServerConn<P>: Send,
+{
+    workers: Arc<Mutex<Workers<ServerConn<P>>>>,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl<P: Provider> Accepting<P>
+where
+    ServerConn<P>: Send,
+    Server<P>: Send + 'static,
+{
+    /// Starts accepting on `server` for `workers` (every 50 ms the thread looks whether it
+    /// must stop).
+    pub fn start(mut server: Server<P>, workers: Workers<ServerConn<P>>) -> Accepting<P> {
+        let workers = Arc::new(Mutex::new(workers));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (w, st) = (Arc::clone(&workers), Arc::clone(&stop));
+        let thread = thread::spawn(move || {
+            while !st.load(Ordering::Relaxed) {
+                if let Ok(conn) = server.accept(Duration::from_millis(50)) {
+                    let mut w = w.lock().unwrap_or_else(PoisonError::into_inner);
+                    if let Err(e) = w.assign(conn) {
+                        eprintln!("in-process server: connection refused: {e}");
+                    }
+                }
+            }
+        });
+        Accepting {
+            workers,
+            stop,
+            thread,
+        }
+    }
+
+    /// The workers' counters.
+    pub fn stats(&self) -> Vec<WorkerStats> {
+        self.workers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .stats()
+    }
+
+    /// Stops accepting and gives the workers back.
+    pub fn stop(self) -> Result<Workers<ServerConn<P>>, String> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .join()
+            .map_err(|_| "the acceptor thread panicked".to_string())?;
+        Arc::try_unwrap(self.workers)
+            .map_err(|_| "the workers are still shared".to_string())
+            .map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner))
+    }
 }

@@ -12,6 +12,7 @@ use hdrhistogram::Histogram;
 use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::program::{self, encode_opaque, encode_words, fill_pattern, word};
 use rpcrdma_engine::proto::plan::Forced;
+use rpcrdma_engine::proto::rpc::{AuthSys, Gids, OpaqueAuth, AUTH_SYS};
 use rpcrdma_engine::requester::{CallArgs, Client, Reply, RpcError, SubmitError};
 use rpcrdma_engine::stats::Snapshot;
 
@@ -106,6 +107,8 @@ pub struct Prepared {
     bulk: Vec<u8>,
     bulk_results: [u32; 1],
     forced: Forced,
+    /// An AUTH_SYS credential's body, when the Calls carry one ([`Prepared::stamped`]).
+    cred: Option<Vec<u8>>,
 }
 
 /// The seed of the bulk data the load generator sends and asks for.
@@ -120,6 +123,7 @@ impl Prepared {
             bulk: Vec::new(),
             bulk_results: [0],
             forced: Forced::default(),
+            cred: None,
         };
         match w {
             Workload::Null | Workload::Proc { .. } => {}
@@ -151,6 +155,24 @@ impl Prepared {
         self
     }
 
+    /// The same workload with an AUTH_SYS credential stamped `stamp` (RFC 5531 Appendix A),
+    /// so that a server counting executions (`rpcrdma serve --count-executions`,
+    /// [`program::register_counted`]) tells this run's Calls apart from any other's.
+    pub fn stamped(mut self, stamp: u32) -> Prepared {
+        let mut body = [0u8; 64];
+        let sys = AuthSys {
+            stamp,
+            machinename: b"rpcrdma-bench",
+            uid: 0,
+            gid: 0,
+            gids: Gids::default(),
+        };
+        // 13 bytes of name and no groups fit 64 bytes: the encoding cannot fail.
+        let n = sys.encode(&mut body).unwrap_or(0);
+        self.cred = Some(body[..n].to_vec());
+        self
+    }
+
     /// The Call to submit.
     pub fn call(&self, timeout: Duration) -> CallArgs<'_> {
         let (prog, vers) = match self.workload {
@@ -168,6 +190,12 @@ impl Prepared {
         let mut c = CallArgs::new(prog, vers, proc_num, &self.args, max_results);
         c.timeout = timeout;
         c.forced = self.forced;
+        if let Some(body) = &self.cred {
+            c.cred = OpaqueAuth {
+                flavor: AUTH_SYS,
+                body,
+            };
+        }
         if let Workload::Write(_) = self.workload {
             c.bulk_arg = Some(&self.bulk);
         }
@@ -233,7 +261,7 @@ impl core::fmt::Display for ReplyError {
 /// How a load run goes.
 #[derive(Clone, Copy, Debug)]
 pub struct LoadConfig {
-    /// Calls kept in flight.
+    /// Calls kept in flight on each connection.
     pub depth: u32,
     /// Length of the measured phase.
     pub duration: Duration,
@@ -241,6 +269,23 @@ pub struct LoadConfig {
     pub warmup: Duration,
     /// Per-RPC timeout.
     pub timeout: Duration,
+    /// Fault runs: drop a connection (`Client::sever`) this often, each connection of the
+    /// run in turn, with Calls in flight. Needs clients with a retransmit policy, or the
+    /// pending RPCs fail with `ConnectionLost`.
+    pub sever_every: Option<Duration>,
+}
+
+impl LoadConfig {
+    /// `depth` calls in flight for `duration` after `warmup`, each with `timeout`; no faults.
+    pub fn new(depth: u32, duration: Duration, warmup: Duration, timeout: Duration) -> Self {
+        LoadConfig {
+            depth,
+            duration,
+            warmup,
+            timeout,
+            sever_every: None,
+        }
+    }
 }
 
 /// Latency percentiles, in nanoseconds.
@@ -277,8 +322,40 @@ impl Percentiles {
     }
 }
 
+/// What a fault run saw: how often connections were dropped, and whether every RPC
+/// completed exactly once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Connections dropped by the run (`Client::sever`).
+    pub severed: u64,
+    /// RPCs submitted over the whole run (warm-up and drain included).
+    pub submitted: u64,
+    /// RPCs completed over the whole run.
+    pub completed: u64,
+    /// Completions of an RPC that had already completed (or was never submitted).
+    pub completed_twice: u64,
+    /// RPCs submitted that never completed, even after the drain.
+    pub lost: u64,
+}
+
+impl Faults {
+    /// Adds another run's counts.
+    pub fn add(&mut self, o: &Faults) {
+        self.severed += o.severed;
+        self.submitted += o.submitted;
+        self.completed += o.completed;
+        self.completed_twice += o.completed_twice;
+        self.lost += o.lost;
+    }
+
+    /// Whether every RPC submitted completed exactly once.
+    pub fn exact(&self) -> bool {
+        self.completed_twice == 0 && self.lost == 0 && self.submitted == self.completed
+    }
+}
+
 /// What a run measured.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct LoadReport {
     /// RPCs completed in the measured phase.
     pub rpcs: u64,
@@ -288,10 +365,16 @@ pub struct LoadReport {
     pub rate_rps: f64,
     /// Round-trip latency.
     pub lat_ns: Percentiles,
+    /// Every round trip of the measured phase (for merging runs of several threads).
+    pub hist: Histogram<u64>,
     /// Heap allocations per RPC in the measured phase, if counted.
     pub allocs_per_rpc: Option<f64>,
-    /// The client connection's counters at the end.
+    /// The client connections' counters at the end, summed.
     pub client: Snapshot,
+    /// RPCs each connection completed in the measured phase, in the order given.
+    pub per_conn: Vec<u64>,
+    /// Exactly-once accounting (meaningful for every run, essential for fault runs).
+    pub faults: Faults,
 }
 
 /// Progress of a run, for a display.
@@ -357,11 +440,119 @@ fn record_round_trips(
     flush(run);
 }
 
-/// Runs `prepared` on `client` as `cfg` says; `progress` is called about every 100 ms and
-/// `allocations` (the process's allocation counter, if any) is read around the measured
-/// phase.
+/// One connection's state in a run: its `depth` tags, when each was sent, which are in
+/// flight, and which are ready to go again.
+struct Lane {
+    /// Tags free to submit.
+    free: Vec<u64>,
+    /// Tags completed by the last poll, whose round trip is recorded after it.
+    finished: Vec<u64>,
+    /// When each tag was last submitted.
+    sent: Vec<Instant>,
+    /// Whether each tag is in flight.
+    in_flight: Vec<bool>,
+    /// RPCs completed in the measured phase.
+    rpcs: u64,
+}
+
+impl Lane {
+    fn new(depth: usize, now: Instant) -> Lane {
+        Lane {
+            free: (0..depth as u64).collect(),
+            finished: Vec::with_capacity(depth),
+            sent: vec![now; depth],
+            in_flight: vec![false; depth],
+            rpcs: 0,
+        }
+    }
+
+    /// Submits every free tag (corked when more than one), stamping them with one clock
+    /// reading taken before the first: each round trip counts its submission, and a Call
+    /// later in the batch is charged for the ones before it (never flattered).
+    fn submit<P: Provider>(
+        &mut self,
+        client: &mut Client<P>,
+        call: &CallArgs<'_>,
+        faults: &mut Faults,
+    ) -> Result<(), LoadError> {
+        if self.free.is_empty() {
+            return Ok(());
+        }
+        let batch_start = Instant::now();
+        // The batch's Sends go out together, as a run-to-completion caller posts them (a
+        // lone Call is simply posted).
+        let corked = self.free.len() > 1;
+        if corked {
+            client.cork();
+        }
+        let mut k = 0;
+        let mut failed = None;
+        while k < self.free.len() {
+            let tag = self.free[k];
+            match client.submit(call, tag) {
+                Ok(_) => {
+                    self.sent[tag as usize] = batch_start;
+                    self.in_flight[tag as usize] = true;
+                    faults.submitted += 1;
+                    k += 1;
+                }
+                Err(SubmitError::WouldBlock) => break,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        if corked {
+            client.uncork();
+        }
+        self.free.drain(..k);
+        match failed {
+            Some(e) => Err(LoadError::Submit(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Marks `tag` complete; false when it was not in flight (a second completion).
+    fn complete(&mut self, tag: u64) -> bool {
+        match self.in_flight.get_mut(tag as usize) {
+            Some(f) if *f => {
+                *f = false;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Runs `prepared` on `client` as `cfg` says (see [`run_many`]).
 pub fn run<P: Provider>(
     client: &mut Client<P>,
+    prepared: &Prepared,
+    cfg: LoadConfig,
+    allocations: fn() -> Option<u64>,
+    progress: impl FnMut(Progress),
+) -> Result<LoadReport, LoadError> {
+    run_many(
+        core::slice::from_mut(client),
+        prepared,
+        cfg,
+        allocations,
+        progress,
+    )
+}
+
+/// Runs `prepared` on every one of `clients` from this thread (each connection polled in
+/// turn, `depth` calls in flight on each) as `cfg` says; `progress` is called about every
+/// 100 ms and `allocations` (the process's allocation counter, if any) is read around the
+/// measured phase.
+///
+/// A round trip ends when its completion is handed over, before the reply's data is
+/// checked: the clock is read at the first completion of each poll, so the checks (on by
+/// default, every byte) stay out of the latencies; they still cost the client thread's
+/// time, and so its rate.
+pub fn run_many<P: Provider>(
+    clients: &mut [Client<P>],
     prepared: &Prepared,
     cfg: LoadConfig,
     allocations: fn() -> Option<u64>,
@@ -370,105 +561,97 @@ pub fn run<P: Provider>(
     if cfg.depth == 0 || cfg.depth > 4096 {
         return Err(LoadError::Config("depth must be 1 ..= 4096"));
     }
+    if clients.is_empty() {
+        return Err(LoadError::Config("no connection to load"));
+    }
     let call = prepared.call(cfg.timeout);
     let depth = cfg.depth as usize;
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|_| LoadError::Config("histogram"))?;
-    let mut sent = vec![Instant::now(); depth];
-    // Tags whose reply arrived, to resubmit after the poll (the client is borrowed while
-    // it hands out completions).
-    let mut done: Vec<u64> = Vec::with_capacity(depth);
-    // Tags completed by the last poll, whose round trip is recorded after it.
-    let mut finished: Vec<u64> = Vec::with_capacity(depth);
+    let start = Instant::now();
+    let mut lanes: Vec<Lane> = clients.iter().map(|_| Lane::new(depth, start)).collect();
+    let mut faults = Faults::default();
     let mut failure: Option<ReplyError> = None;
 
-    let start = Instant::now();
     let measure_from = start + cfg.warmup;
     let end = measure_from + cfg.duration;
     let mut measuring = false;
-    let mut rpcs: u64 = 0;
     let mut allocs_at_start = None;
     let mut last_reply = start;
     let mut next_progress = start;
+    let mut next_sever = cfg.sever_every.map(|e| start + e);
+    let mut sever_turn = 0usize;
     let mut idle: u32 = 0;
-    for tag in 0..depth as u64 {
-        done.push(tag);
-    }
     loop {
-        // (Re)submit every tag that is free. One clock reading stamps the whole batch,
-        // taken before the first submission: each round trip counts its submission, and
-        // a Call later in the batch is charged for the ones before it (never flattered).
-        if !done.is_empty() {
-            let batch_start = Instant::now();
-            // The batch's Sends go out together, as a run-to-completion caller posts them (a
-            // lone Call is simply posted).
-            let corked = done.len() > 1;
-            if corked {
-                client.cork();
-            }
-            let mut k = 0;
-            let mut failed = None;
-            while k < done.len() {
-                let tag = done[k];
-                match client.submit(&call, tag) {
-                    Ok(_) => {
-                        sent[tag as usize] = batch_start;
-                        k += 1;
-                    }
-                    Err(SubmitError::WouldBlock) => break,
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
+        let mut any = false;
+        for (client, lane) in clients.iter_mut().zip(lanes.iter_mut()) {
+            lane.submit(client, &call, &mut faults)?;
+            let mut first_at: Option<Instant> = None;
+            let n = client.poll_completions(|c| {
+                // The round trip ends here, before the reply is checked.
+                first_at.get_or_insert_with(Instant::now);
+                if !lane.complete(c.tag) {
+                    faults.completed_twice += 1;
+                    return;
                 }
+                faults.completed += 1;
+                if let Err(e) = prepared.verify(&c.result) {
+                    failure.get_or_insert(e);
+                }
+                lane.finished.push(c.tag);
+            });
+            if let Some(e) = failure {
+                return Err(LoadError::Reply(e));
             }
-            if corked {
-                client.uncork();
-            }
-            if let Some(e) = failed {
-                return Err(LoadError::Submit(e));
-            }
-            done.drain(..k);
-        }
-        let n = client.poll_completions(|c| {
-            if let Err(e) = prepared.verify(&c.result) {
-                failure.get_or_insert(e);
-            }
-            finished.push(c.tag);
-        });
-        if let Some(e) = failure {
-            return Err(LoadError::Reply(e));
-        }
-        if n > 0 || idle >= 64 {
-            // One clock reading per poll that did something (taken after every callback of
-            // the batch ran, so each round trip includes the delivery of the ones before
-            // it), and one every 64 idle polls: the idle spin stays tight.
-            idle = 0;
-            let now = Instant::now();
-            if !finished.is_empty() {
+            if let Some(now) = first_at.filter(|_| n > 0) {
+                any = true;
                 last_reply = now;
                 if measuring {
-                    record_round_trips(&mut hist, now, finished.iter().map(|&t| sent[t as usize]));
-                    rpcs += finished.len() as u64;
+                    record_round_trips(
+                        &mut hist,
+                        now,
+                        lane.finished.iter().map(|&t| lane.sent[t as usize]),
+                    );
+                    lane.rpcs += lane.finished.len() as u64;
                 }
-                done.extend_from_slice(&finished);
-                finished.clear();
+                lane.free.extend_from_slice(&lane.finished);
+                lane.finished.clear();
             }
+        }
+        if any || idle >= 64 {
+            // One clock reading per pass that did something, and one every 64 idle passes:
+            // the idle spin stays tight.
+            idle = 0;
+            let now = Instant::now();
             if !measuring && now >= measure_from {
                 measuring = true;
                 allocs_at_start = allocations();
                 hist.reset();
-                rpcs = 0;
+                for lane in lanes.iter_mut() {
+                    lane.rpcs = 0;
+                }
             }
             if now >= end {
                 break;
+            }
+            if let (Some(at), Some(every)) = (next_sever, cfg.sever_every) {
+                if now >= at {
+                    let k = sever_turn % clients.len();
+                    let c = &mut clients[k];
+                    if !c.is_reconnecting() && !c.is_dead() && c.in_flight() > 0 {
+                        c.sever();
+                        faults.severed += 1;
+                        sever_turn += 1;
+                        next_sever = Some(now + every);
+                    }
+                }
             }
             if now >= next_progress {
                 next_progress = now + Duration::from_millis(100);
                 progress(Progress {
                     elapsed: now.saturating_duration_since(measure_from),
                     total: cfg.duration,
-                    rpcs,
+                    rpcs: lanes.iter().map(|l| l.rpcs).sum(),
                 });
             }
             if now.saturating_duration_since(last_reply) > cfg.timeout + Duration::from_secs(1) {
@@ -479,14 +662,25 @@ pub fn run<P: Provider>(
         }
     }
     let measured_end = Instant::now();
+    let rpcs: u64 = lanes.iter().map(|l| l.rpcs).sum();
     let allocs = match (allocs_at_start, allocations()) {
         (Some(a), Some(b)) if rpcs > 0 => Some((b - a) as f64 / rpcs as f64),
         _ => None,
     };
-    // Let the calls still in flight finish, so that the connection is quiet afterwards.
-    let drain_until = Instant::now() + cfg.timeout;
-    while client.in_flight() > 0 && Instant::now() < drain_until {
-        client.poll_completions(|_| {});
+    // Let the calls still in flight finish, so that the connections are quiet afterwards
+    // and every RPC submitted is accounted for.
+    let drain_until = Instant::now() + cfg.timeout + Duration::from_secs(1);
+    for (client, lane) in clients.iter_mut().zip(lanes.iter_mut()) {
+        while client.in_flight() > 0 && Instant::now() < drain_until {
+            client.poll_completions(|c| {
+                if lane.complete(c.tag) {
+                    faults.completed += 1;
+                } else {
+                    faults.completed_twice += 1;
+                }
+            });
+        }
+        faults.lost += lane.in_flight.iter().filter(|&&f| f).count() as u64;
     }
     let seconds = (measured_end - measure_from).as_secs_f64();
     progress(Progress {
@@ -494,13 +688,20 @@ pub fn run<P: Provider>(
         total: cfg.duration,
         rpcs,
     });
+    let mut client_counters = Snapshot::default();
+    for c in clients.iter() {
+        client_counters.add(&c.snapshot());
+    }
     Ok(LoadReport {
         rpcs,
         seconds,
         rate_rps: rpcs as f64 / seconds.max(1e-9),
         lat_ns: Percentiles::of(&hist),
+        hist,
         allocs_per_rpc: allocs,
-        client: client.snapshot(),
+        client: client_counters,
+        per_conn: lanes.iter().map(|l| l.rpcs).collect(),
+        faults,
     })
 }
 

@@ -8,28 +8,30 @@
 //! client's counters saw, and the ratios of the median round trip to the cache-line round
 //! trip between the same cores and to a cross-core copy of the payload.
 //!
-//! With several connections each has its own client thread and its own histogram; the
-//! point's median is the median of the connections' medians and its other percentiles the
-//! largest of theirs (a conservative reading), its rate their sum.
+//! With several connections they are shared out among the client threads
+//! ([`Settings::client_threads`]; by default one thread per connection) by the
+//! [`fleet`](crate::fleet); every round trip of every connection goes into one histogram,
+//! whose percentiles are the point's; its rate is the connections' sum, and each
+//! connection's and each worker's rate is kept.
 
 use std::str::FromStr;
-use std::sync::{Arc, Barrier};
-use std::thread;
 use std::time::Duration;
 
 use rpcrdma_engine::conn::{ConnConfig, Registration};
 use rpcrdma_engine::fabric::bench::cacheline_pingpong;
 use rpcrdma_engine::fabric::Provider;
+use rpcrdma_engine::program;
 use rpcrdma_engine::proto::plan::{CallForm, Forced};
 use rpcrdma_engine::requester::Client;
 use rpcrdma_engine::responder::ServerConn;
 use rpcrdma_engine::worker::{WorkerConfig, Workers};
 
 use crate::cpu;
+use crate::fleet::{self, core_of, cores, FleetReport};
 use crate::limits::cross_core_copy_ns;
 use crate::local;
 use crate::point::{CpuPerRpc, Forms, Latency, Limits, MemoryPerConn, Point, PointConfig, Ratios};
-use crate::rpc::{self, LoadConfig, LoadReport, Prepared, Workload};
+use crate::rpc::{LoadConfig, Prepared, Workload};
 
 /// How each point runs.
 #[derive(Clone, Debug)]
@@ -46,6 +48,8 @@ pub struct Settings {
     pub first_core: usize,
     /// How long one RPC may take before the point fails.
     pub timeout: Duration,
+    /// Client threads sharing a point's connections; `None`: one per connection.
+    pub client_threads: Option<usize>,
 }
 
 /// Where the server is.
@@ -146,16 +150,6 @@ pub fn conn_config(c: &PointConfig, s: &Settings) -> Result<ConnConfig, SweepErr
     })
 }
 
-fn cores() -> usize {
-    core_affinity::get_core_ids().map_or(1, |c| c.len().max(1))
-}
-
-fn pin(core: usize) {
-    if let Some(id) = core_affinity::get_core_ids().and_then(|ids| ids.get(core).copied()) {
-        core_affinity::set_for_current(id);
-    }
-}
-
 /// The address of the `n`th point's in-process server.
 fn point_addr(base: &str, n: usize) -> String {
     if base.starts_with('@') || !base.contains(':') {
@@ -168,12 +162,6 @@ fn point_addr(base: &str, n: usize) -> String {
         },
         None => base.to_string(),
     }
-}
-
-/// One connection's measurement.
-struct ConnRun {
-    report: LoadReport,
-    cpu: Option<Duration>,
 }
 
 /// Runs every point of `points` `settings.reps` times; calls `each` with every point as it
@@ -262,7 +250,8 @@ where
                     max_conns: conns.max(1),
                 })
                 .collect();
-            let l = local::start::<P>(open, &paddr, cfg, &configs, conns).map_err(setup)?;
+            let l = local::start::<P>(open, &paddr, program::dispatch(), cfg, &configs, conns)
+                .map_err(setup)?;
             server_memory = Some(l.server_memory);
             clients = l.clients;
             workers = Some(l.workers);
@@ -277,48 +266,42 @@ where
             }
         }
     }
-    let load = LoadConfig {
-        depth: c.depth,
-        duration: Duration::from_secs_f64(settings.seconds.max(0.01)),
-        warmup: Duration::from_secs_f64(settings.warmup.max(0.0)),
-        timeout: settings.timeout,
-    };
+    let load = LoadConfig::new(
+        c.depth,
+        Duration::from_secs_f64(settings.seconds.max(0.01)),
+        Duration::from_secs_f64(settings.warmup.max(0.0)),
+        settings.timeout,
+    );
     let prepared = Prepared::new(w).forced(forced, inline_result);
     let server_rpcs_before = workers.as_ref().map(|w| total_rpcs(w));
     let cpu_before = cpu::process_cpu();
-    // Every client thread starts its loop at once.
-    let start = Arc::new(Barrier::new(conns));
-    let runs: Vec<Result<ConnRun, String>> = thread::scope(|s| {
-        let handles: Vec<_> = clients
-            .iter_mut()
-            .enumerate()
-            .map(|(i, client)| {
-                let start = Arc::clone(&start);
-                let prepared = &prepared;
-                let core = (settings.first_core + i * (c.workers as usize + 1)) % ncores;
-                s.spawn(move || {
-                    pin(core);
-                    start.wait();
-                    let t0 = cpu::thread_cpu();
-                    let r = rpc::run(client, prepared, load, || None, |_| {});
-                    let t1 = cpu::thread_cpu();
-                    client.disconnect();
-                    r.map(|report| ConnRun {
-                        report,
-                        cpu: t0.zip(t1).map(|(a, b)| b.saturating_sub(a)),
-                    })
-                    .map_err(|e| e.to_string())
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("client thread panicked".into()))
-            })
-            .collect()
-    });
+    // Client thread i on the first core, then every (workers + 1)th: in process, the
+    // server's workers take the cores after the first client's.
+    let threads = settings
+        .client_threads
+        .unwrap_or(conns)
+        .clamp(1, conns.max(1));
+    let thread_cores: Vec<Option<usize>> = (0..threads)
+        .map(|i| {
+            Some(core_of(
+                settings.first_core,
+                i,
+                c.workers as usize + 1,
+                ncores,
+            ))
+        })
+        .collect();
+    let run = fleet::run(
+        &mut clients,
+        &prepared,
+        load,
+        &thread_cores,
+        || None,
+        |_| {},
+    );
+    for client in clients.iter_mut() {
+        client.disconnect();
+    }
     let cpu_after = cpu::process_cpu();
     let per_worker: Vec<u64> = match (&workers, &server_rpcs_before) {
         (Some(w), Some(before)) => w
@@ -336,22 +319,14 @@ where
         client: clients.first().map_or(0, |c| c.registered_bytes()),
         server: server_memory,
     };
-    let mut ok = Vec::with_capacity(conns);
-    for r in runs {
-        match r {
-            Ok(run) => ok.push(run),
-            Err(error) => {
-                return Err(SweepError::Load {
-                    point: Box::new(c.clone()),
-                    error,
-                })
-            }
-        }
-    }
+    let run = run.map_err(|e| SweepError::Load {
+        point: Box::new(c.clone()),
+        error: e.to_string(),
+    })?;
     let mut p = combine(
         c,
         rep,
-        &ok,
+        &run,
         &per_worker,
         cpu_before.zip(cpu_after),
         cacheline,
@@ -368,48 +343,43 @@ where
     w.stats().iter().map(|s| s.rpc.rpcs).collect()
 }
 
-/// One point from its connections' runs.
+/// One point from its client threads' runs.
 fn combine(
     c: &PointConfig,
     rep: u32,
-    runs: &[ConnRun],
+    run: &FleetReport,
     per_worker_rpcs: &[u64],
     process_cpu: Option<(Duration, Duration)>,
     cacheline: u64,
     copy: Option<u64>,
 ) -> Point {
-    let rpcs: u64 = runs.iter().map(|r| r.report.rpcs).sum();
-    let seconds = runs.iter().map(|r| r.report.seconds).fold(0.0f64, f64::max);
-    let rate: f64 = runs.iter().map(|r| r.report.rate_rps).sum();
-    let mut p50s: Vec<u64> = runs.iter().map(|r| r.report.lat_ns.p50).collect();
-    p50s.sort_unstable();
-    let max_of = |f: fn(&LoadReport) -> u64| runs.iter().map(|r| f(&r.report)).max().unwrap_or(0);
+    let r = &run.total;
+    let (rpcs, seconds, rate) = (r.rpcs, r.seconds, r.rate_rps);
     let lat = Latency {
-        min: runs.iter().map(|r| r.report.lat_ns.min).min().unwrap_or(0),
-        p50: p50s.get(p50s.len() / 2).copied().unwrap_or(0),
-        p90: max_of(|r| r.lat_ns.p90),
-        p99: max_of(|r| r.lat_ns.p99),
-        p999: max_of(|r| r.lat_ns.p999),
-        max: max_of(|r| r.lat_ns.max),
+        min: r.lat_ns.min,
+        p50: r.lat_ns.p50,
+        p90: r.lat_ns.p90,
+        p99: r.lat_ns.p99,
+        p999: r.lat_ns.p999,
+        max: r.lat_ns.max,
     };
-    let client_cpu: Duration = runs.iter().filter_map(|r| r.cpu).sum();
+    let client_cpu: Duration = run.threads.iter().filter_map(|t| t.cpu).sum();
     let per_rpc = |d: Duration| d.as_nanos() as f64 / rpcs.max(1) as f64;
     let server = if per_worker_rpcs.is_empty() {
         None
     } else {
         process_cpu.map(|(a, b)| per_rpc(b.saturating_sub(a).saturating_sub(client_cpu)))
     };
-    let mut forms = Forms::default();
-    for r in runs {
-        let s = &r.report.client;
-        forms.short_calls += s.short_calls;
-        forms.chunked_calls += s.chunked_calls;
-        forms.long_calls += s.long_calls;
-        forms.short_replies += s.short_replies;
-        forms.long_replies += s.long_replies;
-        forms.write_chunks += s.write_chunks;
-        forms.remote_invalidations += s.remote_invalidations;
-    }
+    let s = &r.client;
+    let forms = Forms {
+        short_calls: s.short_calls,
+        chunked_calls: s.chunked_calls,
+        long_calls: s.long_calls,
+        short_replies: s.short_replies,
+        long_replies: s.long_replies,
+        write_chunks: s.write_chunks,
+        remote_invalidations: s.remote_invalidations,
+    };
     let payload = u64::from(c.size);
     Point {
         config: c.clone(),
@@ -432,7 +402,11 @@ fn combine(
             p50_to_cacheline: lat.p50 as f64 / cacheline.max(1) as f64,
             p50_to_copy: copy.map(|k| lat.p50 as f64 / k.max(1) as f64),
         },
-        per_conn_rps: runs.iter().map(|r| r.report.rate_rps).collect(),
+        per_conn_rps: r
+            .per_conn
+            .iter()
+            .map(|&n| n as f64 / seconds.max(1e-9))
+            .collect(),
         per_worker_rps: per_worker_rpcs
             .iter()
             .map(|&n| n as f64 / seconds.max(1e-9))
@@ -455,6 +429,7 @@ mod tests {
             bulk_size: None,
             first_core: 0,
             timeout: Duration::from_secs(5),
+            client_threads: None,
         }
     }
 

@@ -12,13 +12,15 @@
 //!
 //! With [`register_counted`] (`rpcrdma serve --count-executions`; [`register`] has no
 //! `EXECUTIONS` and counts nothing), every Call with an AUTH_SYS credential is counted by
-//! its (stamp, XID) (RFC 5531 §9: the
-//! XID identifies a Call, and a retransmission keeps it): `EXECUTIONS` tells how many
-//! distinct XIDs of that stamp ran, how many executions there were in all, how many XIDs ran
-//! more than once (a retransmitted Call whose first execution happened before its connection
-//! was lost: this program has no duplicate request cache), and how many executions the
-//! bounded table could not place. `rpcrdma bench rpc --disconnect-every` uses it to show no
-//! RPC was lost and which ran twice. Calls with another credential cost one comparison.
+//! its stamp (exactly, however long the run) and by its (stamp, XID) while a bounded table
+//! has room (RFC 5531 §9: the XID identifies a Call, and a retransmission keeps it):
+//! `EXECUTIONS` tells how many executions the stamp's Calls had in all, how many distinct
+//! XIDs of that stamp ran, how many XIDs ran more than once (a retransmitted Call whose
+//! first execution happened before its connection was lost: this program has no duplicate
+//! request cache), and how many executions the XID table could not place (then `xids` and
+//! `repeated` are partial; `executions` never is). `rpcrdma bench rpc --disconnect-every`
+//! uses it to show no RPC was lost and which ran twice. Calls with another credential cost
+//! one comparison.
 //!
 //! Bulk data is [`fill_pattern`]'s pattern for a seed, so both ends verify every byte
 //! without keeping a copy. The encoders write into caller buffers (no allocation).
@@ -286,26 +288,35 @@ fn multi(req: &Request<'_>, resp: &mut Response<'_>) -> Outcome {
 /// The counts `EXECUTIONS` reports for one AUTH_SYS stamp.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
-    /// Distinct XIDs that ran.
+    /// Distinct XIDs that ran (of those the XID table could place).
     pub xids: u32,
-    /// Executions in all.
+    /// Executions in all (exact).
     pub executions: u32,
-    /// XIDs that ran more than once.
+    /// XIDs that ran more than once (of those the XID table could place).
     pub repeated: u32,
-    /// Executions the table had no room to count (of every stamp).
+    /// Executions the XID table had no room to count (of every stamp): `xids` and
+    /// `repeated` are partial when this is not 0.
     pub lost_track: u32,
 }
 
 /// Slots of the execution table: (stamp, XID) pairs it can tell apart.
 const EXEC_SLOTS: usize = 1 << 18;
 
-/// Executions per (AUTH_SYS stamp, XID), counted by every procedure's handler: a lock-free
-/// open-addressing table (a key word claimed by compare-and-swap, a count beside it),
-/// allocated at the first counted Call, never resized. Handlers on any worker record into
-/// it; `EXECUTIONS` reads it.
+/// Stamps counted exactly at once (runs against one server).
+const STAMP_SLOTS: usize = 256;
+
+/// Executions the XID table may fail to place before it stops trying (each failure costs
+/// a probe of 64 slots; past this the table is full for practical purposes).
+const GIVE_UP_AFTER: u32 = 4096;
+
+/// Executions per AUTH_SYS stamp (exact) and per (stamp, XID) (while there is room),
+/// counted by every procedure's handler: lock-free open-addressing tables (a key word
+/// claimed by compare-and-swap, a count beside it), allocated at the first counted Call,
+/// never resized. Handlers on any worker record into them; `EXECUTIONS` reads them.
 #[derive(Debug, Default)]
 pub struct Executions {
     table: OnceLock<Box<[(AtomicU64, AtomicU32)]>>,
+    stamps: OnceLock<Box<[(AtomicU64, AtomicU64)]>>,
     lost: AtomicU32,
 }
 
@@ -318,8 +329,53 @@ impl Executions {
             return;
         }
         if let Some(stamp) = word(req.cred.body, 0) {
-            self.count(stamp, req.xid);
+            self.count_stamp(stamp);
+            if self.lost.load(Ordering::Relaxed) < GIVE_UP_AFTER {
+                self.count(stamp, req.xid);
+            } else {
+                self.lost.fetch_add(1, Ordering::Relaxed);
+            }
         }
+    }
+
+    fn stamp_table(&self) -> &[(AtomicU64, AtomicU64)] {
+        self.stamps.get_or_init(|| {
+            (0..STAMP_SLOTS)
+                .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+                .collect()
+        })
+    }
+
+    /// Counts one execution of `stamp`'s (its key is the stamp plus one: 0 is free). A
+    /// stamp that finds the table full is not counted (257 runs against one server).
+    fn count_stamp(&self, stamp: u32) {
+        let key = u64::from(stamp) + 1;
+        let t = self.stamp_table();
+        let start = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize % t.len();
+        for i in 0..t.len() {
+            let (k, n) = &t[(start + i) % t.len()];
+            let cur = k.load(Ordering::Acquire);
+            let claimed = cur == key
+                || (cur == 0
+                    && match k.compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire) {
+                        Ok(_) => true,
+                        Err(other) => other == key,
+                    });
+            if claimed {
+                n.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+    }
+
+    /// Executions of `stamp`'s Calls in all.
+    fn stamp_total(&self, stamp: u32) -> u64 {
+        let key = u64::from(stamp) + 1;
+        self.stamps.get().map_or(0, |t| {
+            t.iter()
+                .find(|(k, _)| k.load(Ordering::Acquire) == key)
+                .map_or(0, |(_, n)| n.load(Ordering::Relaxed))
+        })
     }
 
     fn table(&self) -> &[(AtomicU64, AtomicU32)] {
@@ -364,6 +420,7 @@ impl Executions {
             lost_track: self.lost.load(Ordering::Relaxed),
             ..Counts::default()
         };
+        c.executions = u32::try_from(self.stamp_total(stamp)).unwrap_or(u32::MAX);
         let Some(t) = self.table.get() else {
             return c;
         };
@@ -374,7 +431,6 @@ impl Executions {
             }
             let runs = n.load(Ordering::Relaxed);
             c.xids += 1;
-            c.executions += runs;
             c.repeated += u32::from(runs > 1);
         }
         c

@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rpcrdma_bench::rpc::{self, LoadConfig, LoadReport, Prepared, Workload};
+use rpcrdma_bench::fleet::{self, core_of, FleetReport};
+use rpcrdma_bench::local::Accepting;
+use rpcrdma_bench::once::{fresh_stamp, Verdict};
+use rpcrdma_bench::rpc::{LoadConfig, Prepared, Workload};
 use rpcrdma_engine::conn::{ConnConfig, ConnError, Registration, RetransmitPolicy};
 use rpcrdma_engine::fabric::soft::Soft;
 use rpcrdma_engine::fabric::verbs::Verbs;
@@ -191,16 +194,33 @@ pub struct BenchArgs {
     /// Workloads, comma-separated: null, echo:N, read:N, write:N (one report each).
     #[arg(long, value_delimiter = ',', default_value = "null")]
     workload: Vec<WorkloadArg>,
-    /// Calls kept in flight.
+    /// Calls kept in flight on each connection.
     #[arg(long, default_value_t = 1)]
     depth: u32,
+    /// Connections to the server, each with `--depth` calls in flight.
+    #[arg(long, default_value_t = 1)]
+    conns: usize,
+    /// Worker threads of the in-process server (pinned after the client threads' cores).
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Client threads sharing the connections (each polls its share in turn).
+    #[arg(long, default_value_t = 1)]
+    client_threads: usize,
+    /// Fault run: drop a connection every this many seconds (soft: the fabric's
+    /// disconnect; verbs: rdma_disconnect), with Calls in flight; needs --retransmit. The
+    /// report says how many RPCs completed, were retransmitted and reconnected, and checks
+    /// that none was lost or completed twice (and, against a server that counts executions,
+    /// that every XID ran).
+    #[arg(long)]
+    disconnect_every: Option<f64>,
     /// Measured seconds per workload.
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
     /// Warm-up seconds before each measurement.
     #[arg(long, default_value_t = 0.3)]
     warmup: f64,
-    /// Core of the client thread (the in-process server's worker takes the next one).
+    /// Core of the first client thread (the others take the next ones, then the
+    /// in-process server's workers).
     #[arg(long, default_value_t = 0)]
     core: usize,
     /// Print one JSON object per workload.
@@ -451,6 +471,14 @@ pub fn bench(args: &BenchArgs) -> ExitCode {
     }
 }
 
+/// What one workload's run measured, for the report.
+struct Measured {
+    workload: Workload,
+    run: FleetReport,
+    per_worker_rps: Vec<f64>,
+    once: Option<Verdict>,
+}
+
 fn bench_on<P: Provider>(
     args: &BenchArgs,
     open: impl Fn() -> Result<P::Device, String> + Sync,
@@ -459,6 +487,8 @@ where
     P::Addr: FromStr,
     <P::Addr as FromStr>::Err: std::fmt::Display,
     ServerConn<P>: Send,
+    Server<P>: Send + 'static,
+    Client<P>: Send,
 {
     let cfg = args.conn.config();
     for w in args.workloads() {
@@ -466,47 +496,43 @@ where
             return fail("bench rpc", e);
         }
     }
+    if let Err(e) = check_shape(args) {
+        return fail("bench rpc", e);
+    }
+    let faults = args.disconnect_every.map(Duration::from_secs_f64);
+    let ncores = fleet::cores();
+    let threads = args.client_threads.clamp(1, args.conns);
+    let thread_cores: Vec<Option<usize>> = (0..threads)
+        .map(|i| Some(core_of(args.core, i, 1, ncores)))
+        .collect();
+    if threads + args.workers > ncores && args.connect.is_none() {
+        eprintln!(
+            "bench rpc: {threads} client thread(s) and {} worker(s) busy-poll {ncores} core(s): they share cores, which measures the sharing",
+            args.workers
+        );
+    }
     // The reference, measured on the same two cores: a cache-line round trip. Measured
-    // before the in-process server's worker starts busy-polling one of those cores, and
-    // again after it stopped.
+    // before the in-process server's workers start busy-polling, and again after.
     let reference = |iters| fabric_bench::cacheline_pingpong(iters).p50_ns * 2;
     let before = reference(200_000);
-    // The in-process server, if there is no --connect.
-    let mut local: Option<Workers<ServerConn<P>>> = None;
-    let mut client = match &args.connect {
-        Some(a) => {
-            let addr = match parse_addr::<P>(a) {
-                Ok(a) => a,
-                Err(e) => return fail("bench rpc", e),
-            };
-            let device = match open() {
-                Ok(d) => d,
-                Err(e) => return fail("bench rpc", e),
-            };
-            match Client::<P>::connect(&device, &addr, cfg) {
-                Ok(c) => c,
-                Err(e) => return fail(&format!("connect to {addr}"), e),
-            }
+    let server = match &args.connect {
+        Some(a) => connect_all::<P>(&open, a, cfg, args.conns).map(|c| (c, None)),
+        None => {
+            in_process::<P>(&open, cfg, args, threads, faults.is_some()).map(|(c, s)| (c, Some(s)))
         }
-        None => match in_process::<P>(&open, cfg, args.core + 1, args.listen.as_deref()) {
-            Ok((c, w)) => {
-                local = Some(w);
-                c
-            }
-            Err(e) => return fail("bench rpc: in-process server", e),
-        },
     };
-    // The client runs on its own pinned thread: pinning this one would also narrow the
-    // cores that the reference measurement (and any later thread) may use.
-    let client_core = core_affinity::get_core_ids().and_then(|ids| ids.get(args.core).copied());
+    let (mut clients, mut local) = match server {
+        Ok(x) => x,
+        Err(e) => return fail("bench rpc", e),
+    };
     // Progress goes through atomics to a display thread whose allocations (drawing) are
-    // not counted: the measured loop itself must not allocate.
+    // not counted: the measured loops themselves must not allocate.
     let shown = AtomicUsize::new(usize::MAX);
     let workloads = args.workloads();
     let elapsed_ms = AtomicU64::new(0);
     let done_rpcs = AtomicU64::new(0);
     let finished = AtomicBool::new(false);
-    let (ok, reports) = thread::scope(|s| {
+    let (ok, measured) = thread::scope(|s| {
         s.spawn(|| {
             rpcrdma_bench::alloc::exempt_this_thread();
             let mut current: Option<(usize, ProgressBar)> = None;
@@ -533,55 +559,108 @@ where
                 thread::sleep(Duration::from_millis(100));
             }
         });
-        let client_thread = s.spawn(|| {
-            if let Some(c) = client_core {
-                core_affinity::set_for_current(c);
-            }
-            let mut ok = true;
-            let mut reports = Vec::with_capacity(workloads.len());
-            for (i, w) in workloads.iter().enumerate() {
-                let prepared = Prepared::new(*w);
-                let load = LoadConfig {
-                    depth: args.depth,
-                    duration: Duration::from_secs_f64(args.seconds.max(0.01)),
-                    warmup: Duration::from_secs_f64(args.warmup.max(0.0)),
-                    timeout: Duration::from_secs(5),
-                };
-                elapsed_ms.store(0, Ordering::Relaxed);
-                done_rpcs.store(0, Ordering::Relaxed);
-                shown.store(i, Ordering::Relaxed);
-                let result = rpc::run(
-                    &mut client,
-                    &prepared,
-                    load,
-                    rpcrdma_bench::alloc::allocations,
-                    |p| {
-                        elapsed_ms.store(p.elapsed.as_millis() as u64, Ordering::Relaxed);
-                        done_rpcs.store(p.rpcs, Ordering::Relaxed);
-                    },
-                );
-                match result {
-                    Ok(r) => reports.push((*w, r)),
-                    Err(e) => {
-                        ok = false;
-                        eprintln!("bench rpc {}: {e}", w.name());
+        let mut ok = true;
+        let mut measured = Vec::with_capacity(workloads.len());
+        for (i, w) in workloads.iter().enumerate() {
+            let stamp = fresh_stamp();
+            let prepared = if faults.is_some() {
+                Prepared::new(*w).stamped(stamp)
+            } else {
+                Prepared::new(*w)
+            };
+            let load = LoadConfig {
+                sever_every: faults,
+                ..LoadConfig::new(
+                    args.depth,
+                    Duration::from_secs_f64(args.seconds.max(0.01)),
+                    Duration::from_secs_f64(args.warmup.max(0.0)),
+                    Duration::from_secs(5),
+                )
+            };
+            elapsed_ms.store(0, Ordering::Relaxed);
+            done_rpcs.store(0, Ordering::Relaxed);
+            shown.store(i, Ordering::Relaxed);
+            let worker_rpcs = |l: &Option<LocalServer<P>>| l.as_ref().map(|l| l.rpcs());
+            let before_w = worker_rpcs(&local);
+            let recovery_before = recovery(&clients);
+            let t0 = Instant::now();
+            let result = fleet::run(
+                &mut clients,
+                &prepared,
+                load,
+                &thread_cores,
+                rpcrdma_bench::alloc::allocations,
+                |p| {
+                    elapsed_ms.store(p.elapsed.as_millis() as u64, Ordering::Relaxed);
+                    done_rpcs.store(p.rpcs, Ordering::Relaxed);
+                },
+            );
+            // The workers' counts cover the warm-up and the drain too: over the whole run.
+            let whole = t0.elapsed().as_secs_f64().max(1e-9);
+            let per_worker_rps = match (before_w, worker_rpcs(&local)) {
+                (Some(a), Some(b)) => a
+                    .iter()
+                    .zip(&b)
+                    .map(|(x, y)| y.saturating_sub(*x) as f64 / whole)
+                    .collect(),
+                _ => Vec::new(),
+            };
+            match result {
+                Ok(run) => {
+                    let once = faults.map(|_| {
+                        let server = match rpcrdma_bench::once::executions(
+                            &mut clients[0],
+                            stamp,
+                            Duration::from_secs(5),
+                        ) {
+                            Ok(c) => Some(c),
+                            Err(e) => {
+                                eprintln!("bench rpc: no server-side count: {e}");
+                                None
+                            }
+                        };
+                        let (reconnects, retransmits) = recovery(&clients);
+                        Verdict {
+                            client: run.total.faults,
+                            server,
+                            reconnects: reconnects - recovery_before.0,
+                            retransmits: retransmits - recovery_before.1,
+                            unique_xids: args.conns == 1
+                                && run.total.faults.submitted < rpcrdma_bench::once::XID_WRAP,
+                        }
+                    });
+                    if let Some(v) = &once {
+                        for p in v.problems() {
+                            ok = false;
+                            eprintln!("bench rpc {}: {p}", w.name());
+                        }
                     }
+                    measured.push(Measured {
+                        workload: *w,
+                        run,
+                        per_worker_rps,
+                        once,
+                    });
+                }
+                Err(e) => {
+                    ok = false;
+                    eprintln!("bench rpc {}: {e}", w.name());
                 }
             }
-            client.disconnect();
-            (ok, reports)
-        });
-        let out = client_thread.join().unwrap_or_else(|_| (false, Vec::new()));
+        }
+        for c in clients.iter_mut() {
+            c.disconnect();
+        }
         finished.store(true, Ordering::Relaxed);
-        out
+        (ok, measured)
     });
-    let workers = local.as_ref().map(|w| w.len());
-    if let Some(w) = local {
-        let _ = w.shutdown(Duration::from_secs(1));
+    let workers = local.as_ref().map(|l| l.len());
+    if let Some(l) = local.take() {
+        l.shutdown();
     }
     let limit = before.min(reference(200_000));
-    for (w, r) in &reports {
-        report(P::NAME, *w, args, r, limit, workers);
+    for m in &measured {
+        report(P::NAME, args, m, limit, workers, threads);
     }
     if ok {
         ExitCode::SUCCESS
@@ -590,32 +669,144 @@ where
     }
 }
 
-/// A server on a worker pinned to `server_core` and a client connected to it.
+/// The clients' reconnections and retransmissions so far, summed.
+fn recovery<P: Provider>(clients: &[Client<P>]) -> (u64, u64) {
+    clients.iter().fold((0, 0), |(a, b), c| {
+        let s = c.snapshot();
+        (a + s.reconnects, b + s.retransmits)
+    })
+}
+
+/// Refuses combinations that cannot work, naming the option and a value that does.
+fn check_shape(args: &BenchArgs) -> Result<(), String> {
+    if args.conns == 0 || args.workers == 0 || args.client_threads == 0 {
+        return Err("--conns, --workers and --client-threads must be at least 1".into());
+    }
+    if let Some(s) = args.disconnect_every {
+        if !(s > 0.0 && s.is_finite()) {
+            return Err("--disconnect-every must be a positive number of seconds".into());
+        }
+        if args.conn.retransmit == 0 {
+            return Err(
+                "--disconnect-every needs --retransmit N (say 20): without it the RPCs pending at each drop fail"
+                    .into(),
+            );
+        }
+        if args.conn.persistent {
+            return Err("--disconnect-every needs per-RPC windows: drop --persistent".into());
+        }
+    }
+    Ok(())
+}
+
+/// `n` clients connected to the server at `addr`.
+fn connect_all<P: Provider>(
+    open: &(dyn Fn() -> Result<P::Device, String> + Sync),
+    addr: &str,
+    cfg: ConnConfig,
+    n: usize,
+) -> Result<Vec<Client<P>>, String>
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: std::fmt::Display,
+{
+    let addr = parse_addr::<P>(addr)?;
+    let device = open()?;
+    (0..n)
+        .map(|_| {
+            Client::<P>::connect(&device, &addr, cfg).map_err(|e| format!("connect to {addr}: {e}"))
+        })
+        .collect()
+}
+
+/// The in-process server: its workers alone, or behind an acceptor (fault runs, whose
+/// clients reconnect).
+enum LocalServer<P: Provider>
+where
+    ServerConn<P>: Send,
+{
+    Workers(Workers<ServerConn<P>>),
+    Accepting(Accepting<P>),
+}
+
+impl<P: Provider> LocalServer<P>
+where
+    ServerConn<P>: Send,
+    Server<P>: Send + 'static,
+{
+    fn stats(&self) -> Vec<WorkerStats> {
+        match self {
+            LocalServer::Workers(w) => w.stats(),
+            LocalServer::Accepting(a) => a.stats(),
+        }
+    }
+
+    /// RPCs each worker has answered so far.
+    fn rpcs(&self) -> Vec<u64> {
+        self.stats().iter().map(|s| s.rpc.rpcs).collect()
+    }
+
+    fn len(&self) -> usize {
+        self.stats().len()
+    }
+
+    fn shutdown(self) {
+        let workers = match self {
+            LocalServer::Workers(w) => Ok(w),
+            LocalServer::Accepting(a) => a.stop(),
+        };
+        match workers {
+            Ok(w) => {
+                let _ = w.shutdown(Duration::from_secs(1));
+            }
+            Err(e) => eprintln!("bench rpc: {e}"),
+        }
+    }
+}
+
+/// A server with `args.workers` workers pinned after the `threads` client threads' cores,
+/// and `args.conns` clients connected to it; counting executions and accepting
+/// reconnections for a fault run.
 fn in_process<P: Provider>(
     open: &(dyn Fn() -> Result<P::Device, String> + Sync),
     cfg: ConnConfig,
-    server_core: usize,
-    listen: Option<&str>,
-) -> Result<(Client<P>, Workers<ServerConn<P>>), String>
+    args: &BenchArgs,
+    threads: usize,
+    faults: bool,
+) -> Result<(Vec<Client<P>>, LocalServer<P>), String>
 where
     P::Addr: FromStr,
     <P::Addr as FromStr>::Err: std::fmt::Display,
     ServerConn<P>: Send,
+    Server<P>: Send + 'static,
 {
-    let addr_s = match (listen, P::NAME) {
+    let addr_s = match (args.listen.as_deref(), P::NAME) {
         (Some(a), _) => a.to_string(),
         (None, "soft") => format!("@rpcrdma-bench.{}", std::process::id()),
         (None, _) => "10.0.2.15:20050".to_string(),
     };
     let addr = parse_addr::<P>(&addr_s)?;
-    let cores = core_affinity::get_core_ids().map_or(0, |c| c.len());
-    let worker = WorkerConfig {
-        core: (server_core < cores).then_some(server_core),
-        max_conns: 4,
+    let ncores = fleet::cores();
+    let workers: Vec<WorkerConfig> = (0..args.workers)
+        .map(|k| WorkerConfig {
+            core: Some(core_of(args.core + threads, k, 1, ncores)),
+            max_conns: args.conns.max(4),
+        })
+        .collect();
+    let dispatch = if faults {
+        let mut d = rpcrdma_engine::dispatch::Dispatch::new();
+        program::register_counted(&mut d);
+        Arc::new(d)
+    } else {
+        program::dispatch()
     };
-    let mut l = rpcrdma_bench::local::start::<P>(open, &addr, cfg, &[worker], 1)?;
-    let client = l.clients.pop().ok_or("no client")?;
-    Ok((client, l.workers))
+    let l = rpcrdma_bench::local::start::<P>(open, &addr, dispatch, cfg, &workers, args.conns)?;
+    let server = if faults {
+        LocalServer::Accepting(Accepting::start(l.server, l.workers))
+    } else {
+        LocalServer::Workers(l.workers)
+    };
+    Ok((l.clients, server))
 }
 
 fn progress_bar(w: Workload, args: &BenchArgs) -> ProgressBar {
@@ -636,19 +827,56 @@ fn progress_bar(w: Workload, args: &BenchArgs) -> ProgressBar {
 
 fn report(
     provider: &str,
-    w: Workload,
     args: &BenchArgs,
-    r: &LoadReport,
+    m: &Measured,
     limit_rtt: u64,
     workers: Option<usize>,
+    threads: usize,
 ) {
+    let (w, r) = (m.workload, &m.run.total);
     let ratio = r.lat_ns.p50 as f64 / limit_rtt.max(1) as f64;
+    let secs = r.seconds.max(1e-9);
+    let per_conn: Vec<f64> = r
+        .per_conn
+        .iter()
+        .map(|&n| (n as f64 / secs).round())
+        .collect();
+    let per_worker: Vec<f64> = m.per_worker_rps.iter().map(|x| x.round()).collect();
+    let per_thread: Vec<Value> = m
+        .run
+        .threads
+        .iter()
+        .map(|t| {
+            json!({
+                "core": t.core, "conns": t.conns, "rate_rps": (t.rpcs as f64 / secs).round(),
+                "cpu_ns_per_rpc": t.cpu.map(|c| (c.as_nanos() as f64 / t.rpcs.max(1) as f64).round()),
+            })
+        })
+        .collect();
+    let faults = m.once.as_ref().map(|v| {
+        json!({
+            "severed": v.client.severed,
+            "reconnects": v.reconnects,
+            "retransmits": v.retransmits,
+            "submitted": v.client.submitted,
+            "completed": v.client.completed,
+            "completed_twice": v.client.completed_twice,
+            "lost": v.client.lost,
+            "server": v.server.map(|c| json!({
+                "xids": c.xids, "executions": c.executions,
+                "repeated": c.repeated, "lost_track": c.lost_track,
+            })),
+            "exact": v.problems().is_empty(),
+        })
+    });
     if args.json {
         println!(
             "{}",
             json!({
                 "provider": provider,
                 "workers": workers,
+                "conns": args.conns,
+                "client_threads": threads,
                 "depth": args.depth,
                 "proc": w.name(),
                 "arg_size": w.arg_size(),
@@ -663,22 +891,69 @@ fn report(
                 "allocs_per_rpc": r.allocs_per_rpc,
                 "limit_ns_p50": limit_rtt,
                 "ratio_p50": (ratio * 100.0).round() / 100.0,
+                "per_conn_rps": per_conn,
+                "per_worker_rps": per_worker,
+                "threads": per_thread,
+                "faults": faults,
                 "client": snapshot_json(&r.client),
             })
         );
-    } else {
+        return;
+    }
+    println!(
+        "{provider} {:>5} {:>7} B  depth {:>3}: {:>10.0} RPC/s  p50 {} ns ({ratio:.2}x the {limit_rtt} ns cache-line round trip)  p90 {} p99 {} p99.9 {} max {} ns  allocs/RPC {}",
+        w.name(),
+        w.arg_size().max(w.res_size()),
+        args.depth,
+        r.rate_rps,
+        r.lat_ns.p50,
+        r.lat_ns.p90,
+        r.lat_ns.p99,
+        r.lat_ns.p999,
+        r.lat_ns.max,
+        r.allocs_per_rpc.map_or("n/a".to_string(), |a| format!("{a:.3}")),
+    );
+    if args.conns > 1 || per_worker.len() > 1 || threads > 1 {
+        let list = |v: &[f64]| {
+            v.iter()
+                .map(|x| format!("{x:.0}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         println!(
-            "{provider} {:>5} {:>7} B  depth {:>3}: {:>10.0} RPC/s  p50 {} ns ({ratio:.2}x the {limit_rtt} ns cache-line round trip)  p90 {} p99 {} p99.9 {} max {} ns  allocs/RPC {}",
-            w.name(),
-            w.arg_size().max(w.res_size()),
-            args.depth,
-            r.rate_rps,
-            r.lat_ns.p50,
-            r.lat_ns.p90,
-            r.lat_ns.p99,
-            r.lat_ns.p999,
-            r.lat_ns.max,
-            r.allocs_per_rpc.map_or("n/a".to_string(), |a| format!("{a:.3}")),
+            "      {} connection(s) on {threads} client thread(s): RPC/s per connection [{}]; per worker [{}]",
+            args.conns,
+            list(&per_conn),
+            list(&per_worker)
+        );
+    }
+    if let Some(v) = &m.once {
+        let server = match v.server {
+            Some(c) if c.lost_track == 0 => format!(
+                "; the server ran {} executions of {} distinct XIDs, {} XIDs more than once",
+                c.executions, c.xids, c.repeated
+            ),
+            Some(c) => format!(
+                "; the server ran {} executions (its XID table is full)",
+                c.executions
+            ),
+            None => "; the server does not count executions".to_string(),
+        };
+        let problems = v.problems();
+        println!(
+            "      faults: {} connection(s) dropped, {} reconnects, {} retransmissions; {} RPCs submitted, {} completed, {} lost, {} completed twice{server}: {}",
+            v.client.severed,
+            v.reconnects,
+            v.retransmits,
+            v.client.submitted,
+            v.client.completed,
+            v.client.lost,
+            v.client.completed_twice,
+            if problems.is_empty() {
+                "exactly once".to_string()
+            } else {
+                problems.join("; ")
+            }
         );
     }
 }

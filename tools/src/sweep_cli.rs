@@ -98,6 +98,9 @@ pub struct Args {
     /// The first client thread's core; the server's workers take the next ones.
     #[arg(long, default_value_t = 0)]
     first_core: usize,
+    /// Client threads sharing each point's connections (default: one per connection).
+    #[arg(long)]
+    client_threads: Option<usize>,
     /// Write every point as one JSON object per line to FILE (`-`: standard output, the
     /// table then goes to standard error).
     #[arg(long, value_name = "FILE")]
@@ -262,6 +265,7 @@ where
         bulk_size: args.bulk_size,
         first_core: args.first_core,
         timeout: Duration::from_secs(5),
+        client_threads: args.client_threads,
     };
     let target = match &args.connect {
         Some(a) => Target::Connect(a.clone()),
