@@ -163,7 +163,6 @@ fn merge(mut reports: Vec<LoadReport>) -> LoadReport {
         let _ = total.hist.add(&r.hist);
         total.rpcs += r.rpcs;
         total.seconds = total.seconds.max(r.seconds);
-        total.rate_rps += r.rate_rps;
         total.client.add(&r.client);
         total.per_conn.extend_from_slice(&r.per_conn);
         total.faults.add(&r.faults);
@@ -172,6 +171,8 @@ fn merge(mut reports: Vec<LoadReport>) -> LoadReport {
     total.allocs_per_rpc = total
         .allocs_per_rpc
         .map(|a| a * first_rpcs as f64 / total.rpcs.max(1) as f64);
+    // Over the longest thread's measured phase, as each connection's rate is.
+    total.rate_rps = total.rpcs as f64 / total.seconds.max(1e-9);
     total.lat_ns = rpc::Percentiles::of(&total.hist);
     total
 }

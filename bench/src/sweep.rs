@@ -44,6 +44,10 @@ pub struct Settings {
     pub reps: u32,
     /// Bytes of each RPC's bulk buffers; `None` sizes them to the point's payload.
     pub bulk_size: Option<u32>,
+    /// Bytes of the bulk buffers each credit owns (`ConnConfig::slot_bulk_size`).
+    pub slot_bulk_size: u32,
+    /// Large buffers each connection shares (`ConnConfig::large_bufs`).
+    pub large_bufs: u32,
     /// The core of the first client thread; server workers take the next ones.
     pub first_core: usize,
     /// How long one RPC may take before the point fails.
@@ -140,6 +144,8 @@ pub fn conn_config(c: &PointConfig, s: &Settings) -> Result<ConnConfig, SweepErr
         credits: c.credits,
         initial_grant: c.credits,
         bulk_size,
+        slot_bulk_size: s.slot_bulk_size,
+        large_bufs: s.large_bufs,
         inline_sends: c.inline_sends,
         registration: if c.registration == "persistent" {
             Registration::Persistent
@@ -427,6 +433,8 @@ mod tests {
             warmup: 0.01,
             reps: 2,
             bulk_size: None,
+            slot_bulk_size: rpcrdma_engine::conn::DEFAULT_SLOT_BULK_SIZE,
+            large_bufs: rpcrdma_engine::conn::DEFAULT_LARGE_BUFS,
             first_core: 0,
             timeout: Duration::from_secs(5),
             client_threads: None,

@@ -114,6 +114,12 @@ counters! {
     /// New connections established by the requester after a loss (automatic or
     /// [`Client::reconnect`](crate::requester::Client::reconnect)).
     reconnects,
+    /// RPCs that took one of the connection's shared large bulk buffers (their chunks did
+    /// not fit the slot's own; [`ConnConfig::slot_bulk_size`](crate::conn::ConnConfig)).
+    large_bulk,
+    /// Times an RPC waited because every shared large bulk buffer was taken (requester:
+    /// `submit` said `WouldBlock`; responder: the Call waited for one to come back).
+    large_bulk_waits,
 }
 
 /// The counters that count errors (refusals, discards, failures): reports group them apart

@@ -55,9 +55,16 @@ pub struct ConnOpts {
     /// Expose pool regions once instead of per-RPC memory windows (fast, trusting).
     #[arg(long)]
     persistent: bool,
-    /// Bytes of each RPC's bulk buffers (largest chunk payload).
-    #[arg(long, default_value_t = 1 << 20)]
+    /// Largest bulk payload of one RPC (chunk data and the headers around it); RPCs whose
+    /// chunks exceed --slot-bulk-size share --large-bufs buffers of this size.
+    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_BULK_SIZE)]
     bulk_size: u32,
+    /// Bytes of the bulk buffers every credit owns.
+    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_SLOT_BULK_SIZE)]
+    slot_bulk_size: u32,
+    /// Buffers of --bulk-size a connection's RPCs share (at least 3).
+    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_LARGE_BUFS)]
+    large_bufs: u32,
     /// Client: after a lost connection, reconnect (at most this many attempts per loss) and
     /// retransmit the pending Calls with their XIDs and fresh registrations (0: off, pending
     /// RPCs fail with ConnectionLost). Needs per-RPC windows (not --persistent).
@@ -74,6 +81,8 @@ impl ConnOpts {
             credits: self.credits,
             initial_grant: self.credits,
             bulk_size: self.bulk_size,
+            slot_bulk_size: self.slot_bulk_size,
+            large_bufs: self.large_bufs,
             inline_sends: self.inline_sends,
             registration: if self.persistent {
                 Registration::Persistent

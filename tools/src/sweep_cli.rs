@@ -78,9 +78,16 @@ pub struct Args {
     /// Warm-up seconds before each measurement.
     #[arg(long, default_value_t = 0.1)]
     warmup: f64,
-    /// Bytes of each RPC's bulk buffers (default: sized to each point's payload).
+    /// Largest bulk payload of one RPC (default: each point's payload with its headers,
+    /// at least the engine's default).
     #[arg(long)]
     bulk_size: Option<u32>,
+    /// Bytes of the bulk buffers every credit owns (chunks beyond share --large-bufs).
+    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_SLOT_BULK_SIZE)]
+    slot_bulk_size: u32,
+    /// Buffers of the bulk size each connection's RPCs share (at least 3).
+    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_LARGE_BUFS)]
+    large_bufs: u32,
     /// The fabric.
     #[arg(long, value_enum, default_value_t = Which::Soft)]
     provider: Which,
@@ -263,6 +270,8 @@ where
         warmup: args.warmup,
         reps: args.reps.max(1),
         bulk_size: args.bulk_size,
+        slot_bulk_size: args.slot_bulk_size,
+        large_bufs: args.large_bufs,
         first_core: args.first_core,
         timeout: Duration::from_secs(5),
         client_threads: args.client_threads,

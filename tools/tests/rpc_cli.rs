@@ -190,7 +190,7 @@ fn a_workload_the_bulk_buffers_cannot_hold_is_refused_before_the_run() {
             "bench",
             "rpc",
             "--workload",
-            "null,write:1m",
+            "null,write:2m",
             "--seconds",
             "0.1",
         ])
@@ -199,7 +199,7 @@ fn a_workload_the_bulk_buffers_cannot_hold_is_refused_before_the_run() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("write:1048576 needs --bulk-size of at least 1052672"),
+        err.contains("write:2097152 needs --bulk-size of at least 2101248"),
         "{err}"
     );
     assert!(
@@ -212,9 +212,9 @@ fn a_workload_the_bulk_buffers_cannot_hold_is_refused_before_the_run() {
             "bench",
             "rpc",
             "--workload",
-            "write:1m",
+            "write:2m",
             "--bulk-size",
-            "1052672",
+            "2101248",
             "--seconds",
             "0.1",
             "--warmup",
@@ -228,4 +228,43 @@ fn a_workload_the_bulk_buffers_cannot_hold_is_refused_before_the_run() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// NFS's usual 1 MiB READs and WRITEs with the credits the Linux client asks for (128), on
+/// every default: the connection's RPCs share large buffers.
+#[test]
+fn one_mebibyte_io_with_128_credits_runs_on_the_defaults() {
+    let out = bin()
+        .args([
+            "bench",
+            "rpc",
+            "--workload",
+            "read:1m,write:1m",
+            "--credits",
+            "128",
+            "--depth",
+            "128",
+            "--seconds",
+            "0.3",
+            "--warmup",
+            "0.05",
+            "--json",
+        ])
+        .output()
+        .expect("bench rpc");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let reports: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(reports.len(), 2);
+    for r in &reports {
+        assert!(r["rpcs"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["client"]["large_bulk"].as_u64().unwrap() > 0, "{r}");
+    }
 }

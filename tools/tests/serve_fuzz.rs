@@ -176,9 +176,42 @@ impl Cfg {
         self.inline.min(peer_recv)
     }
 
-    /// Bytes of each reply ring buffer (`ServerConn::accept`).
-    fn ring_len(&self) -> usize {
-        self.inline.max(self.bulk) as usize + 1024
+    /// Bytes of the bulk buffers each credit owns (`ConnConfig::slot_bulk`, the default
+    /// `--slot-bulk-size`).
+    fn own(&self) -> usize {
+        (rpcrdma_engine::conn::DEFAULT_SLOT_BULK_SIZE as usize).clamp(4096, self.bulk as usize)
+    }
+
+    /// Whether the connection shares large buffers of `bulk` bytes (`responder/large.rs`).
+    fn shares(&self) -> bool {
+        self.own() < self.bulk as usize
+    }
+
+    /// Bytes of the reply buffer the Call `h` is answered in (`ServerConn::accept`, and a
+    /// large buffer for a Reply chunk larger than a ring entry).
+    fn ring_len(&self, h: &HeaderView<'_>) -> usize {
+        let entry = self.inline as usize + 1024;
+        if !self.shares() {
+            return self.inline.max(self.bulk) as usize + 1024;
+        }
+        match h.reply_chunk() {
+            Some(rc) if rc.total_len() + 1024 > entry as u64 => self.bulk as usize,
+            _ => entry,
+        }
+    }
+
+    /// Bytes of the bulk buffer the Call `h`'s DDP-eligible results go to: the credit's
+    /// own, or a large one when its Write chunks (64 bytes of alignment each) are larger.
+    fn bulk_cap(&self, h: &HeaderView<'_>) -> usize {
+        if !self.shares() {
+            return self.bulk as usize;
+        }
+        let writes: u64 = h.write_list().iter().map(|c| c.total_len() + 64).sum();
+        if writes > self.own() as u64 {
+            self.bulk as usize
+        } else {
+            self.own()
+        }
     }
 }
 
@@ -821,7 +854,7 @@ impl Model<'_> {
             return chunk_error();
         }
         let hlen = 16 + 4 + wl.encoded_len() + rc.map_or(4, |c| 4 + c.encoded_len());
-        let ring = self.cfg.ring_len();
+        let ring = self.cfg.ring_len(h);
         let xid = h.xid();
         let (rpc, results, items) = match body {
             RpcBody::Error(r) => (r, Vec::new(), Vec::new()),
@@ -836,7 +869,7 @@ impl Model<'_> {
                     proc_num,
                     args,
                     cap.min(max_results) & !3,
-                    self.cfg.bulk as usize,
+                    self.cfg.bulk_cap(h),
                 ) {
                     Outcome::Success { results, items } => {
                         (ReplyHeader::accepted_success(xid), results, items)

@@ -91,9 +91,22 @@ pub struct ConnConfig {
     pub credits: u32,
     /// Responder: the grant it starts with (at most `credits`, at least 1).
     pub initial_grant: u32,
-    /// Bytes of each RPC's bulk buffers (requester: one for arguments, one for results;
-    /// responder: the pull buffer and the bulk result buffer of each receive).
+    /// Largest bulk payload of one RPC (requester: its argument buffer, holding Read chunk
+    /// data or a Long Call, and its result buffer, Write chunks and the Reply chunk;
+    /// responder: a Call's pull buffer, its bulk result buffer, a Long reply). Bulk memory
+    /// is shared: each credit has buffers of [`slot_bulk_size`](Self::slot_bulk_size) of
+    /// its own, and an RPC whose chunks need more takes one of the connection's
+    /// [`large_bufs`](Self::large_bufs) buffers of this size for its lifetime, or waits for
+    /// one (back-pressure, counted in `large_bulk_waits`).
     pub bulk_size: u32,
+    /// Bytes of the bulk buffers every credit owns (at most `bulk_size`; equal to it: every
+    /// credit owns buffers of the largest size, and no large buffer is shared).
+    pub slot_bulk_size: u32,
+    /// Large buffers of `bulk_size` bytes the connection's RPCs share (at each end; the
+    /// responder's serve pulls, bulk results and Long replies alike). At least 3 are made
+    /// when `slot_bulk_size < bulk_size` (one Call may need a pull buffer, a bulk buffer
+    /// and a Long reply's at once).
+    pub large_bufs: u32,
     /// Requester: longest segment it advertises; longer chunks are split into several
     /// segments of one window.
     pub max_segment: u32,
@@ -135,6 +148,36 @@ pub(crate) fn send_payload<'a, P: Provider>(
 /// mlx5: 256 or more; the device's own limit wins).
 pub const DEFAULT_INLINE_SENDS: u32 = 256;
 
+/// The default [`ConnConfig::bulk_size`]: NFS's usual 1 MiB transfer with room for its
+/// headers (a Long Call's Position-Zero chunk carries them beside the data).
+pub const DEFAULT_BULK_SIZE: u32 = (1 << 20) + 64 * 1024;
+
+/// The default [`ConnConfig::slot_bulk_size`]: chunks of up to 64 KiB, with the headers a
+/// pull buffer holds beside them, use the credit's own buffers.
+pub const DEFAULT_SLOT_BULK_SIZE: u32 = 68 * 1024;
+
+/// The default [`ConnConfig::large_bufs`]: 16 RPCs of up to `bulk_size` at once per
+/// connection (16 MiB at each end with the default `bulk_size`, whatever the credits).
+pub const DEFAULT_LARGE_BUFS: u32 = 16;
+
+impl ConnConfig {
+    /// Bytes of the bulk buffers each credit owns: `slot_bulk_size`, at most `bulk_size`
+    /// and at least 4096.
+    pub fn slot_bulk(&self) -> u32 {
+        self.slot_bulk_size.clamp(4096, self.bulk_size.max(4096))
+    }
+
+    /// How many large buffers of `bulk_size` the connection shares: none when the credits'
+    /// own buffers are that large already.
+    pub fn large_count(&self) -> u32 {
+        if self.slot_bulk() >= self.bulk_size {
+            0
+        } else {
+            self.large_bufs.max(3)
+        }
+    }
+}
+
 /// The inline size to ask a queue pair for: `inline_sends`, at most what the device allows.
 pub(crate) fn inline_cap(config: &ConnConfig, device_max: u32) -> u32 {
     config.inline_sends.min(device_max)
@@ -148,7 +191,9 @@ impl Default for ConnConfig {
             remote_invalidation: true,
             credits: 32,
             initial_grant: 32,
-            bulk_size: 256 * 1024,
+            bulk_size: DEFAULT_BULK_SIZE,
+            slot_bulk_size: DEFAULT_SLOT_BULK_SIZE,
+            large_bufs: DEFAULT_LARGE_BUFS,
             max_segment: 64 * 1024,
             max_reads: 8,
             registration: Registration::Windows,

@@ -165,6 +165,7 @@ impl<P: Provider> Client<P> {
                 self.credits.on_reply(Some(short.credit));
                 slot.state = State::Free;
                 slot.recv_idx = None;
+                unpark(self.large.as_ref(), slot);
                 self.free.push(i as u32);
                 return;
             }
@@ -215,6 +216,7 @@ impl<P: Provider> Client<P> {
                 Some(h.credit())
             });
             slot.state = State::Free;
+            unpark(self.large.as_ref(), slot);
             self.free.push(i as u32);
             self.reposts.push(ridx);
             return;
@@ -300,6 +302,7 @@ impl<P: Provider> Client<P> {
         self.credits.on_reply(slot.grant);
         slot.state = State::Free;
         slot.recv_idx = None;
+        unpark(self.large.as_ref(), slot);
         self.free.push(i as u32);
     }
 
@@ -351,6 +354,7 @@ impl<P: Provider> Client<P> {
         self.credits.on_reply(grant);
         self.slots[i].state = State::Free;
         self.slots[i].recv_idx = None;
+        unpark(self.large.as_ref(), &mut self.slots[i]);
         self.free.push(idx);
     }
 

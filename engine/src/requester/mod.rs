@@ -66,7 +66,7 @@ use crate::fabric::{
     Access, CompletionQueue, Device, MemoryRegion, MemoryWindow, MwBind, Payload, ProtectionDomain,
     Provider, QpCaps, QpInit, QueuePair, SendOp, SendWr, Sge, Wc, WcStatus,
 };
-use crate::pool::{Buf, BufferPool};
+use crate::pool::{Buf, BufferPool, PoolConfig};
 use crate::stats::{bump, Counters, Snapshot};
 
 /// Bits of the XID that name the pending-table slot.
@@ -281,8 +281,13 @@ struct Slot<P: Provider> {
     deadline: Option<Instant>,
     timeout: Duration,
     send: Buf<P>,
+    /// The argument buffer: the slot's own, or a shared large one for this RPC (then its
+    /// own waits in `parked[0]`).
     arg: Buf<P>,
+    /// The result buffer: the slot's own, or a shared large one (its own in `parked[1]`).
     res: Buf<P>,
+    /// The slot's own argument and result buffers while large ones stand in for them.
+    parked: [Option<Buf<P>>; 2],
     mw_arg: Option<P::Mw>,
     mw_res: Option<P::Mw>,
     /// rkeys of windows bound for this RPC and not yet invalidated.
@@ -304,6 +309,43 @@ struct Slot<P: Provider> {
     answered: bool,
     /// Bytes of the Call's Send (transport header + inline payload), kept for a retransmit.
     send_len: u32,
+}
+
+/// Puts a large buffer in place of the slot's own argument (`k` 0) or result (`k` 1)
+/// buffer when the RPC needs more than `own` holds: `Ok(false)` when it fits, `Err` when
+/// every large buffer is taken.
+fn take_large<P: Provider>(
+    large: Option<&BufferPool<P>>,
+    slot: &mut Slot<P>,
+    k: usize,
+    used: usize,
+) -> Result<bool, SubmitError> {
+    let buf = if k == 0 { &mut slot.arg } else { &mut slot.res };
+    if used <= buf.size() {
+        return Ok(false);
+    }
+    let big = large
+        .ok_or(SubmitError::TooLarge(None))?
+        .alloc()
+        .map_err(|_| SubmitError::WouldBlock)?;
+    slot.parked[k] = Some(core::mem::replace(buf, big));
+    Ok(true)
+}
+
+/// Gives the slot's large buffers back and puts its own in place again: done whenever a
+/// slot becomes free (nothing of its last RPC is exposed any longer).
+#[inline]
+fn unpark<P: Provider>(large: Option<&BufferPool<P>>, slot: &mut Slot<P>) {
+    for k in 0..2 {
+        if let Some(own) = slot.parked[k].take() {
+            let buf = if k == 0 { &mut slot.arg } else { &mut slot.res };
+            let big = core::mem::replace(buf, own);
+            match large {
+                Some(pool) => pool.free(big),
+                None => drop(big),
+            }
+        }
+    }
 }
 
 impl<P: Provider> Slot<P> {
@@ -441,6 +483,9 @@ pub struct Client<P: Provider> {
     corked: bool,
     queued: [Queued; CORK_MAX],
     n_queued: usize,
+    /// The large bulk buffers the connection's RPCs share (none when every credit's own
+    /// buffers are of the largest size). Declared after `slots`: dropped after them.
+    large: Option<BufferPool<P>>,
     _pools: [BufferPool<P>; 4],
 }
 
@@ -493,8 +538,16 @@ impl<P: Provider> Client<P> {
             conn::pool_taken(&pd, config.recv_size as usize, n, Access::LOCAL_WRITE)?;
         let (send_pool, sends) =
             conn::pool_taken(&pd, config.send_size as usize, n, Access::LOCAL_WRITE)?;
-        let (arg_pool, args) = conn::pool_taken(&pd, config.bulk_size as usize, n, remote)?;
-        let (res_pool, ress) = conn::pool_taken(&pd, config.bulk_size as usize, n, remote)?;
+        let own = config.slot_bulk() as usize;
+        let (arg_pool, args) = conn::pool_taken(&pd, own, n, remote)?;
+        let (res_pool, ress) = conn::pool_taken(&pd, own, n, remote)?;
+        let large = match config.large_count() {
+            0 => None,
+            k => Some(BufferPool::new(
+                &pd,
+                PoolConfig::new(config.bulk_size as usize, k, remote),
+            )?),
+        };
         let pools = [recv_pool, send_pool, arg_pool, res_pool];
         // Rebound after the pools, so that on an early return the buffers drop first: a pool
         // dropped with buffers still out leaks its memory on purpose.
@@ -517,6 +570,7 @@ impl<P: Provider> Client<P> {
                 send: sends.next().ok_or(ConnError::Config("pool"))?,
                 arg: args.next().ok_or(ConnError::Config("pool"))?,
                 res: ress.next().ok_or(ConnError::Config("pool"))?,
+                parked: [None, None],
                 mw_arg,
                 mw_res,
                 bound: [None; 2],
@@ -566,6 +620,7 @@ impl<P: Provider> Client<P> {
             corked: false,
             queued: [Queued::default(); CORK_MAX],
             n_queued: 0,
+            large,
             _pools: pools,
         };
         client.establish(config.connect_timeout)?;
@@ -650,7 +705,8 @@ impl<P: Provider> Client<P> {
     /// and bulk buffers: every pool's buffers at their stride), the memory one more
     /// connection costs.
     pub fn registered_bytes(&self) -> u64 {
-        self._pools.iter().map(BufferPool::bytes).sum()
+        self._pools.iter().map(BufferPool::bytes).sum::<u64>()
+            + self.large.as_ref().map_or(0, BufferPool::bytes)
     }
 
     /// The credit state.

@@ -62,6 +62,7 @@ impl<P: Provider> Client<P> {
                         result: Err(RpcError::Cancelled),
                     });
                     s.state = State::Free;
+                    unpark(self.large.as_ref(), s);
                     self.free.push(idx);
                     self.resend_n -= 1;
                 }
@@ -128,6 +129,7 @@ impl<P: Provider> Client<P> {
             result: Err(RpcError::Timeout),
         });
         s.state = State::Free;
+        unpark(self.large.as_ref(), s);
         self.free.push(i as u32);
         self.resend_n -= 1;
     }
@@ -143,6 +145,7 @@ impl<P: Provider> Client<P> {
                     result: Err(err),
                 });
                 s.state = State::Free;
+                unpark(self.large.as_ref(), s);
                 self.free.push(i as u32);
             }
         }
@@ -236,6 +239,7 @@ impl<P: Provider> Client<P> {
                     });
                     s.state = State::Free;
                     s.bound = [None; 2];
+                    unpark(self.large.as_ref(), s);
                     self.free.push(i as u32);
                     self.resend_n -= 1;
                 }
@@ -398,6 +402,7 @@ impl<P: Provider> Client<P> {
             let s = &mut self.slots[i];
             if s.state != State::Free {
                 s.state = State::Free;
+                unpark(self.large.as_ref(), s);
                 self.free.push(i as u32);
             }
         }

@@ -124,6 +124,30 @@ impl<P: Provider> Client<P> {
             return Err(SubmitError::WouldBlock);
         };
         let i = idx as usize;
+        // Chunks larger than the credit's own buffers: shared large ones, or wait.
+        if arg_used > self.config.slot_bulk() as usize
+            || res_used > self.config.slot_bulk() as usize
+        {
+            let large = self.large.as_ref();
+            let slot = &mut self.slots[i];
+            let mut took = false;
+            for (k, used) in [(0, arg_used), (1, res_used)] {
+                match take_large(large, slot, k, used) {
+                    Ok(t) => took |= t,
+                    Err(e) => {
+                        unpark(large, slot);
+                        self.free.push(idx);
+                        if e == SubmitError::WouldBlock {
+                            bump(&self.stats.large_bulk_waits, 1);
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+            if took {
+                bump(&self.stats.large_bulk, 1);
+            }
+        }
         let xid = self.next_xid(idx);
         let persistent = self.config.registration == Registration::Persistent;
         let slot = &mut self.slots[i];
@@ -145,6 +169,7 @@ impl<P: Provider> Client<P> {
             };
             let s = &mut stream_buf[at..];
             if rpc.encode(s).is_err() {
+                unpark(self.large.as_ref(), &mut self.slots[idx as usize]);
                 self.free.push(idx);
                 return Err(SubmitError::Invalid("call header"));
             }
@@ -192,6 +217,7 @@ impl<P: Provider> Client<P> {
                 ),
             ];
             let mut bound = [None; 2];
+            let mut refused = false;
             for (k, (used, mw, buf, access)) in spans.into_iter().enumerate() {
                 let Some(mw) = mw.filter(|_| used > 0) else {
                     continue;
@@ -205,13 +231,17 @@ impl<P: Provider> Client<P> {
                         // A refused post leaves the connection unusable: end it, so that the
                         // next poll completes what is pending (or reconnects).
                         qp.disconnect();
-                        slot.bound = bound;
-                        self.free.push(idx);
-                        return Err(SubmitError::Disconnected);
+                        refused = true;
+                        break;
                     }
                 }
             }
             slot.bound = bound;
+            if refused {
+                unpark(self.large.as_ref(), slot);
+                self.free.push(idx);
+                return Err(SubmitError::Disconnected);
+            }
             arg_rkey = bound[0].unwrap_or(0);
             res_rkey = bound[1].unwrap_or(0);
         }
@@ -274,6 +304,7 @@ impl<P: Provider> Client<P> {
         let nomsg = plan.form.proc() == rpcrdma_proto::header::Proc::NoMsg;
         let credit = self.credits.requested();
         if !encode_call_header(slot, &reads[..nr], xid, credit, nomsg, hlen) {
+            unpark(self.large.as_ref(), &mut self.slots[idx as usize]);
             self.free.push(idx);
             return Err(SubmitError::Invalid("header does not match its plan"));
         }
@@ -411,6 +442,7 @@ impl<P: Provider> Client<P> {
         hold: bool,
     ) -> Result<(), SubmitError> {
         if self.qp.is_none() {
+            unpark(self.large.as_ref(), &mut self.slots[idx as usize]);
             self.free.push(idx);
             return Err(SubmitError::Disconnected);
         }
@@ -438,6 +470,7 @@ impl<P: Provider> Client<P> {
                 ok
             });
             if !posted {
+                unpark(self.large.as_ref(), &mut self.slots[idx as usize]);
                 self.free.push(idx);
                 return Err(SubmitError::Disconnected);
             }

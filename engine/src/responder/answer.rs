@@ -6,9 +6,7 @@ use super::*;
 
 impl<P: Provider> ServerConn<P> {
     pub(super) fn answer_or_defer(&mut self, idx: u32) {
-        if self.ready.is_empty() && self.can_reply() {
-            self.answer(idx);
-        } else {
+        if !(self.ready.is_empty() && self.can_reply() && self.answer(idx)) {
             let slot = &mut self.slots[idx as usize];
             slot.state = State::Ready;
             if !slot.queued {
@@ -31,14 +29,34 @@ impl<P: Provider> ServerConn<P> {
     /// RDMA_ERROR, or nothing for a discard), queues its receive for reposting and its Send
     /// for posting after the repost. A Short Call without chunks whose reply fits inline is
     /// answered by [`reply::short`]; every other Call by [`answer_general`].
-    pub(super) fn answer(&mut self, idx: u32) {
-        self.answer_with(idx, None);
+    ///
+    /// False, with nothing done, when the Call needs large buffers none of which is free:
+    /// it waits in the ready queue.
+    pub(super) fn answer(&mut self, idx: u32) -> bool {
+        self.answer_with(idx, None)
     }
 
     /// Answers the Call in slot `idx`, running `answerer` in place of its handler if given
-    /// (a deferred Call's completion).
-    pub(super) fn answer_with(&mut self, idx: u32, answerer: Option<Answerer<'_, '_>>) {
+    /// (a deferred Call's completion); false, with nothing done, when it must wait for
+    /// large buffers.
+    pub(super) fn answer_with(&mut self, idx: u32, answerer: Option<Answerer<'_, '_>>) -> bool {
         let i = idx as usize;
+        let r = self.ring_next as usize;
+        // Large buffers: a pulled Call took its own when its pull started; a Call without
+        // Read chunks takes them now (Write chunks or a Reply chunk beyond its buffers).
+        if self.slots[i].judged.is_none() {
+            let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
+            if self.may_need_large(bytes) {
+                let needs = match HeaderView::parse(bytes) {
+                    Ok(h) => self.large_needs(i, &h, 0),
+                    Err(_) => Default::default(),
+                };
+                if !self.reserve_large(i, needs) {
+                    return false;
+                }
+            }
+        }
+        self.large_into_ring(i, r);
         let gen = self.slots[i].gen.wrapping_add(1);
         let mut run = Run {
             ticket: Deferred {
@@ -49,7 +67,6 @@ impl<P: Provider> ServerConn<P> {
             answerer,
             loans: Some(&self.loans),
         };
-        let r = self.ring_next as usize;
         let byte_len = self.slots[i].byte_len as usize;
         let grant = self.credits.grant();
         let reply_threshold = self.negotiation.reply_threshold();
@@ -101,11 +118,13 @@ impl<P: Provider> ServerConn<P> {
             slot.gen = gen;
             slot.state = State::Deferred;
             self.deferred += 1;
-            return;
+            self.large_out_of_ring(i, r);
+            return true;
         }
         self.slots[i].state = State::Posted;
         self.in_process -= 1;
         self.reposts.push(idx);
+        self.large_after_answer(i, r, matches!(built, Built::Send { .. }));
         match built {
             Built::Nothing => {}
             Built::Send { len, inv } => {
@@ -113,6 +132,7 @@ impl<P: Provider> ServerConn<P> {
                     ring: r as u32,
                     len,
                     inv,
+                    signal: self.ring_holds_large(r),
                 });
                 self.ring_next += 1;
                 if self.ring_next as usize == self.ring.len() {
@@ -122,6 +142,7 @@ impl<P: Provider> ServerConn<P> {
             Built::Fatal => self.lose(),
             Built::Deferred => {}
         }
+        true
     }
 }
 

@@ -23,6 +23,7 @@
 #![allow(clippy::needless_range_loop)]
 
 mod answer;
+mod large;
 mod pull;
 mod reply;
 
@@ -132,6 +133,8 @@ enum State {
     /// Its handler deferred the answer ([`Outcome::Deferred`]): waiting for
     /// [`ServerConn::complete`] with the ticket of generation `Slot::gen`.
     Deferred,
+    /// Waiting for the connection's large bulk buffers before pulling (`large.rs`).
+    AwaitLarge,
 }
 
 /// One RDMA Read to post: `len` bytes from the peer's `remote` to `dst` of the pull buffer.
@@ -165,6 +168,8 @@ struct PendingSend {
     ring: u32,
     len: u32,
     inv: Option<u32>,
+    /// Signaled whatever the send queue's rhythm: its ring entry holds a large buffer.
+    signal: bool,
 }
 
 /// The fabric side of a connection: what the reply path needs mutably.
@@ -304,6 +309,9 @@ pub struct ServerConn<P: Provider> {
     dispatch: Arc<Dispatch>,
     config: ConnConfig,
     wc: [Wc; POLL_BATCH],
+    /// The shared large bulk buffers (declared after the buffers above, which may hold
+    /// some of them: dropped after them).
+    large: large::Large<P>,
     _pools: [BufferPool<P>; 4],
     /// Loans of deferred Calls' bytes out to other threads, per slot; keeps the pools'
     /// regions alive while one is out, even past this connection.
@@ -338,17 +346,34 @@ impl<P: Provider> ServerConn<P> {
         let sq_depth = (4 * ring_len + config.max_reads + 2 * REPLY_WRS as u32).min(16384);
         let pd = device.alloc_pd()?;
         let cq = device.create_cq(sq_depth + credits + 64)?;
-        let reply_size = config.send_size.max(config.bulk_size) as usize + 1024;
+        // A ring entry holds an inline reply; a Long one takes a large buffer (`large.rs`),
+        // unless every receive owns buffers of the largest size already.
+        let large_count = config.large_count();
+        let reply_size = if large_count > 0 {
+            config.send_size as usize + 1024
+        } else {
+            config.send_size.max(config.bulk_size) as usize + 1024
+        };
+        let own = config.slot_bulk() as usize;
         let (recv_pool, recv) =
             conn::pool_taken(&pd, config.recv_size as usize, credits, Access::LOCAL_WRITE)?;
-        let (pull_pool, pull) =
-            conn::pool_taken(&pd, config.bulk_size as usize, credits, Access::LOCAL_WRITE)?;
-        let (bulk_pool, bulk) =
-            conn::pool_taken(&pd, config.bulk_size as usize, credits, Access::LOCAL_WRITE)?;
+        let (pull_pool, pull) = conn::pool_taken(&pd, own, credits, Access::LOCAL_WRITE)?;
+        let (bulk_pool, bulk) = conn::pool_taken(&pd, own, credits, Access::LOCAL_WRITE)?;
         let (ring_pool, ring) = conn::pool_taken(&pd, reply_size, ring_len, Access::LOCAL_WRITE)?;
+        let large = large::Large::new(
+            &pd,
+            &config,
+            credits as usize,
+            ring_len as usize,
+            reply_size,
+        )?;
         let pools = [recv_pool, pull_pool, bulk_pool, ring_pool];
         let loans = LoanBoard::new(
-            pools.iter().map(BufferPool::keepalive).collect(),
+            pools
+                .iter()
+                .map(BufferPool::keepalive)
+                .chain(large.keepalive())
+                .collect(),
             credits as usize,
         );
         // Rebound after the pools, so that on an early return the buffers drop first: a pool
@@ -414,6 +439,7 @@ impl<P: Provider> ServerConn<P> {
             dispatch,
             config,
             wc: [Wc::default(); POLL_BATCH],
+            large,
             _pools: pools,
             loans,
             echo: Echo::new(),
@@ -436,7 +462,7 @@ impl<P: Provider> ServerConn<P> {
     /// and bulk buffers: every pool's buffers at their stride), the memory one more
     /// connection costs.
     pub fn registered_bytes(&self) -> u64 {
-        self._pools.iter().map(BufferPool::bytes).sum()
+        self._pools.iter().map(BufferPool::bytes).sum::<u64>() + self.large.bytes()
     }
 
     /// The grant advertised in every reply.
@@ -551,7 +577,11 @@ impl<P: Provider> ServerConn<P> {
             // Never: one answer runs the closure at most once.
             None => Outcome::SystemErr,
         };
-        self.answer_with(ticket.slot, Some(&mut run));
+        if !self.answer_with(ticket.slot, Some(&mut run)) {
+            // Waiting for a large buffer (a Long reply's): nothing was run.
+            self.deferred += 1;
+            return Err(CompleteError::WouldBlock);
+        }
         self.flush();
         self.io.tally.publish(&self.io.stats);
         Ok(())
@@ -583,12 +613,11 @@ impl<P: Provider> ServerConn<P> {
         let mut work = 0;
         // Calls deferred for send resources first, in arrival order.
         while let Some(&idx) = self.ready.front() {
-            if !self.can_reply() {
+            if !self.can_reply() || !self.answer(idx) {
                 break;
             }
             self.ready.pop_front();
             self.slots[idx as usize].queued = false;
-            self.answer(idx);
             work += 1;
         }
         let n = match self.cq.poll(&mut self.wc) {
@@ -605,6 +634,7 @@ impl<P: Provider> ServerConn<P> {
             && self.read_wait.is_empty()
             && self.reposts.is_empty()
             && self.sends.is_empty()
+            && self.large.waiting.is_empty()
         {
             // Idle: no Read to start, no receive to repost, no reply to post. Returning now
             // keeps the turn short, so the next Call is noticed sooner.
@@ -626,6 +656,9 @@ impl<P: Provider> ServerConn<P> {
             }
         }
         work += n;
+        if !self.large.waiting.is_empty() {
+            self.retry_large_waits();
+        }
         self.start_reads();
         work += self.flush();
         work
@@ -774,7 +807,7 @@ fn reply_wr<'a, P: Provider>(
     s: PendingSend,
     payload: Payload<'a>,
 ) -> SendWr<'a, P> {
-    let (seq, signaled) = io.sq.post(false);
+    let (seq, signaled) = io.sq.post(s.signal);
     ring_seq[s.ring as usize] = seq;
     let id = wrid::pack(Kind::Send, s.ring, if signaled { seq } else { 0 });
     let op = match s.inv {

@@ -19,6 +19,17 @@ impl<P: Provider> ServerConn<P> {
         };
         let plan = call.plan;
         let total = plan.total_len() as usize;
+        // Every large buffer the Call needs, taken before anything else (`large.rs`).
+        let needs = self.large_needs(i, &call.header, total as u64);
+        if needs != Default::default() {
+            if self.reserve_large(i, needs) {
+                // Judged again with the buffers in hand (the verdict borrowed the receive).
+                return self.start_pull(idx);
+            }
+            self.slots[i].state = State::AwaitLarge;
+            self.large.waiting.push_back(idx);
+            return;
+        }
         let slot = &mut self.slots[i];
         slot.judged = Some(call.summary());
         slot.reads.clear();

@@ -1,0 +1,300 @@
+//! Shared large bulk buffers: each receive owns a pull and a bulk buffer of
+//! [`ConnConfig::slot_bulk_size`] and each reply ring entry a buffer for an inline reply;
+//! a Call whose chunks need more (a Read chunk larger than its pull buffer, Write chunks
+//! larger than its bulk buffer, a Reply chunk larger than a ring entry) takes the
+//! connection's large buffers of [`ConnConfig::bulk_size`] for its lifetime.
+//!
+//! A Call takes everything it needs at once, when its pull starts (or, without Read
+//! chunks, when it is answered), or waits without holding anything: so a Call holding
+//! large buffers never waits for another, and every holder finishes (a pulled Call is
+//! answered, a deferred one completed, a reply retires), which rules out deadlock.
+//!
+//! Where a large buffer stands in:
+//! - the pull and bulk buffers of the slot (its own ones parked beside, swapped back when
+//!   the Call is answered);
+//! - a Long reply: reserved for the slot, put into the ring entry the reply is built in at
+//!   answer time (the entry's own buffer parked), taken back if the handler defers;
+//! - after the answer, the bulk buffer (whose RDMA Writes leave before the reply's Send)
+//!   and the Long reply's buffer belong to the ring entry until its Send is retired, as
+//!   the entry's own buffer does. They go back to the pool when the entry is next used, or
+//!   sooner when a Call waits for one ([`ServerConn::reclaim_large`]).
+
+use super::*;
+use crate::pool::PoolConfig;
+
+/// Bytes a ring entry needs beyond a reply's results: transport and RPC headers.
+const REPLY_SLACK: u64 = 1024;
+/// Bytes of padding a bulk result may take beyond its data (alignment, per result).
+const BULK_SLACK: u64 = 64;
+
+/// The large buffers of one connection and who holds them.
+pub(super) struct Large<P: Provider> {
+    /// Per slot: its own pull (0) and bulk (1) buffers while large ones stand in.
+    parked: Box<[[Option<Buf<P>>; 2]]>,
+    /// Per slot: a large buffer reserved for a Long reply.
+    reply: Box<[Option<Buf<P>>]>,
+    /// Per ring entry: its own buffer while a large one holds a Long reply.
+    ring_parked: Box<[Option<Buf<P>>]>,
+    /// Per ring entry: a large bulk buffer whose RDMA Writes leave with that entry's reply.
+    ring_held: Box<[Option<Buf<P>>]>,
+    /// Per ring entry: whether it is in `holders`.
+    holding: Box<[bool]>,
+    /// Ring entries holding large buffers.
+    holders: Vec<u32>,
+    /// Slots whose Calls wait for large buffers before pulling, in arrival order.
+    pub(super) waiting: VecDeque<u32>,
+    /// Bytes of a ring entry's own buffer.
+    ring_own: usize,
+    /// Bytes of a slot's own pull and bulk buffers.
+    own: usize,
+    /// The pool (declared last: dropped after the buffers above went back to it).
+    pool: Option<BufferPool<P>>,
+}
+
+impl<P: Provider> Large<P> {
+    /// The large buffers `config` asks for ([`ConnConfig::large_count`] of `bulk_size`, for
+    /// local writes: RDMA Read sinks, bulk results, Long replies), for `slots` receives and
+    /// `ring` reply ring entries of `ring_own` bytes each.
+    pub(super) fn new(
+        pd: &P::Pd,
+        config: &ConnConfig,
+        slots: usize,
+        ring: usize,
+        ring_own: usize,
+    ) -> Result<Large<P>, ConnError> {
+        let (size, count) = (config.bulk_size as usize, config.large_count());
+        let pool = match count {
+            0 => None,
+            k => Some(BufferPool::new(
+                pd,
+                PoolConfig::new(size, k, Access::LOCAL_WRITE),
+            )?),
+        };
+        Ok(Large {
+            parked: (0..slots).map(|_| [None, None]).collect(),
+            reply: (0..slots).map(|_| None).collect(),
+            ring_parked: (0..ring).map(|_| None).collect(),
+            ring_held: (0..ring).map(|_| None).collect(),
+            holding: vec![false; ring].into_boxed_slice(),
+            holders: Vec::with_capacity(ring),
+            waiting: VecDeque::with_capacity(slots),
+            ring_own,
+            own: config.slot_bulk() as usize,
+            pool,
+        })
+    }
+
+    /// The pool's registered bytes.
+    pub(super) fn bytes(&self) -> u64 {
+        self.pool.as_ref().map_or(0, BufferPool::bytes)
+    }
+
+    /// What keeps the pool's regions alive (for loans), if there is a pool.
+    pub(super) fn keepalive(&self) -> Option<Arc<dyn Send + Sync>> {
+        self.pool.as_ref().map(BufferPool::keepalive)
+    }
+
+    fn give_back(&self, big: Buf<P>) {
+        match &self.pool {
+            Some(pool) => pool.free(big),
+            None => drop(big),
+        }
+    }
+
+    fn hold(&mut self, r: usize) {
+        if !self.holding[r] {
+            self.holding[r] = true;
+            self.holders.push(r as u32);
+        }
+    }
+}
+
+/// The large buffers a Call needs: beyond what its slot's buffers (and the ring entry)
+/// hold, within `bulk_size`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Needs {
+    pull: bool,
+    bulk: bool,
+    reply: bool,
+}
+
+impl Needs {
+    fn count(self) -> u32 {
+        u32::from(self.pull) + u32::from(self.bulk) + u32::from(self.reply)
+    }
+}
+
+impl<P: Provider> ServerConn<P> {
+    /// What the Call of slot `i` (header `h`, `pull_total` bytes to pull) needs beyond the
+    /// buffers it has: a pull buffer (not for a stream beyond `bulk_size`, which is
+    /// refused), a bulk buffer when its Write chunks (with 64 bytes of alignment each) are
+    /// larger than the slot's, a buffer for a Long reply when its Reply chunk and the
+    /// headers are larger than a ring entry; nothing without a large pool. A large buffer
+    /// holds `bulk_size` bytes whatever the chunks ask.
+    pub(super) fn large_needs(&self, i: usize, h: &HeaderView<'_>, pull_total: u64) -> Needs {
+        if self.large.pool.is_none() {
+            return Needs::default();
+        }
+        let max = u64::from(self.config.bulk_size);
+        let wl = h.write_list();
+        let writes: u64 = wl.iter().map(|c| c.total_len() + BULK_SLACK).sum();
+        let reply = h.reply_chunk().map_or(0, |c| c.total_len());
+        let own = self.large.own as u64;
+        let [pull_own, bulk_own] = &self.large.parked[i];
+        Needs {
+            // A stream larger than any buffer is refused (ERR_CHUNK) without one.
+            pull: pull_own.is_none() && pull_total > own && pull_total <= max,
+            // Write chunks larger than the slot's bulk buffer: results up to `bulk_size`.
+            bulk: bulk_own.is_none() && writes > own,
+            reply: self.large.reply[i].is_none()
+                && reply > 0
+                && reply + REPLY_SLACK > self.large.ring_own as u64,
+        }
+    }
+
+    /// Takes every large buffer `needs` names for slot `i`, or none: false when the pool
+    /// cannot give them all now (after taking back what retired replies held).
+    pub(super) fn reserve_large(&mut self, i: usize, needs: Needs) -> bool {
+        let k = needs.count();
+        if k == 0 {
+            return true;
+        }
+        let Some(pool) = self.large.pool.as_ref() else {
+            return true;
+        };
+        if pool.available() < k {
+            self.reclaim_large();
+        }
+        let Some(pool) = self.large.pool.as_ref() else {
+            return true;
+        };
+        if pool.available() < k {
+            bump(&self.io.stats.large_bulk_waits, 1);
+            return false;
+        }
+        let mut take = || pool.alloc().ok();
+        let (pull, bulk, reply) = (
+            needs.pull.then(&mut take).flatten(),
+            needs.bulk.then(&mut take).flatten(),
+            needs.reply.then(&mut take).flatten(),
+        );
+        if let Some(big) = pull {
+            self.large.parked[i][0] = Some(core::mem::replace(&mut self.pull[i], big));
+        }
+        if let Some(big) = bulk {
+            self.large.parked[i][1] = Some(core::mem::replace(&mut self.bulk[i], big));
+        }
+        if reply.is_some() {
+            self.large.reply[i] = reply;
+        }
+        bump(&self.io.stats.large_bulk, 1);
+        true
+    }
+
+    /// Before the Call of slot `i` is answered in ring entry `r` (whose last reply is
+    /// retired): what the entry held goes back, and the slot's reserved Long-reply buffer,
+    /// if any, stands in for the entry's own.
+    pub(super) fn large_into_ring(&mut self, i: usize, r: usize) {
+        self.release_ring(r);
+        if let Some(big) = self.large.reply[i].take() {
+            self.large.ring_parked[r] = Some(core::mem::replace(&mut self.ring[r], big));
+            self.large.hold(r);
+        }
+    }
+
+    /// The Call of slot `i` deferred after all: its Long-reply buffer leaves ring entry `r`
+    /// with it (the entry serves the next Call).
+    pub(super) fn large_out_of_ring(&mut self, i: usize, r: usize) {
+        if let Some(own) = self.large.ring_parked[r].take() {
+            self.large.reply[i] = Some(core::mem::replace(&mut self.ring[r], own));
+        }
+    }
+
+    /// The Call of slot `i` is answered: its own buffers are put back; the large pull
+    /// buffer returns to the pool, the large bulk buffer stays with ring entry `r` until
+    /// its reply is retired when the reply was sent from there (`sent`), else returns too.
+    pub(super) fn large_after_answer(&mut self, i: usize, r: usize, sent: bool) {
+        if let Some(own) = self.large.parked[i][0].take() {
+            let big = core::mem::replace(&mut self.pull[i], own);
+            self.large.give_back(big);
+        }
+        if let Some(own) = self.large.parked[i][1].take() {
+            let big = core::mem::replace(&mut self.bulk[i], own);
+            if sent {
+                if let Some(old) = self.large.ring_held[r].replace(big) {
+                    self.large.give_back(old);
+                }
+                self.large.hold(r);
+            } else {
+                self.large.give_back(big);
+            }
+        }
+        if let Some(big) = self.large.reply[i].take() {
+            self.large.give_back(big);
+        }
+        if !sent {
+            // Nothing leaves from the entry: its own buffer back at once.
+            self.release_ring(r);
+        }
+    }
+
+    /// Whether ring entry `r` holds a large buffer (its reply is then signaled, so that the
+    /// buffer comes back as soon as the reply is sent rather than after the next signaled
+    /// one).
+    pub(super) fn ring_holds_large(&self, r: usize) -> bool {
+        self.large.holding[r]
+    }
+
+    /// Whether the Call in `bytes` may need large buffers: it has a write list or a Reply
+    /// chunk (a Call without Read chunks; three words of its header say).
+    pub(super) fn may_need_large(&self, bytes: &[u8]) -> bool {
+        self.large.pool.is_some() && !(bytes.len() >= 28 && bytes[16..28].iter().all(|&b| b == 0))
+    }
+
+    /// Ring entry `r`'s large buffers back to the pool, its own buffer in place.
+    fn release_ring(&mut self, r: usize) {
+        if let Some(own) = self.large.ring_parked[r].take() {
+            let big = core::mem::replace(&mut self.ring[r], own);
+            self.large.give_back(big);
+        }
+        if let Some(big) = self.large.ring_held[r].take() {
+            self.large.give_back(big);
+        }
+    }
+
+    /// Takes back the large buffers of ring entries whose replies are retired (not those
+    /// with a reply still to post in this poll).
+    pub(super) fn reclaim_large(&mut self) {
+        let mut k = 0;
+        while k < self.large.holders.len() {
+            let r = self.large.holders[k] as usize;
+            let pending = self.sends.iter().any(|s| s.ring as usize == r);
+            if !pending && self.io.sq.is_retired(self.ring_seq[r]) {
+                self.release_ring(r);
+                self.large.holding[r] = false;
+                self.large.holders.swap_remove(k);
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    /// Starts again the pulls that waited for large buffers, in arrival order, while they
+    /// can have them.
+    pub(super) fn retry_large_waits(&mut self) {
+        for _ in 0..self.large.waiting.len() {
+            let Some(idx) = self.large.waiting.pop_front() else {
+                return;
+            };
+            let before = self.large.waiting.len();
+            self.start_pull(idx);
+            if self.large.waiting.len() > before {
+                // It waits again (at the back): keep the order by putting it first.
+                if let Some(back) = self.large.waiting.pop_back() {
+                    self.large.waiting.push_front(back);
+                }
+                return;
+            }
+        }
+    }
+}

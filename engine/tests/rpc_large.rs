@@ -1,0 +1,172 @@
+//! Bulk memory shared by a connection's RPCs (`ConnConfig::slot_bulk_size`,
+//! `large_bufs`): NFS-sized I/O (1 MiB READs and WRITEs, Long Calls and Long replies) with
+//! 128 credits on the default configuration, on a fraction of the memory a fixed 1 MiB per
+//! credit takes, every byte verified; RPCs beyond the shared buffers wait and complete.
+
+mod common;
+
+use common::*;
+use rpcrdma_engine::conn::ConnConfig;
+use rpcrdma_engine::fabric::soft::Soft;
+use rpcrdma_engine::loopback::soft_pair;
+use rpcrdma_engine::requester::{CallArgs, Client, SubmitError};
+use rpcrdma_engine::responder::ServerConn;
+use std::time::{Duration, Instant};
+
+const MIB: usize = 1 << 20;
+
+/// The Calls of a mixed NFS-like load: READ and WRITE of 1 MiB, a Long ECHO (Long Call and
+/// Long reply) of 200 KiB, and a READ of 8 KiB that the credit's own buffers hold.
+struct Load {
+    read_args: Vec<u8>,
+    write_args: Vec<u8>,
+    write_data: Vec<u8>,
+    echo_args: Vec<u8>,
+    small_args: Vec<u8>,
+}
+
+impl Load {
+    fn new() -> Load {
+        let words = |a: u32, b: u32| [a.to_be_bytes(), b.to_be_bytes()].concat();
+        Load {
+            read_args: words(MIB as u32, 11),
+            write_args: 12u32.to_be_bytes().to_vec(),
+            write_data: pattern(12, MIB),
+            echo_args: opaque(&pattern(13, 200 * 1024)),
+            small_args: words(8192, 14),
+        }
+    }
+
+    fn call(&self, k: u64) -> CallArgs<'_> {
+        let mut a = match k % 4 {
+            0 => {
+                let mut a = CallArgs::new(PROG, VERS, READ, &self.read_args, 4);
+                a.bulk_results = &[MIB as u32];
+                a
+            }
+            1 => {
+                let mut a = CallArgs::new(PROG, VERS, WRITE, &self.write_args, 8);
+                a.bulk_arg = Some(&self.write_data);
+                a
+            }
+            2 => CallArgs::new(
+                PROG,
+                VERS,
+                ECHO,
+                &self.echo_args,
+                self.echo_args.len() as u32,
+            ),
+            _ => {
+                let mut a = CallArgs::new(PROG, VERS, READ, &self.small_args, 4);
+                a.bulk_results = &[8192];
+                a
+            }
+        };
+        a.timeout = Duration::from_secs(20);
+        a
+    }
+
+    /// Whether the reply to Call `k` is right, byte for byte.
+    fn check(&self, k: u64, r: &rpcrdma_engine::requester::Reply<'_>) -> bool {
+        r.is_success()
+            && match k % 4 {
+                0 => r.bulk()[0] == pattern(11, MIB).as_slice(),
+                1 => r.results == [1u32.to_be_bytes(), (MIB as u32).to_be_bytes()].concat(),
+                2 => r.results == self.echo_args.as_slice(),
+                _ => r.bulk()[0] == pattern(14, 8192).as_slice(),
+            }
+    }
+}
+
+/// Runs `total` Calls of the load with up to `depth` in flight, both ends in this thread;
+/// every reply checked.
+fn run(c: &mut Client<Soft>, s: &mut ServerConn<Soft>, total: u64, depth: u64) {
+    let load = Load::new();
+    let calls: Vec<CallArgs<'_>> = (0..4).map(|k| load.call(k)).collect();
+    let (mut next, mut done, mut bad) = (0u64, 0u64, 0u64);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while done < total {
+        assert!(Instant::now() < deadline, "{done} of {total} done");
+        while next < total && next - done < depth {
+            match c.submit(&calls[(next % 4) as usize], next) {
+                Ok(_) => next += 1,
+                Err(SubmitError::WouldBlock) => break,
+                Err(e) => panic!("submit {next}: {e:?}"),
+            }
+        }
+        s.poll();
+        c.poll_completions(|comp| {
+            done += 1;
+            match comp.result {
+                Ok(r) if load.check(comp.tag, &r) => {}
+                other => {
+                    bad += 1;
+                    eprintln!("RPC {} failed: {other:?}", comp.tag);
+                }
+            }
+        });
+    }
+    assert_eq!(bad, 0, "every reply right");
+}
+
+#[test]
+fn nfs_sized_io_with_128_credits_on_the_defaults() {
+    let cfg = ConnConfig {
+        credits: 128,
+        initial_grant: 128,
+        ..ConnConfig::default()
+    };
+    let (mut c, mut s) = soft_pair(dispatch(), cfg, cfg).expect("pair");
+    // Buffers of 1 MiB for each of 128 credits would be 256 MiB at the client and 512 MiB
+    // at the server (pull, bulk and reply buffers); shared, far less.
+    let (client_mem, server_mem) = (c.registered_bytes(), s.registered_bytes());
+    assert!(
+        client_mem < 40 * MIB as u64,
+        "client registers {client_mem}"
+    );
+    assert!(
+        server_mem < 48 * MIB as u64,
+        "server registers {server_mem}"
+    );
+    run(&mut c, &mut s, 400, 128);
+    let (cs, ss) = (c.snapshot(), s.snapshot());
+    assert!(cs.large_bulk > 0 && ss.large_bulk > 0, "{cs:?} {ss:?}");
+    assert!(
+        cs.large_bulk_waits > 0,
+        "128 Calls in flight outnumber the 16 large buffers: some waited"
+    );
+    assert!(ss.long_calls > 0 && ss.long_replies > 0 && ss.write_chunks > 0);
+    assert_eq!(ss.err_chunk + ss.system_err + cs.err_chunk, 0);
+}
+
+#[test]
+fn few_large_buffers_and_calls_that_need_several_never_deadlock() {
+    // Three large buffers at each end: a Long ECHO needs two at the server (its pull and
+    // its reply), a READ of 1 MiB one at each end; 32 of them in flight.
+    let cfg = ConnConfig {
+        credits: 32,
+        initial_grant: 32,
+        large_bufs: 3,
+        ..ConnConfig::default()
+    };
+    let (mut c, mut s) = soft_pair(dispatch(), cfg, cfg).expect("pair");
+    run(&mut c, &mut s, 200, 32);
+    let ss = s.snapshot();
+    assert!(ss.large_bulk_waits > 0 || c.snapshot().large_bulk_waits > 0);
+}
+
+#[test]
+fn credits_owning_the_largest_buffers_share_nothing() {
+    // slot_bulk_size = bulk_size: every credit has buffers of the largest size (the layout
+    // before sharing), no large pool.
+    let cfg = ConnConfig {
+        credits: 8,
+        initial_grant: 8,
+        bulk_size: 2 * MIB as u32,
+        slot_bulk_size: 2 * MIB as u32,
+        ..ConnConfig::default()
+    };
+    let (mut c, mut s) = soft_pair(dispatch(), cfg, cfg).expect("pair");
+    run(&mut c, &mut s, 40, 8);
+    assert_eq!(c.snapshot().large_bulk + s.snapshot().large_bulk, 0);
+}
