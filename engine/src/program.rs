@@ -285,6 +285,18 @@ fn multi(req: &Request<'_>, resp: &mut Response<'_>) -> Outcome {
     Outcome::Success
 }
 
+/// Whether the open-addressing slot whose key word is `k` is `key`'s: it holds `key`
+/// already, or it was free (0) and now does (another thread may claim it first).
+fn claim(k: &AtomicU64, key: u64) -> bool {
+    let cur = k.load(Ordering::Acquire);
+    cur == key
+        || (cur == 0
+            && match k.compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => true,
+                Err(other) => other == key,
+            })
+}
+
 /// The counts `EXECUTIONS` reports for one AUTH_SYS stamp.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
@@ -354,14 +366,7 @@ impl Executions {
         let start = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize % t.len();
         for i in 0..t.len() {
             let (k, n) = &t[(start + i) % t.len()];
-            let cur = k.load(Ordering::Acquire);
-            let claimed = cur == key
-                || (cur == 0
-                    && match k.compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire) {
-                        Ok(_) => true,
-                        Err(other) => other == key,
-                    });
-            if claimed {
+            if claim(k, key) {
                 n.fetch_add(1, Ordering::Relaxed);
                 return;
             }
@@ -399,14 +404,7 @@ impl Executions {
         let start = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 46) as usize % t.len();
         for i in 0..64 {
             let (k, n) = &t[(start + i) % t.len()];
-            let cur = k.load(Ordering::Acquire);
-            let claimed = cur == key
-                || (cur == 0
-                    && match k.compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire) {
-                        Ok(_) => true,
-                        Err(other) => other == key,
-                    });
-            if claimed {
+            if claim(k, key) {
                 n.fetch_add(1, Ordering::Relaxed);
                 return;
             }

@@ -16,6 +16,11 @@
 #   --smp N          guest CPUs (default 2)
 #   --kernel-args S  extra kernel command line, e.g. "loglevel=7" to see the
 #                    kernel's messages in the console log
+#   --link L:R:MAC   a second NIC (eth1, MAC address MAC) joined to another guest by
+#                    UDP datagrams between host ports 127.0.0.1:L (this guest's end)
+#                    and 127.0.0.1:R (the other's): two guests given mirrored ports
+#                    share a private Ethernet link (two-host.sh); the guest job
+#                    configures eth1 and its rxe device itself
 #   --keep           keep the host work folder (share, console log) and print it
 #   -v, --verbose    print boot and run timings on stderr
 #
@@ -45,6 +50,7 @@ TIMEOUT=${RXE_VM_TIMEOUT:-600}
 MEM=2G
 SMP=2
 KARGS=
+LINK=
 KEEP=0
 VERBOSE=0
 BINS=()
@@ -60,6 +66,7 @@ while [ $# -gt 0 ]; do
         --mem) need_arg "$@"; MEM=$2; shift 2 ;;
         --smp) need_arg "$@"; SMP=$2; shift 2 ;;
         --kernel-args) need_arg "$@"; KARGS=$2; shift 2 ;;
+        --link) need_arg "$@"; LINK=$2; shift 2 ;;
         --keep) KEEP=1; shift ;;
         -v|--verbose) VERBOSE=1; shift ;;
         -h|--help) usage ;;
@@ -73,6 +80,12 @@ done
 for e in "${ENVS[@]}"; do
     [[ $e =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || fatal "--env wants NAME=VALUE, got: $e"
 done
+LINK_ARGS=()
+if [ -n "$LINK" ]; then
+    [[ $LINK =~ ^([0-9]+):([0-9]+):([0-9a-fA-F:]{17})$ ]] || fatal "--link wants LOCAL_PORT:REMOTE_PORT:MAC, got: $LINK"
+    LINK_ARGS=(-netdev "dgram,id=n1,local.type=inet,local.host=127.0.0.1,local.port=${BASH_REMATCH[1]},remote.type=inet,remote.host=127.0.0.1,remote.port=${BASH_REMATCH[2]}"
+               -device "virtio-net-pci,netdev=n1,mac=${BASH_REMATCH[3]},romfile=")
+fi
 
 # --- the image --------------------------------------------------------------
 [ -f "$IMAGE/image.env" ] || fatal "no image in $IMAGE (run tools/rxe-vm/build-image.sh $IMAGE)"
@@ -180,6 +193,7 @@ START=$EPOCHREALTIME
     -append "console=ttyS0 quiet panic=1 mitigations=off${KARGS:+ $KARGS}" \
     -serial "file:$CONSOLE" \
     -netdev user,id=n0,restrict=on -device virtio-net-pci,netdev=n0,romfile= \
+    "${LINK_ARGS[@]}" \
     -virtfs "local,path=$SHARE,mount_tag=job,security_model=none,id=job" \
     -device virtio-serial-pci,id=vs0 \
     -chardev "file,id=jout,path=$WORK/stdout,append=on" \

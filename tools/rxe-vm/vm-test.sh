@@ -12,6 +12,10 @@
 # (not root and the image's packages missing, or no way to get them) is reported
 # plainly and the script exits 0 instead of failing.
 #
+# `test` then runs two-host.sh: `rpcrdma serve` in one guest and `call`, `sweep`
+# and `bench rpc` in a second one, over a private link between them
+# (VM_TEST_TWO_HOST=0 skips it).
+#
 # Environment: RXE_VM_IMAGE (image folder, default target/rxe-vm),
 # VM_TEST_TIMEOUT (seconds for the guest run, default 1200), CARGO.
 
@@ -69,4 +73,13 @@ rc=0
     --bin "$HERE/guest-nfs.sh" \
     -- guest-vm-test.sh "$MODE" || rc=$?
 echo "vm-test: $MODE finished after $(secs) s with exit code $rc" >&2
+if [ "$MODE" = test ] && [ "${VM_TEST_TWO_HOST:-1}" = 1 ]; then
+    # Two guests, each with its own soft-RoCE device, joined by a private link:
+    # `serve` in one, `call`, `sweep` and `bench rpc` in the other.
+    echo "vm-test: two hosts: serve in one guest, call/sweep/bench rpc from another" >&2
+    two=0
+    RXE_VM_IMAGE="$IMAGE" RPCRDMA="$BIN" "$HERE/two-host.sh" || two=$?
+    echo "vm-test: two hosts finished after $(secs) s with exit code $two" >&2
+    [ "$rc" -ne 0 ] || rc=$two
+fi
 exit "$rc"

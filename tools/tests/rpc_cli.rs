@@ -64,6 +64,25 @@ fn call(addr: &str, workload: &str, extra: &[&str]) -> Vec<Value> {
     }
 }
 
+/// Runs `rpcrdma bench rpc --json` with `args`; it must succeed. One report per line.
+fn bench_json(args: &[&str]) -> Vec<Value> {
+    let out = bin()
+        .args(["bench", "rpc", "--json"])
+        .args(args)
+        .output()
+        .expect("run bench rpc");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
 fn unique(tag: &str) -> String {
     format!("@rpcrdma-cli-test.{}.{tag}", std::process::id())
 }
@@ -131,32 +150,16 @@ fn call_to_nobody_fails_cleanly() {
 
 #[test]
 fn bench_rpc_reports_its_fields_and_allocates_nothing_per_rpc() {
-    let out = bin()
-        .args([
-            "bench",
-            "rpc",
-            "--workload",
-            "null,write:4k,read:4k",
-            "--seconds",
-            "0.3",
-            "--warmup",
-            "0.1",
-            "--depth",
-            "4",
-            "--json",
-        ])
-        .output()
-        .expect("run bench rpc");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let reports: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let reports = bench_json(&[
+        "--workload",
+        "null,write:4k,read:4k",
+        "--seconds",
+        "0.3",
+        "--warmup",
+        "0.1",
+        "--depth",
+        "4",
+    ]);
     assert_eq!(reports.len(), 3);
     for (r, (proc_name, arg, res)) in
         reports
@@ -234,34 +237,18 @@ fn a_workload_the_bulk_buffers_cannot_hold_is_refused_before_the_run() {
 /// every default: the connection's RPCs share large buffers.
 #[test]
 fn one_mebibyte_io_with_128_credits_runs_on_the_defaults() {
-    let out = bin()
-        .args([
-            "bench",
-            "rpc",
-            "--workload",
-            "read:1m,write:1m",
-            "--credits",
-            "128",
-            "--depth",
-            "128",
-            "--seconds",
-            "0.3",
-            "--warmup",
-            "0.05",
-            "--json",
-        ])
-        .output()
-        .expect("bench rpc");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let reports: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let reports = bench_json(&[
+        "--workload",
+        "read:1m,write:1m",
+        "--credits",
+        "128",
+        "--depth",
+        "128",
+        "--seconds",
+        "0.3",
+        "--warmup",
+        "0.05",
+    ]);
     assert_eq!(reports.len(), 2);
     for r in &reports {
         assert!(r["rpcs"].as_u64().unwrap() > 0, "{r}");
