@@ -145,8 +145,54 @@ pub fn parse_choices(
     Ok(out)
 }
 
-/// The operations a sweep knows.
+/// The operations a sweep knows (and `prog:P:V:N`: another program's procedure without
+/// arguments, [`parse_prog`]).
 pub const OPS: &str = "null,echo,read,write";
+
+/// `prog:P:V:N` (program, version, procedure: another server's NULL, say
+/// `prog:100003:3:0`), as numbers.
+pub fn parse_prog(op: &str) -> Option<(u32, u32, u32)> {
+    let rest = op.strip_prefix("prog:")?;
+    let mut it = rest.split(':').map(|x| x.parse::<u32>().ok());
+    match (it.next()??, it.next()??, it.next()??, it.next()) {
+        (p, v, n, None) => Some((p, v, n)),
+        _ => None,
+    }
+}
+
+/// The `--op` list: [`OPS`]' words and `prog:P:V:N` procedures, each once.
+pub fn parse_ops(s: &str) -> Result<Vec<String>, AxisError> {
+    let (progs, known): (Vec<&str>, Vec<&str>) = s
+        .split(',')
+        .map(str::trim)
+        .filter(|w| !w.is_empty())
+        .partition(|w| w.starts_with("prog:"));
+    let mut out = if known.is_empty() {
+        Vec::new()
+    } else {
+        parse_choices("op", &known.join(","), OPS)?
+    };
+    for p in progs {
+        if parse_prog(p).is_none() {
+            return Err(AxisError::Choice {
+                axis: "op",
+                word: p.into(),
+                allowed: "null,echo,read,write,prog:P:V:N",
+            });
+        }
+        if !out.iter().any(|o| o == p) {
+            out.push(p.into());
+        }
+    }
+    if out.is_empty() {
+        return Err(AxisError::Choice {
+            axis: "op",
+            word: s.into(),
+            allowed: "null,echo,read,write,prog:P:V:N",
+        });
+    }
+    Ok(out)
+}
 /// The forms a sweep can ask for.
 pub const FORMS: &str = "auto,short,chunked,long";
 /// The registration modes.
@@ -194,6 +240,7 @@ pub fn feasible(op: &str, size: u32, inline: u32, form: &str) -> bool {
         (_, "auto") => true,
         // Short: everything inline, both ways.
         ("null", "short") => true,
+        (p, "short") if p.starts_with("prog:") => true,
         (_, "short") => fits,
         // Chunked: a DDP-eligible item goes through a chunk (a Read chunk for WRITE's
         // argument, a Write chunk for READ's result); ECHO and NULL have none.
@@ -288,6 +335,31 @@ impl Axes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn other_programs_procedures_are_operations() {
+        assert_eq!(parse_prog("prog:100003:3:0"), Some((100_003, 3, 0)));
+        assert_eq!(parse_prog("prog:1:2"), None);
+        assert_eq!(parse_prog("prog:1:2:3:4"), None);
+        assert_eq!(parse_prog("prog:x:2:3"), None);
+        let ops = parse_ops("null,prog:100003:3:0,null,prog:100003:3:0").unwrap();
+        assert_eq!(ops, vec!["null".to_string(), "prog:100003:3:0".to_string()]);
+        assert!(parse_ops("prog:100003:3").is_err());
+        assert!(parse_ops("nul").is_err());
+        // Run once, at no payload, inline or as a Long Call; never chunked.
+        let a = Axes {
+            ops: vec!["prog:400100:1:0".into()],
+            forms: vec!["auto".into(), "short".into(), "chunked".into(), "long".into()],
+            ..axes()
+        };
+        let pts = a.points().unwrap();
+        assert!(pts.iter().all(|p| p.size == 0 && p.form != "chunked"));
+        let null = Axes {
+            ops: vec!["null".into()],
+            ..a.clone()
+        };
+        assert_eq!(pts.len(), null.points().unwrap().len(), "as NULL's");
+    }
 
     fn axes() -> Axes {
         Axes {

@@ -104,6 +104,18 @@ pub fn workload(c: &PointConfig) -> Result<Workload, SweepError> {
         "echo" => Workload::Echo(c.size),
         "read" => Workload::Read(c.size),
         "write" => Workload::Write(c.size),
+        other if other.starts_with("prog:") => match crate::axes::parse_prog(other) {
+            Some((prog, vers, proc_num)) => Workload::Proc {
+                prog,
+                vers,
+                proc_num,
+            },
+            None => {
+                return Err(SweepError::Misfit(format!(
+                    "--op: {other:?} is not prog:PROGRAM:VERSION:PROCEDURE"
+                )))
+            }
+        },
         other => {
             return Err(SweepError::Misfit(format!(
                 "--op: unknown operation {other:?}"

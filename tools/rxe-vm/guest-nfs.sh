@@ -174,6 +174,7 @@ nfs_tests() {
             probe_server kernel-nfsd 20049 20048 "$KEXPORT" "$KEXPORT"
             null_rtt kernel-nfsd 20049
         fi
+        sweep_null kernel-nfsd 20049
     else
         fail "kernel nfsd start"
     fi
@@ -241,6 +242,22 @@ probe_server() { # SERVER PORT MOUNTPORT REMOTE LOCAL
     fi
     cat "$NFS_WORK/probe.log"
     rm -rf "$5/probe-data" "$5/probe-out" "$5/probe-many"
+}
+
+# `rpcrdma sweep` of a server's NFSv3 NULL (`--op prog:100003:3:0`) at two depths: the
+# tuning tool against any server, the kernel's included.
+sweep_null() { # SERVER PORT
+    local out
+    command -v rpcrdma >/dev/null || return 0
+    if out=$(timeout 180 rpcrdma sweep --provider verbs --connect "$IP:$2" --op prog:100003:3:0 \
+        --inline 4k --credits 32 --depth 1,8 --reps 1 --seconds 0.5 --warmup 0.1 --json - 2>&1) \
+        && [ "$(grep -c '"op":"prog:100003:3:0"' <<<"$out")" -ge 2 ]; then
+        grep -o '"depth":[0-9]*\|"p50":[0-9]*\|"rate_rps":[0-9.]*' <<<"$out" | paste -sd' '
+        pass "$1: rpcrdma sweep of the NFS NULL"
+    else
+        echo "$out" | tail -n 20
+        fail "$1: rpcrdma sweep of the NFS NULL"
+    fi
 }
 
 # NULL round trips from the engine's requester: the p50, in microseconds, as a timed step.

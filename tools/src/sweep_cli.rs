@@ -35,7 +35,8 @@ pub enum Which {
 /// (`LOW..HIGH` doubling, `LOW..HIGH:xF`).
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// Operations: null, echo, read, write.
+    /// Operations: null, echo, read, write, and prog:P:V:N for another program's procedure
+    /// without arguments (a NULL: prog:100003:3:0 is NFSv3's, the kernel's nfsd included).
     #[arg(long, default_value = "null,echo,read,write")]
     op: String,
     /// Payload sizes (bytes, k, m): e.g. `64,1k,4k` or `8..8m` (perftest -a's doubling).
@@ -155,7 +156,7 @@ impl Args {
                 Which::Soft => "soft".into(),
                 Which::Verbs => "verbs".into(),
             },
-            ops: axes::parse_choices("op", &self.op, axes::OPS)?,
+            ops: axes::parse_ops(&self.op)?,
             sizes,
             inline: u32s("inline", &self.inline)?,
             credits: u32s("credits", &self.credits)?,

@@ -248,3 +248,43 @@ fn settings_that_cannot_work_are_refused_before_the_run() {
         );
     }
 }
+
+/// `--op prog:P:V:N`: another program's procedure without arguments (here the built-in
+/// program's NULL through the generic path), inline and as a Long Call.
+#[test]
+fn a_sweep_of_any_programs_procedure() {
+    let out = run(&[
+        "sweep",
+        "--op",
+        "prog:400100:1:0",
+        "--force-form",
+        "auto,long",
+        "--reps",
+        "1",
+        "--seconds",
+        "0.05",
+        "--warmup",
+        "0.01",
+        "--json",
+        "-",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pts: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON point per line"))
+        .collect();
+    assert_eq!(pts.len(), 2);
+    for p in &pts {
+        assert_eq!(p["op"], "prog:400100:1:0");
+        assert!(p["rpcs"].as_u64().unwrap() > 0, "{p}");
+    }
+    assert!(pts.iter().any(|p| p["forms"]["long_calls"].as_u64() > Some(0)));
+    // A malformed procedure is refused before anything runs.
+    let out = run(&["sweep", "--op", "prog:400100:1", "--seconds", "0.01"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("prog:P:V:N"));
+}
