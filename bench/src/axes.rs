@@ -349,7 +349,12 @@ mod tests {
         // Run once, at no payload, inline or as a Long Call; never chunked.
         let a = Axes {
             ops: vec!["prog:400100:1:0".into()],
-            forms: vec!["auto".into(), "short".into(), "chunked".into(), "long".into()],
+            forms: vec![
+                "auto".into(),
+                "short".into(),
+                "chunked".into(),
+                "long".into(),
+            ],
             ..axes()
         };
         let pts = a.points().unwrap();

@@ -1,6 +1,6 @@
 //! Wire formats of RPC-over-RDMA: XDR (RFC 4506), ONC RPC version 2 (RFC 5531), the
 //! RPC-over-RDMA version 1 transport header (RFC 8166) and its connection private data
-//! (RFC 8797).
+//! (RFC 8797), and version 2 (draft-cel-nfsv4-rpcrdma-version-two-09: [`v2`]).
 //!
 //! This crate does no I/O and holds no `unsafe`. Decoders borrow from the received bytes and
 //! never read past them; encoders write into buffers the caller provides. The receive-path
@@ -16,6 +16,7 @@ pub mod header;
 pub mod plan;
 pub mod private_data;
 pub mod rpc;
+pub mod v2;
 pub mod verdict;
 pub mod xdr;
 

@@ -17,7 +17,9 @@
 # (VM_TEST_TWO_HOST=0 skips it).
 #
 # Environment: RXE_VM_IMAGE (image folder, default target/rxe-vm),
-# VM_TEST_TIMEOUT (seconds for the guest run, default 1200), CARGO.
+# VM_TEST_TIMEOUT (seconds for the guest run, default 1200), NFS_ROUNDS (rounds of
+# the NFS workload on each server, alternating; the table gives medians; default 1),
+# CARGO.
 
 set -euo pipefail
 HERE=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
@@ -70,7 +72,7 @@ echo "vm-test: image ready after $(secs) s; booting the guest ($MODE)" >&2
 rc=0
 "$HERE/run.sh" --image "$IMAGE" --timeout "${VM_TEST_TIMEOUT:-1200}" \
     --mem 3G --bin "$BIN" --bin "$NFS3D" --bin "$NFS3PROBE" --bin "$HERE/guest-vm-test.sh" --bin "$HERE/guest-lib.sh" \
-    --bin "$HERE/guest-nfs.sh" \
+    --bin "$HERE/guest-nfs.sh" --env "NFS_ROUNDS=${NFS_ROUNDS:-1}" \
     -- guest-vm-test.sh "$MODE" || rc=$?
 echo "vm-test: $MODE finished after $(secs) s with exit code $rc" >&2
 if [ "$MODE" = test ] && [ "${VM_TEST_TWO_HOST:-1}" = 1 ]; then

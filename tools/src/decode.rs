@@ -28,9 +28,27 @@ pub struct Args {
     /// Decode this hex as RFC 8797 connection private data instead of a message.
     #[arg(long, conflicts_with_all = ["hex", "file"])]
     private_data: Option<String>,
+    /// The RPC-over-RDMA version to decode and judge as: `auto` by the message's
+    /// `rdma_vers` (2: draft-cel-nfsv4-rpcrdma-version-two-09), `1` as a version 1 receiver
+    /// (which answers any other version ERR_VERS), `2` as a version 2 one.
+    #[arg(long, value_enum, default_value_t = Version::Auto)]
+    version: Version,
     /// Indent the JSON.
     #[arg(long)]
     pretty: bool,
+}
+
+/// The protocol version `rpcrdma decode` reads a message as.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Version {
+    /// By the message's `rdma_vers`.
+    Auto,
+    /// Version 1 (RFC 8166).
+    #[value(name = "1")]
+    One,
+    /// Version 2.
+    #[value(name = "2")]
+    Two,
 }
 
 /// The receiving side.
@@ -58,7 +76,16 @@ pub fn run(args: &Args) -> ExitCode {
             As::Responder => Role::Responder,
             As::Requester => Role::Requester,
         };
-        describe_message(&bytes, role)
+        let two = match args.version {
+            Version::Auto => bytes.get(4..8) == Some(&[0, 0, 0, 2]),
+            Version::One => false,
+            Version::Two => true,
+        };
+        if two {
+            crate::decode_v2::describe(&bytes, role)
+        } else {
+            describe_message(&bytes, role)
+        }
     };
     let text = if args.pretty {
         serde_json::to_string_pretty(&v)
@@ -101,7 +128,7 @@ fn segments_json(c: Segments<'_>) -> Value {
     Value::Array(c.iter().map(|s| segment_json(&s)).collect())
 }
 
-/// Describes an RPC-over-RDMA message as the field list says.
+/// Describes an RPC-over-RDMA message as a version 1 receiver sees it.
 pub fn describe_message(buf: &[u8], role: Role) -> Value {
     let mut o = Map::new();
     let mut r = XdrReader::new(buf);

@@ -19,6 +19,7 @@ mod bench_proto;
 mod call_generic;
 mod conformance;
 mod decode;
+mod decode_v2;
 mod demo;
 mod devices;
 mod hex;

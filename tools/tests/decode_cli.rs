@@ -78,13 +78,18 @@ fn chunk_lists_are_listed() {
 
 #[test]
 fn errors_and_verdicts() {
+    // As a version 1 receiver sees a version 2 message.
     let v = decode(&[
         "decode",
+        "--version",
+        "1",
         "0a0b0c0d 00000002 00000020 00000000 00000000 00000000 00000000",
     ]);
     assert_eq!(v["verdict"], "err_vers");
     let v = decode(&[
         "decode",
+        "--version",
+        "1",
         "--as",
         "requester",
         "0a0b0c0d 00000002 00000020 00000004 00000001 00000001 00000001",
@@ -182,4 +187,77 @@ fn demo_round_trips_through_decode() {
     assert_eq!(v["proc"], "RDMA_NOMSG");
     assert_eq!(v["read_list"].as_array().unwrap().len(), 2);
     assert_eq!(v["verdict"], "process");
+}
+
+/// Version 2 (draft-cel-nfsv4-rpcrdma-version-two-09): the same contract plus `htype`,
+/// `flags`, `inv_handle`, `properties` and the error's own fields.
+#[test]
+fn version_2_messages() {
+    // An RDMA2_MSG Call with a Write chunk whose handle is the one to invalidate.
+    let m = format!(
+        "00000042 00000002 00000020 00000000 00000000 00000abc 00000000 \
+         00000001 00000001 00000abc 00001000 00000000 10000000 00000000 00000000 {NULL_CALL}"
+    );
+    let v = decode(&["decode", &m]);
+    assert_eq!(v["vers"], 2);
+    assert_eq!(v["htype"], "RDMA2_MSG");
+    assert_eq!(v["flags"], 0);
+    assert_eq!(v["inv_handle"], 0xabc);
+    assert_eq!(v["write_list"][0][0]["handle"], 0xabc);
+    assert_eq!(v["rpc"]["xid"], 0x42);
+    assert_eq!(v["header_len"], 60);
+    assert_eq!(v["verdict"], "call");
+    assert!(v["properties"].is_null());
+
+    // RDMA2_CONNPROP: Receive Buffer Size 8192, an unknown property, Reverse Request
+    // Support GENL.
+    let p = "00000001 00000002 00000001 00000005 00000000 00000003 \
+             00000001 00000004 00002000 00000063 00000003 01020300 00000002 00000004 00000002";
+    let v = decode(&["decode", p]);
+    assert_eq!(v["htype"], "RDMA2_CONNPROP");
+    let props = v["properties"].as_array().unwrap();
+    assert_eq!(props.len(), 3);
+    assert_eq!(props[0]["id"], 1);
+    assert_eq!(props[0]["name"], "receive_buffer_size");
+    assert_eq!(props[0]["value"], 8192);
+    assert_eq!(props[1]["id"], 99);
+    assert!(props[1]["name"].is_null());
+    assert_eq!(props[1]["value"], "010203");
+    assert_eq!(props[2]["value"], "RDMA2_RVREQSUP_GENL");
+    assert_eq!(v["verdict"], "properties");
+
+    // RDMA2_ERROR / RDMA2_ERR_WRITE_RESOURCE, received by the requester.
+    let e = "00000042 00000002 00000020 00000004 00000001 00000007 00000001 00002000";
+    let v = decode(&["decode", "--as", "requester", e]);
+    assert_eq!(v["htype"], "RDMA2_ERROR");
+    assert_eq!(v["flags"], 1);
+    assert_eq!(v["error"]["name"], "RDMA2_ERR_WRITE_RESOURCE");
+    assert_eq!(v["error"]["chunk_index"], 1);
+    assert_eq!(v["error"]["length_needed"], 8192);
+    assert_eq!(v["verdict"], "peer_error");
+
+    // Hostile: reserved flag bits, answered RDMA2_ERR_BAD_XDR; an unknown header type,
+    // RDMA2_ERR_INVAL_HTYPE.
+    let bad = format!(
+        "00000042 00000002 00000020 00000000 80000000 00000000 00000000 00000000 00000000 {NULL_CALL}"
+    );
+    let v = decode(&["decode", &bad]);
+    assert_eq!(v["verdict"], "rdma2_error");
+    assert_eq!(v["reply_error"]["name"], "RDMA2_ERR_BAD_XDR");
+    let v = decode(&["decode", "00000042 00000002 00000020 00000007 00000000"]);
+    assert_eq!(v["htype"], 7);
+    assert_eq!(v["reply_error"]["name"], "RDMA2_ERR_INVAL_HTYPE");
+
+    // A version 1 server's answer to a version 2 probe: ERR_VERS 1..1 in version 1's
+    // layout, echoing vers 2: the client falls back.
+    let v = decode(&[
+        "decode",
+        "--as",
+        "requester",
+        "00000042 00000002 00000020 00000004 00000001 00000001 00000001",
+    ]);
+    assert_eq!(v["error"]["name"], "RDMA2_ERR_VERS");
+    assert_eq!(v["error"]["vers_low"], 1);
+    assert!(v["flags"].is_null());
+    assert_eq!(v["verdict"], "fall_back");
 }

@@ -282,7 +282,9 @@ fn a_sweep_of_any_programs_procedure() {
         assert_eq!(p["op"], "prog:400100:1:0");
         assert!(p["rpcs"].as_u64().unwrap() > 0, "{p}");
     }
-    assert!(pts.iter().any(|p| p["forms"]["long_calls"].as_u64() > Some(0)));
+    assert!(pts
+        .iter()
+        .any(|p| p["forms"]["long_calls"].as_u64() > Some(0)));
     // A malformed procedure is refused before anything runs.
     let out = run(&["sweep", "--op", "prog:400100:1", "--seconds", "0.01"]);
     assert!(!out.status.success());

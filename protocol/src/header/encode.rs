@@ -37,7 +37,7 @@ impl Chunks<'_> {
         reads + writes + reply
     }
 
-    fn encode(&self, w: &mut XdrWriter<'_>) -> Result<(), EncodeError> {
+    pub(crate) fn encode(&self, w: &mut XdrWriter<'_>) -> Result<(), EncodeError> {
         for rs in self.reads {
             w.put_u32(1)?;
             w.put_u32(rs.position)?;

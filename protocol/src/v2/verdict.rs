@@ -1,0 +1,327 @@
+//! The version 2 receive-path decision, from the bytes alone, for either end of a
+//! connection ([V2] §3.2, §5.2, §5.3, §7; RFC 8166 §4.5 for what version 2 keeps).
+//!
+//! In version 2 both ends may be requester and responder (reverse-direction RPC), so the
+//! decision starts from RPCRDMA2_F_RESPONSE: set, the message answers one of the receiver's
+//! (a Reply, or an error about its Call); clear, it is a Call to the receiver (or its
+//! transport properties). A receiver answers with RDMA2_ERROR only a message that was not
+//! itself a response ("MUST NOT be transmitted by a requester", [V2] §5.3.3), and never an
+//! RDMA2_ERROR.
+
+use super::{Error2, Header2Error, HeaderView2, Htype, RPCRDMA_VERSION_TWO};
+use crate::chunks::{ChunkErrorClass, ReadLimits, ReadPlan};
+use crate::header::{Segments, RPCRDMA_VERSION};
+use crate::rpc::RpcMessage;
+use crate::verdict::Role;
+
+/// What the receiver does with a version 2 message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action2 {
+    /// A Call to this end: run it (at a responder; at a requester, a reverse-direction Call
+    /// when it takes them).
+    Call,
+    /// A Reply to one of this end's Calls: complete that RPC.
+    Reply,
+    /// The peer's transport properties (RDMA2_CONNPROP): note them.
+    Properties,
+    /// The peer reports an error about this end's message `rdma_xid`: complete that RPC
+    /// with it (or, for RDMA2_ERR_VERS, fall back; see [`Action2::FallBack`]).
+    PeerError(Error2),
+    /// The peer speaks only versions `low..=high`, without 2 ([V2] §7.2): continue the
+    /// connection in version 1 and remember the server.
+    FallBack {
+        /// Lowest version the peer supports.
+        low: u32,
+        /// Highest.
+        high: u32,
+    },
+    /// Answer the message with RDMA2_ERROR carrying this error.
+    Error(Error2),
+    /// Answer the Call with an RPC GARBAGE_ARGS reply: its header is valid but does not
+    /// match its Payload stream (RFC 8166 §4.5.2, kept by version 2).
+    GarbageArgs,
+    /// Drop the message without an answer.
+    Discard,
+}
+
+impl Action2 {
+    /// The snake_case name `rpcrdma decode` prints.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action2::Call => "call",
+            Action2::Reply => "reply",
+            Action2::Properties => "properties",
+            Action2::PeerError(_) => "peer_error",
+            Action2::FallBack { .. } => "fall_back",
+            Action2::Error(_) => "rdma2_error",
+            Action2::GarbageArgs => "garbage_args",
+            Action2::Discard => "discard",
+        }
+    }
+}
+
+/// The decision with the rule it comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Verdict2 {
+    /// What to do.
+    pub action: Action2,
+    /// One sentence naming the rule and its section.
+    pub reason: &'static str,
+}
+
+const fn v(action: Action2, reason: &'static str) -> Verdict2 {
+    Verdict2 { action, reason }
+}
+
+/// The versions a version 2 responder supports (it accepts either per connection).
+pub const SUPPORTED: (u32, u32) = (RPCRDMA_VERSION, RPCRDMA_VERSION_TWO);
+
+const LIMITS: ReadLimits = ReadLimits {
+    max_chunks: ReadLimits::DEFAULT_MAX_CHUNKS,
+    max_stream_len: u32::MAX,
+};
+
+/// Judges `buf` at the `role` end of a version 2 connection; `reverse` says whether this
+/// end takes part in reverse-direction RPC (a server that calls its client, a client that
+/// serves its server's Calls).
+pub fn judge2(buf: &[u8], role: Role, reverse: bool) -> Verdict2 {
+    use Action2::*;
+    // The flags word decides who may be answered with an error: a response never is.
+    let response = buf
+        .get(16..20)
+        .is_some_and(|w| w[3] & super::flags::RESPONSE as u8 != 0);
+    let answer = |e: Error2, why| {
+        if response {
+            v(
+                Discard,
+                "a malformed response is dropped: RDMA2_ERROR never answers a response \
+                 ([V2] §5.3.3)",
+            )
+        } else {
+            v(Error(e), why)
+        }
+    };
+    if buf.len() < 16 {
+        return v(
+            Discard,
+            "shorter than the four words every version shares: nothing to answer ([V2] §3.1)",
+        );
+    }
+    let h = match HeaderView2::parse(buf) {
+        Ok(h) => h,
+        Err(Header2Error::NotVersion2 { .. }) => {
+            return answer(
+                Error2::Vers {
+                    low: SUPPORTED.0,
+                    high: SUPPORTED.1,
+                },
+                "unsupported rdma_vers: RDMA2_ERR_VERS with the supported range 1..2 ([V2] \
+                 §5.3.3, §7)",
+            )
+        }
+        Err(Header2Error::UnknownHtype { .. }) => {
+            return answer(
+                Error2::InvalHtype,
+                "unknown rdma_htype: RDMA2_ERR_INVAL_HTYPE ([V2] §5.2, §5.3.3)",
+            )
+        }
+        Err(Header2Error::ReservedFlags { .. }) => {
+            return answer(
+                Error2::BadXdr,
+                "reserved rdma_flags bits set, which senders MUST clear: RDMA2_ERR_BAD_XDR \
+                 ([V2] §3.2, §9.4)",
+            )
+        }
+        Err(Header2Error::Props(_)) => {
+            return answer(
+                Error2::BadXdr,
+                "a known transport property's value does not fit its type: RDMA2_ERR_BAD_XDR \
+                 ([V2] §4.1)",
+            )
+        }
+        Err(Header2Error::InvHandle { .. }) => {
+            return answer(
+                Error2::BadXdr,
+                "rdma_inv_handle names none of the header's handles: RDMA2_ERR_BAD_XDR ([V2] \
+                 §3.3; CHECKLIST G-13 e)",
+            )
+        }
+        Err(Header2Error::Truncated(_) | Header2Error::Malformed(_)) => {
+            return answer(
+                Error2::BadXdr,
+                "the header does not decode (it runs past the message, or a discriminator or \
+                 count is wrong): RDMA2_ERR_BAD_XDR ([V2] §5.3.3)",
+            )
+        }
+    };
+    match h.htype() {
+        Htype::ConnProp => v(
+            Properties,
+            "RDMA2_CONNPROP: the peer's transport properties, unknown ones skipped ([V2] §4.1, \
+             §5.3.4)",
+        ),
+        Htype::Error => judge_error(&h),
+        Htype::Msg | Htype::NoMsg if h.is_response() => judge_reply(&h, role, reverse),
+        Htype::Msg | Htype::NoMsg => judge_call(&h, role, reverse),
+    }
+}
+
+fn judge_error(h: &HeaderView2<'_>) -> Verdict2 {
+    use Action2::*;
+    let Some(err) = h.error() else {
+        return v(Discard, "never: an RDMA2_ERROR has an error");
+    };
+    if !h.is_response() && !h.is_v1_err_vers() {
+        return v(
+            Discard,
+            "an RDMA2_ERROR without RPCRDMA2_F_RESPONSE names no XID of the receiver's; errors \
+             are never answered ([V2] §3.2, §5.3.3)",
+        );
+    }
+    match err {
+        Error2::Vers { low, high } if !(low..=high).contains(&RPCRDMA_VERSION_TWO) => v(
+            FallBack { low, high },
+            "the peer does not speak version 2: continue in a version it supports and \
+             remember it ([V2] §7.2)",
+        ),
+        e => v(
+            PeerError(e),
+            "the peer reports an error about this end's message: complete it with the error \
+             ([V2] §5.3.3)",
+        ),
+    }
+}
+
+/// Segments that name no memory: the lists are unusable.
+fn bad_segments(h: &HeaderView2<'_>) -> bool {
+    let too_long = |c: Segments<'_>| c.total_len() > u64::from(u32::MAX);
+    h.read_list().iter().any(|s| s.segment.end().is_none())
+        || h.write_list()
+            .iter()
+            .any(|c| c.iter().any(|s| s.end().is_none()) || too_long(c))
+        || h.reply_chunk()
+            .is_some_and(|c| c.iter().any(|s| s.end().is_none()) || too_long(c))
+}
+
+fn judge_call(h: &HeaderView2<'_>, role: Role, reverse: bool) -> Verdict2 {
+    use Action2::*;
+    if role == Role::Requester && !reverse {
+        return v(
+            Discard,
+            "a Call to a requester that takes no reverse-direction Calls (Reverse Request \
+             Support NONE) is dropped ([V2] §4.2.2)",
+        );
+    }
+    if bad_segments(h) {
+        return v(
+            Error(Error2::BadXdr),
+            "a segment wraps past 2^64 or a chunk's lengths sum past 2^32 − 1: the chunk lists \
+             are invalid, RDMA2_ERR_BAD_XDR (RFC 8166 §3.4.3, §4.5.2)",
+        );
+    }
+    let inline = h.payload();
+    let plan = match ReadPlan::new(inline.len(), h.read_list(), LIMITS) {
+        Ok(p) => p,
+        Err(e) if e.class() == ChunkErrorClass::ErrChunk => {
+            return v(
+                Error(Error2::BadXdr),
+                "the read list is invalid in itself: RDMA2_ERR_BAD_XDR (RFC 8166 §3.4.5, \
+                 §4.5.2)",
+            )
+        }
+        Err(_) => {
+            return v(
+                GarbageArgs,
+                "the read list does not fit the Payload stream: GARBAGE_ARGS (RFC 8166 §4.5.2)",
+            )
+        }
+    };
+    if h.htype() == Htype::NoMsg {
+        if !plan.is_long_call() {
+            return v(
+                Error(Error2::BadXdr),
+                "RDMA2_NOMSG Call without a Position-Zero Read chunk carries no Call: \
+                 RDMA2_ERR_BAD_XDR ([V2] §5.3.2)",
+            );
+        }
+        return v(
+            Call,
+            "a Long Call: its RPC message is pulled from the Position-Zero Read chunk ([V2] \
+             §5.3.2)",
+        );
+    }
+    if plan.is_long_call() {
+        return v(
+            Error(Error2::BadXdr),
+            "RDMA2_MSG with a Position-Zero Read chunk: the Call cannot be both inline and in \
+             a chunk, RDMA2_ERR_BAD_XDR ([V2] §5.3.1)",
+        );
+    }
+    if plan.chunk_count() > 0 {
+        // The RPC header is inline ahead of any Read chunk's data: judged now only when the
+        // chunks start after it (their Positions are checked against the stream).
+        return v(
+            Call,
+            "a Call with Read chunks: the arguments are pulled before it runs (RFC 8166 §3.4.5)",
+        );
+    }
+    match RpcMessage::parse(inline) {
+        Ok((RpcMessage::Call(c), _)) if c.xid == h.xid() => {
+            v(Call, "a Short Call: run it ([V2] §5.3.1)")
+        }
+        Ok((RpcMessage::Call(_), _)) => v(
+            Error(Error2::BadXdr),
+            "the RPC XID differs from rdma_xid: RDMA2_ERR_BAD_XDR (RFC 8166 §4.2.1; CHECKLIST \
+             G-9)",
+        ),
+        Ok((RpcMessage::Reply(_), _)) => v(
+            Discard,
+            "an RPC Reply without RPCRDMA2_F_RESPONSE: its direction contradicts the flag, \
+             dropped ([V2] §3.2)",
+        ),
+        Err(_) => v(
+            GarbageArgs,
+            "the inline RPC Call header does not decode: GARBAGE_ARGS (RFC 8166 §4.5.2)",
+        ),
+    }
+}
+
+fn judge_reply(h: &HeaderView2<'_>, role: Role, reverse: bool) -> Verdict2 {
+    use Action2::*;
+    if role == Role::Responder && !reverse {
+        return v(
+            Discard,
+            "a Reply at a responder that sends no reverse-direction Calls answers nothing: \
+             dropped ([V2] §3.2)",
+        );
+    }
+    if !h.read_list().is_empty() || bad_segments(h) {
+        return v(
+            Discard,
+            "a Reply with a read list, or with segments that name no memory, is unusable; \
+             responses are never answered with errors ([V2] §5.3.3)",
+        );
+    }
+    if h.htype() == Htype::NoMsg {
+        return match h.reply_chunk() {
+            Some(_) => v(
+                Reply,
+                "a Long Reply: its RPC message is in the Reply chunk ([V2] §5.3.2)",
+            ),
+            None => v(
+                Discard,
+                "RDMA2_NOMSG Reply without a Reply chunk carries no Reply: dropped ([V2] §5.3.2)",
+            ),
+        };
+    }
+    match RpcMessage::parse(h.payload()) {
+        Ok((RpcMessage::Reply(r), _)) if r.xid == h.xid() => {
+            v(Reply, "a Short Reply: complete its RPC ([V2] §5.3.1)")
+        }
+        _ => v(
+            Discard,
+            "the inline message is not an RPC Reply with rdma_xid: dropped (RFC 8166 §4.2.1, \
+             §4.5)",
+        ),
+    }
+}

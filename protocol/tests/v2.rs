@@ -1,0 +1,361 @@
+//! RPC-over-RDMA version 2 (draft-cel-nfsv4-rpcrdma-version-two-09): headers written by hand
+//! as hex words decode as the draft lays them out, every header type round-trips through the
+//! encoder, hostile headers get the draft's errors, and no input makes the decoder or the
+//! verdict panic (property tests).
+
+use proptest::prelude::*;
+use rpcrdma_proto::header::{Chunks, ReadSegment, Segment};
+use rpcrdma_proto::v2::props::{Property, ReverseRequests};
+use rpcrdma_proto::v2::verdict::{judge2, Action2};
+use rpcrdma_proto::v2::{
+    flags, Error2, Header2, Header2Error, HeaderView2, Htype, MIN_MSG_LEN, PREFIX_LEN,
+};
+use rpcrdma_proto::verdict::Role;
+
+fn hex(words: &str) -> Vec<u8> {
+    let digits: String = words.split_whitespace().collect();
+    (0..digits.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// An NFSv3 NULL Call with XID `xid`, AUTH_NONE: 40 bytes.
+fn null_call(xid: &str) -> String {
+    format!(
+        "{xid} 00000000 00000002 000186a3 00000003 00000000 00000000 00000000 00000000 00000000"
+    )
+}
+
+/// An accepted SUCCESS Reply with XID `xid`: 24 bytes.
+fn success_reply(xid: &str) -> String {
+    format!("{xid} 00000001 00000000 00000000 00000000 00000000")
+}
+
+fn server(words: &str) -> Action2 {
+    judge2(&hex(words), Role::Responder, false).action
+}
+
+fn client(words: &str) -> Action2 {
+    judge2(&hex(words), Role::Requester, false).action
+}
+
+#[test]
+fn a_short_call_and_its_reply() {
+    // xid, vers 2, credit 32, RDMA2_MSG, flags 0, inv_handle 0, three empty lists.
+    let call = format!(
+        "00000042 00000002 00000020 00000000 00000000 00000000 00000000 00000000 00000000 {}",
+        null_call("00000042")
+    );
+    let b = hex(&call);
+    let h = HeaderView2::parse(&b).unwrap();
+    assert_eq!(
+        (h.xid(), h.vers(), h.credit(), h.htype(), h.flags()),
+        (0x42, 2, 32, Htype::Msg, 0)
+    );
+    assert_eq!(h.inv_handle(), Some(0));
+    assert_eq!(h.header_len(), MIN_MSG_LEN);
+    assert_eq!(h.payload().len(), 40);
+    assert_eq!(server(&call), Action2::Call);
+    // A client that takes no reverse-direction Calls drops it.
+    assert_eq!(client(&call), Action2::Discard);
+    assert_eq!(
+        judge2(&b, Role::Requester, true).action,
+        Action2::Call,
+        "a reverse-direction Call"
+    );
+
+    // The Reply carries RPCRDMA2_F_RESPONSE.
+    let reply = format!(
+        "00000042 00000002 00000020 00000000 00000001 00000000 00000000 00000000 00000000 {}",
+        success_reply("00000042")
+    );
+    assert!(HeaderView2::parse(&hex(&reply)).unwrap().is_response());
+    assert_eq!(client(&reply), Action2::Reply);
+    // A server that sent no reverse Call drops a Reply, and never answers it with an error.
+    assert_eq!(server(&reply), Action2::Discard);
+    // A Reply without the flag is a Call whose message contradicts it.
+    let unflagged = reply.replacen(
+        "00000000 00000001 00000000 00000000",
+        "00000000 00000000 00000000 00000000",
+        1,
+    );
+    assert_eq!(server(&unflagged), Action2::Discard);
+}
+
+#[test]
+fn chunks_and_the_invalidation_handle() {
+    // inv_handle 0xabc names the write chunk's segment.
+    let m = "00000007 00000002 00000010 00000000 00000000 00000abc \
+             00000000 \
+             00000001 00000001 00000abc 00001000 00000000 10000000 00000000 \
+             00000000";
+    let mut words = m.to_string();
+    words.push(' ');
+    words.push_str(&null_call("00000007"));
+    let b = hex(&words);
+    let h = HeaderView2::parse(&b).unwrap();
+    assert_eq!(h.inv_handle(), Some(0xabc));
+    assert_eq!(h.write_list().len(), 1);
+    assert_eq!(server(&words), Action2::Call);
+    // A handle no segment carries: RDMA2_ERR_BAD_XDR (CHECKLIST G-13 e).
+    let stray = words.replacen("00000abc", "00000abd", 1);
+    assert_eq!(
+        HeaderView2::parse(&hex(&stray)),
+        Err(Header2Error::InvHandle { handle: 0xabd })
+    );
+    assert_eq!(server(&stray), Action2::Error(Error2::BadXdr));
+}
+
+#[test]
+fn hostile_headers_get_the_drafts_errors() {
+    let base = format!(
+        "00000042 00000002 00000020 00000000 00000000 00000000 00000000 00000000 00000000 {}",
+        null_call("00000042")
+    );
+    // Reserved flag bits.
+    let flagged = format!(
+        "00000042 00000002 00000020 00000000 00000100 00000000 00000000 00000000 00000000 {}",
+        null_call("00000042")
+    );
+    assert_eq!(server(&base), Action2::Call);
+    assert!(matches!(
+        HeaderView2::parse(&hex(&flagged)),
+        Err(Header2Error::ReservedFlags { flags: 0x100 })
+    ));
+    assert_eq!(server(&flagged), Action2::Error(Error2::BadXdr));
+    // Unknown header types (2 and 3, version 1's deprecated ones, included).
+    for htype in ["00000002", "00000003", "00000009"] {
+        let m = format!("00000042 00000002 00000020 {htype} 00000000");
+        assert_eq!(server(&m), Action2::Error(Error2::InvalHtype), "{htype}");
+        // Never answered when it says it is a response.
+        let m = format!("00000042 00000002 00000020 {htype} 00000001");
+        assert_eq!(client(&m), Action2::Discard, "{htype}");
+    }
+    // Lists that run past the message, and a bad discriminator.
+    assert_eq!(
+        server("00000042 00000002 00000020 00000000 00000000 00000000 00000001 00000000"),
+        Action2::Error(Error2::BadXdr)
+    );
+    assert_eq!(
+        server("00000042 00000002 00000020 00000001 00000000 00000000 00000007 00000000 00000000"),
+        Action2::Error(Error2::BadXdr)
+    );
+    // Another version: RDMA2_ERR_VERS with the range 1..2.
+    assert_eq!(
+        server("00000042 00000003 00000020 00000000 00000000"),
+        Action2::Error(Error2::Vers { low: 1, high: 2 })
+    );
+    // Too short to answer.
+    assert_eq!(server("00000042 00000002"), Action2::Discard);
+    // A property list that overruns the message, and a bad known value.
+    assert_eq!(
+        server("00000001 00000002 00000001 00000005 00000000 00000002 00000009 00000010 aaaaaaaa"),
+        Action2::Error(Error2::BadXdr)
+    );
+    assert_eq!(
+        server("00000001 00000002 00000001 00000005 00000000 00000001 00000002 00000004 00000007"),
+        Action2::Error(Error2::BadXdr)
+    );
+}
+
+#[test]
+fn connprop_with_known_and_unknown_properties() {
+    // Receive Buffer Size 8192 (CHECKLIST C.1's example), an unknown property 99 with
+    // three bytes, Reverse Request Support GENL.
+    let m = "00000001 00000002 00000001 00000005 00000000 00000003 \
+             00000001 00000004 00002000 \
+             00000063 00000003 01020300 \
+             00000002 00000004 00000002";
+    let b = hex(m);
+    let h = HeaderView2::parse(&b).unwrap();
+    let p = h.props().unwrap();
+    assert_eq!(p.len(), 3);
+    assert_eq!(p.recv_buf_size(), Some(8192));
+    assert_eq!(p.reverse_requests(), Some(ReverseRequests::General));
+    assert_eq!(h.header_len(), b.len());
+    assert_eq!(server(m), Action2::Properties);
+    assert_eq!(client(m), Action2::Properties);
+}
+
+#[test]
+fn errors_and_the_fall_back_to_version_1() {
+    // What a version 1 server answers a version 2 Call with: RDMA_ERROR ERR_VERS 1..1 in
+    // version 1's fixed layout, echoing vers 2 (RFC 8166 §4.5.1; CHECKLIST G-13 a).
+    let v1 = "00000042 00000002 00000020 00000004 00000001 00000001 00000001";
+    let b = hex(v1);
+    let h = HeaderView2::parse(&b).unwrap();
+    assert!(h.is_v1_err_vers());
+    assert_eq!(h.error(), Some(Error2::Vers { low: 1, high: 1 }));
+    assert_eq!(client(v1), Action2::FallBack { low: 1, high: 1 });
+    // A version 2 RDMA2_ERR_REPLY_RESOURCE: 28 bytes with word 4 = 1 too (the RESPONSE
+    // flag), told apart by its code, one of those with a one-word arm.
+    let e = "00000042 00000002 00000020 00000004 00000001 00000008 00010000";
+    let b = hex(e);
+    let h = HeaderView2::parse(&b).unwrap();
+    assert_eq!(
+        h.error(),
+        Some(Error2::ReplyResource {
+            length_needed: 65536
+        })
+    );
+    assert_eq!(
+        client(e),
+        Action2::PeerError(Error2::ReplyResource {
+            length_needed: 65536
+        })
+    );
+    // An error without the RESPONSE flag names no XID of ours; errors are never answered.
+    let e0 = "00000042 00000002 00000020 00000004 00000000 00000009";
+    assert_eq!(client(e0), Action2::Discard);
+    assert_eq!(server(e0), Action2::Discard);
+    // An error code of an extension: the void arm.
+    let ext = "00000042 00000002 00000020 00000004 00000001 00000064";
+    assert_eq!(
+        HeaderView2::parse(&hex(ext)).unwrap().error(),
+        Some(Error2::Other { code: 100 })
+    );
+}
+
+#[test]
+fn every_header_type_round_trips_through_the_encoder() {
+    let reads = [ReadSegment::new(0, 7, 300, 0x1000)];
+    let w0 = [Segment::new(9, 4096, 0x2000)];
+    let writes: [&[Segment]; 1] = [&w0];
+    let reply = [Segment::new(11, 1024, 0x3000)];
+    let chunks = Chunks {
+        reads: &reads,
+        writes: &writes,
+        reply: Some(&reply),
+    };
+    let props = [
+        Property::RecvBufSize(Some(16384)),
+        Property::ReverseRequests(Some(ReverseRequests::Inline)),
+        Property::Unknown {
+            id: 1234,
+            data: b"xyz12",
+        },
+    ];
+    let headers = [
+        Header2::call(5, 32, 9, chunks, false),
+        Header2::call(5, 32, 7, chunks, true),
+        Header2::reply(6, 16, Chunks::NONE, false),
+        Header2::error(
+            7,
+            2,
+            16,
+            Error2::WriteResource {
+                chunk_index: 1,
+                length_needed: 8192,
+            },
+        ),
+        Header2::error(7, 3, 16, Error2::Vers { low: 1, high: 2 }),
+        Header2::error(8, 2, 16, Error2::System),
+        Header2::connprop(1, 1, &props),
+    ];
+    for h in headers {
+        let mut out = vec![0u8; h.encoded_len()];
+        assert_eq!(h.encode(&mut out), Ok(out.len()));
+        // Too small a buffer: refused, nothing written.
+        let mut small = vec![0u8; h.encoded_len() - 1];
+        assert!(h.encode(&mut small).is_err());
+        if h.vers != 2 {
+            continue;
+        }
+        let v = HeaderView2::parse(&out).unwrap_or_else(|e| panic!("{h:?}: {e}"));
+        assert_eq!((v.xid(), v.credit(), v.flags()), (h.xid, h.credit, h.flags));
+        assert_eq!(v.htype(), h.body.htype());
+        assert_eq!(v.header_len(), out.len());
+        match h.body {
+            rpcrdma_proto::v2::Body2::Msg { inv_handle, .. }
+            | rpcrdma_proto::v2::Body2::NoMsg { inv_handle, .. } => {
+                assert_eq!(v.inv_handle(), Some(inv_handle));
+                assert_eq!(v.read_list().iter().count(), h_reads(&h));
+            }
+            rpcrdma_proto::v2::Body2::Error(e) => assert_eq!(v.error(), Some(e)),
+            rpcrdma_proto::v2::Body2::ConnProp(p) => {
+                assert_eq!(v.props().unwrap().properties().collect::<Vec<_>>(), p)
+            }
+        }
+    }
+    // The reply's flag.
+    let mut out = [0u8; 64];
+    let n = Header2::reply(6, 16, Chunks::NONE, false)
+        .encode(&mut out)
+        .unwrap();
+    assert_eq!(n, MIN_MSG_LEN);
+    assert_eq!(&out[16..20], &flags::RESPONSE.to_be_bytes());
+    assert_eq!(PREFIX_LEN, 20);
+}
+
+fn h_reads(h: &Header2<'_>) -> usize {
+    match h.body {
+        rpcrdma_proto::v2::Body2::Msg { chunks, .. }
+        | rpcrdma_proto::v2::Body2::NoMsg { chunks, .. } => chunks.reads.len(),
+        _ => 0,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// No input makes the decoder or the verdict panic, in either role.
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let _ = HeaderView2::parse(&bytes);
+        for role in [Role::Responder, Role::Requester] {
+            for reverse in [false, true] {
+                let _ = judge2(&bytes, role, reverse);
+            }
+        }
+    }
+
+    /// Version 2 prefixes with random words after them: decoded or refused, never a panic,
+    /// and an accepted header never claims more bytes than the message has.
+    #[test]
+    fn version_2_prefixes_with_random_bodies(
+        htype in prop_oneof![Just(0u32), Just(1), Just(4), Just(5), any::<u32>()],
+        flags in prop_oneof![Just(0u32), Just(1), any::<u32>()],
+        body in proptest::collection::vec(
+            prop_oneof![Just(0u32), Just(1), Just(2), 0u32..64, any::<u32>()], 0..24),
+    ) {
+        let mut bytes = Vec::new();
+        for w in [0x42u32, 2, 32, htype, flags].into_iter().chain(body) {
+            bytes.extend_from_slice(&w.to_be_bytes());
+        }
+        if let Ok(h) = HeaderView2::parse(&bytes) {
+            prop_assert!(h.header_len() <= bytes.len());
+            prop_assert_eq!(h.vers(), 2);
+            prop_assert_eq!(h.flags() & !flags::KNOWN, 0);
+        }
+        let _ = judge2(&bytes, Role::Responder, true);
+    }
+
+    /// Encoded Calls with random chunks decode to what was encoded.
+    #[test]
+    fn encoded_calls_decode_to_their_fields(
+        xid in any::<u32>(), credit in any::<u32>(),
+        reads in proptest::collection::vec((0u32..1024, any::<u32>(), any::<u32>(), any::<u64>()), 0..4),
+        writes in proptest::collection::vec(
+            proptest::collection::vec((any::<u32>(), any::<u32>(), any::<u64>()), 0..3), 0..3),
+        pick in any::<prop::sample::Index>(),
+        external in any::<bool>(),
+    ) {
+        let reads: Vec<ReadSegment> = reads.iter().map(|&(p, h, l, o)| ReadSegment::new(p * 4, h, l, o)).collect();
+        let writes: Vec<Vec<Segment>> = writes.iter().map(|c| c.iter().map(|&(h, l, o)| Segment::new(h, l, o)).collect()).collect();
+        let wrefs: Vec<&[Segment]> = writes.iter().map(|c| c.as_slice()).collect();
+        let handles: Vec<u32> = reads.iter().map(|r| r.segment.handle)
+            .chain(writes.iter().flatten().map(|s| s.handle)).collect();
+        let inv = if handles.is_empty() { 0 } else { handles[pick.index(handles.len())] };
+        let h = Header2::call(xid, credit, inv, Chunks { reads: &reads, writes: &wrefs, reply: None }, external);
+        let mut out = vec![0u8; h.encoded_len()];
+        h.encode(&mut out).unwrap();
+        let v = HeaderView2::parse(&out).unwrap();
+        prop_assert_eq!(v.xid(), xid);
+        prop_assert_eq!(v.credit(), credit);
+        prop_assert_eq!(v.inv_handle(), Some(inv));
+        prop_assert_eq!(v.read_list().iter().collect::<Vec<_>>(), reads);
+        prop_assert_eq!(v.write_list().len(), writes.len());
+        prop_assert_eq!(v.header_len(), out.len());
+    }
+}
