@@ -5,7 +5,6 @@
 //! part.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Barrier;
 use std::thread;
 use std::time::Duration;
 
@@ -13,7 +12,7 @@ use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::requester::Client;
 
 use crate::cpu;
-use crate::rpc::{self, LoadConfig, LoadError, LoadReport, Prepared, Progress};
+use crate::rpc::{self, Gates, LoadConfig, LoadError, LoadReport, Prepared, Progress};
 
 /// What one client thread did.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -66,8 +65,9 @@ fn shares(n: usize, threads: usize) -> Vec<usize> {
 /// `cores[i]` when it is `Some`), as `cfg` says. With `cfg.sever_every`, each thread drops
 /// one of its connections in turn every `sever_every × threads`, so that the run as a whole
 /// drops one every `sever_every`. `allocations` is read around the first thread's
-/// measured phase, which every thread starts at the same instant (a barrier), and the
-/// count is divided by every thread's RPCs. `progress` sees the sum of every thread's.
+/// measured phase (every thread starts its loop once all have made their state, and none
+/// drains or reports before all have measured: [`Gates`]), and the count is divided by
+/// every thread's RPCs. `progress` sees the sum of every thread's.
 pub fn run<P: Provider>(
     clients: &mut [Client<P>],
     prepared: &Prepared,
@@ -89,7 +89,7 @@ where
         ..cfg
     };
     let done: Vec<AtomicU64> = (0..t).map(|_| AtomicU64::new(0)).collect();
-    let barrier = Barrier::new(t);
+    let gates = Gates::new(t);
     let mut rest = clients;
     let mut groups = Vec::with_capacity(t);
     for &n in &shares {
@@ -103,16 +103,15 @@ where
             .enumerate()
             .map(|(i, group)| {
                 let core = cores.get(i).copied().flatten();
-                let (barrier, done, progress) = (&barrier, &done, &progress);
+                let (gates, done, progress) = (&gates, &done, &progress);
                 s.spawn(move || {
                     if let Some(c) = core {
                         pin(c);
                     }
-                    barrier.wait();
                     let cpu0 = cpu::thread_cpu();
                     let counted: fn() -> Option<u64> = if i == 0 { allocations } else { || None };
                     let conns = group.len();
-                    let r = rpc::run_many(group, prepared, cfg, counted, |p| {
+                    let r = rpc::run_many(group, prepared, cfg, Some(gates), counted, |p| {
                         done[i].store(p.rpcs, Ordering::Relaxed);
                         if i == 0 {
                             progress(Progress {
@@ -134,13 +133,15 @@ where
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| {
+        // Made before any thread measures: nothing here allocates while they do.
+        let mut out = Vec::with_capacity(t);
+        for h in handles {
+            out.push(
                 h.join()
-                    .unwrap_or_else(|_| (ThreadRun::default(), Err(LoadError::Stalled)))
-            })
-            .collect()
+                    .unwrap_or_else(|_| (ThreadRun::default(), Err(LoadError::Stalled))),
+            );
+        }
+        out
     });
     let mut threads = Vec::with_capacity(t);
     let mut reports = Vec::with_capacity(t);

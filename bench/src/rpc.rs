@@ -440,6 +440,26 @@ fn record_round_trips(
     flush(run);
 }
 
+/// The barriers several threads' runs meet at: before their loops, and after their
+/// measured phases.
+#[derive(Debug)]
+pub struct Gates {
+    /// Passed once every thread has made its state.
+    pub start: std::sync::Barrier,
+    /// Passed once every thread has ended its measured phase.
+    pub end: std::sync::Barrier,
+}
+
+impl Gates {
+    /// Gates for `n` threads.
+    pub fn new(n: usize) -> Gates {
+        Gates {
+            start: std::sync::Barrier::new(n),
+            end: std::sync::Barrier::new(n),
+        }
+    }
+}
+
 /// One connection's state in a run: its `depth` tags, when each was sent, which are in
 /// flight, and which are ready to go again.
 struct Lane {
@@ -537,6 +557,7 @@ pub fn run<P: Provider>(
         core::slice::from_mut(client),
         prepared,
         cfg,
+        None,
         allocations,
         progress,
     )
@@ -551,10 +572,15 @@ pub fn run<P: Provider>(
 /// checked: the clock is read at the first completion of each poll, so the checks (on by
 /// default, every byte) stay out of the latencies; they still cost the client thread's
 /// time, and so its rate.
+///
+/// With `gates`, several threads' runs start together, once each has made its state, and
+/// none goes on to its drain and report before all have ended their measured phase: no
+/// thread's setup or report allocates inside another's measured phase.
 pub fn run_many<P: Provider>(
     clients: &mut [Client<P>],
     prepared: &Prepared,
     cfg: LoadConfig,
+    gates: Option<&Gates>,
     allocations: fn() -> Option<u64>,
     mut progress: impl FnMut(Progress),
 ) -> Result<LoadReport, LoadError> {
@@ -568,9 +594,15 @@ pub fn run_many<P: Provider>(
     let depth = cfg.depth as usize;
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|_| LoadError::Config("histogram"))?;
-    let start = Instant::now();
-    let mut lanes: Vec<Lane> = clients.iter().map(|_| Lane::new(depth, start)).collect();
+    let mut lanes: Vec<Lane> = clients
+        .iter()
+        .map(|_| Lane::new(depth, Instant::now()))
+        .collect();
     let mut faults = Faults::default();
+    if let Some(g) = gates {
+        g.start.wait();
+    }
+    let start = Instant::now();
     let mut failure: Option<ReplyError> = None;
 
     let measure_from = start + cfg.warmup;
@@ -582,91 +614,101 @@ pub fn run_many<P: Provider>(
     let mut next_sever = cfg.sever_every.map(|e| start + e);
     let mut sever_turn = 0usize;
     let mut idle: u32 = 0;
-    loop {
-        let mut any = false;
-        for (client, lane) in clients.iter_mut().zip(lanes.iter_mut()) {
-            lane.submit(client, &call, &mut faults)?;
-            let mut first_at: Option<Instant> = None;
-            let n = client.poll_completions(|c| {
-                // The round trip ends here, before the reply is checked.
-                first_at.get_or_insert_with(Instant::now);
-                if !lane.complete(c.tag) {
-                    faults.completed_twice += 1;
-                    return;
+    // The measured loop; its error, if any, is returned after the gates are passed (a
+    // thread that stops early must not leave the others waiting at the end gate).
+    let outcome: Result<(), LoadError> = (|| {
+        loop {
+            let mut any = false;
+            for (client, lane) in clients.iter_mut().zip(lanes.iter_mut()) {
+                lane.submit(client, &call, &mut faults)?;
+                let mut first_at: Option<Instant> = None;
+                let n = client.poll_completions(|c| {
+                    // The round trip ends here, before the reply is checked.
+                    first_at.get_or_insert_with(Instant::now);
+                    if !lane.complete(c.tag) {
+                        faults.completed_twice += 1;
+                        return;
+                    }
+                    faults.completed += 1;
+                    if let Err(e) = prepared.verify(&c.result) {
+                        failure.get_or_insert(e);
+                    }
+                    lane.finished.push(c.tag);
+                });
+                if let Some(e) = failure {
+                    return Err(LoadError::Reply(e));
                 }
-                faults.completed += 1;
-                if let Err(e) = prepared.verify(&c.result) {
-                    failure.get_or_insert(e);
-                }
-                lane.finished.push(c.tag);
-            });
-            if let Some(e) = failure {
-                return Err(LoadError::Reply(e));
-            }
-            if let Some(now) = first_at.filter(|_| n > 0) {
-                any = true;
-                last_reply = now;
-                if measuring {
-                    record_round_trips(
-                        &mut hist,
-                        now,
-                        lane.finished.iter().map(|&t| lane.sent[t as usize]),
-                    );
-                    lane.rpcs += lane.finished.len() as u64;
-                }
-                lane.free.extend_from_slice(&lane.finished);
-                lane.finished.clear();
-            }
-        }
-        if any || idle >= 64 {
-            // One clock reading per pass that did something, and one every 64 idle passes:
-            // the idle spin stays tight.
-            idle = 0;
-            let now = Instant::now();
-            if !measuring && now >= measure_from {
-                measuring = true;
-                allocs_at_start = allocations();
-                hist.reset();
-                for lane in lanes.iter_mut() {
-                    lane.rpcs = 0;
+                if let Some(now) = first_at.filter(|_| n > 0) {
+                    any = true;
+                    last_reply = now;
+                    if measuring {
+                        record_round_trips(
+                            &mut hist,
+                            now,
+                            lane.finished.iter().map(|&t| lane.sent[t as usize]),
+                        );
+                        lane.rpcs += lane.finished.len() as u64;
+                    }
+                    lane.free.extend_from_slice(&lane.finished);
+                    lane.finished.clear();
                 }
             }
-            if now >= end {
-                break;
-            }
-            if let (Some(at), Some(every)) = (next_sever, cfg.sever_every) {
-                if now >= at {
-                    let k = sever_turn % clients.len();
-                    let c = &mut clients[k];
-                    if !c.is_reconnecting() && !c.is_dead() && c.in_flight() > 0 {
-                        c.sever();
-                        faults.severed += 1;
-                        sever_turn += 1;
-                        next_sever = Some(now + every);
+            if any || idle >= 64 {
+                // One clock reading per pass that did something, and one every 64 idle passes:
+                // the idle spin stays tight.
+                idle = 0;
+                let now = Instant::now();
+                if !measuring && now >= measure_from {
+                    measuring = true;
+                    allocs_at_start = allocations();
+                    hist.reset();
+                    for lane in lanes.iter_mut() {
+                        lane.rpcs = 0;
                     }
                 }
+                if now >= end {
+                    break;
+                }
+                if let (Some(at), Some(every)) = (next_sever, cfg.sever_every) {
+                    if now >= at {
+                        let k = sever_turn % clients.len();
+                        let c = &mut clients[k];
+                        if !c.is_reconnecting() && !c.is_dead() && c.in_flight() > 0 {
+                            c.sever();
+                            faults.severed += 1;
+                            sever_turn += 1;
+                            next_sever = Some(now + every);
+                        }
+                    }
+                }
+                if now >= next_progress {
+                    next_progress = now + Duration::from_millis(100);
+                    progress(Progress {
+                        elapsed: now.saturating_duration_since(measure_from),
+                        total: cfg.duration,
+                        rpcs: lanes.iter().map(|l| l.rpcs).sum(),
+                    });
+                }
+                if now.saturating_duration_since(last_reply) > cfg.timeout + Duration::from_secs(1)
+                {
+                    return Err(LoadError::Stalled);
+                }
+            } else {
+                idle += 1;
             }
-            if now >= next_progress {
-                next_progress = now + Duration::from_millis(100);
-                progress(Progress {
-                    elapsed: now.saturating_duration_since(measure_from),
-                    total: cfg.duration,
-                    rpcs: lanes.iter().map(|l| l.rpcs).sum(),
-                });
-            }
-            if now.saturating_duration_since(last_reply) > cfg.timeout + Duration::from_secs(1) {
-                return Err(LoadError::Stalled);
-            }
-        } else {
-            idle += 1;
         }
-    }
+        Ok(())
+    })();
     let measured_end = Instant::now();
     let rpcs: u64 = lanes.iter().map(|l| l.rpcs).sum();
     let allocs = match (allocs_at_start, allocations()) {
         (Some(a), Some(b)) if rpcs > 0 => Some((b - a) as f64 / rpcs as f64),
         _ => None,
     };
+    if let Some(g) = gates {
+        g.end.wait();
+    }
+    outcome?;
     // Let the calls still in flight finish, so that the connections are quiet afterwards
     // and every RPC submitted is accounted for.
     let drain_until = Instant::now() + cfg.timeout + Duration::from_secs(1);

@@ -111,9 +111,12 @@ struct Cli {
     #[arg(long, default_value_t = 0)]
     stats_every: u64,
     /// An idle worker naps this many microseconds between polls once it has been idle for
-    /// 2 ms (leaves the core to the I/O threads); 0: spin.
+    /// --nap-after-us (leaves the core to the I/O threads); 0: spin.
     #[arg(long, default_value_t = 50)]
     nap_us: u64,
+    /// Microseconds of idleness after which a worker starts napping.
+    #[arg(long, default_value_t = 2000)]
+    nap_after_us: u64,
     /// Do not register with rpcbind.
     #[arg(long)]
     no_rpcbind: bool,
@@ -220,7 +223,7 @@ where
     };
     if cli.nap_us > 0 {
         workers.set_nap(Some((
-            Duration::from_millis(2),
+            Duration::from_micros(cli.nap_after_us),
             Duration::from_micros(cli.nap_us),
         )));
     }
