@@ -66,13 +66,13 @@ pub struct Verdict {
     pub reconnects: u64,
     /// Retransmissions the requesters made during the run.
     pub retransmits: u64,
-    /// Whether the run's XIDs were all distinct (one connection, fewer RPCs than a slot's
-    /// XIDs wrap after: 2^20), so that the server's distinct-XID count must equal the RPCs
-    /// completed.
+    /// Whether the run's XIDs were all distinct (one connection, fewer RPCs than [`XID_WRAP`]),
+    /// so that the server's distinct-XID count must equal the RPCs completed.
     pub unique_xids: bool,
 }
 
-/// RPCs after which a requester's XIDs may repeat (a slot's generation has 20 bits).
+/// RPCs of one connection under which its XIDs are all distinct: a slot's generation has
+/// at least 20 bits (4096 credits take 12 for the slot).
 pub const XID_WRAP: u64 = 1 << 20;
 
 impl Verdict {

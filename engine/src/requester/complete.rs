@@ -138,7 +138,7 @@ impl<P: Provider> Client<P> {
         self.batch[0] += u64::from(len);
         let bytes = view::bytes(&self.recv[ridx as usize], len as usize);
         if let Some(short) = verdict::short_reply(bytes) {
-            let i = (short.xid & SLOT_MASK) as usize;
+            let i = (short.xid & self.slot_mask) as usize;
             if let Some(slot) = self
                 .slots
                 .get_mut(i)
@@ -193,7 +193,7 @@ impl<P: Provider> Client<P> {
         };
         let h = acc.header;
         let xid = h.xid();
-        let i = (xid & SLOT_MASK) as usize;
+        let i = (xid & self.slot_mask) as usize;
         let matches = i < self.slots.len()
             && self.slots[i].xid == xid
             && match self.slots[i].state {

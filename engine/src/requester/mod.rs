@@ -69,9 +69,27 @@ use crate::fabric::{
 use crate::pool::{Buf, BufferPool, PoolConfig};
 use crate::stats::{bump, Counters, Snapshot};
 
-/// Bits of the XID that name the pending-table slot.
-const SLOT_BITS: u32 = 12;
-const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
+/// Bits of the XID that name the pending-table slot: as few as the credits need (at least
+/// one), so that each slot's generation, above them, takes the rest (RFC 5531 §9: a
+/// server's duplicate request cache tells Calls apart by XID, so they should not repeat
+/// soon). With 128 credits a slot's XIDs repeat after 2^25 of its Calls, 2^32 Calls of the
+/// client in all, as a 32-bit counter's would.
+fn slot_bits(credits: u32) -> u32 {
+    (32 - credits.saturating_sub(1).leading_zeros()).max(1)
+}
+
+/// A generation to start every slot at, different for each client (clock and process id),
+/// so that a restarted client does not send its predecessor's XIDs again.
+fn first_generation() -> u32 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| {
+            d.subsec_nanos() ^ (d.as_secs() as u32).rotate_left(13)
+        });
+    static CLIENTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = CLIENTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    t ^ std::process::id().rotate_left(7) ^ n.wrapping_mul(0x9e37_79b9)
+}
 /// Most Write chunks per Call.
 pub const MAX_WRITE_CHUNKS: usize = MAX_BULK_RESULTS;
 /// Most segments per chunk.
@@ -275,6 +293,8 @@ enum Outcome {
 struct Slot<P: Provider> {
     state: State,
     xid: u32,
+    /// The generation of the slot's last XID (the bits above the slot's).
+    gen: u32,
     tag: u64,
     /// When the RPC times out; `None` until the first timeout check after the submission
     /// stamps it (submitting reads no clock), so an RPC never times out early.
@@ -457,7 +477,9 @@ pub struct Client<P: Provider> {
     /// `bytes_received` and `rpcs` of the completions of the current poll, published to
     /// `stats` with one store each when the batch is done (see [`Client::publish_batch`]).
     batch: [u64; 2],
-    next_gen: u32,
+    /// Bits of the XID that name the slot ([`slot_bits`]), and their mask.
+    slot_bits: u32,
+    slot_mask: u32,
     polls: u32,
     idle_polls: u32,
     dead: bool,
@@ -564,6 +586,7 @@ impl<P: Provider> Client<P> {
             slots.push(Slot {
                 state: State::Free,
                 xid: 0,
+                gen: first_generation(),
                 tag: 0,
                 deadline: None,
                 timeout: Duration::ZERO,
@@ -605,7 +628,8 @@ impl<P: Provider> Client<P> {
             negotiation: Negotiation::complete(Role::Client, Negotiation::advertise(&config), &[]),
             config,
             stats: Arc::new(Counters::default()),
-            next_gen: 1,
+            slot_bits: slot_bits(n),
+            slot_mask: (1u32 << slot_bits(n)) - 1,
             batch: [0; 2],
             polls: 0,
             idle_polls: 0,

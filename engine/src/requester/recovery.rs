@@ -17,7 +17,7 @@ impl<P: Provider> Client<P> {
     /// sent again. A Call still held back by [`cork`](Self::cork) is posted first (its
     /// credit is taken, so the responder's reply must find its slot).
     pub fn cancel(&mut self, xid: u32) -> Result<(), CancelError> {
-        let i = (xid & SLOT_MASK) as usize;
+        let i = (xid & self.slot_mask) as usize;
         if !self.slots.get(i).is_some_and(|s| s.cancellable(xid)) {
             return Err(CancelError::NotPending);
         }

@@ -325,13 +325,14 @@ impl<P: Provider> Client<P> {
         Ok(xid)
     }
 
-    /// The XID of the next Call in slot `idx`: the slot in the low bits, a generation above
-    /// (so that a late reply to the slot's previous Call does not match).
+    /// The XID of the next Call in slot `idx`: the slot in the low bits, the slot's next
+    /// generation above (so that a late reply to the slot's previous Call does not match,
+    /// and the slot's XIDs repeat only after 2^(32 − slot bits) of its Calls).
     #[inline]
     pub(super) fn next_xid(&mut self, idx: u32) -> u32 {
-        let xid = (self.next_gen << SLOT_BITS) | idx;
-        self.next_gen = self.next_gen.wrapping_add(1) & ((1 << (32 - SLOT_BITS)) - 1);
-        xid
+        let slot = &mut self.slots[idx as usize];
+        slot.gen = slot.gen.wrapping_add(1);
+        (slot.gen << self.slot_bits) | idx
     }
 
     /// [`submit`](Self::submit) of a Short Call without chunks of `send_len` bytes (checked

@@ -62,7 +62,7 @@ fn short_calls_with_a_credential_are_what_the_encoders_write() {
         let before = c.snapshot().short_calls;
         let xid = c.submit(&call, 1).unwrap();
         assert_eq!(c.snapshot().short_calls, before + 1, "the Short path");
-        let slot = &c.slots[(xid & SLOT_MASK) as usize];
+        let slot = &c.slots[(xid & c.slot_mask) as usize];
         let got = view::bytes(&slot.send, slot.send_len as usize).to_vec();
         let rpc = CallHeader::new(xid, 11, 2, 3, cred, OpaqueAuth::NONE);
         let mut want = vec![0u8; BARE_MSG_LEN + rpc.encoded_len()];
@@ -263,6 +263,10 @@ fn short_reply_fast_path_agrees_with_the_general_path() {
     let cfg = ConnConfig::default();
     let (mut fast, _s1) = crate::loopback::soft_pair(Arc::clone(&dispatch), cfg, cfg).unwrap();
     let (mut general, _s2) = crate::loopback::soft_pair(dispatch, cfg, cfg).unwrap();
+    // The same XIDs in both (each client starts its slots at a generation of its own).
+    for (a, b) in fast.slots.iter().zip(general.slots.iter_mut()) {
+        b.gen = a.gen;
+    }
     let mut tag = 0;
     let mut fast_completions = 0;
     let mut checked = 0;
@@ -290,4 +294,42 @@ fn short_reply_fast_path_agrees_with_the_general_path() {
         checked > 2000 && fast_completions > 500,
         "{checked} {fast_completions}"
     );
+}
+
+/// XIDs: the slot in as few low bits as the credits need, each slot's own generation above
+/// them, starting where no other client starts.
+#[test]
+fn xids_repeat_only_after_a_slot_generation_wraps() {
+    assert_eq!(super::slot_bits(1), 1);
+    assert_eq!(super::slot_bits(2), 1);
+    assert_eq!(super::slot_bits(3), 2);
+    assert_eq!(super::slot_bits(128), 7);
+    assert_eq!(super::slot_bits(129), 8);
+    assert_eq!(super::slot_bits(4096), 12);
+    let pair = |credits| {
+        let cfg = ConnConfig {
+            credits,
+            initial_grant: credits,
+            ..ConnConfig::default()
+        };
+        let dispatch = Arc::new(crate::dispatch::Dispatch::new());
+        crate::loopback::soft_pair(dispatch, cfg, cfg).unwrap()
+    };
+    let (mut c, _s) = pair(8);
+    assert_eq!(c.slot_mask, 7);
+    let first = c.next_xid(3);
+    assert_eq!(first & 7, 3);
+    // 100,000 Calls in one slot: all different, each naming the slot.
+    let mut seen = std::collections::HashSet::new();
+    seen.insert(first);
+    for _ in 0..100_000 {
+        let x = c.next_xid(3);
+        assert_eq!(x & 7, 3);
+        assert!(seen.insert(x), "XID {x:#x} repeated");
+    }
+    // Another slot's XIDs are its own.
+    assert_eq!(c.next_xid(5) & 7, 5);
+    // Two clients do not start at the same XIDs.
+    let (mut d, _t) = pair(8);
+    assert_ne!(d.next_xid(3), first);
 }
