@@ -201,21 +201,15 @@ where
         conn_config(c, settings)?;
         workload(c)?;
     }
-    // The same-run limits: the cache-line round trip before any worker spins, and a copy
-    // of each payload size once.
-    let cacheline = cacheline_pingpong(200_000).p50_ns * 2;
-    let mut copies: Vec<(u32, Option<u64>)> = Vec::new();
+    // The same-run limits, measured again before every repetition of every point (the
+    // server of the last one stopped, this one's not yet started): these hosts change speed
+    // by a factor of several within a minute, and a ratio is only worth something against a
+    // limit taken in the same phase.
     let mut out = Vec::with_capacity(points.len() * settings.reps as usize);
     for (n, c) in points.iter().enumerate() {
-        let copy = match copies.iter().find(|(s, _)| *s == c.size) {
-            Some(&(_, v)) => v,
-            None => {
-                let v = cross_core_copy_ns(c.size as usize, 200, Some((0, 1 % cores())));
-                copies.push((c.size, v));
-                v
-            }
-        };
         for rep in 0..settings.reps {
+            let cacheline = cacheline_pingpong(100_000).p50_ns * 2;
+            let copy = cross_core_copy_ns(c.size as usize, 100, Some((0, 1 % cores())));
             let p = run_point::<P>(c, rep, n, settings, target, open, cacheline, copy)?;
             each(out.len(), &p);
             out.push(p);
