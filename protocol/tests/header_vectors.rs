@@ -1,18 +1,14 @@
 //! Byte-exact vectors for every procedure and list shape, written by hand from RFC 8166 §4.1.2
 //! and §4.7 (the hex words below are the XDR, four octets each).
 
+mod common;
+
+use common::*;
+
 use rpcrdma_proto::header::{
     Body, Chunks, Header, HeaderError, HeaderView, Proc, RdmaError, ReadSegment, Segment,
 };
 use rpcrdma_proto::DecodeError;
-
-fn hex(words: &str) -> Vec<u8> {
-    let digits: String = words.split_whitespace().collect();
-    (0..digits.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).unwrap())
-        .collect()
-}
 
 fn encode(h: &Header<'_>) -> Vec<u8> {
     let mut buf = vec![0u8; h.encoded_len()];

@@ -3,6 +3,10 @@
 //! encoder, hostile headers get the draft's errors, and no input makes the decoder or the
 //! verdict panic (property tests).
 
+mod common;
+
+use common::*;
+
 use proptest::prelude::*;
 use rpcrdma_proto::header::{Chunks, ReadSegment, Segment};
 use rpcrdma_proto::v2::props::{Property, ReverseRequests};
@@ -11,26 +15,6 @@ use rpcrdma_proto::v2::{
     flags, Error2, Header2, Header2Error, HeaderView2, Htype, MIN_MSG_LEN, PREFIX_LEN,
 };
 use rpcrdma_proto::verdict::Role;
-
-fn hex(words: &str) -> Vec<u8> {
-    let digits: String = words.split_whitespace().collect();
-    (0..digits.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).unwrap())
-        .collect()
-}
-
-/// An NFSv3 NULL Call with XID `xid`, AUTH_NONE: 40 bytes.
-fn null_call(xid: &str) -> String {
-    format!(
-        "{xid} 00000000 00000002 000186a3 00000003 00000000 00000000 00000000 00000000 00000000"
-    )
-}
-
-/// An accepted SUCCESS Reply with XID `xid`: 24 bytes.
-fn success_reply(xid: &str) -> String {
-    format!("{xid} 00000001 00000000 00000000 00000000 00000000")
-}
 
 fn server(words: &str) -> Action2 {
     judge2(&hex(words), Role::Responder, false).action

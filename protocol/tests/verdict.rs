@@ -1,27 +1,11 @@
 //! The receive-path verdict (RFC 8166 §4.5) for valid and hostile messages, each written by
 //! hand as hex words.
 
+mod common;
+
+use common::*;
+
 use rpcrdma_proto::verdict::{judge, Action, Role};
-
-fn hex(words: &str) -> Vec<u8> {
-    let digits: String = words.split_whitespace().collect();
-    (0..digits.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).unwrap())
-        .collect()
-}
-
-/// An NFSv3 NULL Call with XID `xid`, AUTH_NONE (RFC 5531 §9): 40 bytes.
-fn null_call(xid: &str) -> String {
-    format!(
-        "{xid} 00000000 00000002 000186a3 00000003 00000000 00000000 00000000 00000000 00000000"
-    )
-}
-
-/// An accepted SUCCESS Reply with XID `xid`: 24 bytes.
-fn success_reply(xid: &str) -> String {
-    format!("{xid} 00000001 00000000 00000000 00000000 00000000")
-}
 
 fn responder(words: &str) -> Action {
     judge(&hex(words), Role::Responder).action

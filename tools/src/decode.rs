@@ -124,7 +124,8 @@ fn segment_json(s: &Segment) -> Value {
     json!({"handle": s.handle, "length": s.length, "offset": s.offset})
 }
 
-fn segments_json(c: Segments<'_>) -> Value {
+/// A chunk's segments as `[{handle, length, offset}]`.
+pub fn segments_json(c: Segments<'_>) -> Value {
     Value::Array(c.iter().map(|s| segment_json(&s)).collect())
 }
 

@@ -4,20 +4,12 @@
 //! `flags`, `inv_handle`, `properties` (`[{"id", "name", "value"}]`) and the error's own
 //! fields. Fields the message cannot hold are `null`.
 
-use rpcrdma_proto::header::{Segment, Segments};
+use crate::decode::segments_json;
 use rpcrdma_proto::v2::props::{Property, Props};
 use rpcrdma_proto::v2::verdict::{judge2, Action2};
 use rpcrdma_proto::v2::{Error2, HeaderView2, Htype, View2Body};
 use rpcrdma_proto::verdict::Role;
 use serde_json::{json, Map, Value};
-
-fn segment_json(s: &Segment) -> Value {
-    json!({"handle": s.handle, "length": s.length, "offset": s.offset})
-}
-
-fn segments_json(c: Segments<'_>) -> Value {
-    Value::Array(c.iter().map(|s| segment_json(&s)).collect())
-}
 
 /// An error's code, name and arm as JSON.
 pub fn error_json(e: &Error2) -> Value {
