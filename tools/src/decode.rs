@@ -124,6 +124,19 @@ fn segment_json(s: &Segment) -> Value {
     json!({"handle": s.handle, "length": s.length, "offset": s.offset})
 }
 
+/// A read list as `[{position, handle, length, offset}]`.
+pub fn read_list_json(reads: ReadList<'_>) -> Value {
+    Value::Array(
+        reads
+            .iter()
+            .map(|s| {
+                json!({"position": s.position, "handle": s.segment.handle,
+                       "length": s.segment.length, "offset": s.segment.offset})
+            })
+            .collect(),
+    )
+}
+
 /// A chunk's segments as `[{handle, length, offset}]`.
 pub fn segments_json(c: Segments<'_>) -> Value {
     Value::Array(c.iter().map(|s| segment_json(&s)).collect())
@@ -188,15 +201,7 @@ pub fn describe_message(buf: &[u8], role: Role) -> Value {
                     o.insert("msgp".into(), json!({"align": align, "thresh": thresh}));
                 }
                 if let Ok(reads) = ReadList::parse(&mut r) {
-                    read_list = Value::Array(
-                        reads
-                            .iter()
-                            .map(|s| {
-                                json!({"position": s.position, "handle": s.segment.handle,
-                                       "length": s.segment.length, "offset": s.segment.offset})
-                            })
-                            .collect(),
-                    );
+                    read_list = read_list_json(reads);
                     if let Ok(writes) = WriteList::parse(&mut r) {
                         write_list = Value::Array(writes.iter().map(segments_json).collect());
                         let reply = match r.optional() {

@@ -4,7 +4,7 @@
 //! `flags`, `inv_handle`, `properties` (`[{"id", "name", "value"}]`) and the error's own
 //! fields. Fields the message cannot hold are `null`.
 
-use crate::decode::segments_json;
+use crate::decode::{read_list_json, segments_json};
 use rpcrdma_proto::v2::props::{Property, Props};
 use rpcrdma_proto::v2::verdict::{judge2, Action2};
 use rpcrdma_proto::v2::{Error2, HeaderView2, Htype, View2Body};
@@ -108,18 +108,7 @@ pub fn describe(buf: &[u8], role: Role) -> Value {
                 ..
             } => {
                 set("inv_handle", json!(inv_handle));
-                set(
-                    "read_list",
-                    Value::Array(
-                        reads
-                            .iter()
-                            .map(|s| {
-                                json!({"position": s.position, "handle": s.segment.handle,
-                                       "length": s.segment.length, "offset": s.segment.offset})
-                            })
-                            .collect(),
-                    ),
-                );
+                set("read_list", read_list_json(reads));
                 set(
                     "write_list",
                     Value::Array(writes.iter().map(segments_json).collect()),
