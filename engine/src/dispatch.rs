@@ -248,6 +248,10 @@ pub enum Outcome {
     GarbageArgs,
     /// The handler failed: SYSTEM_ERR.
     SystemErr,
+    /// The credential (or verifier) is refused: the Call is answered MSG_DENIED /
+    /// AUTH_ERROR with this status (RFC 5531 §9: AUTH_BADCRED for a credential that does not
+    /// decode, AUTH_TOOWEAK for a flavor the procedure does not accept), without results.
+    AuthError(rpcrdma_proto::rpc::AuthStat),
     /// The handler answers later (its storage I/O, say, is under way): it keeps
     /// [`Response::deferred`] and calls
     /// [`ServerConn::complete`](crate::responder::ServerConn::complete) with it, which runs

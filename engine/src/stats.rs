@@ -94,6 +94,10 @@ counters! {
     proc_unavail,
     /// SYSTEM_ERR or RPC_MISMATCH replies sent.
     system_err,
+    /// MSG_DENIED / AUTH_ERROR replies sent (a handler's [`Outcome::AuthError`]).
+    ///
+    /// [`Outcome::AuthError`]: crate::dispatch::Outcome::AuthError
+    auth_errors,
     /// Messages silently discarded by the verdict (RFC 8166 §4.5).
     discards,
     /// Calls that arrived while the peer already had as many Calls in process as granted
@@ -124,7 +128,7 @@ counters! {
 
 /// The counters that count errors (refusals, discards, failures): reports group them apart
 /// from the traffic counters.
-pub const ERROR_COUNTERS: [&str; 12] = [
+pub const ERROR_COUNTERS: [&str; 13] = [
     "err_vers",
     "err_chunk",
     "garbage_args",
@@ -132,6 +136,7 @@ pub const ERROR_COUNTERS: [&str; 12] = [
     "prog_mismatch",
     "proc_unavail",
     "system_err",
+    "auth_errors",
     "discards",
     "credit_overruns",
     "timeouts",

@@ -56,6 +56,8 @@ pub struct NfsStats {
     pub garbage_args: AtomicU64,
     /// SYSTEM_ERR answers (an I/O thread failure, a cache wait that ended first).
     pub system_errs: AtomicU64,
+    /// AUTH_ERROR answers (an AUTH_SYS credential that does not decode).
+    pub auth_errors: AtomicU64,
     /// Argument bytes copied for an I/O thread because the engine could not lend them.
     pub args_copies: AtomicU64,
     /// READ results read into a buffer of our own and copied because the engine could not
@@ -106,6 +108,7 @@ impl NfsStats {
             "io_errors": get(&self.io_errors),
             "garbage_args": get(&self.garbage_args),
             "system_errs": get(&self.system_errs),
+            "auth_errors": get(&self.auth_errors),
             "args_copies": get(&self.args_copies),
             "bulk_copies": get(&self.bulk_copies),
             "answered": get(&self.answered),

@@ -10,7 +10,9 @@ use rpcrdma_proto::chunks::{self, ChunkFill, ResultTarget};
 use rpcrdma_proto::header::{Chunks, Header, HeaderView, RdmaError, Segment};
 use rpcrdma_proto::header::{MIN_HEADER_LEN, RPCRDMA_VERSION};
 use rpcrdma_proto::plan::{self, ReplyForm};
-use rpcrdma_proto::rpc::{AcceptStat, ReplyHeader, AUTH_NONE_ACCEPTED_LEN, MSG_ACCEPTED, REPLY};
+use rpcrdma_proto::rpc::{
+    AcceptStat, AuthStat, ReplyHeader, AUTH_NONE_ACCEPTED_LEN, MSG_ACCEPTED, REPLY,
+};
 use rpcrdma_proto::verdict;
 use rpcrdma_proto::xdr::pad4;
 
@@ -63,6 +65,32 @@ pub(super) enum Built {
     /// The handler deferred its answer ([`Outcome::Deferred`]): nothing was written to the
     /// peer or counted.
     Deferred,
+}
+
+/// Bytes of an AUTH_ERROR RPC Reply header: xid, REPLY, MSG_DENIED, AUTH_ERROR and the
+/// auth_stat (RFC 5531 §9).
+const SHORT_DENIED_LEN: usize = 20;
+
+/// The words of a Short Reply that refuses the Call's credential: the transport header as
+/// in [`short_reply_prefix`], then MSG_DENIED / AUTH_ERROR with `stat` (RFC 5531 §9). What
+/// `Header::msg(..).encode` and `ReplyHeader::auth_error(..).encode` write for it (tested
+/// below).
+#[inline]
+pub(super) fn short_denied_prefix(xid: u32, grant: u32, stat: AuthStat) -> [u32; 12] {
+    [
+        xid,
+        RPCRDMA_VERSION,
+        grant,
+        0, // RDMA_MSG
+        0,
+        0,
+        0,
+        xid,
+        REPLY,
+        1, // MSG_DENIED
+        1, // AUTH_ERROR
+        stat.0,
+    ]
 }
 
 /// Where the results of a Short Reply without chunks start: the 28-byte RDMA_MSG header of
@@ -157,6 +185,20 @@ pub(super) fn short<P: Provider>(
         Outcome::SystemErr => {
             bump(&io.stats.system_err, 1);
             (AcceptStat::SystemErr, 0)
+        }
+        Outcome::AuthError(a) => {
+            // MSG_DENIED replaces the accepted header: five words after the transport
+            // header, no results.
+            bump(&io.stats.auth_errors, 1);
+            io.tally.short_calls += 1;
+            for (k, w) in short_denied_prefix(sc.xid, grant, a).iter().enumerate() {
+                out_head[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
+            }
+            io.tally.short_replies += 1;
+            return Some(Built::Send {
+                len: (MIN_HEADER_LEN + SHORT_DENIED_LEN) as u32,
+                inv: None,
+            });
         }
     };
     io.tally.short_calls += 1;
@@ -307,6 +349,10 @@ pub(super) fn build<P: Provider>(
                 Outcome::SystemErr => {
                     bump(&io.stats.system_err, 1);
                     (ReplyHeader::system_err(xid), 0, items, 0, None)
+                }
+                Outcome::AuthError(a) => {
+                    bump(&io.stats.auth_errors, 1);
+                    (ReplyHeader::auth_error(xid, a), 0, items, 0, None)
                 }
             }
         }

@@ -6,11 +6,12 @@ use super::*;
 use crate::dispatch::ProcSpec;
 use crate::fabric::soft::Soft;
 use rpcrdma_proto::header::{Chunks, Header};
-use rpcrdma_proto::rpc::{AcceptStat, OpaqueAuth, AUTH_SYS};
+use rpcrdma_proto::rpc::{AcceptStat, AuthStat, OpaqueAuth, AUTH_SYS};
 
 const PROG: u32 = 0x2000_0042;
 /// Results as the arguments ask: word 0 the outcome (0 SUCCESS, 1 GARBAGE_ARGS,
-/// 2 SYSTEM_ERR), word 1 the results length (a multiple of 4).
+/// 2 SYSTEM_ERR, 3 AUTH_ERROR / AUTH_BADCRED, 4 AUTH_ERROR / AUTH_TOOWEAK), word 1 the
+/// results length (a multiple of 4).
 const ECHOISH: u32 = 1;
 /// Results too large for the inline threshold.
 const HUGE: u32 = 2;
@@ -29,6 +30,8 @@ fn dispatch() -> Arc<Dispatch> {
         match w(0) {
             0 => Outcome::Success,
             1 => Outcome::GarbageArgs,
+            3 => Outcome::AuthError(AuthStat::AUTH_BADCRED),
+            4 => Outcome::AuthError(AuthStat::AUTH_TOOWEAK),
             _ => Outcome::SystemErr,
         }
     };
@@ -121,6 +124,7 @@ fn diff(after: Snapshot, before: Snapshot) -> Snapshot {
     Snapshot {
         garbage_args: after.garbage_args - before.garbage_args,
         system_err: after.system_err - before.system_err,
+        auth_errors: after.auth_errors - before.auth_errors,
         prog_unavail: after.prog_unavail - before.prog_unavail,
         err_chunk: after.err_chunk - before.err_chunk,
         discards: after.discards - before.discards,
@@ -154,6 +158,27 @@ fn short_reply_prefix_is_what_the_encoders_write() {
 }
 
 #[test]
+fn short_denied_prefix_is_what_the_encoders_write() {
+    for (xid, grant) in [(1, 1), (0xffff_ffff, 32)] {
+        for stat in [AuthStat::AUTH_BADCRED, AuthStat::AUTH_TOOWEAK] {
+            let mut want = [0u8; 48];
+            let h = Header::msg(xid, grant, Chunks::default());
+            assert_eq!(h.encode(&mut want), Ok(28));
+            let rpc = ReplyHeader::auth_error(xid, stat);
+            assert_eq!(rpc.encode(&mut want[28..]), Ok(20));
+            let mut got = [0u8; 48];
+            for (k, w) in reply::short_denied_prefix(xid, grant, stat)
+                .iter()
+                .enumerate()
+            {
+                got[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
+            }
+            assert_eq!(got, want, "xid {xid:#x} grant {grant} {stat:?}");
+        }
+    }
+}
+
+#[test]
 fn fast_path_answers_byte_for_byte_as_the_general_path() {
     let (_client, mut s) = server();
     let sys_body = [0u8, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
@@ -161,7 +186,7 @@ fn fast_path_answers_byte_for_byte_as_the_general_path() {
     let mut taken = 0;
     for (xid, credit, grant) in [(1, 1, 1), (0xdead_beef, 32, 17), (0x8000_0000, 0, 32)] {
         for cred in creds {
-            for outcome in 0u32..3 {
+            for outcome in 0u32..5 {
                 for len in [0u32, 4, 12, 100, 1024] {
                     let rpc = CallHeader::new(xid, PROG, 1, ECHOISH, cred, OpaqueAuth::NONE);
                     let args: Vec<u8> = [outcome, len]
@@ -172,14 +197,19 @@ fn fast_path_answers_byte_for_byte_as_the_general_path() {
                     let f = fast(&mut s, &call, grant).expect("taken by the fast path");
                     let g = general(&mut s, &call, grant);
                     assert_eq!(f, g, "xid {xid:#x} outcome {outcome} len {len}");
-                    let want = if outcome == 0 { len } else { 0 };
-                    assert_eq!(f.0, Some((52 + want, None)));
+                    // Results after the accepted header; an AUTH_ERROR header is 20 bytes.
+                    let want = match outcome {
+                        0 => 52 + len,
+                        1 | 2 => 52,
+                        _ => 48,
+                    };
+                    assert_eq!(f.0, Some((want, None)));
                     taken += 1;
                 }
             }
         }
     }
-    assert_eq!(taken, 90);
+    assert_eq!(taken, 150);
 }
 
 #[test]

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rpcrdma_engine::dispatch::{Deferred, Dispatch, Outcome, ProcSpec, Request, Response};
-use rpcrdma_proto::rpc::{AUTH_NONE, AUTH_SYS};
+use rpcrdma_proto::rpc::{AuthStat, AUTH_NONE, AUTH_SYS};
 
 use crate::drc::{self, Drc, DrcLimits};
 use crate::ops::{self, Caller, Config, Export};
@@ -215,7 +215,7 @@ pub fn dispatch(nfs: &Arc<Nfs>) -> Dispatch {
 /// Who calls, from the credential (RFC 5531 §10.1 AUTH_NONE: the anonymous user; §A
 /// AUTH_SYS: its uid, gid and groups), with the hash of the machine name for the
 /// duplicate request cache. Other flavors are treated as AUTH_NONE; an AUTH_SYS body that
-/// does not decode is `None`.
+/// does not decode is `None` (answered AUTH_ERROR / AUTH_BADCRED).
 fn caller_of(req: &Request<'_>) -> Option<(Caller, u64)> {
     match req.cred.flavor {
         AUTH_SYS => {
@@ -238,8 +238,9 @@ fn start(nfs: &Nfs, req: &Request<'_>, resp: &mut Response<'_>) -> Outcome {
         c.fetch_add(1, Ordering::Relaxed);
     }
     let Some((caller, client_hash)) = caller_of(req) else {
-        nfs.stats.system_errs.fetch_add(1, Ordering::Relaxed);
-        return Outcome::SystemErr;
+        // An AUTH_SYS body that does not decode: a bad credential (RFC 5531 §9).
+        nfs.stats.auth_errors.fetch_add(1, Ordering::Relaxed);
+        return Outcome::AuthError(AuthStat::AUTH_BADCRED);
     };
     let bulk = if req.proc_num == NFSPROC3_READ {
         let Some(n) = ops::read_count(req.args, &nfs.config) else {

@@ -162,3 +162,35 @@ fn null_getattr_create_write_read_readdirplus() {
     assert_eq!(srv.nfs.stats.system_errs.load(Ordering::Relaxed), 0);
     c.disconnect();
 }
+
+/// An AUTH_SYS credential whose body does not decode is refused with MSG_DENIED /
+/// AUTH_ERROR / AUTH_BADCRED (RFC 5531 §9), not a SYSTEM_ERR, and nothing runs.
+#[test]
+fn a_credential_that_does_not_decode_is_auth_badcred() {
+    use rpcrdma_proto::rpc::{AuthStat, RejectedReply, ReplyBody};
+    let srv = TestServer::start(|_| {});
+    let mut c = srv.connect(client_config());
+    let root = srv.export.root_fh().as_bytes().to_vec();
+    let args = enc(|w| w.put_opaque_var(&root, 64).unwrap());
+    // A stamp, then a machine name of 200 bytes in a body of 8.
+    let bad = [0u8, 0, 0, 1, 0, 0, 0, 200];
+    let body = c
+        .call(&nfs_call(GETATTR, &args, 256, &bad), |r| {
+            r.map(|r| {
+                (
+                    r.is_success(),
+                    r.rpc.body
+                        == ReplyBody::Denied(RejectedReply::AuthError(AuthStat::AUTH_BADCRED)),
+                )
+            })
+        })
+        .expect("answered")
+        .expect("a reply");
+    assert_eq!(body, (false, true), "AUTH_ERROR / AUTH_BADCRED");
+    assert_eq!(srv.nfs.stats.auth_errors.load(Ordering::Relaxed), 1);
+    assert_eq!(srv.engine().auth_errors, 1);
+    // The connection goes on: a good credential is served.
+    let cred = auth_sys_body(&srv.dir);
+    let (res, _) = call(&mut c, &nfs_call(GETATTR, &args, 256, &cred)).expect("GETATTR");
+    assert_eq!(status(&res), 0);
+}
