@@ -124,6 +124,14 @@ fn segment_json(s: &Segment) -> Value {
     json!({"handle": s.handle, "length": s.length, "offset": s.offset})
 }
 
+/// The receiving side's name.
+pub fn role_json(role: Role) -> Value {
+    json!(match role {
+        Role::Responder => "responder",
+        Role::Requester => "requester",
+    })
+}
+
 /// A read list as `[{position, handle, length, offset}]`.
 pub fn read_list_json(reads: ReadList<'_>) -> Value {
     Value::Array(
@@ -238,13 +246,7 @@ pub fn describe_message(buf: &[u8], role: Role) -> Value {
     o.insert("inline_payload_len".into(), inline_len);
     o.insert("header_len".into(), header_len);
     o.insert("length".into(), json!(buf.len()));
-    o.insert(
-        "role".into(),
-        json!(match role {
-            Role::Responder => "responder",
-            Role::Requester => "requester",
-        }),
-    );
+    o.insert("role".into(), role_json(role));
     let v = judge(buf, role);
     o.insert("verdict".into(), json!(v.action.name()));
     if let Some(e) = v.rdma_error() {

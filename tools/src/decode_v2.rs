@@ -139,13 +139,7 @@ pub fn describe(buf: &[u8], role: Role) -> Value {
         o.insert(k.into(), val);
     }
     o.insert("length".into(), json!(buf.len()));
-    o.insert(
-        "role".into(),
-        json!(match role {
-            Role::Responder => "responder",
-            Role::Requester => "requester",
-        }),
-    );
+    o.insert("role".into(), crate::decode::role_json(role));
     let v = judge2(buf, role, false);
     o.insert("verdict".into(), json!(v.action.name()));
     let reply_error = match v.action {

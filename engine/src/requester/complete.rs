@@ -165,8 +165,7 @@ impl<P: Provider> Client<P> {
                 self.credits.on_reply(Some(short.credit));
                 slot.state = State::Free;
                 slot.recv_idx = None;
-                unpark(self.large.as_ref(), slot);
-                self.free.push(i as u32);
+                self.spare.put(i as u32, slot);
                 return;
             }
         }
@@ -216,8 +215,7 @@ impl<P: Provider> Client<P> {
                 Some(h.credit())
             });
             slot.state = State::Free;
-            unpark(self.large.as_ref(), slot);
-            self.free.push(i as u32);
+            self.spare.put(i as u32, slot);
             self.reposts.push(ridx);
             return;
         }
@@ -302,8 +300,7 @@ impl<P: Provider> Client<P> {
         self.credits.on_reply(slot.grant);
         slot.state = State::Free;
         slot.recv_idx = None;
-        unpark(self.large.as_ref(), slot);
-        self.free.push(i as u32);
+        self.spare.put(i as u32, slot);
     }
 
     /// Hands the finished RPC to `f`, then frees its receive buffer, slot and credit.
@@ -354,8 +351,7 @@ impl<P: Provider> Client<P> {
         self.credits.on_reply(grant);
         self.slots[i].state = State::Free;
         self.slots[i].recv_idx = None;
-        unpark(self.large.as_ref(), &mut self.slots[i]);
-        self.free.push(idx);
+        self.spare.put(idx, &mut self.slots[i]);
     }
 
     pub(super) fn repost(&mut self) {

@@ -352,6 +352,36 @@ fn take_large<P: Provider>(
     Ok(true)
 }
 
+/// The free slots, and the large bulk buffers the connection's RPCs share (none when
+/// every credit's own buffers are of the largest size). A slot goes back only through
+/// [`Spare::put`], which gives its large buffers back first.
+struct Spare<P: Provider> {
+    /// Indexes of the free slots (a stack: the most recently freed is used first).
+    free: Vec<u32>,
+    large: Option<BufferPool<P>>,
+}
+
+impl<P: Provider> Spare<P> {
+    /// A free slot, if any.
+    #[inline]
+    fn pop(&mut self) -> Option<u32> {
+        self.free.pop()
+    }
+
+    /// Whether no slot is free.
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.free.is_empty()
+    }
+
+    /// Slot `idx` is free again: its large buffers go back, its own return.
+    #[inline]
+    fn put(&mut self, idx: u32, slot: &mut Slot<P>) {
+        unpark(self.large.as_ref(), slot);
+        self.free.push(idx);
+    }
+}
+
 /// Gives the slot's large buffers back and puts its own in place again: done whenever a
 /// slot becomes free (nothing of its last RPC is exposed any longer).
 #[inline]
@@ -467,7 +497,6 @@ pub struct Client<P: Provider> {
     addr: P::Addr,
     recv: Box<[Buf<P>]>,
     slots: Box<[Slot<P>]>,
-    free: Vec<u32>,
     reposts: Vec<u32>,
     sq: SendQueue,
     credits: RequesterCredits,
@@ -505,9 +534,9 @@ pub struct Client<P: Provider> {
     corked: bool,
     queued: [Queued; CORK_MAX],
     n_queued: usize,
-    /// The large bulk buffers the connection's RPCs share (none when every credit's own
-    /// buffers are of the largest size). Declared after `slots`: dropped after them.
-    large: Option<BufferPool<P>>,
+    /// The free slots and the large bulk buffers (declared after `slots`: the large
+    /// buffers' pool is dropped after the slots that may hold some).
+    spare: Spare<P>,
     _pools: [BufferPool<P>; 4],
 }
 
@@ -620,7 +649,6 @@ impl<P: Provider> Client<P> {
             addr: addr.clone(),
             recv,
             slots: slots.into_boxed_slice(),
-            free: (0..n).rev().collect(),
             reposts: Vec::with_capacity(n as usize),
             cancelled: Vec::with_capacity(n as usize),
             sq: SendQueue::new(sq_depth, (sq_depth / 4).max(1)),
@@ -644,7 +672,10 @@ impl<P: Provider> Client<P> {
             corked: false,
             queued: [Queued::default(); CORK_MAX],
             n_queued: 0,
-            large,
+            spare: Spare {
+                free: (0..n).rev().collect(),
+                large,
+            },
             _pools: pools,
         };
         client.establish(config.connect_timeout)?;
@@ -730,7 +761,7 @@ impl<P: Provider> Client<P> {
     /// connection costs.
     pub fn registered_bytes(&self) -> u64 {
         self._pools.iter().map(BufferPool::bytes).sum::<u64>()
-            + self.large.as_ref().map_or(0, BufferPool::bytes)
+            + self.spare.large.as_ref().map_or(0, BufferPool::bytes)
     }
 
     /// The credit state.

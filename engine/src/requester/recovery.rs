@@ -62,8 +62,7 @@ impl<P: Provider> Client<P> {
                         result: Err(RpcError::Cancelled),
                     });
                     s.state = State::Free;
-                    unpark(self.large.as_ref(), s);
-                    self.free.push(idx);
+                    self.spare.put(idx, s);
                     self.resend_n -= 1;
                 }
                 _ => {}
@@ -129,8 +128,7 @@ impl<P: Provider> Client<P> {
             result: Err(RpcError::Timeout),
         });
         s.state = State::Free;
-        unpark(self.large.as_ref(), s);
-        self.free.push(i as u32);
+        self.spare.put(i as u32, s);
         self.resend_n -= 1;
     }
 
@@ -145,8 +143,7 @@ impl<P: Provider> Client<P> {
                     result: Err(err),
                 });
                 s.state = State::Free;
-                unpark(self.large.as_ref(), s);
-                self.free.push(i as u32);
+                self.spare.put(i as u32, s);
             }
         }
         self.resend_n = 0;
@@ -239,8 +236,7 @@ impl<P: Provider> Client<P> {
                     });
                     s.state = State::Free;
                     s.bound = [None; 2];
-                    unpark(self.large.as_ref(), s);
-                    self.free.push(i as u32);
+                    self.spare.put(i as u32, s);
                     self.resend_n -= 1;
                 }
             }
@@ -402,8 +398,7 @@ impl<P: Provider> Client<P> {
             let s = &mut self.slots[i];
             if s.state != State::Free {
                 s.state = State::Free;
-                unpark(self.large.as_ref(), s);
-                self.free.push(i as u32);
+                self.spare.put(i as u32, s);
             }
         }
         self.credits.reset();

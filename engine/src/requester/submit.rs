@@ -26,7 +26,7 @@ impl<P: Provider> Client<P> {
         if call.cred.body.len() > MAX_AUTH_BYTES {
             return Err(SubmitError::Invalid("credential body over 400 bytes"));
         }
-        if self.sq.room() < 8 || self.free.is_empty() || self.credits.available() == 0 {
+        if self.sq.room() < 8 || self.spare.is_empty() || self.credits.available() == 0 {
             return Err(SubmitError::WouldBlock);
         }
         let max_seg = self.config.max_segment;
@@ -120,7 +120,7 @@ impl<P: Provider> Client<P> {
             return Err(SubmitError::TooLarge(None));
         }
 
-        let Some(idx) = self.free.pop() else {
+        let Some(idx) = self.spare.pop() else {
             return Err(SubmitError::WouldBlock);
         };
         let i = idx as usize;
@@ -128,15 +128,14 @@ impl<P: Provider> Client<P> {
         if arg_used > self.config.slot_bulk() as usize
             || res_used > self.config.slot_bulk() as usize
         {
-            let large = self.large.as_ref();
+            let large = self.spare.large.as_ref();
             let slot = &mut self.slots[i];
             let mut took = false;
             for (k, used) in [(0, arg_used), (1, res_used)] {
                 match take_large(large, slot, k, used) {
                     Ok(t) => took |= t,
                     Err(e) => {
-                        unpark(large, slot);
-                        self.free.push(idx);
+                        self.spare.put(idx, slot);
                         if e == SubmitError::WouldBlock {
                             bump(&self.stats.large_bulk_waits, 1);
                         }
@@ -169,8 +168,7 @@ impl<P: Provider> Client<P> {
             };
             let s = &mut stream_buf[at..];
             if rpc.encode(s).is_err() {
-                unpark(self.large.as_ref(), &mut self.slots[idx as usize]);
-                self.free.push(idx);
+                self.spare.put(idx, &mut self.slots[idx as usize]);
                 return Err(SubmitError::Invalid("call header"));
             }
             s[call_header_len..args_end].copy_from_slice(call.args);
@@ -238,8 +236,7 @@ impl<P: Provider> Client<P> {
             }
             slot.bound = bound;
             if refused {
-                unpark(self.large.as_ref(), slot);
-                self.free.push(idx);
+                self.spare.put(idx, slot);
                 return Err(SubmitError::Disconnected);
             }
             arg_rkey = bound[0].unwrap_or(0);
@@ -304,8 +301,7 @@ impl<P: Provider> Client<P> {
         let nomsg = plan.form.proc() == rpcrdma_proto::header::Proc::NoMsg;
         let credit = self.credits.requested();
         if !encode_call_header(slot, &reads[..nr], xid, credit, nomsg, hlen) {
-            unpark(self.large.as_ref(), &mut self.slots[idx as usize]);
-            self.free.push(idx);
+            self.spare.put(idx, &mut self.slots[idx as usize]);
             return Err(SubmitError::Invalid("header does not match its plan"));
         }
         let send_len = plan.send_len() as u32;
@@ -344,7 +340,7 @@ impl<P: Provider> Client<P> {
         tag: u64,
         send_len: usize,
     ) -> Result<u32, SubmitError> {
-        let Some(idx) = self.free.pop() else {
+        let Some(idx) = self.spare.pop() else {
             return Err(SubmitError::WouldBlock);
         };
         let i = idx as usize;
@@ -361,7 +357,7 @@ impl<P: Provider> Client<P> {
         } else {
             let at = put_words(buf, &words[..SHORT_CRED_WORD]);
             let Ok(n) = call.cred.encode(&mut buf[at..]) else {
-                self.free.push(idx);
+                self.spare.put(idx, &mut self.slots[idx as usize]);
                 return Err(SubmitError::Invalid("credential"));
             };
             buf[at + n..at + n + 8].fill(0);
@@ -443,8 +439,7 @@ impl<P: Provider> Client<P> {
         hold: bool,
     ) -> Result<(), SubmitError> {
         if self.qp.is_none() {
-            unpark(self.large.as_ref(), &mut self.slots[idx as usize]);
-            self.free.push(idx);
+            self.spare.put(idx, &mut self.slots[idx as usize]);
             return Err(SubmitError::Disconnected);
         }
         if hold && self.n_queued == CORK_MAX {
@@ -471,8 +466,7 @@ impl<P: Provider> Client<P> {
                 ok
             });
             if !posted {
-                unpark(self.large.as_ref(), &mut self.slots[idx as usize]);
-                self.free.push(idx);
+                self.spare.put(idx, &mut self.slots[idx as usize]);
                 return Err(SubmitError::Disconnected);
             }
         }

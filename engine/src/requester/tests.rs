@@ -109,7 +109,7 @@ fn effect(c: &mut Client<Soft>, completions: Seen) -> Effect {
         stats: c.stats.snapshot(),
         batch: c.batch,
         credits: c.credits,
-        free: c.free.clone(),
+        free: c.spare.free.clone(),
         reposts: c.reposts.clone(),
         slots: c
             .slots
@@ -244,7 +244,7 @@ fn pending(c: &mut Client<Soft>, tag: u64) -> u32 {
     if let Some(s) = c.slots.iter().find(|s| s.state == State::Sent) {
         return s.xid;
     }
-    let idx = c.free.pop().expect("a free slot");
+    let idx = c.spare.pop().expect("a free slot");
     let xid = c.next_xid(idx);
     let slot = &mut c.slots[idx as usize];
     slot.clear_chunks();

@@ -37,9 +37,10 @@ pub(super) struct Large<P: Provider> {
     ring_parked: Box<[Option<Buf<P>>]>,
     /// Per ring entry: a large bulk buffer whose RDMA Writes leave with that entry's reply.
     ring_held: Box<[Option<Buf<P>>]>,
-    /// Per ring entry: whether it is in `holders`.
-    holding: Box<[bool]>,
-    /// Ring entries holding large buffers.
+    /// Per ring entry: whether it is listed in `holders`.
+    listed: Box<[bool]>,
+    /// Ring entries that took large buffers since they were last reclaimed (some may have
+    /// given them back since, when they were used again).
     holders: Vec<u32>,
     /// Slots whose Calls wait for large buffers before pulling, in arrival order.
     pub(super) waiting: VecDeque<u32>,
@@ -75,7 +76,7 @@ impl<P: Provider> Large<P> {
             reply: (0..slots).map(|_| None).collect(),
             ring_parked: (0..ring).map(|_| None).collect(),
             ring_held: (0..ring).map(|_| None).collect(),
-            holding: vec![false; ring].into_boxed_slice(),
+            listed: vec![false; ring].into_boxed_slice(),
             holders: Vec::with_capacity(ring),
             waiting: VecDeque::with_capacity(slots),
             ring_own,
@@ -101,11 +102,17 @@ impl<P: Provider> Large<P> {
         }
     }
 
+    /// Lists ring entry `r` among the holders (once).
     fn hold(&mut self, r: usize) {
-        if !self.holding[r] {
-            self.holding[r] = true;
+        if !self.listed[r] {
+            self.listed[r] = true;
             self.holders.push(r as u32);
         }
+    }
+
+    /// Whether ring entry `r` holds a large buffer now.
+    fn holds(&self, r: usize) -> bool {
+        self.ring_parked[r].is_some() || self.ring_held[r].is_some()
     }
 }
 
@@ -165,13 +172,10 @@ impl<P: Provider> ServerConn<P> {
         if pool.available() < k {
             self.reclaim_large();
         }
-        let Some(pool) = self.large.pool.as_ref() else {
-            return true;
-        };
-        if pool.available() < k {
+        let Some(pool) = self.large.pool.as_ref().filter(|p| p.available() >= k) else {
             bump(&self.io.stats.large_bulk_waits, 1);
             return false;
-        }
+        };
         let mut take = || pool.alloc().ok();
         let (pull, bulk, reply) = (
             needs.pull.then(&mut take).flatten(),
@@ -242,7 +246,7 @@ impl<P: Provider> ServerConn<P> {
     /// buffer comes back as soon as the reply is sent rather than after the next signaled
     /// one).
     pub(super) fn ring_holds_large(&self, r: usize) -> bool {
-        self.large.holding[r]
+        self.large.holds(r)
     }
 
     /// Whether the Call in `bytes` may need large buffers: it has a write list or a Reply
@@ -263,15 +267,15 @@ impl<P: Provider> ServerConn<P> {
     }
 
     /// Takes back the large buffers of ring entries whose replies are retired (not those
-    /// with a reply still to post in this poll).
+    /// with a reply still to post in this poll), and unlists the entries that hold none.
     pub(super) fn reclaim_large(&mut self) {
         let mut k = 0;
         while k < self.large.holders.len() {
             let r = self.large.holders[k] as usize;
             let pending = self.sends.iter().any(|s| s.ring as usize == r);
-            if !pending && self.io.sq.is_retired(self.ring_seq[r]) {
+            if !self.large.holds(r) || (!pending && self.io.sq.is_retired(self.ring_seq[r])) {
                 self.release_ring(r);
-                self.large.holding[r] = false;
+                self.large.listed[r] = false;
                 self.large.holders.swap_remove(k);
             } else {
                 k += 1;
