@@ -225,6 +225,8 @@ pub struct Axes {
     pub workers: Vec<u32>,
     /// Forms: `auto`, `short`, `chunked`, `long`.
     pub forms: Vec<String>,
+    /// RPC-over-RDMA versions (1, 2).
+    pub versions: Vec<u32>,
 }
 
 /// Bytes of transport and RPC headers a Short Call or Reply of the built-in program sends
@@ -266,6 +268,13 @@ impl Axes {
                 });
             }
         }
+        if let Some(&bad) = self.versions.iter().find(|&&v| v != 1 && v != 2) {
+            return Err(AxisError::Bounds {
+                axis: "version",
+                value: u64::from(bad),
+                rule: "must be 1 or 2",
+            });
+        }
         for (axis, v) in [
             ("credits", &self.credits),
             ("depth", &self.depth),
@@ -285,35 +294,38 @@ impl Axes {
             let sized = matches!(op.as_str(), "echo" | "read" | "write");
             let sizes: &[u32] = if sized { &self.sizes } else { &[0] };
             for form in &self.forms {
-                for &inline in &self.inline {
-                    for &credits in &self.credits {
-                        for &depth in &self.depth {
-                            for &inline_sends in &self.inline_sends {
-                                for registration in &self.registration {
-                                    for &ri in &self.remote_invalidation {
-                                        if ri && registration == "persistent" {
-                                            continue;
-                                        }
-                                        for &conns in &self.conns {
-                                            for &workers in &self.workers {
-                                                for &size in sizes {
-                                                    if !feasible(op, size, inline, form) {
-                                                        continue;
+                for &version in &self.versions {
+                    for &inline in &self.inline {
+                        for &credits in &self.credits {
+                            for &depth in &self.depth {
+                                for &inline_sends in &self.inline_sends {
+                                    for registration in &self.registration {
+                                        for &ri in &self.remote_invalidation {
+                                            if ri && registration == "persistent" {
+                                                continue;
+                                            }
+                                            for &conns in &self.conns {
+                                                for &workers in &self.workers {
+                                                    for &size in sizes {
+                                                        if !feasible(op, size, inline, form) {
+                                                            continue;
+                                                        }
+                                                        out.push(PointConfig {
+                                                            provider: self.provider.clone(),
+                                                            op: op.clone(),
+                                                            size,
+                                                            inline,
+                                                            credits,
+                                                            depth,
+                                                            inline_sends,
+                                                            registration: registration.clone(),
+                                                            remote_invalidation: ri,
+                                                            conns,
+                                                            workers,
+                                                            form: form.clone(),
+                                                            version,
+                                                        });
                                                     }
-                                                    out.push(PointConfig {
-                                                        provider: self.provider.clone(),
-                                                        op: op.clone(),
-                                                        size,
-                                                        inline,
-                                                        credits,
-                                                        depth,
-                                                        inline_sends,
-                                                        registration: registration.clone(),
-                                                        remote_invalidation: ri,
-                                                        conns,
-                                                        workers,
-                                                        form: form.clone(),
-                                                    });
                                                 }
                                             }
                                         }
@@ -380,6 +392,7 @@ mod tests {
             conns: vec![1],
             workers: vec![1],
             forms: vec!["short".into(), "chunked".into()],
+            versions: vec![1],
         }
     }
 

@@ -55,23 +55,27 @@ where
     let mut clients = Vec::with_capacity(conns);
     let mut server_memory = 0;
     for _ in 0..conns {
-        let (client, conn) = thread::scope(|s| {
+        let (client, assigned) = thread::scope(|s| {
             let t = s.spawn(|| {
                 let device = open()?;
                 Client::<P>::connect(&device, addr, cfg).map_err(|e| e.to_string())
             });
-            let conn = server
+            // Handed to the workers before the client is waited for: a version 2 client's
+            // connect waits for the answer to its RDMA2_CONNPROP.
+            let assigned = server
                 .accept(cfg.connect_timeout)
-                .map_err(|e| e.to_string());
+                .map_err(|e| e.to_string())
+                .and_then(|conn| {
+                    server_memory = conn.registered_bytes();
+                    w.assign(conn).map_err(|e| e.to_string())
+                });
             let client = t
                 .join()
                 .unwrap_or_else(|_| Err("connect thread panicked".into()));
-            (client, conn)
+            (client, assigned)
         });
-        let (client, conn) = (client?, conn?);
-        server_memory = conn.registered_bytes();
-        w.assign(conn).map_err(|e| e.to_string())?;
-        clients.push(client);
+        assigned?;
+        clients.push(client?);
     }
     Ok(Local {
         workers: w,

@@ -34,6 +34,14 @@ pub struct PointConfig {
     /// The message form asked for: `auto` (the requester's choice), `short`, `chunked` or
     /// `long`.
     pub form: String,
+    /// The RPC-over-RDMA version both ends spoke (1: RFC 8166; 2: the version 2 draft);
+    /// runs saved before this axis existed read as 1.
+    #[serde(default = "version_one")]
+    pub version: u32,
+}
+
+fn version_one() -> u32 {
+    1
 }
 
 /// Latency percentiles of one point, in nanoseconds.
@@ -200,7 +208,7 @@ impl Point {
     /// The CSV header line matching [`csv_row`](Self::csv_row).
     pub fn csv_header() -> &'static str {
         "provider,op,size,inline,credits,depth,inline_sends,registration,remote_invalidation,\
-         conns,workers,form,rep,rpcs,seconds,rate_rps,bandwidth_bps,lat_min_ns,lat_p50_ns,\
+         conns,workers,form,version,rep,rpcs,seconds,rate_rps,bandwidth_bps,lat_min_ns,lat_p50_ns,\
          lat_p90_ns,lat_p99_ns,lat_p999_ns,lat_max_ns,cpu_client_ns,cpu_server_ns,short_calls,\
          chunked_calls,long_calls,short_replies,long_replies,write_chunks,remote_invalidations,\
          cacheline_rtt_ns,copy_ns,p50_to_cacheline,p50_to_copy"
@@ -213,7 +221,7 @@ impl Point {
         let l = &self.lat_ns;
         let f = &self.forms;
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.1},{:.1},{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.1},{:.1},{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{}",
             c.provider,
             c.op,
             c.size,
@@ -226,6 +234,7 @@ impl Point {
             c.conns,
             c.workers,
             c.form,
+            c.version,
             self.rep,
             self.rpcs,
             self.seconds,
@@ -274,6 +283,7 @@ pub(crate) mod tests {
                 conns: 1,
                 workers: 1,
                 form: form.into(),
+                version: 1,
             },
             rep,
             rpcs: 1000,

@@ -164,6 +164,11 @@ pub fn conn_config(c: &PointConfig, s: &Settings) -> Result<ConnConfig, SweepErr
         } else {
             Registration::Windows
         },
+        version: if c.version == 2 {
+            rpcrdma_engine::conn::Version::V2
+        } else {
+            rpcrdma_engine::conn::Version::V1
+        },
         ..ConnConfig::default()
     })
 }
@@ -462,9 +467,12 @@ mod tests {
             conns: vec![2],
             workers: vec![1],
             forms: vec!["short".into(), "chunked".into(), "long".into()],
+            // Both versions: a version 2 client refuses a server without it, so a point of
+            // version 2 that ran spoke it.
+            versions: vec![1, 2],
         };
         let points = axes.points().unwrap();
-        assert_eq!(points.len(), 6);
+        assert_eq!(points.len(), 12);
         let open = || Soft::open_device(None).map_err(|e| e.to_string());
         let mut seen = 0;
         let target = Target::InProcess(format!("@rpcrdma-sweep-test.{}", std::process::id()));
@@ -473,7 +481,7 @@ mod tests {
             seen += 1;
         })
         .unwrap();
-        assert_eq!(out.len(), 12);
+        assert_eq!(out.len(), 24);
         for p in &out {
             assert!(p.rpcs > 0 && p.lat_ns.p50 > 0, "{p:?}");
             assert_eq!(p.per_conn_rps.len(), 2);
@@ -506,6 +514,7 @@ mod tests {
             conns: 1,
             workers: 1,
             form: "auto".into(),
+            version: 1,
         };
         let s = Settings {
             bulk_size: Some(1 << 20),

@@ -36,6 +36,17 @@ pub fn connect_to(
         Client::<Soft>::connect(&device, &addr, client)
     });
     let conn = server.accept(timeout);
+    // A version 2 client's connect waits for the answer to its RDMA2_CONNPROP: poll the
+    // accepted connection until the client is done (or its own timeout ends it).
+    let mut conn = conn;
+    while !t.is_finished() {
+        match conn.as_mut() {
+            Ok(c) => {
+                c.poll();
+            }
+            Err(_) => std::thread::yield_now(),
+        }
+    }
     let client = t
         .join()
         .map_err(|_| ConnError::Config("connect thread panicked"))??;

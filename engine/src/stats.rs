@@ -124,13 +124,30 @@ counters! {
     /// Times an RPC waited because every shared large bulk buffer was taken (requester:
     /// `submit` said `WouldBlock`; responder: the Call waited for one to come back).
     large_bulk_waits,
+    /// Connections that speak RPC-over-RDMA version 2 ([V2] §7.1).
+    v2_connections,
+    /// Version 2 openings answered ERR_VERS without 2 (or not at all), after which the
+    /// connection went on in version 1 (requester; [V2] §7.2).
+    version_fallbacks,
+    /// RDMA2_CONNPROP messages sent ([V2] §5.3.4).
+    connprops_sent,
+    /// RDMA2_CONNPROP messages received.
+    connprops_received,
+    /// RDMA2_ERROR messages other than RDMA2_ERR_VERS sent (responder) or received
+    /// (requester) ([V2] §5.3.3).
+    rdma2_errors,
+    /// Reverse-direction Calls sent (responder) or served (requester) ([V2] §3.2).
+    reverse_calls,
+    /// Reverse-direction Replies received (responder) or sent (requester).
+    reverse_replies,
 }
 
 /// The counters that count errors (refusals, discards, failures): reports group them apart
 /// from the traffic counters.
-pub const ERROR_COUNTERS: [&str; 13] = [
+pub const ERROR_COUNTERS: [&str; 14] = [
     "err_vers",
     "err_chunk",
+    "rdma2_errors",
     "garbage_args",
     "prog_unavail",
     "prog_mismatch",

@@ -136,7 +136,8 @@ pub fn resume_call<'a>(buf: &'a [u8], s: &CallSummary) -> Option<AcceptedCall<'a
     if buf.len() != s.len {
         return None;
     }
-    let header = HeaderView::parse(buf).ok()?;
+    // Either version: a version 2 Call's lists are read the same way.
+    let header = HeaderView::parse_any(buf).ok()?;
     if header.header_len() != s.header_len {
         return None;
     }

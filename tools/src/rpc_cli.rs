@@ -15,7 +15,7 @@ use rpcrdma_bench::fleet::{self, core_of, FleetReport};
 use rpcrdma_bench::local::Accepting;
 use rpcrdma_bench::once::{fresh_stamp, Verdict};
 use rpcrdma_bench::rpc::{LoadConfig, Prepared, Workload};
-use rpcrdma_engine::conn::{ConnConfig, ConnError, Registration, RetransmitPolicy};
+use rpcrdma_engine::conn::{ConnConfig, ConnError, Registration, RetransmitPolicy, Version};
 use rpcrdma_engine::fabric::soft::Soft;
 use rpcrdma_engine::fabric::verbs::Verbs;
 use rpcrdma_engine::fabric::{bench as fabric_bench, ConnectError, Provider};
@@ -70,9 +70,23 @@ pub struct ConnOpts {
     /// RPCs fail with ConnectionLost). Needs per-RPC windows (not --persistent).
     #[arg(long, default_value_t = 0)]
     retransmit: u32,
+    /// RPC-over-RDMA version: 1 (RFC 8166), 2 (draft-cel-nfsv4-rpcrdma-version-two-09) or
+    /// auto. Client: 2 opens with RDMA2_CONNPROP and fails on a server without version 2;
+    /// auto falls back to version 1 on it. Server: auto takes each connection in its
+    /// client's version. Default: auto for `serve`, 1 for the clients.
+    #[arg(long)]
+    version: Option<Version>,
 }
 
 impl ConnOpts {
+    /// The settings, with `version` when `--version` was not given.
+    fn config_with(&self, version: Version) -> ConnConfig {
+        ConnConfig {
+            version: self.version.unwrap_or(version),
+            ..self.config()
+        }
+    }
+
     fn config(&self) -> ConnConfig {
         ConnConfig {
             send_size: self.inline,
@@ -93,6 +107,7 @@ impl ConnOpts {
                 max_attempts: self.retransmit,
                 ..RetransmitPolicy::default()
             }),
+            version: self.version.unwrap_or_default(),
             ..ConnConfig::default()
         }
     }
@@ -310,7 +325,8 @@ where
     } else {
         program::dispatch()
     };
-    let mut server = match Server::<P>::listen(device, &addr, dispatch, args.conn.config()) {
+    let config = args.conn.config_with(Version::Auto);
+    let mut server = match Server::<P>::listen(device, &addr, dispatch, config) {
         Ok(s) => s,
         Err(e) => return fail(&format!("listen on {addr}"), e),
     };
@@ -435,7 +451,7 @@ where
     if args.generic.prog.is_some() {
         let timeout = Duration::from_millis(args.timeout_ms);
         let code = crate::call_generic::run(&mut client, &args.generic, args.count, timeout);
-        println!("{}", json!({ "client": snapshot_json(&client.snapshot()) }));
+        println!("{}", client_summary(&client));
         client.disconnect();
         return code;
     }
@@ -461,13 +477,22 @@ where
             })
         );
     }
-    println!("{}", json!({ "client": snapshot_json(&client.snapshot()) }));
+    println!("{}", client_summary(&client));
     client.disconnect();
     if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// The last line of `call`: the client's counters and the RPC-over-RDMA version its
+/// connection speaks.
+fn client_summary<P: Provider>(client: &Client<P>) -> serde_json::Value {
+    json!({
+        "client": snapshot_json(&client.snapshot()),
+        "rpcrdma_version": client.negotiation().wire().number(),
+    })
 }
 
 /// Runs `rpcrdma bench rpc`.
@@ -483,6 +508,8 @@ pub fn bench(args: &BenchArgs) -> ExitCode {
 /// What one workload's run measured, for the report.
 struct Measured {
     workload: Workload,
+    /// The RPC-over-RDMA version the connections spoke.
+    version: u32,
     run: FleetReport,
     per_worker_rps: Vec<f64>,
     once: Option<Verdict>,
@@ -646,6 +673,7 @@ where
                     }
                     measured.push(Measured {
                         workload: *w,
+                        version: clients[0].negotiation().wire().number(),
                         run,
                         per_worker_rps,
                         once,
@@ -883,6 +911,7 @@ fn report(
             "{}",
             json!({
                 "provider": provider,
+                "rpcrdma_version": m.version,
                 "workers": workers,
                 "conns": args.conns,
                 "client_threads": threads,

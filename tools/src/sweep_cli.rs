@@ -66,6 +66,10 @@ pub struct Args {
     /// Server workers (in-process server).
     #[arg(long, default_value = "1")]
     workers: String,
+    /// RPC-over-RDMA versions both ends speak: 1 (RFC 8166), 2 (the version 2 draft);
+    /// `1,2` measures each point in both, in the same run.
+    #[arg(long, default_value = "1")]
+    version: String,
     /// Message forms: auto (the thresholds decide), short, chunked, long; `short,chunked`
     /// measures both sides of the threshold at every size and finds the crossover.
     #[arg(long, default_value = "auto")]
@@ -171,6 +175,7 @@ impl Args {
             conns: u32s("conns", &self.conns)?,
             workers: u32s("workers", &self.workers)?,
             forms: axes::parse_choices("force-form", &self.force_form, axes::FORMS)?,
+            versions: u32s("version", &self.version)?,
         })
     }
 }

@@ -16,7 +16,8 @@ pub mod wrid;
 use std::time::Duration;
 
 pub use credits::{RequesterCredits, ResponderCredits};
-pub use negotiate::{Negotiation, NegotiationError};
+pub use negotiate::{Negotiation, NegotiationError, PeerProps};
+pub use rpcrdma_proto::v2::Wire;
 pub use sq::SendQueue;
 
 use crate::fabric::{
@@ -37,6 +38,48 @@ pub enum Registration {
     /// every buffer of the region for the life of the connection (RFC 8166 §8.1.2 advises
     /// against it). Remote invalidation is never offered in this mode.
     Persistent,
+}
+
+/// Which RPC-over-RDMA versions an end speaks (RFC 8166 §4.2.2; [V2] §7: version 2 is
+/// negotiated per connection by the client's first message).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Version {
+    /// Version 1 only. A requester sends version 1; a responder answers any other version
+    /// with ERR_VERS 1..1 (RFC 8166 §4.5.1).
+    #[default]
+    V1,
+    /// Version 2 only. A requester opens each connection with RDMA2_CONNPROP (within 1024
+    /// bytes, [V2] §7) and fails the connection ([`ConnError::Version`]) when the server
+    /// answers ERR_VERS without 2; a responder answers version 1 with ERR_VERS 2..2.
+    V2,
+    /// Either. A requester tries version 2 and continues in version 1 on the same
+    /// connection when the server answers ERR_VERS without 2, remembering that server
+    /// so that later connections to it start in version 1 ([V2] §7.2); a responder takes
+    /// each connection in the version of its first message.
+    Auto,
+}
+
+impl Version {
+    /// The name used on command lines: `1`, `2` or `auto`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Version::V1 => "1",
+            Version::V2 => "2",
+            Version::Auto => "auto",
+        }
+    }
+}
+
+impl core::str::FromStr for Version {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "1" => Ok(Version::V1),
+            "2" => Ok(Version::V2),
+            "auto" => Ok(Version::Auto),
+            other => Err(format!("version {other:?}: expected 1, 2 or auto")),
+        }
+    }
 }
 
 /// Retransmission after a lost connection (requester only; RFC 8166 §4.4.1, §8.1.3,
@@ -126,6 +169,8 @@ pub struct ConnConfig {
     /// Needs [`Registration::Windows`]: persistent regions would keep their rkeys across
     /// connections.
     pub retransmit: Option<RetransmitPolicy>,
+    /// The RPC-over-RDMA versions this end speaks.
+    pub version: Version,
 }
 
 /// The bytes of a Send from `buf`, whose span `sge` covers: inline (copied when posted)
@@ -200,6 +245,7 @@ impl Default for ConnConfig {
             connect_timeout: Duration::from_secs(5),
             inline_sends: DEFAULT_INLINE_SENDS,
             retransmit: None,
+            version: Version::V1,
         }
     }
 }
@@ -251,6 +297,17 @@ pub enum ConnError {
     Post(PostError),
     /// The connection is not usable (lost, or never established).
     Disconnected,
+    /// Version 2 was required ([`Version::V2`]) and the server speaks only versions
+    /// `low..=high` ([V2] §7.2).
+    Version {
+        /// Lowest version the server supports.
+        low: u32,
+        /// Highest.
+        high: u32,
+    },
+    /// The server did not answer the version 2 opening message in time ([V2] §7.2: it is
+    /// taken for a server without version 2).
+    VersionTimeout,
 }
 
 impl core::fmt::Display for ConnError {
@@ -262,6 +319,14 @@ impl core::fmt::Display for ConnError {
             ConnError::Pool(e) => write!(f, "buffers: {e}"),
             ConnError::Post(e) => write!(f, "posting receives: {e}"),
             ConnError::Disconnected => f.write_str("connection lost"),
+            ConnError::Version { low, high } => write!(
+                f,
+                "the server speaks RPC-over-RDMA versions {low}..={high} only, not 2 (use \
+                 --version 1 or auto)"
+            ),
+            ConnError::VersionTimeout => {
+                f.write_str("no answer to the version 2 opening message (RDMA2_CONNPROP)")
+            }
         }
     }
 }

@@ -2,6 +2,8 @@
 //! afterwards.
 
 use rpcrdma_proto::private_data::{self, Negotiated, PrivateData, Role};
+use rpcrdma_proto::v2::props::{Property, Props, ReverseRequests, DEFAULT_RBSIZ};
+use rpcrdma_proto::v2::Wire;
 
 use super::{ConnConfig, Registration};
 
@@ -21,6 +23,45 @@ pub struct Negotiation {
     pub local: PrivateData,
     /// The thresholds and the remote-invalidation permission in force.
     pub negotiated: Negotiated,
+    /// The version the connection speaks (version 1 until a version 2 exchange, [V2] §7).
+    pub wire: Wire,
+    /// The peer's transport properties on a version 2 connection ([V2] §4.2, §5.3.4).
+    pub peer: PeerProps,
+}
+
+/// What a version 2 peer said of itself in its RDMA2_CONNPROP, defaults for what it left
+/// out ([V2] §4.2: properties not sent keep their default and never change).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerProps {
+    /// Receive Buffer Size: the smallest of its posted receives (default 4096).
+    pub recv_size: u32,
+    /// Reverse Request Support (default RDMA2_RVREQSUP_INLINE).
+    pub reverse: ReverseRequests,
+}
+
+impl Default for PeerProps {
+    fn default() -> Self {
+        PeerProps {
+            recv_size: DEFAULT_RBSIZ,
+            reverse: ReverseRequests::Inline,
+        }
+    }
+}
+
+impl PeerProps {
+    /// The properties in `props`, defaults for the ones absent or sent empty (unknown ones
+    /// were skipped when the list was decoded).
+    pub fn from_props(props: &Props<'_>) -> PeerProps {
+        let mut p = PeerProps::default();
+        for prop in props.properties() {
+            match prop {
+                Property::RecvBufSize(Some(n)) => p.recv_size = n,
+                Property::ReverseRequests(Some(r)) => p.reverse = r,
+                _ => {}
+            }
+        }
+        p
+    }
 }
 
 impl Negotiation {
@@ -37,7 +78,33 @@ impl Negotiation {
         Negotiation {
             local,
             negotiated: private_data::negotiate_with_peer(role, &local, peer_bytes),
+            wire: Wire::V1,
+            peer: PeerProps::default(),
         }
+    }
+
+    /// Switches the connection to version 2 with the peer's properties `peer` ([V2] §4.2.1,
+    /// §7.1). What this end sends is bounded by the peer's Receive Buffer Size (4096 when
+    /// its RDMA2_CONNPROP left it out), which replaces the RFC 8797 Receive Size; what it
+    /// receives keeps the RFC 8797 value (the peer's Send Size, which version 2 does not
+    /// exchange, within this end's own receives). Remote invalidation is then decided per
+    /// RPC by `rdma_inv_handle` ([V2] §3.3), not by the R bit: allowed unless this end
+    /// refuses it or advertises regions ([`Registration::Persistent`]).
+    pub fn adopt_v2(&mut self, role: Role, config: &ConnConfig, peer: PeerProps) {
+        let out = config.send_size.min(peer.recv_size);
+        match role {
+            Role::Client => self.negotiated.call_threshold = out,
+            Role::Server => self.negotiated.reply_threshold = out,
+        }
+        self.negotiated.remote_invalidation =
+            config.remote_invalidation && config.registration != Registration::Persistent;
+        self.wire = Wire::V2;
+        self.peer = peer;
+    }
+
+    /// The version the connection speaks.
+    pub fn wire(&self) -> Wire {
+        self.wire
     }
 
     /// Largest Call the requester may send (client-to-server threshold).

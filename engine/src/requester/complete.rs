@@ -182,16 +182,27 @@ impl<P: Provider> Client<P> {
         f: &mut F,
     ) {
         let bytes = view::bytes(&self.recv[ridx as usize], len as usize);
-        let acc = match verdict::judge_reply(bytes) {
-            Ok(a) => a,
-            Err(_) => {
-                bump(&self.stats.discards, 1);
-                self.reposts.push(ridx);
-                return;
-            }
+        let Some(answer) = judge_answer(self.wire, bytes, &self.stats) else {
+            bump(&self.stats.discards, 1);
+            self.reposts.push(ridx);
+            return;
         };
-        let h = acc.header;
-        let xid = h.xid();
+        let (xid, acc, err) = match answer {
+            Answer::Reply(acc) => {
+                let err = acc.header.error().map(|e| match e {
+                    RdmaError::Vers { low, high } => RpcError::ErrVers { low, high },
+                    RdmaError::Chunk => RpcError::ErrChunk,
+                });
+                (acc.header.xid(), Some(acc), err)
+            }
+            Answer::Error { xid, err } => (xid, None, Some(err)),
+        };
+        // A grant only from a reply: an error's credit field is not one (CHECKLIST G-15,
+        // [V2] §5.3.3).
+        let grant = match (&acc, err) {
+            (Some(a), None) => Some(a.header.credit()),
+            _ => None,
+        };
         let i = (xid & self.slot_mask) as usize;
         let matches = i < self.slots.len()
             && self.slots[i].xid == xid
@@ -205,15 +216,10 @@ impl<P: Provider> Client<P> {
             self.reposts.push(ridx);
             return;
         }
-        let err = h.error();
         let slot = &mut self.slots[i];
         if slot.state == State::Zombie {
             // A late reply to an RPC already reported as timed out: its credit comes back.
-            self.credits.on_reply(if err.is_some() {
-                None
-            } else {
-                Some(h.credit())
-            });
+            self.credits.on_reply(grant);
             slot.state = State::Free;
             self.spare.put(i as u32, slot);
             self.reposts.push(ridx);
@@ -222,25 +228,25 @@ impl<P: Provider> Client<P> {
         if slot.state == State::Invalidating {
             // A late reply to an RPC given up (timed out or cancelled) whose windows are
             // still being invalidated: its credit comes back when they are (`finish`).
-            slot.grant = if err.is_some() {
-                None
-            } else {
-                Some(h.credit())
-            };
+            slot.grant = grant;
             slot.answered = true;
             self.reposts.push(ridx);
             return;
         }
-        let outcome = match err {
-            Some(RdmaError::Vers { low, high }) => {
-                bump(&self.stats.err_vers, 1);
-                Outcome::Error(RpcError::ErrVers { low, high })
+        let outcome = match (err, &acc) {
+            (Some(e), _) => {
+                bump(
+                    match e {
+                        RpcError::ErrVers { .. } => &self.stats.err_vers,
+                        RpcError::ErrChunk => &self.stats.err_chunk,
+                        _ => &self.stats.rdma2_errors,
+                    },
+                    1,
+                );
+                Outcome::Error(e)
             }
-            Some(RdmaError::Chunk) => {
-                bump(&self.stats.err_chunk, 1);
-                Outcome::Error(RpcError::ErrChunk)
-            }
-            None => {
+            (None, Some(acc)) => {
+                let h = acc.header;
                 // Check what came back against what was provided (CHECKLIST G-4, G-17).
                 let mut prov: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
                 for c in 0..slot.n_writes {
@@ -261,12 +267,12 @@ impl<P: Provider> Client<P> {
                 }
                 Outcome::Reply
             }
+            (None, None) => {
+                self.reposts.push(ridx);
+                return;
+            }
         };
-        slot.grant = if err.is_some() {
-            None
-        } else {
-            Some(h.credit())
-        };
+        slot.grant = grant;
         slot.recv_idx = Some(ridx);
         slot.recv_len = len;
         slot.outcome = outcome;
@@ -283,13 +289,14 @@ impl<P: Provider> Client<P> {
         }
         // Nothing left to invalidate: complete now, from the parse in hand (what `finish`
         // does, without judging the reply a second time).
-        let result = match outcome {
-            Outcome::Reply => {
-                let r = deliver(slot, &acc, &self.stats);
+        let result = match (outcome, &acc) {
+            (Outcome::Reply, Some(acc)) => {
+                let r = deliver(slot, acc, &self.stats);
                 self.batch[1] += 1;
                 r
             }
-            Outcome::Error(e) => Err(e),
+            (Outcome::Error(e), _) => Err(e),
+            (Outcome::Reply, None) => Err(RpcError::BadReply),
         };
         f(Completion {
             tag: slot.tag,
@@ -333,9 +340,9 @@ impl<P: Provider> Client<P> {
             }
             (Outcome::Reply, Some(ridx)) => {
                 let bytes = view::bytes(&self.recv[ridx as usize], slot.recv_len as usize);
-                let result = match verdict::judge_reply(bytes) {
-                    Ok(acc) => deliver(slot, &acc, stats),
-                    Err(_) => Err(RpcError::BadReply),
+                let result = match judge_answer(self.wire, bytes, stats) {
+                    Some(Answer::Reply(acc)) => deliver(slot, &acc, stats),
+                    _ => Err(RpcError::BadReply),
                 };
                 bump(&stats.rpcs, 1);
                 f(Completion {
@@ -410,6 +417,49 @@ impl<P: Provider> Client<P> {
                     return Err(RpcError::Timeout);
                 }
                 std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// What a received message answers: a Reply (or version 1 RDMA_ERROR) accepted by the
+/// verdict, or an error the peer reported about the Call `xid`.
+pub(super) enum Answer<'a> {
+    Reply(verdict::AcceptedReply<'a>),
+    Error { xid: u32, err: RpcError },
+}
+
+/// Judges a message received on a connection speaking `wire` as a requester (RFC 8166
+/// §4.5; [V2] §3.2, §5.3.3): `None` drops it. Version 2: RDMA2_ERROR (other than ERR_VERS
+/// with version 2 in its range) completes its RPC with the error; RDMA2_CONNPROP after the
+/// opening changes nothing ([V2] §4.2: properties do not change); a Call is not served.
+pub(super) fn judge_answer<'a>(
+    wire: Wire,
+    bytes: &'a [u8],
+    stats: &Counters,
+) -> Option<Answer<'a>> {
+    if wire == Wire::V1 {
+        return verdict::judge_reply(bytes).ok().map(Answer::Reply);
+    }
+    use rpcrdma_proto::v2::verdict::{judge_reply2, Action2};
+    match judge_reply2(bytes, rpcrdma_proto::verdict::Role::Requester, false) {
+        Ok(acc) => Some(Answer::Reply(acc)),
+        Err(v) => {
+            let xid = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
+            match v.action {
+                Action2::PeerError(e) => Some(Answer::Error {
+                    xid,
+                    err: RpcError::Rdma2(e),
+                }),
+                Action2::FallBack { low, high } => Some(Answer::Error {
+                    xid,
+                    err: RpcError::ErrVers { low, high },
+                }),
+                Action2::Properties => {
+                    bump(&stats.connprops_received, 1);
+                    None
+                }
+                _ => None,
             }
         }
     }

@@ -33,7 +33,10 @@
 mod complete;
 mod recovery;
 mod submit;
+mod version;
 mod windows;
+
+pub use version::forget_version_1_servers;
 
 #[allow(unused_imports)]
 use complete::*;
@@ -45,7 +48,7 @@ use std::time::{Duration, Instant};
 
 use rpcrdma_proto::chunks::{self, ReturnedForm};
 use rpcrdma_proto::header::{
-    Chunks, Header, RdmaError, ReadSegment, Segment, MIN_HEADER_LEN, RPCRDMA_VERSION,
+    Chunks, RdmaError, ReadSegment, Segment, MIN_HEADER_LEN, RPCRDMA_VERSION,
 };
 use rpcrdma_proto::plan::{self, CallForm, CallShape, DdpItem, Forced, PlanError, Thresholds};
 use rpcrdma_proto::private_data::Role;
@@ -59,7 +62,7 @@ use rpcrdma_proto::xdr::pad4;
 use crate::conn::wrid::{self, Kind};
 use crate::conn::{
     self, send_payload, view, ConnConfig, ConnError, Negotiation, Registration, RequesterCredits,
-    SendQueue,
+    SendQueue, Wire,
 };
 use crate::dispatch::MAX_BULK_RESULTS;
 use crate::fabric::{
@@ -182,6 +185,9 @@ pub enum RpcError {
     ErrChunk,
     /// A Long Reply whose RPC header does not decode.
     BadReply,
+    /// The responder answered with a version 2 RDMA2_ERROR ([V2] §5.3.3): its code and
+    /// details (the responder's limit, the length it needed).
+    Rdma2(rpcrdma_proto::v2::Error2),
 }
 
 impl core::fmt::Display for RpcError {
@@ -534,10 +540,15 @@ pub struct Client<P: Provider> {
     corked: bool,
     queued: [Queued; CORK_MAX],
     n_queued: usize,
+    /// The version the connection speaks (a copy of `negotiation.wire`, read on every
+    /// submission).
+    wire: Wire,
+    /// The control buffer: the version 2 opening RDMA2_CONNPROP is sent from it.
+    ctl: Buf<P>,
     /// The free slots and the large bulk buffers (declared after `slots`: the large
     /// buffers' pool is dropped after the slots that may hold some).
     spare: Spare<P>,
-    _pools: [BufferPool<P>; 4],
+    _pools: [BufferPool<P>; 5],
 }
 
 /// Most Sends held back while corked; one more posts them first.
@@ -589,6 +600,7 @@ impl<P: Provider> Client<P> {
             conn::pool_taken(&pd, config.recv_size as usize, n, Access::LOCAL_WRITE)?;
         let (send_pool, sends) =
             conn::pool_taken(&pd, config.send_size as usize, n, Access::LOCAL_WRITE)?;
+        let (ctl_pool, ctl) = conn::pool_taken(&pd, 1024, 1, Access::LOCAL_WRITE)?;
         let own = config.slot_bulk() as usize;
         let (arg_pool, args) = conn::pool_taken(&pd, own, n, remote)?;
         let (res_pool, ress) = conn::pool_taken(&pd, own, n, remote)?;
@@ -599,10 +611,11 @@ impl<P: Provider> Client<P> {
                 PoolConfig::new(config.bulk_size as usize, k, remote),
             )?),
         };
-        let pools = [recv_pool, send_pool, arg_pool, res_pool];
+        let pools = [recv_pool, send_pool, arg_pool, res_pool, ctl_pool];
         // Rebound after the pools, so that on an early return the buffers drop first: a pool
         // dropped with buffers still out leaks its memory on purpose.
         let recv = recv;
+        let ctl = ctl.into_vec().pop().ok_or(ConnError::Config("pool"))?;
         let mut sends = sends.into_vec().into_iter();
         let mut args = args.into_vec().into_iter();
         let mut ress = ress.into_vec().into_iter();
@@ -672,6 +685,8 @@ impl<P: Provider> Client<P> {
             corked: false,
             queued: [Queued::default(); CORK_MAX],
             n_queued: 0,
+            wire: Wire::V1,
+            ctl,
             spare: Spare {
                 free: (0..n).rev().collect(),
                 large,
@@ -705,7 +720,7 @@ impl<P: Provider> Client<P> {
         // Every receive buffer was just posted: none may be posted twice.
         self.reposts.clear();
         self.dead = false;
-        Ok(())
+        self.choose_version(timeout)
     }
 
     /// Establishes a new connection to the same address after a loss (waiting at most

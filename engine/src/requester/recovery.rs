@@ -250,17 +250,17 @@ impl<P: Provider> Client<P> {
     pub(super) fn retransmit(&mut self, idx: u32) -> Result<(), Retransmit> {
         let i = idx as usize;
         let slot = &mut self.slots[i];
-        let send_len = slot.send_len as usize;
+        let mut send_len = slot.send_len as usize;
         let arg_addr = slot.arg.addr();
         let res_addr = slot.res.addr();
         // The read list as first sent, and the spans of the buffers it exposed.
         let reads = &mut *self.reads;
         let mut nr = 0;
         let mut arg_end = 0u64;
-        let (nomsg, old_hlen) = {
+        let (nomsg, old_hlen, old_wire) = {
             let bytes = view::bytes(&slot.send, send_len);
-            let h =
-                rpcrdma_proto::header::HeaderView::parse(bytes).map_err(|_| Retransmit::Corrupt)?;
+            let h = rpcrdma_proto::header::HeaderView::parse_any(bytes)
+                .map_err(|_| Retransmit::Corrupt)?;
             for r in h.read_list().iter() {
                 if nr == MAX_READ_SEGMENTS {
                     return Err(Retransmit::Corrupt);
@@ -271,8 +271,26 @@ impl<P: Provider> Client<P> {
                 nr += 1;
             }
             let nomsg = h.proc() == rpcrdma_proto::header::Proc::NoMsg;
-            (nomsg, send_len - h.payload().len())
+            let wire = if h.vers() == Wire::V2.vers() {
+                Wire::V2
+            } else {
+                Wire::V1
+            };
+            (nomsg, send_len - h.payload().len(), wire)
         };
+        // The new connection may speak the other version ([V2] §7): its header is 8 bytes
+        // longer or shorter, and the inline payload moves with it.
+        let hlen = old_hlen + self.wire.extra() - old_wire.extra();
+        if hlen != old_hlen {
+            let new_len = send_len + hlen - old_hlen;
+            let buf = view::bytes_mut(&mut slot.send);
+            if new_len > buf.len() {
+                return Err(Retransmit::Corrupt);
+            }
+            buf.copy_within(old_hlen..send_len, hlen);
+            send_len = new_len;
+            slot.send_len = new_len as u32;
+        }
         let mut res_end = 0u64;
         for c in 0..slot.n_writes {
             for sg in &slot.writes[c][..slot.write_n[c]] {
@@ -332,8 +350,15 @@ impl<P: Provider> Client<P> {
             sg.handle = rkeys[1];
         }
         let credit = self.credits.requested();
-        // Same shape, new rkeys: the header keeps its length, so the payload stays in place.
-        if !encode_call_header(slot, &reads[..nr], slot.xid, credit, nomsg, old_hlen) {
+        let inv = if self.wire == Wire::V2 && self.negotiation.remote_invalidation() {
+            slot.bound[1].or(slot.bound[0]).unwrap_or(0)
+        } else {
+            0
+        };
+        // Same shape, new rkeys: the header keeps its length (in one version), so the payload
+        // stays in place.
+        let head = (self.wire, slot.xid, credit, inv);
+        if !encode_call_header(slot, &reads[..nr], head, nomsg, hlen) {
             return Err(Retransmit::Corrupt);
         }
         let sge = slot.send.sge_span(0, send_len as u32);

@@ -30,6 +30,9 @@ impl<P: Provider> Client<P> {
             return Err(SubmitError::WouldBlock);
         }
         let max_seg = self.config.max_segment;
+        // Version 2's message header is 8 bytes longer (flags, inv_handle): planned as version
+        // 1's within thresholds 8 bytes smaller, laid out 8 bytes further on.
+        let extra = self.wire.extra();
         // The Short Call without chunks (no DDP-eligible argument or result, no Reply chunk
         // needed): what `plan_call` chooses for it, decided here from the same sums (§3.5:
         // 28-byte header of three empty lists, Call and largest Reply within the thresholds).
@@ -39,10 +42,13 @@ impl<P: Provider> Client<P> {
             && matches!(call.forced.min_form, None | Some(CallForm::Short))
             && !call.forced.reply_chunk
         {
-            let send_len =
-                BARE_MSG_LEN + CALL_HEADER_LEN + pad4(call.cred.body.len()) + call.args.len();
-            let max_reply =
-                (BARE_MSG_LEN + REPLY_HEADER_LEN as usize) as u64 + u64::from(call.max_results);
+            let send_len = BARE_MSG_LEN
+                + extra
+                + CALL_HEADER_LEN
+                + pad4(call.cred.body.len())
+                + call.args.len();
+            let max_reply = (BARE_MSG_LEN + extra + REPLY_HEADER_LEN as usize) as u64
+                + u64::from(call.max_results);
             if send_len as u64 <= u64::from(self.negotiation.call_threshold())
                 && max_reply <= u64::from(self.negotiation.reply_threshold())
                 && send_len <= self.config.send_size as usize
@@ -82,8 +88,14 @@ impl<P: Provider> Client<P> {
             reply_chunk_segments: segs_needed(max_reply, max_seg),
         };
         let thresholds = Thresholds {
-            call: self.negotiation.call_threshold(),
-            reply: self.negotiation.reply_threshold(),
+            call: self
+                .negotiation
+                .call_threshold()
+                .saturating_sub(extra as u32),
+            reply: self
+                .negotiation
+                .reply_threshold()
+                .saturating_sub(extra as u32),
         };
         let plan = plan::plan_call_forced(thresholds, &shape, call.forced)
             .map_err(|e| SubmitError::TooLarge(Some(e)))?;
@@ -115,7 +127,7 @@ impl<P: Provider> Client<P> {
         }
         if arg_used > bulk_size
             || res_used > bulk_size
-            || plan.send_len() > self.config.send_size as usize
+            || plan.send_len() + extra > self.config.send_size as usize
         {
             return Err(SubmitError::TooLarge(None));
         }
@@ -160,7 +172,7 @@ impl<P: Provider> Client<P> {
         );
 
         // The Payload stream: inline in the send buffer, and/or in the argument buffer.
-        let hlen = plan.header_len;
+        let hlen = plan.header_len + extra;
         {
             let (stream_buf, at): (&mut [u8], usize) = match plan.form {
                 CallForm::Short | CallForm::Chunked => (view::bytes_mut(&mut slot.send), hlen),
@@ -300,11 +312,20 @@ impl<P: Provider> Client<P> {
         }
         let nomsg = plan.form.proc() == rpcrdma_proto::header::Proc::NoMsg;
         let credit = self.credits.requested();
-        if !encode_call_header(slot, &reads[..nr], xid, credit, nomsg, hlen) {
+        // Version 2: the responder may invalidate one window with its reply ([V2] §3.3) —
+        // the result window (its reply's own chunks) or else the argument window; regions
+        // are never offered.
+        let inv = if self.wire == Wire::V2 && self.negotiation.remote_invalidation() {
+            slot.bound[1].or(slot.bound[0]).unwrap_or(0)
+        } else {
+            0
+        };
+        let head = (self.wire, xid, credit, inv);
+        if !encode_call_header(slot, &reads[..nr], head, nomsg, hlen) {
             self.spare.put(idx, &mut self.slots[idx as usize]);
             return Err(SubmitError::Invalid("header does not match its plan"));
         }
-        let send_len = plan.send_len() as u32;
+        let send_len = (plan.send_len() + extra) as u32;
         self.post_call(idx, xid, tag, call.timeout, send_len, false)?;
         let st = &self.stats;
         if arg_used > 0 {
@@ -349,13 +370,20 @@ impl<P: Provider> Client<P> {
         let credit = self.credits.requested();
         let buf = &mut view::bytes_mut(&mut slot.send)[..send_len];
         let words = short_call_prefix(xid, credit, call.prog, call.vers, call.proc_num);
+        // Version 2: RDMA2_MSG's prefix — version 2, flags and inv_handle 0 after the first
+        // four words ([V2] §3.2, §3.3) — then version 1's words from the lists on.
+        let (base, from) = if self.wire == Wire::V2 {
+            (put_words(buf, &[xid, Wire::V2.vers(), credit, 0, 0, 0]), 4)
+        } else {
+            (0, 0)
+        };
         // AUTH_NONE: every word fixed. Another credential: the words up to the procedure
         // number, then the credential (its length and padded body) and an AUTH_NONE verifier.
         // (Each branch writes a constant number of words, which the compiler unrolls.)
         let at = if call.cred.flavor == AUTH_NONE && call.cred.body.is_empty() {
-            put_words(buf, &words)
+            base + put_words(&mut buf[base..], &words[from..])
         } else {
-            let at = put_words(buf, &words[..SHORT_CRED_WORD]);
+            let at = base + put_words(&mut buf[base..], &words[from..SHORT_CRED_WORD]);
             let Ok(n) = call.cred.encode(&mut buf[at..]) else {
                 self.spare.put(idx, &mut self.slots[idx as usize]);
                 return Err(SubmitError::Invalid("credential"));
@@ -484,8 +512,7 @@ impl<P: Provider> Client<P> {
 pub(super) fn encode_call_header<P: Provider>(
     slot: &mut Slot<P>,
     reads: &[ReadSegment],
-    xid: u32,
-    credit: u32,
+    (wire, xid, credit, inv_handle): (Wire, u32, u32, u32),
     nomsg: bool,
     len: usize,
 ) -> bool {
@@ -498,13 +525,18 @@ pub(super) fn encode_call_header<P: Provider>(
         writes: &writes[..slot.n_writes],
         reply: slot.has_reply_chunk.then(|| &slot.reply[..slot.reply_n]),
     };
-    let header = if nomsg {
-        Header::nomsg(xid, credit, chunks)
-    } else {
-        Header::msg(xid, credit, chunks)
-    };
     let sendbuf = view::bytes_mut(&mut slot.send);
-    sendbuf.len() >= len && header.encode(&mut sendbuf[..len]) == Ok(len)
+    sendbuf.len() >= len
+        && rpcrdma_proto::v2::encode_message_header(
+            wire,
+            &mut sendbuf[..len],
+            xid,
+            credit,
+            false,
+            inv_handle,
+            chunks,
+            nomsg,
+        ) == Ok(len)
 }
 
 /// The words of a Short Call without chunks before its arguments: RDMA_MSG, version 1, empty

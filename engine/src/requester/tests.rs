@@ -1,5 +1,6 @@
 use super::*;
 use crate::fabric::soft::Soft;
+use rpcrdma_proto::header::Header;
 use rpcrdma_proto::rpc::{AcceptStat, AuthStat, RejectedReply};
 
 #[test]

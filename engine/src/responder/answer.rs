@@ -3,6 +3,7 @@
 //! or a deferred Call's closure), its receive reposted before the reply leaves (§3.3.1).
 
 use super::*;
+use rpcrdma_proto::v2::Error2;
 
 impl<P: Provider> ServerConn<P> {
     pub(super) fn answer_or_defer(&mut self, idx: u32) {
@@ -47,7 +48,7 @@ impl<P: Provider> ServerConn<P> {
         if self.slots[i].judged.is_none() {
             let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
             if self.may_need_large(bytes) {
-                let needs = match HeaderView::parse(bytes) {
+                let needs = match HeaderView::parse_any(bytes) {
                     Ok(h) => self.large_needs(i, &h, 0),
                     Err(_) => Default::default(),
                 };
@@ -79,8 +80,10 @@ impl<P: Provider> ServerConn<P> {
             Some(_) => self.slots[i].judged.take(),
             None => None,
         };
+        // The fast path answers version 1 Calls only (a version 1 Call on a version 2
+        // connection is refused by the general path).
         let short = match judged {
-            None => reply::short(
+            None if self.io.wire == Wire::V1 => reply::short(
                 &mut self.io,
                 &mut *ring,
                 bytes,
@@ -90,7 +93,7 @@ impl<P: Provider> ServerConn<P> {
                 &mut self.bulk[i],
                 &mut run,
             ),
-            Some(_) => None,
+            _ => None,
         };
         let built = match short {
             Some(built) => built,
@@ -103,6 +106,7 @@ impl<P: Provider> ServerConn<P> {
                 &General {
                     grant,
                     reply_threshold,
+                    recv_size: self.config.recv_size,
                     swi: self.negotiation.remote_invalidation(),
                     dispatch: &self.dispatch,
                     judged,
@@ -146,18 +150,6 @@ impl<P: Provider> ServerConn<P> {
     }
 }
 
-/// The verdict on the Call `bytes`: resumed from `summary` when it was judged as its pull
-/// started (the receive buffer is unchanged since), else judged now (RFC 8166 §4.5).
-pub(super) fn judged<'a>(
-    bytes: &'a [u8],
-    summary: Option<&CallSummary>,
-) -> Result<AcceptedCall<'a>, Verdict> {
-    match summary.and_then(|s| verdict::resume_call(bytes, s)) {
-        Some(call) => Ok(call),
-        None => verdict::judge_call(bytes),
-    }
-}
-
 /// The general answer to the Call `bytes` (any form, any verdict), built in `ring`: the
 /// verdict (RFC 8166 §4.5), then the RPC checks (RFC 5531 §9) and the handler, or the
 /// RDMA_ERROR or RPC error that replaces them. `pull` holds the reassembled Payload stream
@@ -174,8 +166,9 @@ pub(super) fn answer_general<P: Provider>(
     run: &mut Run<'_, '_>,
 ) -> Built {
     let (grant, reply_threshold, swi) = (g.grant, g.reply_threshold, g.swi);
-    match judged(bytes, g.judged.as_ref()) {
-        Err(v) => match v.action {
+    match version::judged(bytes, g.judged.as_ref(), io.wire) {
+        Err(Refused::V2(v)) => version::answer_refused_v2(io, ring, bytes, g, v, echo, run),
+        Err(Refused::V1(v)) => match v.action {
             Action::Discard => {
                 bump(&io.stats.discards, 1);
                 Built::Nothing
@@ -184,7 +177,7 @@ pub(super) fn answer_general<P: Provider>(
                 let err = v.rdma_error().unwrap_or(RdmaError::Chunk);
                 reply::rdma_error(io, ring, bytes, grant, err)
             }
-            Action::GarbageArgs => match HeaderView::parse(bytes) {
+            Action::GarbageArgs => match HeaderView::parse_any(bytes) {
                 Ok(h) => {
                     bump(&io.stats.garbage_args, 1);
                     let rpc = ReplyHeader::garbage_args(h.xid());
@@ -212,6 +205,8 @@ pub(super) fn answer_general<P: Provider>(
             // undecodable call header (GARBAGE_ARGS).
             enum NoCall {
                 Chunk,
+                /// More than the pull buffer holds (RFC 8166 §8.1.4).
+                TooLarge,
                 Garbage,
                 /// The pulled stream holds an RPC Reply: discarded, as the verdict discards
                 /// one sent inline (RFC 8166 §4).
@@ -223,7 +218,7 @@ pub(super) fn answer_general<P: Provider>(
                     // RFC 8166 §8.1.4: "A Responder is not obliged to pull Read chunks
                     // that are unreasonably large. The Responder can use an RDMA_ERROR
                     // response": ERR_CHUNK, before any RDMA Read.
-                    Err(NoCall::Chunk)
+                    Err(NoCall::TooLarge)
                 } else {
                     let s = view::bytes(pull, total);
                     match RpcMessage::parse(s) {
@@ -241,9 +236,8 @@ pub(super) fn answer_general<P: Provider>(
             };
             // What to build, or the answer already made without building.
             let to_build = match stream {
-                Err(NoCall::Chunk) => {
-                    Err(reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk))
-                }
+                Err(NoCall::Chunk) => Err(reply::refuse(io, ring, bytes, grant, Error2::BadXdr)),
+                Err(NoCall::TooLarge) => Err(reply::refuse(io, ring, bytes, grant, Error2::System)),
                 Err(NoCall::Reply) => {
                     bump(&io.stats.discards, 1);
                     Err(Built::Nothing)

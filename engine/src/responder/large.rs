@@ -252,7 +252,10 @@ impl<P: Provider> ServerConn<P> {
     /// Whether the Call in `bytes` may need large buffers: it has a write list or a Reply
     /// chunk (a Call without Read chunks; three words of its header say).
     pub(super) fn may_need_large(&self, bytes: &[u8]) -> bool {
-        self.large.pool.is_some() && !(bytes.len() >= 28 && bytes[16..28].iter().all(|&b| b == 0))
+        // The three list discriminators, after version 2's flags and inv_handle in version 2.
+        let at = 16 + self.io.wire.extra();
+        self.large.pool.is_some()
+            && !(bytes.len() >= at + 12 && bytes[at..at + 12].iter().all(|&b| b == 0))
     }
 
     /// Ring entry `r`'s large buffers back to the pool, its own buffer in place.

@@ -26,8 +26,10 @@ mod answer;
 mod large;
 mod pull;
 mod reply;
+mod version;
 
 use answer::*;
+use version::{Mode, Refused};
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,7 +47,7 @@ use rpcrdma_proto::verdict::{self, AcceptedCall, Action, CallSummary, Verdict};
 
 use crate::conn::wrid::{self, Kind};
 use crate::conn::{
-    self, send_payload, view, ConnConfig, ConnError, Negotiation, ResponderCredits, SendQueue,
+    self, send_payload, view, ConnConfig, ConnError, Negotiation, ResponderCredits, SendQueue, Wire,
 };
 use crate::dispatch::{Deferred, Dispatch, Lend, Lookup, Outcome, Request, Response};
 use crate::fabric::{
@@ -183,6 +185,8 @@ struct Io<P: Provider> {
     /// Replies of at most this many bytes are posted inline ([`ConnConfig::inline_sends`]
     /// within what the device and the queue pair granted).
     inline_max: u32,
+    /// The version replies are encoded in.
+    wire: Wire,
 }
 
 /// A closure run in place of a procedure's handler: the one given to
@@ -306,6 +310,8 @@ pub struct ServerConn<P: Provider> {
     sends: Vec<PendingSend>,
     credits: ResponderCredits,
     negotiation: Negotiation,
+    /// The connection's version state: plain version 1 takes the hot path.
+    mode: Mode,
     dispatch: Arc<Dispatch>,
     config: ConnConfig,
     wc: [Wc; POLL_BATCH],
@@ -416,6 +422,11 @@ impl<P: Provider> ServerConn<P> {
                 tally: Tally::default(),
                 dead: false,
                 inline_max,
+                wire: if config.version == crate::conn::Version::V2 {
+                    Wire::V2
+                } else {
+                    Wire::V1
+                },
             },
             cq,
             recv,
@@ -436,6 +447,7 @@ impl<P: Provider> ServerConn<P> {
             sends: Vec::with_capacity(POLL_BATCH + credits as usize),
             credits: ResponderCredits::new(credits, config.initial_grant),
             negotiation,
+            mode: Mode::for_config(config.version),
             dispatch,
             config,
             wc: [Wc::default(); POLL_BATCH],
@@ -729,6 +741,16 @@ impl<P: Provider> ServerConn<P> {
         let slot = &mut self.slots[idx as usize];
         slot.byte_len = byte_len;
         slot.judged = None;
+        if self.mode != Mode::V1 {
+            return self.on_message_versioned(idx);
+        }
+        self.on_call_v1(idx)
+    }
+
+    /// A message received on a version 1 connection: Short Calls answered now, others
+    /// pulled first.
+    fn on_call_v1(&mut self, idx: u32) {
+        let byte_len = self.slots[idx as usize].byte_len;
         // Chunked or Long: fetch first; Short: answer now.
         // A Short Call is judged once, by `answer`.
         let bytes = view::bytes(&self.recv[idx as usize], byte_len as usize);
@@ -827,6 +849,8 @@ fn reply_wr<'a, P: Provider>(
 struct General<'a> {
     grant: u32,
     reply_threshold: u32,
+    /// This end's receive size (its RDMA2_CONNPROP's Receive Buffer Size).
+    recv_size: u32,
     swi: bool,
     dispatch: &'a Dispatch,
     /// The verdict's summary when the Call was judged as its pull started.

@@ -13,7 +13,7 @@ impl<P: Provider> ServerConn<P> {
         let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
         // Judged once here: `answer` resumes from the summary. Rejected, or nothing to pull
         // after all: answered (with its verdict) without pulling.
-        let call = match verdict::judge_call(bytes) {
+        let call = match version::judged(bytes, None, self.io.wire) {
             Ok(call) if call.plan.chunk_count() > 0 => call,
             _ => return self.answer_or_defer(idx),
         };
@@ -115,7 +115,8 @@ impl<P: Provider> ServerConn<P> {
                 // Long Call: move the Position-Zero content into place and fetch the other
                 // chunks into the gaps (chunks::ReadPlan::reassemble's in-place order).
                 let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
-                let Ok(call) = judged(bytes, self.slots[i].judged.as_ref()) else {
+                let Ok(call) = version::judged(bytes, self.slots[i].judged.as_ref(), self.io.wire)
+                else {
                     return self.answer_or_defer(idx);
                 };
                 let plan = call.plan;

@@ -13,6 +13,7 @@ use rpcrdma_proto::plan::{self, ReplyForm};
 use rpcrdma_proto::rpc::{
     AcceptStat, AuthStat, ReplyHeader, AUTH_NONE_ACCEPTED_LEN, MSG_ACCEPTED, REPLY,
 };
+use rpcrdma_proto::v2::{Error2, Header2, Wire};
 use rpcrdma_proto::verdict;
 use rpcrdma_proto::xdr::pad4;
 
@@ -247,6 +248,51 @@ pub(super) fn rdma_error<P: Provider>(
     }
 }
 
+/// RDMA2_ERROR for the version 2 message `call`: its XID and version echoed, the current
+/// grant, RPCRDMA2_F_RESPONSE ([V2] §5.3.3).
+pub(super) fn rdma2_error<P: Provider>(
+    io: &mut Io<P>,
+    ring: &mut Buf<P>,
+    call: &[u8],
+    grant: u32,
+    err: Error2,
+) -> Built {
+    let xid = word(call, 0);
+    let vers = word(call, 4);
+    match Header2::error(xid, vers, grant, err).encode(view::bytes_mut(ring)) {
+        Ok(n) => {
+            bump(
+                match err {
+                    Error2::Vers { .. } => &io.stats.err_vers,
+                    _ => &io.stats.rdma2_errors,
+                },
+                1,
+            );
+            Built::Send {
+                len: n as u32,
+                inv: None,
+            }
+        }
+        Err(_) => Built::Fatal,
+    }
+}
+
+/// Refuses the Call `call` for the reason `precise`: version 2 says it ([V2] §5.3.3: the
+/// responder's limit, the length it needed), version 1 can only say ERR_CHUNK (RFC 8166
+/// §4.5.2, §4.5.3).
+pub(super) fn refuse<P: Provider>(
+    io: &mut Io<P>,
+    ring: &mut Buf<P>,
+    call: &[u8],
+    grant: u32,
+    precise: Error2,
+) -> Built {
+    match io.wire {
+        Wire::V1 => rdma_error(io, ring, call, grant, RdmaError::Chunk),
+        Wire::V2 => rdma2_error(io, ring, call, grant, precise),
+    }
+}
+
 /// Posts the RDMA Writes of `fill`, whose item starts at byte `at` of `src`; false if the
 /// queue pair refused one.
 fn post_fill<P: Provider>(io: &mut Io<P>, src: &Buf<P>, at: usize, fill: &ChunkFill<'_>) -> bool {
@@ -301,13 +347,31 @@ pub(super) fn build<P: Provider>(
     let xid = header.xid();
     let wl = header.write_list();
     let rc = header.reply_chunk();
-    if wl.len() > MAX_WRITE_CHUNKS
-        || wl.iter().any(|c| c.len() > MAX_SEGMENTS)
-        || rc.is_some_and(|c| c.len() > MAX_SEGMENTS)
-    {
-        return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk);
+    if wl.len() > MAX_WRITE_CHUNKS {
+        let max = MAX_WRITE_CHUNKS as u32;
+        return refuse(
+            io,
+            ring,
+            header.bytes(),
+            grant,
+            Error2::WriteChunks { max_chunks: max },
+        );
     }
-    let hlen = 16 + 4 + wl.encoded_len() + rc.map_or(4, |c| 4 + c.encoded_len());
+    if wl.iter().any(|c| c.len() > MAX_SEGMENTS) || rc.is_some_and(|c| c.len() > MAX_SEGMENTS) {
+        let max = MAX_SEGMENTS as u32;
+        return refuse(
+            io,
+            ring,
+            header.bytes(),
+            grant,
+            Error2::Segments { max_segments: max },
+        );
+    }
+    // Version 2's header carries flags and inv_handle too: 8 bytes more, and 8 bytes less
+    // of the threshold for the payload.
+    let extra = io.wire.extra();
+    let threshold = threshold.saturating_sub(extra as u32);
+    let hlen = 16 + extra + 4 + wl.encoded_len() + rc.map_or(4, |c| 4 + c.encoded_len());
     let echo = &mut scratch.writes;
     let mut echo_n = [0usize; MAX_WRITE_CHUNKS];
     for (c, chunk) in wl.iter().enumerate() {
@@ -317,7 +381,7 @@ pub(super) fn build<P: Provider>(
     // The RPC reply header and the results, in place after the transport header.
     let out = view::bytes_mut(ring);
     if out.len() < hlen + 64 {
-        return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk);
+        return refuse(io, ring, header.bytes(), grant, Error2::System);
     }
     let (rpc, results_len, items, n_items, bulk) = match body {
         Body::Handler { entry, req } => {
@@ -360,7 +424,7 @@ pub(super) fn build<P: Provider>(
     };
     let rpc_len = match rpc.encode(&mut out[hlen..]) {
         Ok(n) => n,
-        Err(_) => return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk),
+        Err(_) => return refuse(io, ring, header.bytes(), grant, Error2::System),
     };
     let mut cursor = hlen + rpc_len + results_len;
 
@@ -377,7 +441,7 @@ pub(super) fn build<P: Provider>(
             let (off, len) = items[k];
             let out = view::bytes_mut(ring);
             if cursor + 4 > out.len() {
-                return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk);
+                return refuse(io, ring, header.bytes(), grant, Error2::System);
             }
             out[cursor..cursor + 4].copy_from_slice(&len.to_be_bytes());
             cursor += 4;
@@ -386,7 +450,13 @@ pub(super) fn build<P: Provider>(
                     let fill = match chunks::place_write(chunk, len) {
                         Ok(f) => f,
                         Err(_) => {
-                            return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk)
+                            // [V2] §5.3.3: the first chunk too short (1-based), and the
+                            // bytes it needed.
+                            let e = Error2::WriteResource {
+                                chunk_index: index as u32 + 1,
+                                length_needed: len,
+                            };
+                            return refuse(io, ring, header.bytes(), grant, e);
                         }
                     };
                     echo_n[index] = fill.echo(&mut echo[index]).map_or(0, |s| s.len());
@@ -395,7 +465,13 @@ pub(super) fn build<P: Provider>(
                 ResultTarget::InlineEmptyChunk { .. } | ResultTarget::InlineNoChunk => {
                     let padded = pad4(len as usize);
                     if cursor + padded > out.len() {
-                        return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk);
+                        // Inline, the result overflows the reply buffer: a Reply chunk of
+                        // at least this much would carry it.
+                        let needed = (cursor + padded - hlen) as u32;
+                        let e = Error2::ReplyResource {
+                            length_needed: needed,
+                        };
+                        return refuse(io, ring, header.bytes(), grant, e);
                     }
                     let src = view::bytes(bulk, (off + len) as usize);
                     out[cursor..cursor + len as usize].copy_from_slice(&src[off as usize..]);
@@ -410,7 +486,12 @@ pub(super) fn build<P: Provider>(
     // Short or Long (§3.5.3, §4.3.3).
     let form = match plan::plan_reply(threshold, payload_len, wl, rc) {
         Ok(p) => p.form,
-        Err(_) => return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk),
+        Err(_) => {
+            let e = Error2::ReplyResource {
+                length_needed: payload_len,
+            };
+            return refuse(io, ring, header.bytes(), grant, e);
+        }
     };
     let rc_echo = &mut scratch.reply;
     let mut rc_n = 0;
@@ -426,7 +507,12 @@ pub(super) fn build<P: Provider>(
             let Some(c) = rc else { return Built::Fatal };
             let fill = match chunks::place_reply(c, payload_len) {
                 Ok(f) => f,
-                Err(_) => return rdma_error(io, ring, header.bytes(), grant, RdmaError::Chunk),
+                Err(_) => {
+                    let e = Error2::ReplyResource {
+                        length_needed: payload_len,
+                    };
+                    return refuse(io, ring, header.bytes(), grant, e);
+                }
             };
             rc_n = fill.echo(rc_echo).map_or(0, |s| s.len());
             Some(fill)
@@ -466,16 +552,29 @@ pub(super) fn build<P: Provider>(
         writes: &writes[..wl.len()],
         reply: rc.map(|_| &rc_echo[..rc_n]),
     };
-    let h = match form {
-        ReplyForm::Short => Header::msg(xid, grant, chunks),
-        ReplyForm::Long => Header::nomsg(xid, grant, chunks),
-    };
+    let nomsg = form == ReplyForm::Long;
     let out = view::bytes_mut(ring);
-    match h.encode(&mut out[..hlen]) {
+    let wire = io.wire;
+    match rpcrdma_proto::v2::encode_message_header(
+        wire,
+        &mut out[..hlen],
+        xid,
+        grant,
+        true,
+        0,
+        chunks,
+        nomsg,
+    ) {
         Ok(n) if n == hlen => {}
         _ => return Built::Fatal,
     }
-    let inv = if swi { inv_rkey(header) } else { None };
+    // Version 2: the handle the Call named in rdma_inv_handle, if any ([V2] §3.3);
+    // version 1: the Call's first handle when both ends set R (RFC 8797 §4.1).
+    let inv = match (swi, wire) {
+        (false, _) => None,
+        (true, Wire::V1) => inv_rkey(header),
+        (true, Wire::V2) => Some(header.inv_handle()).filter(|&h| h != 0),
+    };
     if inv.is_some() {
         bump(&io.stats.remote_invalidations, 1);
     }

@@ -101,6 +101,7 @@ fn general(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Answer {
     let g = General {
         grant,
         reply_threshold: s.negotiation.reply_threshold(),
+        recv_size: s.config.recv_size,
         swi: s.negotiation.remote_invalidation(),
         dispatch: &s.dispatch,
         judged: None,
@@ -338,6 +339,7 @@ fn resumed_chunked_calls_are_answered_as_judged_ones() {
             let g = General {
                 grant: 5,
                 reply_threshold: s.negotiation.reply_threshold(),
+                recv_size: 4096,
                 swi: true,
                 dispatch: &s.dispatch,
                 judged,

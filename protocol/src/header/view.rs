@@ -351,6 +351,10 @@ pub struct HeaderView<'a> {
     fixed: FixedHeader,
     proc: Proc,
     body: Body<'a>,
+    /// Version 2's `rdma_flags` and `rdma_inv_handle` when this view holds the chunk lists of
+    /// a version 2 RDMA2_MSG or RDMA2_NOMSG (`vers` 2; see [`HeaderView::parse_any`]); zero
+    /// for version 1.
+    v2: (u32, u32),
 }
 
 impl<'a> HeaderView<'a> {
@@ -387,6 +391,7 @@ impl<'a> HeaderView<'a> {
                 fixed,
                 proc: Proc::Error,
                 body: Body::Error(err),
+                v2: (0, 0),
             });
         }
         if fixed.vers != RPCRDMA_VERSION {
@@ -427,7 +432,71 @@ impl<'a> HeaderView<'a> {
             fixed,
             proc,
             body,
+            v2: (0, 0),
         })
+    }
+
+    /// Decodes a version 1 header, or the chunk lists of a version 2 RDMA2_MSG or
+    /// RDMA2_NOMSG ([V2] §3.3, §5.3.1, §5.3.2: the same lists as version 1 after
+    /// `rdma_flags` and `rdma_inv_handle`) as a view with `vers` 2, `proc` MSG or NOMSG and
+    /// [`flags`](Self::flags) and [`inv_handle`](Self::inv_handle): what the engines' chunk
+    /// handling reads alike in both versions. Every other version 2 message is an error
+    /// ([`HeaderError::UnsupportedVersion`]); decode those with
+    /// [`crate::v2::HeaderView2`].
+    pub fn parse_any(buf: &'a [u8]) -> Result<Self, HeaderError> {
+        if buf.get(4..8) == Some(&crate::v2::RPCRDMA_VERSION_TWO.to_be_bytes()[..]) {
+            let vers = crate::v2::RPCRDMA_VERSION_TWO;
+            return crate::v2::HeaderView2::parse(buf)
+                .ok()
+                .and_then(|h| h.chunk_view())
+                .ok_or(HeaderError::UnsupportedVersion { vers });
+        }
+        HeaderView::parse(buf)
+    }
+
+    /// The view of a version 2 RDMA2_MSG (`nomsg` false) or RDMA2_NOMSG already decoded by
+    /// [`crate::v2::HeaderView2`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn from_v2(
+        buf: &'a [u8],
+        xid: u32,
+        credit: u32,
+        nomsg: bool,
+        flags: u32,
+        inv_handle: u32,
+        lists: (ReadList<'a>, WriteList<'a>, Option<Segments<'a>>),
+        header_len: usize,
+    ) -> Self {
+        let proc = if nomsg { Proc::NoMsg } else { Proc::Msg };
+        HeaderView {
+            buf,
+            fixed: FixedHeader {
+                xid,
+                vers: crate::v2::RPCRDMA_VERSION_TWO,
+                credit,
+                proc_raw: proc.to_u32(),
+            },
+            proc,
+            body: Body::Lists {
+                reads: lists.0,
+                writes: lists.1,
+                reply: lists.2,
+                padded: None,
+                header_len,
+            },
+            v2: (flags, inv_handle),
+        }
+    }
+
+    /// Version 2's `rdma_flags` (0 in version 1).
+    pub fn flags(&self) -> u32 {
+        self.v2.0
+    }
+
+    /// Version 2's `rdma_inv_handle`: the handle the responder may invalidate with its
+    /// reply, 0 for none ([V2] §3.3; always 0 in version 1).
+    pub fn inv_handle(&self) -> u32 {
+        self.v2.1
     }
 
     /// The header of a bare RDMA_MSG, decided from its first seven words alone: version 1,
@@ -463,6 +532,7 @@ impl<'a> HeaderView<'a> {
                 padded: None,
                 header_len: MIN_HEADER_LEN,
             },
+            v2: (0, 0),
         })
     }
 

@@ -276,3 +276,76 @@ impl Error2 {
         PREFIX_LEN + 4 + 4 * self.arm().1
     }
 }
+
+/// The version of a connection's transport headers, once it is known (RFC 8166 §4.2.2,
+/// [V2] §7).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Wire {
+    /// RPC-over-RDMA version 1 (RFC 8166).
+    #[default]
+    V1,
+    /// RPC-over-RDMA version 2 ([V2]).
+    V2,
+}
+
+impl Wire {
+    /// Bytes a version 2 RDMA2_MSG or RDMA2_NOMSG header has beyond version 1's with the
+    /// same lists: `rdma_flags` and `rdma_inv_handle` ([V2] §3.2, §3.3).
+    pub const V2_EXTRA: usize = 8;
+
+    /// Bytes this version's message header has beyond version 1's.
+    #[inline]
+    pub const fn extra(self) -> usize {
+        match self {
+            Wire::V1 => 0,
+            Wire::V2 => Self::V2_EXTRA,
+        }
+    }
+
+    /// The `rdma_vers` value.
+    pub const fn vers(self) -> u32 {
+        match self {
+            Wire::V1 => crate::header::RPCRDMA_VERSION,
+            Wire::V2 => RPCRDMA_VERSION_TWO,
+        }
+    }
+
+    /// The version number as a word for reports (1 or 2).
+    pub const fn number(self) -> u32 {
+        self.vers()
+    }
+}
+
+/// Encodes the header of an RPC message with chunk lists in `wire`'s layout at the start of
+/// `out`: version 1's RDMA_MSG / RDMA_NOMSG (`nomsg`), or version 2's RDMA2_MSG /
+/// RDMA2_NOMSG with RPCRDMA2_F_RESPONSE when `response` (a Reply) and `inv_handle` (0 for
+/// none; version 1 has neither). Returns the bytes written.
+#[allow(clippy::too_many_arguments)]
+pub fn encode_message_header(
+    wire: Wire,
+    out: &mut [u8],
+    xid: u32,
+    credit: u32,
+    response: bool,
+    inv_handle: u32,
+    chunks: crate::header::Chunks<'_>,
+    nomsg: bool,
+) -> Result<usize, crate::error::EncodeError> {
+    use crate::header::Header;
+    match wire {
+        Wire::V1 if nomsg => Header::nomsg(xid, credit, chunks).encode(out),
+        Wire::V1 => Header::msg(xid, credit, chunks).encode(out),
+        Wire::V2 => Header2 {
+            xid,
+            vers: RPCRDMA_VERSION_TWO,
+            credit,
+            flags: if response { flags::RESPONSE } else { 0 },
+            body: if nomsg {
+                Body2::NoMsg { inv_handle, chunks }
+            } else {
+                Body2::Msg { inv_handle, chunks }
+            },
+        }
+        .encode(out),
+    }
+}

@@ -12,7 +12,7 @@ use super::{Error2, Header2Error, HeaderView2, Htype, RPCRDMA_VERSION_TWO};
 use crate::chunks::{ChunkErrorClass, ReadLimits, ReadPlan};
 use crate::header::{Segments, RPCRDMA_VERSION};
 use crate::rpc::RpcMessage;
-use crate::verdict::Role;
+use crate::verdict::{AcceptedCall, AcceptedReply, Role};
 
 /// What the receiver does with a version 2 message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -323,5 +323,101 @@ fn judge_reply(h: &HeaderView2<'_>, role: Role, reverse: bool) -> Verdict2 {
             "the inline message is not an RPC Reply with rdma_xid: dropped (RFC 8166 §4.2.1, \
              §4.5)",
         ),
+    }
+}
+
+/// [`judge2`] for a message that should be a Call, with what the receiver needs to run it:
+/// the same [`AcceptedCall`] as version 1's `judge_call` (its header the version 2 lists as
+/// a [`crate::header::HeaderView`] with `vers` 2, from which `inv_handle` is read), so that
+/// pulling chunks, running the procedure and placing results are one code for both
+/// versions. `Err` holds every other verdict (an error to answer, properties, a reply, a
+/// discard).
+pub fn judge_call2(buf: &[u8], role: Role, reverse: bool) -> Result<AcceptedCall<'_>, Verdict2> {
+    use Action2::*;
+    let verdict = judge2(buf, role, reverse);
+    if verdict.action != Call {
+        return Err(verdict);
+    }
+    let never = v(Discard, "never: a Call judged valid decodes");
+    let header = HeaderView2::parse(buf)
+        .ok()
+        .and_then(|h| h.chunk_view())
+        .ok_or(never)?;
+    let reads = header.read_list();
+    let plan = ReadPlan::new(header.payload().len(), reads, LIMITS).map_err(|_| never)?;
+    let call = if header.proc() == crate::header::Proc::Msg {
+        match RpcMessage::parse(header.payload()) {
+            Ok((RpcMessage::Call(c), len)) => {
+                if reads.iter().any(|s| (s.position as usize) < len) {
+                    return Err(v(
+                        GarbageArgs,
+                        "a Read chunk lies inside the RPC Call header, which is never \
+                         DDP-eligible: GARBAGE_ARGS (RFC 8166 §3.4.2, §6.1, §4.5.2)",
+                    ));
+                }
+                if c.xid != header.xid() {
+                    return Err(v(
+                        Error(Error2::BadXdr),
+                        "the RPC XID differs from rdma_xid: RDMA2_ERR_BAD_XDR (RFC 8166 \
+                         §4.2.1; CHECKLIST G-9)",
+                    ));
+                }
+                Some((c, len))
+            }
+            Ok((RpcMessage::Reply(_), _)) => {
+                return Err(v(
+                    Discard,
+                    "an RPC Reply without RPCRDMA2_F_RESPONSE: its direction contradicts the \
+                     flag, dropped ([V2] §3.2)",
+                ))
+            }
+            Err(_) => {
+                return Err(v(
+                    GarbageArgs,
+                    "the inline RPC Call header does not decode: GARBAGE_ARGS (RFC 8166 \
+                     §4.5.2)",
+                ))
+            }
+        }
+    } else {
+        None
+    };
+    Ok(AcceptedCall { header, plan, call })
+}
+
+/// [`judge2`] for a message that should be a Reply to one of the receiver's Calls, as
+/// version 1's `judge_reply` gives it ([`AcceptedReply`], the header a version 2 view).
+/// `Err` holds every other verdict: a peer's error, fallback, properties, a Call (reverse
+/// direction), a discard.
+pub fn judge_reply2(buf: &[u8], role: Role, reverse: bool) -> Result<AcceptedReply<'_>, Verdict2> {
+    use Action2::*;
+    let verdict = judge2(buf, role, reverse);
+    if verdict.action != Reply {
+        return Err(verdict);
+    }
+    let never = v(Discard, "never: a Reply judged valid decodes");
+    let header = HeaderView2::parse(buf)
+        .ok()
+        .and_then(|h| h.chunk_view())
+        .ok_or(never)?;
+    if header.proc() == crate::header::Proc::NoMsg {
+        return Ok(AcceptedReply {
+            header,
+            reply: None,
+        });
+    }
+    if header.reply_chunk().is_some_and(|c| c.total_len() > 0) {
+        return Err(v(
+            Discard,
+            "RDMA2_MSG Reply whose Reply chunk holds data is ambiguous: dropped (RFC 8166 \
+             §3.5.3; CHECKLIST G-7, G-16)",
+        ));
+    }
+    match RpcMessage::parse(header.payload()) {
+        Ok((RpcMessage::Reply(r), len)) if r.xid == header.xid() => Ok(AcceptedReply {
+            reply: Some((r, len)),
+            header,
+        }),
+        _ => Err(never),
     }
 }

@@ -252,6 +252,32 @@ impl<'a> HeaderView2<'a> {
         self.body
     }
 
+    /// An RDMA2_MSG or RDMA2_NOMSG as a [`crate::header::HeaderView`] (`vers` 2, `proc` MSG
+    /// or NOMSG, the same lists, [`flags`](crate::header::HeaderView::flags) and
+    /// [`inv_handle`](crate::header::HeaderView::inv_handle)), so that code reading chunk
+    /// lists serves both versions; `None` for the other header types.
+    pub fn chunk_view(&self) -> Option<crate::header::HeaderView<'a>> {
+        match self.body {
+            View2Body::Chunks {
+                inv_handle,
+                reads,
+                writes,
+                reply,
+                header_len,
+            } => Some(crate::header::HeaderView::from_v2(
+                self.buf,
+                self.xid,
+                self.credit,
+                self.htype == Htype::NoMsg,
+                self.flags,
+                inv_handle,
+                (reads, writes, reply),
+                header_len,
+            )),
+            _ => None,
+        }
+    }
+
     /// `rdma_inv_handle` of an RDMA2_MSG or RDMA2_NOMSG.
     pub fn inv_handle(&self) -> Option<u32> {
         match self.body {

@@ -1,0 +1,205 @@
+//! Versions at the responder ([V2] §7): a connection speaks the version of its first
+//! message when the server takes either, RDMA2_CONNPROP is noted and answered, and version
+//! 2's judging of Calls and its errors.
+//!
+//! Decisions where the draft is silent (CHECKLIST G-13 f): an RDMA2_CONNPROP takes a
+//! receive like a Call and is answered, as the server's own first message, by this end's
+//! RDMA2_CONNPROP echoing its XID with RPCRDMA2_F_RESPONSE and the current grant; a
+//! version 1 message on a connection that speaks version 2 is answered ERR_VERS 2..2 in
+//! version 1's layout (the client "MUST NOT change the version", §7.3).
+
+use rpcrdma_proto::v2::props::Property;
+use rpcrdma_proto::v2::verdict::{judge_call2, Action2, Verdict2};
+use rpcrdma_proto::v2::{flags, Error2, Header2, HeaderView2, Htype, RPCRDMA_VERSION_TWO};
+
+use super::*;
+use crate::conn::{PeerProps, Version, Wire};
+
+/// The version state of a connection at the responder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// Version 1, decided: the hot path.
+    V1,
+    /// Version 2, decided.
+    V2,
+    /// Either, until the first message says which.
+    Open,
+}
+
+impl Mode {
+    pub(super) fn for_config(version: Version) -> Mode {
+        match version {
+            Version::V1 => Mode::V1,
+            Version::V2 => Mode::V2,
+            Version::Auto => Mode::Open,
+        }
+    }
+}
+
+/// Why a Call is not run: version 1's verdict or version 2's.
+pub(super) enum Refused {
+    V1(Verdict),
+    V2(Verdict2),
+}
+
+fn word(b: &[u8], at: usize) -> Option<u32> {
+    b.get(at..at + 4)
+        .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+}
+
+impl<P: Provider> ServerConn<P> {
+    /// The message in receive `idx` on a connection that is not (yet) plain version 1:
+    /// decides the version if still open, notes an RDMA2_CONNPROP, drops reverse-direction
+    /// responses, and hands Calls (and what must be refused) to the answer and pull paths.
+    pub(super) fn on_message_versioned(&mut self, idx: u32) {
+        let i = idx as usize;
+        let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
+        let vers = word(bytes, 4);
+        let htype = word(bytes, 12);
+        let response = word(bytes, 16).is_some_and(|f| f & flags::RESPONSE != 0);
+        let msg_without_reads = htype == Some(Htype::Msg.to_u32()) && word(bytes, 24) == Some(0);
+        let connprop = htype == Some(Htype::ConnProp.to_u32()) && !response;
+        let peer = if connprop {
+            HeaderView2::parse(bytes)
+                .ok()
+                .and_then(|h| h.props())
+                .map(|p| PeerProps::from_props(&p))
+        } else {
+            None
+        };
+        if self.mode == Mode::Open {
+            if vers == Some(RPCRDMA_VERSION_TWO) {
+                self.enter_v2(PeerProps::default());
+            } else {
+                self.mode = Mode::V1;
+                return self.on_call_v1(idx);
+            }
+        }
+        if vers != Some(RPCRDMA_VERSION_TWO) {
+            // Refused by the answer path (ERR_VERS).
+            return self.answer_or_defer(idx);
+        }
+        if connprop {
+            if let Some(peer) = peer {
+                bump(&self.io.stats.connprops_received, 1);
+                self.enter_v2(peer);
+            }
+            // Answered (or refused, if its properties are malformed) by the answer path.
+            return self.answer_or_defer(idx);
+        }
+        if response {
+            // A reply or error about a Call this end made: this responder sends no
+            // reverse-direction Calls, so it answers nothing (§3.2).
+            bump(&self.io.stats.discards, 1);
+            self.in_process -= 1;
+            self.reposts.push(idx);
+            return;
+        }
+        // A Call: Short ones (RDMA2_MSG without Read chunks) are answered now, others
+        // pulled first; both judged by version 2's verdict.
+        if msg_without_reads {
+            self.answer_or_defer(idx);
+        } else {
+            self.start_pull(idx);
+        }
+    }
+
+    /// Makes the connection speak version 2 with the peer's properties.
+    fn enter_v2(&mut self, peer: PeerProps) {
+        if self.mode != Mode::V2 || self.negotiation.wire() != Wire::V2 {
+            bump(&self.io.stats.v2_connections, 1);
+        }
+        self.mode = Mode::V2;
+        self.io.wire = Wire::V2;
+        let config = self.config;
+        self.negotiation.adopt_v2(Role::Server, &config, peer);
+    }
+}
+
+/// The verdict on the Call `bytes` in the connection's version: resumed from `summary` when
+/// it was judged as its pull started (the receive buffer is unchanged since), else judged
+/// now (RFC 8166 §4.5; [V2] §5).
+pub(super) fn judged<'a>(
+    bytes: &'a [u8],
+    summary: Option<&CallSummary>,
+    wire: Wire,
+) -> Result<AcceptedCall<'a>, Refused> {
+    if let Some(call) = summary.and_then(|s| verdict::resume_call(bytes, s)) {
+        return Ok(call);
+    }
+    match wire {
+        Wire::V1 => verdict::judge_call(bytes).map_err(Refused::V1),
+        Wire::V2 if word(bytes, 4) != Some(RPCRDMA_VERSION_TWO) => {
+            // Version 1 (or another) on a version 2 connection: ERR_VERS 2..2 (§7.3).
+            Err(Refused::V1(Verdict {
+                action: Action::ErrVers {
+                    low: RPCRDMA_VERSION_TWO,
+                    high: RPCRDMA_VERSION_TWO,
+                },
+                reason: "this connection speaks version 2 ([V2] §7.3)",
+            }))
+        }
+        Wire::V2 => judge_call2(bytes, verdict::Role::Responder, false).map_err(Refused::V2),
+    }
+}
+
+/// The answer to a version 2 message that is not a Call to run (`v`): this end's
+/// RDMA2_CONNPROP for the peer's, an RDMA2_ERROR, GARBAGE_ARGS, or nothing.
+pub(super) fn answer_refused_v2<P: Provider>(
+    io: &mut Io<P>,
+    ring: &mut Buf<P>,
+    bytes: &[u8],
+    g: &General<'_>,
+    v: Verdict2,
+    echo: &mut Echo,
+    run: &mut Run<'_, '_>,
+) -> Built {
+    match v.action {
+        Action2::Properties => {
+            let xid = word(bytes, 0).unwrap_or(0);
+            let props = [Property::RecvBufSize(Some(g.recv_size))];
+            let h = Header2 {
+                flags: flags::RESPONSE,
+                ..Header2::connprop(xid, g.grant, &props)
+            };
+            match h.encode(view::bytes_mut(ring)) {
+                Ok(n) => {
+                    bump(&io.stats.connprops_sent, 1);
+                    Built::Send {
+                        len: n as u32,
+                        inv: None,
+                    }
+                }
+                Err(_) => Built::Fatal,
+            }
+        }
+        Action2::Error(e) => reply::rdma2_error(io, ring, bytes, g.grant, e),
+        Action2::GarbageArgs => match HeaderView::parse_any(bytes) {
+            Ok(h) => {
+                bump(&io.stats.garbage_args, 1);
+                let rpc = ReplyHeader::garbage_args(h.xid());
+                reply::build(
+                    io,
+                    ring,
+                    &h,
+                    g.grant,
+                    g.reply_threshold,
+                    false,
+                    Body::Error(rpc),
+                    None,
+                    echo,
+                    run,
+                )
+            }
+            Err(_) => reply::rdma2_error(io, ring, bytes, g.grant, Error2::BadXdr),
+        },
+        Action2::Call
+        | Action2::Reply
+        | Action2::PeerError(_)
+        | Action2::FallBack { .. }
+        | Action2::Discard => {
+            bump(&io.stats.discards, 1);
+            Built::Nothing
+        }
+    }
+}

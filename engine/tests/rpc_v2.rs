@@ -1,0 +1,353 @@
+//! RPC-over-RDMA version 2 ([V2], draft-cel-nfsv4-rpcrdma-version-two-09) between the
+//! engine's own peers on the soft fabric: negotiation per connection (§7: RDMA2_CONNPROP
+//! first, fallback to version 1 on ERR_VERS, remembered per server), every message form
+//! with data verified, per-RPC remote invalidation through `rdma_inv_handle` (§3.3), the
+//! precise RDMA2_ERRORs, and hostile version 2 headers against the responder.
+
+mod common;
+mod raw;
+
+use std::time::Duration;
+
+use common::*;
+use raw::*;
+use rpcrdma_engine::conn::{ConnConfig, ConnError, Registration, Version, Wire};
+use rpcrdma_engine::fabric::soft::{Soft, SoftAddr};
+use rpcrdma_engine::loopback::{connect_to, soft_server};
+use rpcrdma_engine::requester::{CallArgs, Client, RpcError};
+use rpcrdma_engine::responder::{Server, ServerConn};
+use rpcrdma_proto::header::{Chunks, Segment};
+use rpcrdma_proto::v2::props::Property;
+use rpcrdma_proto::v2::{Error2, Header2, HeaderView2, Htype, View2Body};
+
+fn cfg(version: Version) -> ConnConfig {
+    ConnConfig {
+        version,
+        ..ConnConfig::default()
+    }
+}
+
+fn pair(client: ConnConfig, server: ConnConfig) -> (Client<Soft>, ServerConn<Soft>) {
+    let (mut srv, addr) = soft_server(dispatch(), server).expect("listen");
+    connect_to(&mut srv, &addr, client).expect("connect")
+}
+
+/// Every form of Call and Reply, each checked byte for byte; returns nothing, panics on a
+/// wrong answer.
+fn every_form(c: &mut Client<Soft>, s: &mut ServerConn<Soft>) {
+    let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
+    for _ in 0..5 {
+        assert!(call(c, s, &null, |x| x.result.unwrap().is_success()));
+    }
+    // ECHO: Short, then Long Call with Long Reply.
+    for len in [100usize, 3000, 20_000] {
+        let payload = pattern(len as u32, len);
+        let args = opaque(&payload);
+        let a = CallArgs::new(PROG, VERS, ECHO, &args, (args.len() + 4) as u32);
+        let echoed = call(c, s, &a, |x| x.result.unwrap().results.to_vec());
+        assert_eq!(echoed, args, "echo of {len}");
+    }
+    // WRITE: data through a Read chunk (and inline when small).
+    for len in [200usize, 70_000, 1 << 20] {
+        let data = pattern(len as u32, len);
+        let seed = (len as u32).to_be_bytes();
+        let mut a = CallArgs::new(PROG, VERS, WRITE, &seed, 8);
+        a.bulk_arg = Some(&data);
+        let (ok, n) = call(c, s, &a, |x| {
+            let r = x.result.expect("reply");
+            (r.results[3], word(r.results, 4).unwrap())
+        });
+        assert_eq!((ok, n as usize), (1, len), "write of {len}");
+    }
+    // READ: the result through a Write chunk.
+    for len in [64usize, 65_536, 1 << 20] {
+        let args = encode_words(len as u32, 9);
+        let want = [len as u32];
+        let mut a = CallArgs::new(PROG, VERS, READ, &args, 4);
+        a.bulk_results = &want;
+        let good = call(c, s, &a, |x| {
+            let r = x.result.expect("reply");
+            r.bulk()[0].len() == len && is_pattern(9, r.bulk()[0])
+        });
+        assert!(good, "read of {len}");
+    }
+}
+
+use rpcrdma_engine::program::{encode_words, is_pattern};
+
+#[test]
+fn version_2_carries_every_form_with_per_rpc_invalidation() {
+    for reg in [Registration::Windows, Registration::Persistent] {
+        let c2 = ConnConfig {
+            registration: reg,
+            ..cfg(Version::V2)
+        };
+        let (mut c, mut s) = pair(c2, cfg(Version::Auto));
+        assert_eq!(c.negotiation().wire(), Wire::V2);
+        assert_eq!(s.negotiation().wire(), Wire::V2);
+        // Version 2's default threshold, the Receive Buffer Size each end sent.
+        assert_eq!(c.negotiation().call_threshold(), 4096);
+        assert_eq!(s.negotiation().reply_threshold(), 4096);
+        every_form(&mut c, &mut s);
+        let (cs, ss) = (c.snapshot(), s.snapshot());
+        assert_eq!((cs.connprops_sent, ss.connprops_received), (1, 1));
+        assert_eq!((ss.connprops_sent, cs.v2_connections), (1, 1));
+        assert!(ss.short_calls > 0 && ss.chunked_calls > 0 && ss.long_calls > 0);
+        assert!(ss.long_replies > 0 && ss.write_chunks > 0);
+        assert_eq!(
+            ss.err_chunk + ss.rdma2_errors + ss.discards + ss.err_vers,
+            0
+        );
+        match reg {
+            // Each RPC with chunks names its result window (or its argument window) in
+            // rdma_inv_handle; the responder invalidates exactly that one.
+            Registration::Windows => {
+                assert!(ss.remote_invalidations > 0);
+                assert_eq!(cs.remote_invalidations, ss.remote_invalidations);
+            }
+            // Regions are never named: no Send With Invalidate.
+            Registration::Persistent => {
+                assert_eq!(ss.remote_invalidations + cs.remote_invalidations, 0);
+                assert_eq!(cs.local_invalidations, 0);
+            }
+        }
+    }
+}
+
+#[test]
+fn remote_invalidation_refused_by_the_responder_leaves_local_invalidation() {
+    let (mut c, mut s) = pair(
+        cfg(Version::V2),
+        ConnConfig {
+            remote_invalidation: false,
+            ..cfg(Version::Auto)
+        },
+    );
+    every_form(&mut c, &mut s);
+    let (cs, ss) = (c.snapshot(), s.snapshot());
+    assert_eq!(ss.remote_invalidations, 0);
+    assert!(cs.local_invalidations > 0);
+}
+
+#[test]
+fn version_1_client_on_an_auto_server_stays_version_1() {
+    let (mut c, mut s) = pair(cfg(Version::V1), cfg(Version::Auto));
+    every_form(&mut c, &mut s);
+    assert_eq!(s.negotiation().wire(), Wire::V1);
+    assert_eq!(s.snapshot().connprops_received, 0);
+    assert_eq!(s.snapshot().v2_connections, 0);
+}
+
+#[test]
+fn auto_client_falls_back_on_a_version_1_server_and_remembers_it() {
+    let (mut srv, addr) = soft_server(dispatch(), cfg(Version::V1)).unwrap();
+    let (mut c, mut s) = connect_to(&mut srv, &addr, cfg(Version::Auto)).unwrap();
+    assert_eq!(c.negotiation().wire(), Wire::V1);
+    let cs = c.snapshot();
+    assert_eq!((cs.connprops_sent, cs.version_fallbacks), (1, 1));
+    // The server answered ERR_VERS 1..1 to the opening and serves version 1 on the same
+    // connection.
+    assert_eq!(s.snapshot().err_vers, 1);
+    every_form(&mut c, &mut s);
+    // A second connection to the same server starts in version 1 at once (§7.2).
+    let (c2, _s2) = connect_to(&mut srv, &addr, cfg(Version::Auto)).unwrap();
+    assert_eq!(c2.snapshot().connprops_sent, 0);
+    assert_eq!(c2.negotiation().wire(), Wire::V1);
+}
+
+#[test]
+fn version_2_client_refuses_a_version_1_server() {
+    let (mut srv, addr) = soft_server(dispatch(), cfg(Version::V1)).unwrap();
+    match connect_to(&mut srv, &addr, cfg(Version::V2)) {
+        Err(ConnError::Version { low: 1, high: 1 }) => {}
+        other => panic!("expected ConnError::Version, got {:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
+fn version_1_client_on_a_version_2_server_gets_err_vers() {
+    let (mut c, mut s) = pair(cfg(Version::V1), cfg(Version::V2));
+    let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
+    let r = call(&mut c, &mut s, &null, |x| x.result.err());
+    assert_eq!(r, Some(RpcError::ErrVers { low: 2, high: 2 }));
+}
+
+#[test]
+fn auto_client_on_auto_server_speaks_version_2() {
+    // (Each test's server has an address of its own: none is remembered as version 1.)
+    let (mut c, mut s) = pair(cfg(Version::Auto), cfg(Version::Auto));
+    assert_eq!(c.negotiation().wire(), Wire::V2);
+    every_form(&mut c, &mut s);
+}
+
+/// Precise errors: a Write chunk too short for its result is RDMA2_ERR_WRITE_RESOURCE with
+/// the 1-based chunk index and the bytes needed; a reply too large for the threshold
+/// without a Reply chunk is RDMA2_ERR_REPLY_RESOURCE (version 1 can only say ERR_CHUNK).
+#[test]
+fn precise_errors_reach_the_requester() {
+    let (mut srv, addr) = soft_server(dispatch(), cfg(Version::Auto)).unwrap();
+    let (mut raw, mut s) = raw_connect(&mut srv, &addr);
+    open_raw_v2(&mut raw, &mut s);
+    let data = raw.ends.data_at(0);
+    // READ of 5000 bytes into a 1000-byte Write chunk.
+    let seg = [Segment::new(data.rkey, 1000, data.addr)];
+    let writes: [&[Segment]; 1] = [&seg];
+    let chunks = Chunks {
+        writes: &writes,
+        ..Chunks::NONE
+    };
+    let mut args = call_header_of(0x50, 2, PROG, VERS, READ);
+    args.extend_from_slice(&encode_words(5000, 1));
+    let m = v2_msg(0x50, 0, chunks, &args);
+    raw.send(&m);
+    let back = raw.expect(&mut s);
+    let h = HeaderView2::parse(&back).expect("RDMA2_ERROR");
+    assert_eq!(h.xid(), 0x50);
+    assert!(h.is_response());
+    assert_eq!(
+        h.error(),
+        Some(Error2::WriteResource {
+            chunk_index: 1,
+            length_needed: 5000
+        })
+    );
+    // READ of 5000 bytes without a Write chunk or a Reply chunk: inline, the reply cannot
+    // fit 4096 bytes.
+    let mut args = call_header_of(0x51, 2, PROG, VERS, READ);
+    args.extend_from_slice(&encode_words(5000, 1));
+    raw.send(&v2_msg(0x51, 0, Chunks::NONE, &args));
+    let back = raw.expect(&mut s);
+    let h = HeaderView2::parse(&back).expect("RDMA2_ERROR");
+    assert!(
+        matches!(h.error(), Some(Error2::ReplyResource { .. })),
+        "{h:?}"
+    );
+    // The connection still serves.
+    let null = call_header_of(0x52, 2, PROG, VERS, NULL);
+    raw.send(&v2_msg(0x52, 0, Chunks::NONE, &null));
+    let back = raw.expect(&mut s);
+    let h = HeaderView2::parse(&back).expect("reply");
+    assert_eq!(
+        (h.xid(), h.htype(), h.is_response()),
+        (0x52, Htype::Msg, true)
+    );
+    assert_eq!(s.snapshot().rdma2_errors, 2);
+}
+
+/// Hostile version 2 headers: each gets the draft's answer (or none) and the connection
+/// keeps serving.
+#[test]
+fn hostile_version_2_headers_get_the_drafts_errors() {
+    let (mut srv, addr) = soft_server(dispatch(), cfg(Version::Auto)).unwrap();
+    let (mut raw, mut s) = raw_connect(&mut srv, &addr);
+    open_raw_v2(&mut raw, &mut s);
+    let null = |xid| {
+        v2_msg(
+            xid,
+            0,
+            Chunks::NONE,
+            &call_header_of(xid, 2, PROG, VERS, NULL),
+        )
+    };
+    let mut cases: Vec<(&str, Vec<u8>, Option<Error2>)> = Vec::new();
+    let mut flags = null(0x60);
+    flags[16..20].copy_from_slice(&0x8000_0000u32.to_be_bytes());
+    cases.push(("reserved flag bit", flags, Some(Error2::BadXdr)));
+    let mut htype = null(0x61);
+    htype[12..16].copy_from_slice(&9u32.to_be_bytes());
+    cases.push(("unknown htype 9", htype, Some(Error2::InvalHtype)));
+    let mut inv = null(0x62);
+    inv[20..24].copy_from_slice(&0x1234u32.to_be_bytes());
+    cases.push(("inv_handle naming no handle", inv, Some(Error2::BadXdr)));
+    // RDMA2_CONNPROP whose one property claims 2^31 bytes.
+    let mut over = Vec::new();
+    for w in [0x63u32, 2, 32, 5, 0, 1, 1, 0x8000_0000] {
+        over.extend_from_slice(&w.to_be_bytes());
+    }
+    cases.push(("property list overrunning", over, Some(Error2::BadXdr)));
+    // A known property of the wrong size.
+    let mut bad = Vec::new();
+    for w in [0x64u32, 2, 32, 5, 0, 1, 1, 2, 0] {
+        bad.extend_from_slice(&w.to_be_bytes());
+    }
+    cases.push(("receive buffer size of 2 bytes", bad, Some(Error2::BadXdr)));
+    // Truncated chunk lists.
+    let t = null(0x65)[..30].to_vec();
+    cases.push(("lists cut short", t, Some(Error2::BadXdr)));
+    // An RDMA2_ERROR sent to a responder: never answered.
+    let e = Header2::error(0x66, 2, 32, Error2::System);
+    let mut eb = vec![0; e.encoded_len()];
+    e.encode(&mut eb).unwrap();
+    cases.push(("RDMA2_ERROR at a responder", eb, None));
+    // A response (RPCRDMA2_F_RESPONSE) to a responder that made no reverse Call.
+    let mut resp = null(0x67);
+    resp[16..20].copy_from_slice(&1u32.to_be_bytes());
+    cases.push(("a response nobody asked for", resp, None));
+    for (name, m, want) in cases {
+        let before = s.snapshot();
+        raw.send(&m);
+        match want {
+            Some(err) => {
+                let back = raw.expect(&mut s);
+                let h = HeaderView2::parse(&back).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+                assert_eq!(h.error(), Some(err), "{name}");
+                assert!(h.is_response(), "{name}");
+                assert_eq!(
+                    h.xid(),
+                    u32::from_be_bytes(m[..4].try_into().unwrap()),
+                    "{name}"
+                );
+            }
+            None => {
+                raw.expect_nothing(&mut s);
+                assert_eq!(s.snapshot().discards, before.discards + 1, "{name}");
+            }
+        }
+        assert!(!s.is_dead(), "{name}: connection survives");
+        let xid = 0x70;
+        raw.send(&null(xid));
+        let back = raw.expect(&mut s);
+        assert_eq!(
+            HeaderView2::parse(&back).map(|h| h.xid()).ok(),
+            Some(xid),
+            "{name}"
+        );
+    }
+}
+
+/// A raw requester connected to a fresh connection of `srv`.
+fn raw_connect(srv: &mut Server<Soft>, addr: &SoftAddr) -> (RawClient, ServerConn<Soft>) {
+    let a = addr.clone();
+    let t = std::thread::spawn(move || RawClient::connect(&a, 64));
+    let conn = srv.accept(Duration::from_secs(5)).expect("accept");
+    (t.join().expect("raw connect"), conn)
+}
+
+/// The raw requester's opening RDMA2_CONNPROP, answered by the server's.
+fn open_raw_v2(raw: &mut RawClient, s: &mut ServerConn<Soft>) {
+    let props = [Property::RecvBufSize(Some(4096))];
+    let h = Header2::connprop(0x40, 32, &props);
+    let mut m = vec![0; h.encoded_len()];
+    h.encode(&mut m).unwrap();
+    raw.send(&m);
+    let back = raw.expect(s);
+    let h = HeaderView2::parse(&back).expect("CONNPROP");
+    assert_eq!(
+        (h.xid(), h.htype(), h.is_response()),
+        (0x40, Htype::ConnProp, true)
+    );
+    match h.body() {
+        View2Body::ConnProp(p) => assert_eq!(p.recv_buf_size(), Some(4096)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(s.negotiation().wire(), Wire::V2);
+}
+
+/// An RDMA2_MSG Call with `chunks` and the RPC message `payload`.
+fn v2_msg(xid: u32, inv: u32, chunks: Chunks<'_>, payload: &[u8]) -> Vec<u8> {
+    let h = Header2::call(xid, 32, inv, chunks, false);
+    let mut m = vec![0; h.encoded_len()];
+    h.encode(&mut m).unwrap();
+    m.extend_from_slice(payload);
+    m
+}
