@@ -147,7 +147,7 @@ pub fn compare(a: &[Point], b: &[Point], max_regression_pct: f64) -> Report {
 /// A configuration in a few words: the axes that usually vary.
 pub fn label(c: &PointConfig) -> String {
     format!(
-        "{} {} B inline {} credits {} depth {} {}{} conns {} form {}",
+        "{} {} B inline {} credits {} depth {} {}{} conns {} form {} v{}",
         c.op,
         c.size,
         c.inline,
@@ -156,7 +156,8 @@ pub fn label(c: &PointConfig) -> String {
         c.registration,
         if c.remote_invalidation { "+ri" } else { "" },
         c.conns,
-        c.form
+        c.form,
+        c.version
     )
 }
 

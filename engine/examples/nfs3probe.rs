@@ -21,7 +21,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use rpcrdma_engine::conn::ConnConfig;
+use rpcrdma_engine::conn::{ConnConfig, Version};
 use rpcrdma_engine::fabric::verbs::Verbs;
 use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::requester::{CallArgs, Client, Reply};
@@ -77,6 +77,10 @@ struct Cli {
     /// Time N NULL round trips instead (prints one JSON line).
     #[arg(long)]
     null_bench: Option<usize>,
+    /// RPC-over-RDMA version: 1, 2, or auto (2 if the server speaks it, else 1 on the same
+    /// connection).
+    #[arg(long, default_value = "1")]
+    version: Version,
 }
 
 /// An AUTH_SYS credential body for root on this machine.
@@ -213,9 +217,18 @@ fn run(cli: &Cli) -> Result<usize, String> {
         credits: 32,
         initial_grant: 32,
         bulk_size: (1 << 20) + 65536,
+        version: cli.version,
         ..ConnConfig::default()
     };
     let mut c = Client::<Verbs>::connect(&device, &addr, cfg).map_err(|e| e.to_string())?;
+    let s = c.snapshot();
+    println!(
+        "nfs3probe: RPC-over-RDMA version {} (asked {}; openings sent {}, fallbacks {})",
+        c.negotiation().wire().number(),
+        cli.version.name(),
+        s.connprops_sent,
+        s.version_fallbacks
+    );
     let mut checks = Checks { failed: 0 };
     let null = |cred| {
         let mut a = CallArgs::new(NFS, V3, 0, &[], 0);

@@ -171,7 +171,9 @@ nfs_tests() {
         pass "kernel nfsd started"
         client_workload kernel-nfsd 20049 20048 "$KEXPORT" "$KEXPORT" yes
         if command -v nfs3probe >/dev/null; then
-            probe_server kernel-nfsd 20049 20048 "$KEXPORT" "$KEXPORT"
+            # A client that asks for version 2: the kernel answers ERR_VERS, the same
+            # connection goes on in version 1 and every check passes.
+            probe_server kernel-nfsd 20049 20048 "$KEXPORT" "$KEXPORT" auto 1
             null_rtt kernel-nfsd 20049
         fi
         sweep_null kernel-nfsd 20049
@@ -185,7 +187,8 @@ nfs_tests() {
             pass "nfs3d started"
             client_workload nfs3d 20050 20058 / "$NEXPORT" no
             if command -v nfs3probe >/dev/null; then
-                probe_server nfs3d 20050 20058 / "$NEXPORT"
+                # NFSv3 over RPC-over-RDMA version 2 between the engine's two ends.
+                probe_server nfs3d 20050 20058 / "$NEXPORT" 2 2
                 null_rtt nfs3d 20050
             fi
             nfs3d_stop
@@ -242,17 +245,22 @@ nfs_times_table() {
 # The engine's requester (nfs3probe) on a server: MOUNT, NULL, GETATTR, LOOKUP, READ of
 # 1 MiB through a Write chunk, WRITE of 1 MiB through a Read chunk, READDIRPLUS of 2,000
 # entries through the Reply chunk, each checked against the exported directory here.
-probe_server() { # SERVER PORT MOUNTPORT REMOTE LOCAL
-    local s=$1
+probe_server() { # SERVER PORT MOUNTPORT REMOTE LOCAL VERSION-ASKED VERSION-EXPECTED
+    local s=$1 ask=${6:-1} want=${7:-1}
     head -c $((3 << 19)) /dev/urandom >"$5/probe-data"
     mkdir -p "$5/probe-many"
     (cd "$5/probe-many" && seq -f 'p-%04g' 2000 | xargs touch)
     if timeout 120 nfs3probe --server "$IP" --port "$2" --mountport "$3" --export "$4" --local "$5" \
         --read-file probe-data --write-file probe-out --list-dir probe-many --entries 2000 \
-        >"$NFS_WORK/probe.log" 2>&1; then
-        pass "$s: the engine's requester (nfs3probe): every check"
+        --version "$ask" >"$NFS_WORK/probe.log" 2>&1; then
+        pass "$s: the engine's requester (nfs3probe, --version $ask): every check"
     else
-        fail "$s: the engine's requester (nfs3probe)"
+        fail "$s: the engine's requester (nfs3probe, --version $ask)"
+    fi
+    if grep -q "RPC-over-RDMA version $want (asked $ask" "$NFS_WORK/probe.log"; then
+        pass "$s: nfs3probe asked version $ask and spoke version $want"
+    else
+        fail "$s: nfs3probe asked version $ask, expected version $want"
     fi
     cat "$NFS_WORK/probe.log"
     rm -rf "$5/probe-data" "$5/probe-out" "$5/probe-many"

@@ -50,7 +50,8 @@ test)
     # The engine end to end on real verbs: a server process, and a client process calling
     # every message form (data verified by the client), with and without remote
     # invalidation and with persistent registration.
-    for mode in "" "--no-remote-invalidation" "--persistent"; do
+    # The last mode speaks RPC-over-RDMA version 2 (the serve accepts only version 2).
+    for mode in "" "--no-remote-invalidation" "--persistent" "--version 2"; do
         banner "rpcrdma serve / call ${mode:-(windows, remote invalidation)}"
         SRV=(rpcrdma serve --provider verbs --device "$DEV" --listen "$IP:20049" --seconds 60 $mode)
         timeout "$STEP_TIMEOUT" "${SRV[@]}" >"$WORK/serve.log" 2>&1 &
@@ -63,7 +64,8 @@ test)
         done
         for w in null echo:100 echo:8000 write:100 write:64k read:100 read:64k; do
             if timeout 60 rpcrdma call --provider verbs --device "$DEV" --connect "$IP:20049" \
-                --workload "$w" --count 3 $mode >"$WORK/call.log" 2>&1; then
+                --workload "$w" --count 3 $mode >"$WORK/call.log" 2>&1 \
+                && { [ "$mode" != "--version 2" ] || grep -q '"rpcrdma_version":2' "$WORK/call.log"; }; then
                 pass "call $w $mode"
             else
                 cat "$WORK/call.log"
@@ -79,6 +81,14 @@ test)
     # Several Calls in flight: corked Sends go out as lists of work requests on verbs too.
     step bench-rpc-depth8 rpcrdma bench rpc --provider verbs --device "$DEV" --listen "$IP:20051" \
         --workload null,echo:1k,write:4k --depth 8 --seconds 1 --warmup 0.2 --json
+    # Version 2 against version 1 in the same run: null, and 4 KiB / 64 KiB chunked READ
+    # and WRITE, with per-RPC invalidation (windows, remote invalidation), without it
+    # (windows, local invalidation) and with persistent registration.
+    step sweep-v1-v2 rpcrdma sweep --provider verbs --device "$DEV" --listen "$IP:20060" \
+        --op null,read,write --sizes 4k,64k --force-form auto --version 1,2 \
+        --registration windows,persistent --remote-invalidation on,off --reps 3 \
+        --seconds 0.3 --warmup 0.1 --json "$WORK/sweep-v1-v2.json"
+    [ -f "$WORK/sweep-v1-v2.json" ] && cat "$WORK/sweep-v1-v2.json"
     # The kernel as the peer: its NFS client on nfs3d and on its own nfsd (guest-nfs.sh).
     # shellcheck source=guest-nfs.sh
     . "$(dirname "$0")/guest-nfs.sh"

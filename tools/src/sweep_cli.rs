@@ -197,8 +197,8 @@ impl Out {
 
 fn header() -> String {
     format!(
-        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8} {:>8} {:>7} {:>8}",
-        "op", "bytes", "inline", "cred", "depth", "con", "form", "rep", "p50 ns", "p99 ns", "p99.9 ns",
+        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>1} {:>5} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8} {:>8} {:>7} {:>8}",
+        "op", "bytes", "inline", "cred", "depth", "con", "form", "v", "reg", "rep", "p50 ns", "p99 ns", "p99.9 ns",
         "max ns", "RPC/s", "MB/s", "cpu c ns", "cpu s ns", "p50/lim", "MiB/conn"
     )
 }
@@ -207,7 +207,7 @@ fn row(p: &Point) -> String {
     let c = &p.config;
     let lim = p.ratios.p50_to_copy.unwrap_or(p.ratios.p50_to_cacheline);
     format!(
-        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11.0} {:>11.1} {:>8.0} {:>8} {:>7.2} {:>8.1}",
+        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>1} {:>5} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11.0} {:>11.1} {:>8.0} {:>8} {:>7.2} {:>8.1}",
         c.op,
         c.size,
         c.inline,
@@ -215,6 +215,14 @@ fn row(p: &Point) -> String {
         c.depth,
         c.conns,
         c.form,
+        c.version,
+        // Registration: mw+ri (windows, remotely invalidated), mw (windows, local
+        // invalidation), pers (persistent regions).
+        match (c.registration.as_str(), c.remote_invalidation) {
+            ("persistent", _) => "pers",
+            (_, true) => "mw+ri",
+            _ => "mw",
+        },
         p.rep,
         p.lat_ns.p50,
         p.lat_ns.p99,

@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
-use rpcrdma_engine::conn::{ConnConfig, ConnError};
+use rpcrdma_engine::conn::{ConnConfig, ConnError, Version};
 use rpcrdma_engine::fabric::soft::Soft;
 use rpcrdma_engine::fabric::verbs::Verbs;
 use rpcrdma_engine::fabric::{ConnectError, Provider};
@@ -120,6 +120,10 @@ struct Cli {
     /// Do not register with rpcbind.
     #[arg(long)]
     no_rpcbind: bool,
+    /// RPC-over-RDMA versions served: 1, 2 or auto (each connection in its client's
+    /// version: the Linux client speaks 1).
+    #[arg(long, default_value = "auto")]
+    version: Version,
 }
 
 impl Cli {
@@ -147,6 +151,7 @@ pub fn conn_config(
         credits,
         initial_grant: credits,
         bulk_size: max_io.saturating_add(8192),
+        version: Version::Auto,
         ..ConnConfig::default()
     }
 }
@@ -206,6 +211,10 @@ where
         cli.inline,
         !cli.no_remote_invalidation,
     );
+    let cfg = ConnConfig {
+        version: cli.version,
+        ..cfg
+    };
     let dispatch = Arc::new(server::dispatch(&nfs));
     let mut listener = match Server::<P>::listen(device, &addr, dispatch, cfg) {
         Ok(s) => s,
