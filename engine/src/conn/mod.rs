@@ -171,6 +171,12 @@ pub struct ConnConfig {
     pub retransmit: Option<RetransmitPolicy>,
     /// The RPC-over-RDMA versions this end speaks.
     pub version: Version,
+    /// Reverse-direction RPC on version 2 connections ([V2] §3.2, §4.2.2; inline messages
+    /// only, RDMA2_RVREQSUP_INLINE). Requester: the reverse Calls it serves at once (it
+    /// posts as many receives more and advertises Reverse Request Support; 0: it takes
+    /// none and says so). Responder: the reverse Calls it may have outstanding at once (it
+    /// posts as many receives more, for their Replies; 0: it never calls its client).
+    pub reverse_credits: u32,
 }
 
 /// The bytes of a Send from `buf`, whose span `sge` covers: inline (copied when posted)
@@ -246,6 +252,7 @@ impl Default for ConnConfig {
             inline_sends: DEFAULT_INLINE_SENDS,
             retransmit: None,
             version: Version::V1,
+            reverse_credits: 0,
         }
     }
 }

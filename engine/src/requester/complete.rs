@@ -20,6 +20,9 @@ impl<P: Provider> Client<P> {
         if !self.cancelled.is_empty() {
             self.finish_cancelled(&mut f);
         }
+        if !self.early.is_empty() {
+            self.handle_early(&mut f);
+        }
         if self.dead {
             return self.recover(&mut f);
         }
@@ -83,8 +86,26 @@ impl<P: Provider> Client<P> {
         if self.resend_n > 0 {
             self.resend(&mut f);
         }
+        if self.reverse_waiting() {
+            self.retry_reverse();
+        }
         self.repost();
         n
+    }
+
+    /// The receive completions the version 2 opening polled after its answer.
+    #[cold]
+    fn handle_early<F: FnMut(Completion<'_>)>(&mut self, f: &mut F) {
+        let early = core::mem::take(&mut self.early);
+        for wc in &early {
+            self.on_completion(wc, f);
+        }
+        self.publish_batch();
+        self.repost();
+        if self.early.is_empty() {
+            self.early = early;
+            self.early.clear();
+        }
     }
 
     /// Adds the counts of the batch just handled to the shared counters: one load and store
@@ -182,7 +203,8 @@ impl<P: Provider> Client<P> {
         f: &mut F,
     ) {
         let bytes = view::bytes(&self.recv[ridx as usize], len as usize);
-        let Some(answer) = judge_answer(self.wire, bytes, &self.stats) else {
+        let reverse = self.serving.is_some();
+        let Some(answer) = judge_answer(self.wire, reverse, bytes, &self.stats) else {
             bump(&self.stats.discards, 1);
             self.reposts.push(ridx);
             return;
@@ -196,6 +218,7 @@ impl<P: Provider> Client<P> {
                 (acc.header.xid(), Some(acc), err)
             }
             Answer::Error { xid, err } => (xid, None, Some(err)),
+            Answer::ReverseCall => return self.serve_reverse(ridx, len),
         };
         // A grant only from a reply: an error's credit field is not one (CHECKLIST G-15,
         // [V2] §5.3.3).
@@ -340,7 +363,7 @@ impl<P: Provider> Client<P> {
             }
             (Outcome::Reply, Some(ridx)) => {
                 let bytes = view::bytes(&self.recv[ridx as usize], slot.recv_len as usize);
-                let result = match judge_answer(self.wire, bytes, stats) {
+                let result = match judge_answer(self.wire, false, bytes, stats) {
                     Some(Answer::Reply(acc)) => deliver(slot, &acc, stats),
                     _ => Err(RpcError::BadReply),
                 };
@@ -426,7 +449,12 @@ impl<P: Provider> Client<P> {
 /// verdict, or an error the peer reported about the Call `xid`.
 pub(super) enum Answer<'a> {
     Reply(verdict::AcceptedReply<'a>),
-    Error { xid: u32, err: RpcError },
+    Error {
+        xid: u32,
+        err: RpcError,
+    },
+    /// A reverse-direction Call to serve ([V2] §3.2).
+    ReverseCall,
 }
 
 /// Judges a message received on a connection speaking `wire` as a requester (RFC 8166
@@ -435,6 +463,7 @@ pub(super) enum Answer<'a> {
 /// opening changes nothing ([V2] §4.2: properties do not change); a Call is not served.
 pub(super) fn judge_answer<'a>(
     wire: Wire,
+    reverse: bool,
     bytes: &'a [u8],
     stats: &Counters,
 ) -> Option<Answer<'a>> {
@@ -442,7 +471,7 @@ pub(super) fn judge_answer<'a>(
         return verdict::judge_reply(bytes).ok().map(Answer::Reply);
     }
     use rpcrdma_proto::v2::verdict::{judge_reply2, Action2};
-    match judge_reply2(bytes, rpcrdma_proto::verdict::Role::Requester, false) {
+    match judge_reply2(bytes, rpcrdma_proto::verdict::Role::Requester, reverse) {
         Ok(acc) => Some(Answer::Reply(acc)),
         Err(v) => {
             let xid = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
@@ -459,6 +488,9 @@ pub(super) fn judge_answer<'a>(
                     bump(&stats.connprops_received, 1);
                     None
                 }
+                Action2::Call => Some(Answer::ReverseCall),
+                // A malformed reverse Call is refused by the reverse path.
+                Action2::Error(_) | Action2::GarbageArgs if reverse => Some(Answer::ReverseCall),
                 _ => None,
             }
         }

@@ -32,10 +32,12 @@
 
 mod complete;
 mod recovery;
+mod reverse;
 mod submit;
 mod version;
 mod windows;
 
+pub use reverse::MAX_REVERSE_SERVED;
 pub use version::forget_version_1_servers;
 
 #[allow(unused_imports)]
@@ -545,6 +547,13 @@ pub struct Client<P: Provider> {
     wire: Wire,
     /// The control buffer: the version 2 opening RDMA2_CONNPROP is sent from it.
     ctl: Buf<P>,
+    /// Reverse-direction Calls served (version 2), with their Reply buffers.
+    serving: Option<reverse::Serving<P>>,
+    /// The length of each receive's message, for reverse Calls held for a later poll.
+    reverse_len: Box<[u32]>,
+    /// Receive completions polled while the version 2 opening finished (reverse Calls
+    /// that followed the server's answer at once): handled by the next poll.
+    early: Vec<Wc>,
     /// The free slots and the large bulk buffers (declared after `slots`: the large
     /// buffers' pool is dropped after the slots that may hold some).
     spare: Spare<P>,
@@ -585,11 +594,23 @@ impl<P: Provider> Client<P> {
         addr: &P::Addr,
         config: ConnConfig,
     ) -> Result<Client<P>, ConnError> {
+        Self::connect_with(device, addr, config, None)
+    }
+
+    fn connect_with(
+        device: &P::Device,
+        addr: &P::Addr,
+        config: ConnConfig,
+        reverse: Option<Arc<crate::dispatch::Dispatch>>,
+    ) -> Result<Client<P>, ConnError> {
         config.validate()?;
         let n = config.credits;
+        // Receives: one per credit, and one per reverse Call served at once (version 2).
+        let nrev = Self::reverse_receives(&config, reverse.is_some());
+        let nrecv = n + nrev;
         let pd = device.alloc_pd()?;
-        let sq_depth = 8 * n + 16;
-        let cq = device.create_cq(sq_depth + n + 16)?;
+        let sq_depth = 8 * n + 16 + nrev;
+        let cq = device.create_cq(sq_depth + nrecv + 16)?;
         let remote = match config.registration {
             Registration::Windows => Access::LOCAL_WRITE | Access::MW_BIND,
             Registration::Persistent => {
@@ -597,7 +618,11 @@ impl<P: Provider> Client<P> {
             }
         };
         let (recv_pool, recv) =
-            conn::pool_taken(&pd, config.recv_size as usize, n, Access::LOCAL_WRITE)?;
+            conn::pool_taken(&pd, config.recv_size as usize, nrecv, Access::LOCAL_WRITE)?;
+        let serving = match reverse {
+            Some(d) if nrev > 0 => Some(reverse::Serving::new(&pd, d, nrev, config.send_size)?),
+            _ => None,
+        };
         let (send_pool, sends) =
             conn::pool_taken(&pd, config.send_size as usize, n, Access::LOCAL_WRITE)?;
         let (ctl_pool, ctl) = conn::pool_taken(&pd, 1024, 1, Access::LOCAL_WRITE)?;
@@ -662,7 +687,7 @@ impl<P: Provider> Client<P> {
             addr: addr.clone(),
             recv,
             slots: slots.into_boxed_slice(),
-            reposts: Vec::with_capacity(n as usize),
+            reposts: Vec::with_capacity(nrecv as usize),
             cancelled: Vec::with_capacity(n as usize),
             sq: SendQueue::new(sq_depth, (sq_depth / 4).max(1)),
             credits: RequesterCredits::new(n),
@@ -687,6 +712,9 @@ impl<P: Provider> Client<P> {
             n_queued: 0,
             wire: Wire::V1,
             ctl,
+            serving,
+            reverse_len: vec![0; nrecv as usize].into_boxed_slice(),
+            early: Vec::with_capacity(nrecv as usize),
             spare: Spare {
                 free: (0..n).rev().collect(),
                 large,
@@ -699,9 +727,10 @@ impl<P: Provider> Client<P> {
 
     fn establish(&mut self, timeout: Duration) -> Result<(), ConnError> {
         let n = self.config.credits;
+        let nrecv = self.recv.len() as u32;
         let caps = QpCaps {
-            max_send_wr: 8 * n + 16,
-            max_recv_wr: n,
+            max_send_wr: 8 * n + 16 + (nrecv - n),
+            max_recv_wr: nrecv,
             max_send_sge: 2,
             max_recv_sge: 1,
             max_inline_data: self.inline_cap,

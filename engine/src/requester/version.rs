@@ -110,6 +110,7 @@ impl<P: Provider> Client<P> {
         }
         self.qp = None;
         self.dead = true;
+        self.early.clear();
         while matches!(self.cq.poll(&mut self.wc), Ok(n) if n > 0) {}
     }
 
@@ -117,7 +118,11 @@ impl<P: Provider> Client<P> {
     fn open_v2(&mut self, timeout: Duration) -> Result<Opening, ConnError> {
         let deadline = Instant::now() + timeout;
         let xid = first_generation();
-        let reverse = ReverseRequests::None;
+        let reverse = if self.serving.is_some() {
+            ReverseRequests::Inline
+        } else {
+            ReverseRequests::None
+        };
         let props = [
             Property::RecvBufSize(Some(self.config.recv_size)),
             Property::ReverseRequests(Some(reverse)),
@@ -150,12 +155,15 @@ impl<P: Provider> Client<P> {
                 }
                 match wrid::kind(wc.wr_id) {
                     Some(Kind::Send) if wrid::index(wc.wr_id) == CTL_INDEX => sent = true,
+                    Some(Kind::Recv) if found.is_some() => {
+                        // After the answer: the server's first Calls to this end (reverse
+                        // direction), handled by the first poll.
+                        self.early.push(wc);
+                    }
                     Some(Kind::Recv) => {
                         let r = wrid::index(wc.wr_id);
                         let bytes = view::bytes(&self.recv[r as usize], wc.byte_len as usize);
-                        if found.is_none() {
-                            found = opening_answer(bytes, xid);
-                        }
+                        found = opening_answer(bytes, xid);
                         if found.is_none() {
                             bump(&self.stats.discards, 1);
                         }

@@ -26,7 +26,10 @@ mod answer;
 mod large;
 mod pull;
 mod reply;
+mod reverse;
 mod version;
+
+pub use reverse::{ReverseCallError, ReverseError, ReverseReply, MAX_REVERSE};
 
 use answer::*;
 use version::{Mode, Refused};
@@ -312,6 +315,8 @@ pub struct ServerConn<P: Provider> {
     negotiation: Negotiation,
     /// The connection's version state: plain version 1 takes the hot path.
     mode: Mode,
+    /// Reverse-direction Calls to the client (version 2).
+    reverse: reverse::Reverse<P>,
     dispatch: Arc<Dispatch>,
     config: ConnConfig,
     wc: [Wc; POLL_BATCH],
@@ -348,10 +353,19 @@ impl<P: Provider> ServerConn<P> {
     ) -> Result<ServerConn<P>, ConnError> {
         config.validate()?;
         let credits = config.credits;
+        // Receives: one per credit, and one per reverse-direction Call this end may have
+        // outstanding, for its Reply (version 2; they are not part of the grant, so the
+        // client's Calls and its reverse Replies never overrun them).
+        let reverse = if config.version == crate::conn::Version::V1 {
+            0
+        } else {
+            config.reverse_credits.min(reverse::MAX_REVERSE)
+        };
+        let nrecv = credits + reverse;
         let ring_len = (2 * credits).max(8);
         let sq_depth = (4 * ring_len + config.max_reads + 2 * REPLY_WRS as u32).min(16384);
         let pd = device.alloc_pd()?;
-        let cq = device.create_cq(sq_depth + credits + 64)?;
+        let cq = device.create_cq(sq_depth + nrecv + 64)?;
         // A ring entry holds an inline reply; a Long one takes a large buffer (`large.rs`),
         // unless every receive owns buffers of the largest size already.
         let large_count = config.large_count();
@@ -362,17 +376,11 @@ impl<P: Provider> ServerConn<P> {
         };
         let own = config.slot_bulk() as usize;
         let (recv_pool, recv) =
-            conn::pool_taken(&pd, config.recv_size as usize, credits, Access::LOCAL_WRITE)?;
-        let (pull_pool, pull) = conn::pool_taken(&pd, own, credits, Access::LOCAL_WRITE)?;
-        let (bulk_pool, bulk) = conn::pool_taken(&pd, own, credits, Access::LOCAL_WRITE)?;
+            conn::pool_taken(&pd, config.recv_size as usize, nrecv, Access::LOCAL_WRITE)?;
+        let (pull_pool, pull) = conn::pool_taken(&pd, own, nrecv, Access::LOCAL_WRITE)?;
+        let (bulk_pool, bulk) = conn::pool_taken(&pd, own, nrecv, Access::LOCAL_WRITE)?;
         let (ring_pool, ring) = conn::pool_taken(&pd, reply_size, ring_len, Access::LOCAL_WRITE)?;
-        let large = large::Large::new(
-            &pd,
-            &config,
-            credits as usize,
-            ring_len as usize,
-            reply_size,
-        )?;
+        let large = large::Large::new(&pd, &config, nrecv as usize, ring_len as usize, reply_size)?;
         let pools = [recv_pool, pull_pool, bulk_pool, ring_pool];
         let loans = LoanBoard::new(
             pools
@@ -380,7 +388,7 @@ impl<P: Provider> ServerConn<P> {
                 .map(BufferPool::keepalive)
                 .chain(large.keepalive())
                 .collect(),
-            credits as usize,
+            nrecv as usize,
         );
         // Rebound after the pools, so that on an early return the buffers drop first: a pool
         // dropped with buffers still out leaks its memory on purpose.
@@ -390,7 +398,7 @@ impl<P: Provider> ServerConn<P> {
         let negotiation = Negotiation::complete(Role::Server, local, peer.as_bytes());
         let caps = QpCaps {
             max_send_wr: sq_depth,
-            max_recv_wr: credits,
+            max_recv_wr: nrecv,
             max_send_sge: 2,
             max_recv_sge: 1,
             max_inline_data: conn::inline_cap(&config, device.attr().max_inline_data),
@@ -402,7 +410,7 @@ impl<P: Provider> ServerConn<P> {
         let inline_max = qp.caps().max_inline_data.min(caps.max_inline_data);
         let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
         let max_segs = config.recv_size as usize / 20 + 1;
-        let slots = (0..credits)
+        let slots = (0..nrecv)
             .map(|_| Slot {
                 state: State::Posted,
                 byte_len: 0,
@@ -436,18 +444,19 @@ impl<P: Provider> ServerConn<P> {
             ring_seq: vec![0; ring_len as usize].into_boxed_slice(),
             ring_next: 0,
             slots,
-            read_wait: VecDeque::with_capacity(credits as usize),
-            ready: VecDeque::with_capacity(credits as usize),
+            read_wait: VecDeque::with_capacity(nrecv as usize),
+            ready: VecDeque::with_capacity(nrecv as usize),
             reads_in_flight: 0,
             in_process: 0,
             deferred: 0,
             idle_polls: 0,
             id,
-            reposts: Vec::with_capacity(credits as usize),
-            sends: Vec::with_capacity(POLL_BATCH + credits as usize),
+            reposts: Vec::with_capacity(nrecv as usize),
+            sends: Vec::with_capacity(POLL_BATCH + nrecv as usize),
             credits: ResponderCredits::new(credits, config.initial_grant),
             negotiation,
             mode: Mode::for_config(config.version),
+            reverse: reverse::Reverse::new(&pd, reverse, config.send_size, config.recv_size)?,
             dispatch,
             config,
             wc: [Wc::default(); POLL_BATCH],

@@ -88,12 +88,8 @@ impl<P: Provider> ServerConn<P> {
             return self.answer_or_defer(idx);
         }
         if response {
-            // A reply or error about a Call this end made: this responder sends no
-            // reverse-direction Calls, so it answers nothing (§3.2).
-            bump(&self.io.stats.discards, 1);
-            self.in_process -= 1;
-            self.reposts.push(idx);
-            return;
+            // A reply or error about a Call this end made (reverse direction, §3.2).
+            return self.on_reverse_reply(idx);
         }
         // A Call: Short ones (RDMA2_MSG without Read chunks) are answered now, others
         // pulled first; both judged by version 2's verdict.

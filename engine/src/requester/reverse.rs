@@ -1,0 +1,248 @@
+//! Reverse-direction RPC at the requester ([V2] §3.2, §4.2.2): on a version 2 connection
+//! the client serves its server's Calls (callbacks) from a [`Dispatch`] table, inline
+//! messages only (RDMA2_RVREQSUP_INLINE, advertised in its RDMA2_CONNPROP).
+//!
+//! A reverse Call arrives with RPCRDMA2_F_RESPONSE clear (a forward Reply has it set), in
+//! one of the `reverse_credits` receives the client posts beyond its forward credits. Its
+//! handler runs at once, within the poll; the Reply — RDMA2_MSG with the flag set and the
+//! reverse grant (`reverse_credits`) in `rdma_credit` — is built in one of as many send
+//! buffers and posted signaled: the buffer is reused once the Send is retired. A Call that
+//! finds every buffer still in flight waits, its receive held, for a later poll. A Call
+//! with chunks is refused (RDMA2_ERR_READ_CHUNKS 0 for Read chunks, RDMA2_ERR_REPLY_RESOURCE
+//! for Write or Reply chunks, [V2] §5.3.3); a deferring handler is answered SYSTEM_ERR (a
+//! callback has no one to complete it later).
+
+use std::sync::Arc;
+
+use rpcrdma_proto::header::Chunks;
+use rpcrdma_proto::rpc::{AcceptStat, ReplyHeader};
+use rpcrdma_proto::v2::verdict::{judge_call2, Action2};
+use rpcrdma_proto::v2::{Error2, Header2, MIN_MSG_LEN};
+use rpcrdma_proto::verdict::Role as VRole;
+
+use super::*;
+use crate::dispatch::{Deferred, Dispatch, Lookup, Outcome as HOutcome, Request, Response};
+
+/// Most reverse Calls a client serves at once.
+pub const MAX_REVERSE_SERVED: u32 = 64;
+
+/// The work request index of reverse Reply buffer `k`'s Send (above every slot index).
+const REVERSE_INDEX: u32 = 1 << 19;
+
+/// Bytes of an accepted RPC Reply header with an AUTH_NONE verifier (RFC 5531 §9).
+const ACCEPTED_LEN: usize = 24;
+
+/// What a client that serves reverse Calls holds.
+pub(super) struct Serving<P: Provider> {
+    dispatch: Arc<Dispatch>,
+    bufs: Box<[Buf<P>]>,
+    /// Send-queue number of each buffer's last Reply (0: never used).
+    seqs: Vec<u64>,
+    /// Receives holding reverse Calls not yet answered (every buffer was in flight).
+    waiting: Vec<u32>,
+    /// Declared last: its buffers are dropped first.
+    _pool: BufferPool<P>,
+}
+
+impl<P: Provider> Serving<P> {
+    pub(super) fn new(
+        pd: &P::Pd,
+        dispatch: Arc<Dispatch>,
+        count: u32,
+        send_size: u32,
+    ) -> Result<Serving<P>, ConnError> {
+        let (pool, bufs) = conn::pool_taken(pd, send_size as usize, count, Access::LOCAL_WRITE)?;
+        Ok(Serving {
+            dispatch,
+            bufs,
+            seqs: vec![0; count as usize],
+            waiting: Vec::with_capacity(count as usize),
+            _pool: pool,
+        })
+    }
+}
+
+impl<P: Provider> Client<P> {
+    /// Connects as [`connect`](Self::connect) does, and serves the server's reverse-direction
+    /// Calls ([V2] §3.2) from `dispatch` on version 2 connections: at most
+    /// `config.reverse_credits` at once (at least 1), inline only. Handlers run within
+    /// [`poll_completions`](Self::poll_completions).
+    pub fn connect_serving(
+        device: &P::Device,
+        addr: &P::Addr,
+        config: ConnConfig,
+        dispatch: Arc<Dispatch>,
+    ) -> Result<Client<P>, ConnError> {
+        Self::connect_with(device, addr, config, Some(dispatch))
+    }
+
+    /// The reverse Calls to take at once: none without a table or on version 1 only.
+    pub(super) fn reverse_receives(config: &ConnConfig, serving: bool) -> u32 {
+        if serving && config.version != crate::conn::Version::V1 {
+            config.reverse_credits.clamp(1, MAX_REVERSE_SERVED)
+        } else {
+            0
+        }
+    }
+
+    /// Whether reverse Calls wait for a Reply buffer.
+    #[inline]
+    pub(super) fn reverse_waiting(&self) -> bool {
+        self.serving.as_ref().is_some_and(|s| !s.waiting.is_empty())
+    }
+
+    /// Answers the reverse Calls that waited for a Reply buffer, while buffers allow.
+    #[cold]
+    pub(super) fn retry_reverse(&mut self) {
+        let Some(s) = self.serving.as_mut() else {
+            return;
+        };
+        let waiting = core::mem::take(&mut s.waiting);
+        for &r in &waiting {
+            let len = self.reverse_len[r as usize];
+            self.serve_reverse(r, len);
+        }
+        if let Some(s) = self.serving.as_mut() {
+            let mut w = waiting;
+            w.clear();
+            if s.waiting.is_empty() {
+                s.waiting = w;
+            }
+        }
+    }
+
+    /// Serves the reverse Call of `len` bytes in receive `ridx`: its Reply (or RDMA2_ERROR)
+    /// posted, the receive queued for reposting; or, with every Reply buffer in flight,
+    /// held for a later poll.
+    pub(super) fn serve_reverse(&mut self, ridx: u32, len: u32) {
+        let Some(s) = self.serving.as_mut() else {
+            bump(&self.stats.discards, 1);
+            self.reposts.push(ridx);
+            return;
+        };
+        let sq = &self.sq;
+        let Some(k) = s.seqs.iter().position(|&q| sq.is_retired(q)) else {
+            self.reverse_len[ridx as usize] = len;
+            s.waiting.push(ridx);
+            return;
+        };
+        let grant = s.bufs.len() as u32;
+        let bytes = view::bytes(&self.recv[ridx as usize], len as usize);
+        let out = view::bytes_mut(&mut s.bufs[k]);
+        let built = build_reverse_reply(&s.dispatch, bytes, out, grant);
+        self.reposts.push(ridx);
+        let Some(n) = built else {
+            bump(&self.stats.discards, 1);
+            return;
+        };
+        let Some(qp) = self.qp.as_mut() else { return };
+        let (seq, _) = self.sq.post(true);
+        let sge = s.bufs[k].sge_span(0, n as u32);
+        let payload = send_payload(&s.bufs[k], &sge, self.inline_max);
+        let wr = SendWr::<P>::new(
+            wrid::pack(Kind::Send, REVERSE_INDEX + k as u32, seq),
+            SendOp::Send,
+            payload,
+        )
+        .signaled();
+        if qp.post_send(&wr).is_err() {
+            qp.disconnect();
+            return;
+        }
+        s.seqs[k] = seq;
+        bump(&self.stats.reverse_calls, 1);
+        bump(&self.stats.reverse_replies, 1);
+        bump(&self.stats.bytes_sent, n as u64);
+    }
+}
+
+/// The answer to the reverse Call `call`, built in `out`: its length, or `None` to drop it.
+fn build_reverse_reply(
+    dispatch: &Dispatch,
+    call: &[u8],
+    out: &mut [u8],
+    grant: u32,
+) -> Option<usize> {
+    let xid = u32::from_be_bytes(call.get(..4)?.try_into().ok()?);
+    let refuse = |out: &mut [u8], e: Error2| {
+        Header2::error(xid, rpcrdma_proto::v2::RPCRDMA_VERSION_TWO, grant, e)
+            .encode(out)
+            .ok()
+    };
+    let accepted = match judge_call2(call, VRole::Requester, true) {
+        Ok(a) => a,
+        Err(v) => {
+            return match v.action {
+                Action2::Error(e) => refuse(out, e),
+                Action2::GarbageArgs => reply_only(out, xid, grant, ReplyHeader::garbage_args(xid)),
+                _ => None,
+            }
+        }
+    };
+    let h = accepted.header;
+    if !h.read_list().is_empty() {
+        return refuse(out, Error2::ReadChunks { max_chunks: 0 });
+    }
+    if !h.write_list().is_empty() || h.reply_chunk().is_some() {
+        return refuse(out, Error2::ReplyResource { length_needed: 0 });
+    }
+    let Some((c, clen)) = accepted.call else {
+        return refuse(out, Error2::BadXdr);
+    };
+    if !c.is_rpc_v2() {
+        return reply_only(out, xid, grant, ReplyHeader::rpc_mismatch(xid, 2, 2));
+    }
+    let entry = match dispatch.lookup(c.prog, c.vers, c.proc_num) {
+        Lookup::Found(e) => e,
+        Lookup::ProgUnavail => return reply_only(out, xid, grant, ReplyHeader::prog_unavail(xid)),
+        Lookup::ProgMismatch { low, high } => {
+            return reply_only(out, xid, grant, ReplyHeader::prog_mismatch(xid, low, high))
+        }
+        Lookup::ProcUnavail => return reply_only(out, xid, grant, ReplyHeader::proc_unavail(xid)),
+    };
+    let req = Request {
+        xid,
+        prog: c.prog,
+        vers: c.vers,
+        proc_num: c.proc_num,
+        cred: c.cred,
+        args: &h.payload()[clen..],
+    };
+    let at = MIN_MSG_LEN + ACCEPTED_LEN;
+    let room = out.len().checked_sub(at)?;
+    let max = (entry.spec.max_results as usize).min(room) & !3;
+    let ticket = Deferred {
+        conn: 0,
+        slot: u32::MAX,
+        gen: 0,
+    };
+    let mut no_bulk = [0u8; 0];
+    let mut resp = Response::new(ticket, None, &mut out[at..at + max], &mut no_bulk, 0);
+    let outcome = (entry.handler)(&req, &mut resp);
+    let results = resp.results_len();
+    let rpc = match outcome {
+        HOutcome::Success => ReplyHeader::accepted_success(xid),
+        HOutcome::GarbageArgs => ReplyHeader::garbage_args(xid),
+        HOutcome::AuthError(a) => ReplyHeader::auth_error(xid, a),
+        HOutcome::SystemErr | HOutcome::Deferred => ReplyHeader::system_err(xid),
+    };
+    let success = matches!(
+        rpc.body,
+        rpcrdma_proto::rpc::ReplyBody::Accepted {
+            stat: AcceptStat::Success,
+            ..
+        }
+    );
+    let n = reply_only(out, xid, grant, rpc)?;
+    Some(if success { at + results } else { n })
+}
+
+/// An RDMA2_MSG Reply carrying the RPC Reply header `rpc` (no results yet) in `out`: the
+/// length written.
+fn reply_only(out: &mut [u8], xid: u32, grant: u32, rpc: ReplyHeader<'_>) -> Option<usize> {
+    let h = Header2::reply(xid, grant, Chunks::NONE, false)
+        .encode(out)
+        .ok()?;
+    let r = rpc.encode(&mut out[h..]).ok()?;
+    Some(h + r)
+}

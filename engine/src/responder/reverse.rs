@@ -1,0 +1,349 @@
+//! Reverse-direction RPC at the responder ([V2] §3.2, §4.2.2, §8.2): on a version 2
+//! connection the server calls its client (callbacks), inline messages only
+//! (RDMA2_RVREQSUP_INLINE).
+//!
+//! - Credits: at most `reverse_credits` reverse Calls outstanding (the receives posted for
+//!   their Replies, beyond the forward credits, so that Replies never take a receive a
+//!   forward Call was granted), and at most what the client granted: one until its first
+//!   Reply says more (`rdma_credit` of a message with RPCRDMA2_F_RESPONSE is a grant,
+//!   §3.2).
+//! - A reverse Call is RDMA2_MSG with the flags clear and an XID of this end's; its Reply
+//!   comes with RPCRDMA2_F_RESPONSE, which is what tells it from a forward Call without an
+//!   XID lookup (§3.2). The Call's Send is signaled: its buffer is reused only once it is
+//!   retired.
+//! - The client must have said it takes reverse Calls (Reverse Request Support INLINE or
+//!   GENL in its RDMA2_CONNPROP; a client that sent none is taken at the default, INLINE,
+//!   §4.2.2).
+
+use rpcrdma_proto::header::Chunks;
+use rpcrdma_proto::rpc::{AcceptStat, OpaqueAuth, ReplyBody};
+use rpcrdma_proto::v2::props::ReverseRequests;
+use rpcrdma_proto::v2::verdict::{judge_reply2, Action2};
+use rpcrdma_proto::v2::{Error2, Header2, MIN_MSG_LEN};
+
+use super::*;
+use crate::conn::{PeerProps, Wire};
+
+/// Most reverse Calls outstanding on one connection.
+pub const MAX_REVERSE: u32 = 64;
+
+/// The work request index of reverse Call `k`'s Send (above every ring index).
+const REVERSE_INDEX: u32 = 1 << 19;
+
+/// Why a reverse-direction Call was not sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReverseCallError {
+    /// The connection speaks version 1 (reverse Calls need RPCRDMA2_F_RESPONSE, [V2] §3.2).
+    NotVersion2,
+    /// The client takes no reverse Calls (Reverse Request Support NONE), or this end was
+    /// configured without reverse credits.
+    NotSupported,
+    /// Every reverse credit is in use, or the send queue is full: take the replies
+    /// ([`ServerConn::take_reverse`]) and poll, then try again.
+    WouldBlock,
+    /// The Call does not fit the client's Receive Buffer Size (inline only).
+    TooLarge,
+    /// Arguments that are not whole XDR units.
+    Invalid,
+    /// The connection is lost.
+    Disconnected,
+}
+
+impl core::fmt::Display for ReverseCallError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl std::error::Error for ReverseCallError {}
+
+/// Why a reverse-direction Call has no results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReverseError {
+    /// The client answered with an RPC error: its accept status, or `None` for a denial
+    /// (RFC 5531 §9).
+    Rpc(Option<AcceptStat>),
+    /// The client answered RDMA2_ERROR ([V2] §5.3.3).
+    Transport(Error2),
+    /// The connection was lost before the Reply came.
+    ConnectionLost,
+}
+
+/// A finished reverse-direction Call, borrowed during [`ServerConn::take_reverse`]'s
+/// callback.
+#[derive(Debug)]
+pub struct ReverseReply<'a> {
+    /// The tag given to [`ServerConn::call_reverse`].
+    pub tag: u64,
+    /// Its XID.
+    pub xid: u32,
+    /// The results (SUCCESS), or why there are none.
+    pub result: Result<&'a [u8], ReverseError>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RevState {
+    Free,
+    Sent,
+    Done,
+}
+
+struct RevSlot {
+    state: RevState,
+    xid: u32,
+    tag: u64,
+    /// Send-queue number of its last Call's Send (signaled): the buffer is free again once
+    /// it is retired.
+    seq: u64,
+    outcome: Result<(), ReverseError>,
+    results: Vec<u8>,
+    len: usize,
+}
+
+/// The reverse-direction state of one connection.
+pub(super) struct Reverse<P: Provider> {
+    slots: Vec<RevSlot>,
+    bufs: Box<[Buf<P>]>,
+    /// What the client granted (one until its first Reply).
+    granted: u32,
+    in_flight: u32,
+    gen: u32,
+    /// Declared last: its buffers above are dropped first.
+    _pool: Option<BufferPool<P>>,
+}
+
+impl<P: Provider> Reverse<P> {
+    /// `count` reverse Calls of up to `send_size` bytes, results of up to `recv_size`.
+    pub(super) fn new(
+        pd: &P::Pd,
+        count: u32,
+        send_size: u32,
+        recv_size: u32,
+    ) -> Result<Reverse<P>, ConnError> {
+        if count == 0 {
+            return Ok(Reverse {
+                slots: Vec::new(),
+                bufs: Box::new([]),
+                granted: 0,
+                in_flight: 0,
+                gen: 0,
+                _pool: None,
+            });
+        }
+        let (pool, bufs) = conn::pool_taken(pd, send_size as usize, count, Access::LOCAL_WRITE)?;
+        let slots = (0..count)
+            .map(|_| RevSlot {
+                state: RevState::Free,
+                xid: 0,
+                tag: 0,
+                seq: 0,
+                outcome: Ok(()),
+                results: vec![0; recv_size as usize],
+                len: 0,
+            })
+            .collect();
+        Ok(Reverse {
+            slots,
+            bufs,
+            granted: 1,
+            in_flight: 0,
+            gen: first_gen(),
+            _pool: Some(pool),
+        })
+    }
+}
+
+/// A starting generation for reverse XIDs that differs between connections.
+fn first_gen() -> u32 {
+    static N: AtomicU64 = AtomicU64::new(0x5eed);
+    (N.fetch_add(0x9e37_79b9, Ordering::Relaxed) as u32) ^ std::process::id()
+}
+
+impl<P: Provider> ServerConn<P> {
+    /// Calls the client (reverse direction, [V2] §3.2): sends `prog`/`vers`/`proc_num` with
+    /// `args` (XDR, whole units) and an AUTH_NONE credential inline, and returns its XID;
+    /// the Reply is handed over by [`take_reverse`](Self::take_reverse) with `tag`. Never
+    /// blocks.
+    pub fn call_reverse(
+        &mut self,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        args: &[u8],
+        tag: u64,
+    ) -> Result<u32, ReverseCallError> {
+        if self.io.dead {
+            return Err(ReverseCallError::Disconnected);
+        }
+        if self.io.wire != Wire::V2 {
+            return Err(ReverseCallError::NotVersion2);
+        }
+        let peer: PeerProps = self.negotiation.peer;
+        if self.reverse.slots.is_empty() || peer.reverse == ReverseRequests::None {
+            return Err(ReverseCallError::NotSupported);
+        }
+        if args.len() & 3 != 0 {
+            return Err(ReverseCallError::Invalid);
+        }
+        let rpc_len = CallHeader::new(0, prog, vers, proc_num, OpaqueAuth::NONE, OpaqueAuth::NONE)
+            .encoded_len();
+        let len = MIN_MSG_LEN + rpc_len + args.len();
+        if len > peer.recv_size as usize || len > self.reverse.bufs[0].size() {
+            return Err(ReverseCallError::TooLarge);
+        }
+        let rev = &mut self.reverse;
+        if rev.in_flight >= rev.granted
+            || self.io.sq.room() < REPLY_WRS + 1 + self.sends.len() as u64
+        {
+            return Err(ReverseCallError::WouldBlock);
+        }
+        let sq = &self.io.sq;
+        let Some(k) = rev
+            .slots
+            .iter()
+            .position(|s| s.state == RevState::Free && sq.is_retired(s.seq))
+        else {
+            return Err(ReverseCallError::WouldBlock);
+        };
+        rev.gen = rev.gen.wrapping_add(1);
+        let xid = (rev.gen << 6) | k as u32;
+        let credit = rev.slots.len() as u32;
+        let buf = view::bytes_mut(&mut rev.bufs[k]);
+        let h = Header2::call(xid, credit, 0, Chunks::NONE, false);
+        let (Ok(hl), Ok(rl)) = (
+            h.encode(buf),
+            CallHeader::new(
+                xid,
+                prog,
+                vers,
+                proc_num,
+                OpaqueAuth::NONE,
+                OpaqueAuth::NONE,
+            )
+            .encode(&mut buf[MIN_MSG_LEN..]),
+        ) else {
+            return Err(ReverseCallError::TooLarge);
+        };
+        buf[hl + rl..hl + rl + args.len()].copy_from_slice(args);
+        let (seq, _) = self.io.sq.post(true);
+        let sge = rev.bufs[k].sge_span(0, len as u32);
+        let payload = send_payload(&rev.bufs[k], &sge, self.io.inline_max);
+        let wr = SendWr::<P>::new(
+            wrid::pack(Kind::Send, REVERSE_INDEX + k as u32, seq),
+            SendOp::Send,
+            payload,
+        )
+        .signaled();
+        if self.io.qp.post_send(&wr).is_err() {
+            self.lose();
+            return Err(ReverseCallError::Disconnected);
+        }
+        let slot = &mut rev.slots[k];
+        (slot.state, slot.xid, slot.tag, slot.seq) = (RevState::Sent, xid, tag, seq);
+        rev.in_flight += 1;
+        bump(&self.io.stats.reverse_calls, 1);
+        bump(&self.io.stats.bytes_sent, len as u64);
+        Ok(xid)
+    }
+
+    /// Hands every finished reverse Call to `f` (results borrowed for the call) and frees
+    /// its credit; on a lost connection the outstanding ones finish with
+    /// [`ReverseError::ConnectionLost`]. Returns how many were handed over.
+    pub fn take_reverse(&mut self, mut f: impl FnMut(ReverseReply<'_>)) -> usize {
+        let dead = self.io.dead;
+        let rev = &mut self.reverse;
+        let mut n = 0;
+        for s in rev.slots.iter_mut() {
+            if s.state == RevState::Sent && dead {
+                s.outcome = Err(ReverseError::ConnectionLost);
+                s.state = RevState::Done;
+            }
+            if s.state != RevState::Done {
+                continue;
+            }
+            f(ReverseReply {
+                tag: s.tag,
+                xid: s.xid,
+                result: s.outcome.map(|()| &s.results[..s.len]),
+            });
+            s.state = RevState::Free;
+            rev.in_flight -= 1;
+            n += 1;
+        }
+        n
+    }
+
+    /// Reverse Calls sent and not yet taken back.
+    pub fn reverse_in_flight(&self) -> u32 {
+        self.reverse.in_flight
+    }
+
+    /// The client's reverse-direction grant as last heard.
+    pub fn reverse_granted(&self) -> u32 {
+        self.reverse.granted
+    }
+
+    /// A message with RPCRDMA2_F_RESPONSE in receive `idx`: the Reply (or RDMA2_ERROR) to
+    /// one of this end's reverse Calls, noted for [`take_reverse`](Self::take_reverse);
+    /// anything else is dropped. The receive goes back at the end of the poll.
+    pub(super) fn on_reverse_reply(&mut self, idx: u32) {
+        let i = idx as usize;
+        self.in_process -= 1;
+        self.reposts.push(idx);
+        let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
+        let reverse = !self.reverse.slots.is_empty();
+        let (xid, outcome, grant) = match judge_reply2(bytes, verdict::Role::Responder, reverse) {
+            Ok(acc) => {
+                let Some((rpc, len)) = acc.reply else {
+                    // A Long Reply: no Reply chunk was offered, so it is not one of ours.
+                    bump(&self.io.stats.discards, 1);
+                    return;
+                };
+                let out = match rpc.body {
+                    ReplyBody::Accepted {
+                        stat: AcceptStat::Success,
+                        ..
+                    } => Ok(&acc.header.payload()[len..]),
+                    ReplyBody::Accepted { stat, .. } => Err(ReverseError::Rpc(Some(stat))),
+                    _ => Err(ReverseError::Rpc(None)),
+                };
+                (acc.header.xid(), out, Some(acc.header.credit()))
+            }
+            Err(v) => match v.action {
+                Action2::PeerError(e) => (
+                    u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]),
+                    Err(ReverseError::Transport(e)),
+                    None,
+                ),
+                _ => {
+                    bump(&self.io.stats.discards, 1);
+                    return;
+                }
+            },
+        };
+        let rev = &mut self.reverse;
+        let k = (xid & 63) as usize;
+        let Some(slot) = rev
+            .slots
+            .get_mut(k)
+            .filter(|s| s.state == RevState::Sent && s.xid == xid)
+        else {
+            bump(&self.io.stats.discards, 1);
+            return;
+        };
+        match outcome {
+            Ok(results) if results.len() <= slot.results.len() => {
+                slot.results[..results.len()].copy_from_slice(results);
+                slot.len = results.len();
+                slot.outcome = Ok(());
+            }
+            Ok(_) => slot.outcome = Err(ReverseError::Rpc(Some(AcceptStat::SystemErr))),
+            Err(e) => slot.outcome = Err(e),
+        }
+        slot.state = RevState::Done;
+        if let Some(g) = grant {
+            rev.granted = g.clamp(1, rev.slots.len() as u32);
+        }
+        bump(&self.io.stats.reverse_replies, 1);
+    }
+}
