@@ -106,7 +106,7 @@ fn version_2_carries_every_form_with_per_rpc_invalidation() {
                 assert_eq!(cs.remote_invalidations, ss.remote_invalidations);
             }
             // Regions are never named: no Send With Invalidate.
-            Registration::Persistent => {
+            Registration::Persistent | Registration::Mixed => {
                 assert_eq!(ss.remote_invalidations + cs.remote_invalidations, 0);
                 assert_eq!(cs.local_invalidations, 0);
             }
@@ -498,4 +498,61 @@ fn reverse_calls_need_version_2_and_a_client_that_takes_them() {
         s.call_reverse(PROG, VERS, NULL, &[], 0),
         Err(ReverseCallError::NotSupported)
     );
+}
+
+/// Persistent and per-RPC registrations mixed on one connection (Registration::Mixed):
+/// on version 2 only windowed RPCs name a handle in rdma_inv_handle, so the responder
+/// invalidates exactly those ([V2] §3.3, §8.4); on version 1 remote invalidation is not
+/// offered and the windows are invalidated locally. Data checked both ways.
+#[test]
+fn persistent_and_per_rpc_registrations_mix_on_one_connection() {
+    for version in [Version::V2, Version::V1] {
+        let ccfg = ConnConfig {
+            registration: Registration::Mixed,
+            ..cfg(version)
+        };
+        let (mut c, mut s) = pair(ccfg, cfg(Version::Auto));
+        let mut windowed = 0;
+        for i in 0..40u32 {
+            let persistent = i % 2 == 0;
+            windowed += u64::from(!persistent);
+            let len = 4096 + 1000 * i as usize;
+            if i % 4 < 2 {
+                let data = pattern(len as u32, len);
+                let seed = (len as u32).to_be_bytes();
+                let mut a = CallArgs::new(PROG, VERS, WRITE, &seed, 8);
+                a.bulk_arg = Some(&data);
+                a.persistent = persistent;
+                let ok = call(&mut c, &mut s, &a, |x| x.result.expect("reply").results[3]);
+                assert_eq!(ok, 1, "write {i}");
+            } else {
+                let args = encode_words(len as u32, i);
+                let want = [len as u32];
+                let mut a = CallArgs::new(PROG, VERS, READ, &args, 4);
+                a.bulk_results = &want;
+                a.persistent = persistent;
+                let good = call(&mut c, &mut s, &a, |x| {
+                    is_pattern(i, x.result.unwrap().bulk()[0])
+                });
+                assert!(good, "read {i}");
+            }
+        }
+        let (cs, ss) = (c.snapshot(), s.snapshot());
+        assert_eq!(
+            cs.registrations, windowed,
+            "{version:?}: one window per windowed RPC"
+        );
+        match version {
+            Version::V2 => {
+                assert_eq!(ss.remote_invalidations, windowed);
+                assert_eq!(cs.remote_invalidations, windowed);
+                assert_eq!(cs.local_invalidations, 0);
+            }
+            _ => {
+                assert!(!c.negotiation().remote_invalidation());
+                assert_eq!(ss.remote_invalidations, 0);
+                assert_eq!(cs.local_invalidations, windowed);
+            }
+        }
+    }
 }

@@ -38,6 +38,13 @@ pub enum Registration {
     /// every buffer of the region for the life of the connection (RFC 8166 §8.1.2 advises
     /// against it). Remote invalidation is never offered in this mode.
     Persistent,
+    /// Both, chosen per RPC ([`CallArgs::persistent`](crate::requester::CallArgs)): the
+    /// regions are registered with remote rights and for binding windows. On version 2 a
+    /// windowed RPC names its window in `rdma_inv_handle` and a persistent one names none,
+    /// so the responder invalidates only per-RPC memory ([V2] §3.3, §8.4); on version 1,
+    /// which cannot say which handles may be invalidated, remote invalidation is not
+    /// offered (RFC 8797 R clear) and windows are invalidated locally.
+    Mixed,
 }
 
 /// Which RPC-over-RDMA versions an end speaks (RFC 8166 §4.2.2; [V2] §7: version 2 is

@@ -141,6 +141,9 @@ pub struct CallArgs<'a> {
     /// Forms to use where smaller ones would fit (a Chunked or Long Call, a Reply chunk):
     /// none by default, the thresholds decide (RFC 8166 §3.5).
     pub forced: Forced,
+    /// With [`Registration::Mixed`]: expose this RPC's chunks through the regions' own
+    /// rkeys (no bind, no invalidation) instead of per-RPC windows. Ignored otherwise.
+    pub persistent: bool,
 }
 
 impl<'a> CallArgs<'a> {
@@ -161,6 +164,7 @@ impl<'a> CallArgs<'a> {
                 min_form: None,
                 reply_chunk: false,
             },
+            persistent: false,
         }
     }
 }
@@ -616,6 +620,9 @@ impl<P: Provider> Client<P> {
             Registration::Persistent => {
                 Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE
             }
+            Registration::Mixed => {
+                Access::LOCAL_WRITE | Access::MW_BIND | Access::REMOTE_READ | Access::REMOTE_WRITE
+            }
         };
         let (recv_pool, recv) =
             conn::pool_taken(&pd, config.recv_size as usize, nrecv, Access::LOCAL_WRITE)?;
@@ -647,7 +654,9 @@ impl<P: Provider> Client<P> {
         let mut slots = Vec::with_capacity(n as usize);
         for _ in 0..n {
             let (mw_arg, mw_res) = match config.registration {
-                Registration::Windows => (Some(pd.alloc_mw()?), Some(pd.alloc_mw()?)),
+                Registration::Windows | Registration::Mixed => {
+                    (Some(pd.alloc_mw()?), Some(pd.alloc_mw()?))
+                }
                 Registration::Persistent => (None, None),
             };
             slots.push(Slot {
@@ -772,7 +781,7 @@ impl<P: Provider> Client<P> {
         while matches!(self.cq.poll(&mut self.wc), Ok(n) if n > 0) {}
         // Fresh windows (new rkeys); the old ones were deallocated when the loss was seen.
         // Windows left by a failed attempt were never exposed and are kept.
-        if self.config.registration == Registration::Windows {
+        if self.config.registration != Registration::Persistent {
             for s in self.slots.iter_mut() {
                 if s.mw_arg.is_none() {
                     s.mw_arg = Some(self.pd.alloc_mw()?);

@@ -160,7 +160,11 @@ impl<P: Provider> Client<P> {
             }
         }
         let xid = self.next_xid(idx);
-        let persistent = self.config.registration == Registration::Persistent;
+        let persistent = match self.config.registration {
+            Registration::Persistent => true,
+            Registration::Mixed => call.persistent,
+            Registration::Windows => false,
+        };
         let slot = &mut self.slots[i];
         let rpc = CallHeader::new(
             xid,
