@@ -343,3 +343,82 @@ proptest! {
         prop_assert_eq!(v.header_len(), out.len());
     }
 }
+
+/// A bare RDMA2_MSG (`flags`), an RPC message after it, then mutated at `at` by `delta`.
+fn bare_v2(xid: u32, flags: u32, rpc: &[u8], mutate: Option<(usize, u8)>) -> Vec<u8> {
+    let mut b = Vec::new();
+    for w in [xid, 2, 32, 0, flags, 0, 0, 0, 0] {
+        b.extend_from_slice(&w.to_be_bytes());
+    }
+    b.extend_from_slice(rpc);
+    if let Some((at, d)) = mutate {
+        let i = at % b.len();
+        b[i] ^= d;
+    }
+    b
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    /// The Short-Call fast path accepts exactly the bare Calls `judge_call2` accepts, with
+    /// the same XID, credit, call header and arguments; mutations included.
+    #[test]
+    fn short_call2_agrees_with_judge_call2(
+        xid in any::<u32>(), prog in any::<u32>(), proc_num in 0u32..8,
+        args in proptest::collection::vec(any::<u8>(), 0..12),
+        mutate in proptest::option::of((any::<usize>(), 1u8..=255)),
+    ) {
+        use rpcrdma_proto::rpc::{CallHeader, OpaqueAuth};
+        use rpcrdma_proto::v2::verdict::{judge_call2, short_call2};
+        let mut rpc = vec![0u8; 64];
+        let n = CallHeader::new(xid, prog, 1, proc_num, OpaqueAuth::NONE, OpaqueAuth::NONE)
+            .encode(&mut rpc).unwrap();
+        rpc.truncate(n);
+        rpc.extend_from_slice(&args[..args.len() & !3]);
+        let m = bare_v2(xid, 0, &rpc, mutate);
+        let fast = short_call2(&m);
+        let full = judge_call2(&m, Role::Responder, false);
+        let bare = m.len() >= 40 && m[12..16] == [0; 4] && m[16..36] == [0; 20] && m[4..8] == [0, 0, 0, 2];
+        match (&fast, &full) {
+            (Some(f), Ok(a)) => {
+                prop_assert_eq!(f.xid, a.header.xid());
+                prop_assert_eq!(f.credit, a.header.credit());
+                prop_assert_eq!(Some((f.call, f.call_len)), a.call);
+                prop_assert_eq!(f.args, &a.header.payload()[f.call_len..]);
+            }
+            (None, Ok(_)) => prop_assert!(!bare, "the fast path refused a bare Call judge_call2 accepts"),
+            (Some(_), Err(v)) => prop_assert!(false, "the fast path accepted what judge_call2 refuses: {:?}", v),
+            (None, Err(_)) => {}
+        }
+    }
+
+    /// The same for Short Replies and `judge_reply2`.
+    #[test]
+    fn short_reply2_agrees_with_judge_reply2(
+        xid in any::<u32>(), results in proptest::collection::vec(any::<u8>(), 0..12),
+        mutate in proptest::option::of((any::<usize>(), 1u8..=255)),
+    ) {
+        use rpcrdma_proto::rpc::ReplyHeader;
+        use rpcrdma_proto::v2::verdict::{judge_reply2, short_reply2};
+        let mut rpc = vec![0u8; 64];
+        let n = ReplyHeader::accepted_success(xid).encode(&mut rpc).unwrap();
+        rpc.truncate(n);
+        rpc.extend_from_slice(&results[..results.len() & !3]);
+        let m = bare_v2(xid, 1, &rpc, mutate);
+        let fast = short_reply2(&m);
+        let full = judge_reply2(&m, Role::Requester, false);
+        let bare = m.len() >= 40 && m[12..16] == [0; 4] && m[16..20] == [0, 0, 0, 1]
+            && m[20..36] == [0; 16] && m[4..8] == [0, 0, 0, 2];
+        match (&fast, &full) {
+            (Some(f), Ok(a)) => {
+                prop_assert_eq!(f.xid, a.header.xid());
+                prop_assert_eq!(f.credit, a.header.credit());
+                prop_assert_eq!(Some((f.reply, f.reply_len)), a.reply);
+            }
+            (None, Ok(_)) => prop_assert!(!bare, "the fast path refused a bare Reply judge_reply2 accepts"),
+            (Some(_), Err(v)) => prop_assert!(false, "the fast path accepted what judge_reply2 refuses: {:?}", v),
+            (None, Err(_)) => {}
+        }
+    }
+}

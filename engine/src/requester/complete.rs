@@ -158,7 +158,11 @@ impl<P: Provider> Client<P> {
     ) {
         self.batch[0] += u64::from(len);
         let bytes = view::bytes(&self.recv[ridx as usize], len as usize);
-        if let Some(short) = verdict::short_reply(bytes) {
+        let short = match self.wire {
+            Wire::V1 => verdict::short_reply(bytes),
+            Wire::V2 => rpcrdma_proto::v2::verdict::short_reply2(bytes),
+        };
+        if let Some(short) = short {
             let i = (short.xid & self.slot_mask) as usize;
             if let Some(slot) = self
                 .slots

@@ -80,10 +80,10 @@ impl<P: Provider> ServerConn<P> {
             Some(_) => self.slots[i].judged.take(),
             None => None,
         };
-        // The fast path answers version 1 Calls only (a version 1 Call on a version 2
-        // connection is refused by the general path).
+        // The fast path answers Calls in the connection's version only (a version 1 Call on
+        // a version 2 connection is refused by the general path).
         let short = match judged {
-            None if self.io.wire == Wire::V1 => reply::short(
+            None => reply::short(
                 &mut self.io,
                 &mut *ring,
                 bytes,

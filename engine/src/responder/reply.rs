@@ -145,7 +145,16 @@ pub(super) fn short<P: Provider>(
     bulk: &mut Buf<P>,
     run: &mut Run<'_, '_>,
 ) -> Option<Built> {
-    let sc = verdict::short_call(call)?;
+    // Version 2: the same Call after RDMA2_MSG's 36-byte header (flags clear, no
+    // inv_handle), answered with RPCRDMA2_F_RESPONSE ([V2] §3.2).
+    let (sc, extra) = match io.wire {
+        Wire::V1 => (verdict::short_call(call)?, 0),
+        Wire::V2 => (
+            rpcrdma_proto::v2::verdict::short_call2(call)?,
+            Wire::V2_EXTRA,
+        ),
+    };
+    let results_at = SHORT_RESULTS_AT + extra;
     let c = &sc.call;
     // RFC 5531 §9: another RPC version is answered RPC_MISMATCH by the general path.
     if !c.is_rpc_v2() {
@@ -155,14 +164,15 @@ pub(super) fn short<P: Provider>(
         return None;
     };
     let out = view::bytes_mut(ring);
-    // As in `build`: the results slice and the room it checks (`hlen + 64`, hlen = 28).
-    if entry.spec.ddp_results != 0 || out.len() < MIN_HEADER_LEN + 64 {
+    // As in `build`: the results slice and the room it checks (`hlen + 64`, hlen = 28, or
+    // 36 in version 2).
+    if entry.spec.ddp_results != 0 || out.len() < MIN_HEADER_LEN + extra + 64 {
         return None;
     }
-    let max = (entry.spec.max_results as usize).min(out.len() - SHORT_RESULTS_AT) & !3;
-    // The largest reply is Short: 28 + 24 + results within the threshold (§3.5.1,
+    let max = (entry.spec.max_results as usize).min(out.len() - results_at) & !3;
+    // The largest reply is Short: 28 (36) + 24 + results within the threshold (§3.5.1,
     // `plan::plan_reply`).
-    if (SHORT_RESULTS_AT + max) as u64 > u64::from(threshold) {
+    if (results_at + max) as u64 > u64::from(threshold) {
         return None;
     }
     let req = Request {
@@ -173,7 +183,7 @@ pub(super) fn short<P: Provider>(
         cred: c.cred,
         args: sc.args,
     };
-    let (out_head, results) = out.split_at_mut(SHORT_RESULTS_AT);
+    let (out_head, results) = out.split_at_mut(results_at);
     let (outcome, len, _, _) = run_handler(entry, run, &req, results, view::bytes_mut(bulk));
     let (stat, len) = match outcome {
         // Counted when answered.
@@ -192,26 +202,48 @@ pub(super) fn short<P: Provider>(
             // header, no results.
             bump(&io.stats.auth_errors, 1);
             io.tally.short_calls += 1;
-            for (k, w) in short_denied_prefix(sc.xid, grant, a).iter().enumerate() {
-                out_head[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
-            }
+            put_prefix(out_head, &short_denied_prefix(sc.xid, grant, a), extra);
             io.tally.short_replies += 1;
             return Some(Built::Send {
-                len: (MIN_HEADER_LEN + SHORT_DENIED_LEN) as u32,
+                len: (MIN_HEADER_LEN + extra + SHORT_DENIED_LEN) as u32,
                 inv: None,
             });
         }
     };
     io.tally.short_calls += 1;
-    for (k, w) in short_reply_prefix(sc.xid, grant, stat).iter().enumerate() {
-        out_head[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
-    }
+    put_prefix(out_head, &short_reply_prefix(sc.xid, grant, stat), extra);
     io.tally.short_replies += 1;
-    // No chunk in the Call, so no rkey to invalidate (RFC 8797 §4.1).
+    // No chunk in the Call, so no rkey to invalidate (RFC 8797 §4.1, [V2] §3.3).
     Some(Built::Send {
-        len: (SHORT_RESULTS_AT + len) as u32,
+        len: (results_at + len) as u32,
         inv: None,
     })
+}
+
+/// Writes a Short Reply's words (version 1's layout) at the start of `out`; with `extra`
+/// (version 2), RDMA2_MSG's prefix instead — version 2, RPCRDMA2_F_RESPONSE, no
+/// inv_handle — and the words from the lists on 8 bytes further.
+#[inline(always)]
+fn put_prefix(out: &mut [u8], words: &[u32], extra: usize) {
+    let (out, words) = if extra == 0 {
+        (out, words)
+    } else {
+        let v2 = [
+            words[0],
+            Wire::V2.vers(),
+            words[2],
+            0,
+            rpcrdma_proto::v2::flags::RESPONSE,
+            0,
+        ];
+        for (k, w) in v2.iter().enumerate() {
+            out[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
+        }
+        (&mut out[24..], &words[4..])
+    };
+    for (k, w) in words.iter().enumerate() {
+        out[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
+    }
 }
 
 fn word(b: &[u8], at: usize) -> u32 {

@@ -8,7 +8,7 @@
 //! itself a response ("MUST NOT be transmitted by a requester", [V2] §5.3.3), and never an
 //! RDMA2_ERROR.
 
-use super::{Error2, Header2Error, HeaderView2, Htype, RPCRDMA_VERSION_TWO};
+use super::{Error2, Header2Error, HeaderView2, Htype, MIN_MSG_LEN, RPCRDMA_VERSION_TWO};
 use crate::chunks::{ChunkErrorClass, ReadLimits, ReadPlan};
 use crate::header::{Segments, RPCRDMA_VERSION};
 use crate::rpc::RpcMessage;
@@ -420,4 +420,60 @@ pub fn judge_reply2(buf: &[u8], role: Role, reverse: bool) -> Result<AcceptedRep
         }),
         _ => Err(never),
     }
+}
+
+/// The fixed words of a bare version 2 RDMA2_MSG ([V2] §3.2, §3.3, §5.3.1): version 2,
+/// RDMA2_MSG, `rdma_flags` exactly `flags`, `rdma_inv_handle` 0 and the three lists absent,
+/// followed by an RPC XID equal to `rdma_xid` (CHECKLIST G-9): `(xid, credit, payload)`.
+#[inline(always)]
+fn bare_msg2(buf: &[u8], flags: u32) -> Option<(u32, u32, &[u8])> {
+    let w: &[u8; MIN_MSG_LEN + 4] = buf.get(..MIN_MSG_LEN + 4)?.try_into().ok()?;
+    let word = |i: usize| u32::from_be_bytes([w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]]);
+    if word(1) != RPCRDMA_VERSION_TWO
+        || word(3) != Htype::Msg.to_u32()
+        || word(4) != flags
+        || (word(5) | word(6) | word(7) | word(8)) != 0
+        || word(9) != word(0)
+    {
+        return None;
+    }
+    Some((word(0), word(2), &buf[MIN_MSG_LEN..]))
+}
+
+/// The hot-path form of [`judge_call2`] for a Short version 2 Call (RDMA2_MSG, flags clear,
+/// no `rdma_inv_handle`, no chunk lists, an RPC Call header that decodes with the same
+/// XID): what a responder needs to answer it, without building the header view or read
+/// plan. `Some` exactly when [`judge_call2`] accepts such a message with the same XID,
+/// credit and call (property tests in `tests/v2.rs`); `None` decides nothing.
+#[inline(always)]
+pub fn short_call2(buf: &[u8]) -> Option<crate::verdict::ShortCall<'_>> {
+    let (xid, credit, payload) = bare_msg2(buf, 0)?;
+    if payload.len() as u64 > u64::from(LIMITS.max_stream_len) {
+        return None;
+    }
+    let (call, call_len) = crate::rpc::CallHeader::parse_direct(payload)?;
+    Some(crate::verdict::ShortCall {
+        xid,
+        credit,
+        call,
+        call_len,
+        args: &payload[call_len..],
+    })
+}
+
+/// The hot-path form of [`judge_reply2`] for a Short version 2 Reply (RDMA2_MSG with
+/// RPCRDMA2_F_RESPONSE, no `rdma_inv_handle`, no chunk lists, an RPC Reply header that
+/// decodes with the same XID). `Some` exactly when [`judge_reply2`] accepts such a message
+/// with the same XID, grant and reply; `None` decides nothing.
+#[inline(always)]
+pub fn short_reply2(buf: &[u8]) -> Option<crate::verdict::ShortReply<'_>> {
+    let (xid, credit, payload) = bare_msg2(buf, super::flags::RESPONSE)?;
+    let (reply, reply_len) = crate::rpc::ReplyHeader::parse_direct(payload)?;
+    Some(crate::verdict::ShortReply {
+        xid,
+        credit,
+        reply,
+        reply_len,
+        results: &payload[reply_len..],
+    })
 }
