@@ -354,7 +354,7 @@ fn v2_msg(xid: u32, inv: u32, chunks: Chunks<'_>, payload: &[u8]) -> Vec<u8> {
 
 /// Reverse-direction Calls ([V2] §3.2) interleaved with forward Calls under load: the
 /// server calls its client (the built-in program's ECHO, served from the client's table)
-/// while the client keeps 8 forward Calls in flight; every reverse result is checked,
+/// while the client keeps all 16 of its forward credits in use; every reverse result is checked,
 /// neither direction overruns its credits, and the server never has more reverse Calls
 /// out than the client granted.
 #[test]
@@ -381,12 +381,13 @@ fn reverse_calls_interleave_with_forward_calls_without_credit_overrun() {
         let device = <Soft as rpcrdma_engine::fabric::Provider>::open_device(None).unwrap();
         let mut c = Client::<Soft>::connect_serving(&device, &a, ccfg, dispatch()).unwrap();
         assert_eq!(c.negotiation().wire(), Wire::V2);
-        // 4000 forward Calls, 8 in flight: NULL and a 200-byte ECHO in turn.
+        // 4000 forward Calls, 16 in flight (every credit): NULL and a 200-byte ECHO in turn.
         let payload = opaque(&pattern(3, 200));
+        let c_stats = c.stats();
         let (mut sent, mut done) = (0u64, 0u64);
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         while done < 4000 {
-            while sent < 4000 && sent - done < 8 {
+            while sent < 4000 && sent - done < 16 {
                 let a = if sent % 2 == 0 {
                     CallArgs::new(PROG, VERS, NULL, &[], 0)
                 } else {
@@ -398,7 +399,9 @@ fn reverse_calls_interleave_with_forward_calls_without_credit_overrun() {
                 }
             }
             c.poll_completions(|x| {
-                let r = x.result.expect("forward reply");
+                let r = x
+                    .result
+                    .unwrap_or_else(|e| panic!("forward reply: {e:?} {:?}", c_stats.snapshot()));
                 if x.tag % 2 == 1 {
                     assert_eq!(r.results, &payload[..]);
                 }
@@ -427,7 +430,7 @@ fn reverse_calls_interleave_with_forward_calls_without_credit_overrun() {
             match s.call_reverse(PROG, VERS, ECHO, &args[(sent % 16) as usize], sent) {
                 Ok(_) => sent += 1,
                 Err(ReverseCallError::WouldBlock) | Err(ReverseCallError::NotVersion2) => {}
-                Err(e) => panic!("reverse call: {e}"),
+                Err(e) => panic!("reverse call: {e} {:?}", s.snapshot()),
             }
         }
         most = most.max(s.reverse_in_flight());

@@ -130,9 +130,16 @@ impl<P: Provider> Client<P> {
         let bytes = view::bytes(&self.recv[ridx as usize], len as usize);
         let out = view::bytes_mut(&mut s.bufs[k]);
         let built = build_reverse_reply(&s.dispatch, bytes, out, grant);
+        // The receive goes back before the Reply leaves: the server may send its next
+        // reverse Call as soon as the Reply arrives (as RFC 8166 §3.3.1 has a responder
+        // repost before replying).
         self.reposts.push(ridx);
+        self.repost();
         let Some(n) = built else {
             bump(&self.stats.discards, 1);
+            return;
+        };
+        let Some(s) = self.serving.as_mut() else {
             return;
         };
         let Some(qp) = self.qp.as_mut() else { return };

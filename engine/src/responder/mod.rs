@@ -736,24 +736,29 @@ impl<P: Provider> ServerConn<P> {
     }
 
     fn on_call(&mut self, idx: u32, byte_len: u32) {
-        let stats = &self.io.stats;
         self.io.tally.calls += 1;
         self.io.tally.bytes_received += u64::from(byte_len);
         self.in_process += 1;
-        // RFC 8166 §3.3.1, §8.1.4: the requester's outstanding Calls are those in process
-        // and those answered whose replies leave at the end of this poll; beyond the
-        // largest grant advertised it sent more than it was granted. Counted, still served
-        // (every receive is posted or in process, so nothing is at risk here).
-        if self.in_process + self.sends.len() as u32 > self.credits.overrun_limit() {
-            bump(&stats.credit_overruns, 1);
-        }
         let slot = &mut self.slots[idx as usize];
         slot.byte_len = byte_len;
         slot.judged = None;
         if self.mode != Mode::V1 {
             return self.on_message_versioned(idx);
         }
+        self.note_overrun();
         self.on_call_v1(idx)
+    }
+
+    /// RFC 8166 §3.3.1, §8.1.4: the requester's outstanding Calls are those in process and
+    /// those answered whose replies leave at the end of this poll; beyond the largest grant
+    /// advertised it sent more than it was granted. Counted, still served (every receive
+    /// is posted or in process, so nothing is at risk here). Not for a version 2 response
+    /// to a reverse Call, which takes one of the receives beyond the grant.
+    #[inline]
+    fn note_overrun(&mut self) {
+        if self.in_process + self.sends.len() as u32 > self.credits.overrun_limit() {
+            bump(&self.io.stats.credit_overruns, 1);
+        }
     }
 
     /// A message received on a version 1 connection: Short Calls answered now, others

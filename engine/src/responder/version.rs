@@ -67,13 +67,17 @@ impl<P: Provider> ServerConn<P> {
         } else {
             None
         };
-        if self.mode == Mode::Open {
-            if vers == Some(RPCRDMA_VERSION_TWO) {
-                self.enter_v2(PeerProps::default());
-            } else {
-                self.mode = Mode::V1;
-                return self.on_call_v1(idx);
-            }
+        if !response {
+            self.note_overrun();
+        }
+        if self.mode == Mode::Open && vers != Some(RPCRDMA_VERSION_TWO) {
+            self.mode = Mode::V1;
+            return self.on_call_v1(idx);
+        }
+        if vers == Some(RPCRDMA_VERSION_TWO) && self.negotiation.wire() != Wire::V2 {
+            // The first version 2 message (an open server's, or a version 2 server's first):
+            // the defaults until an RDMA2_CONNPROP says otherwise.
+            self.enter_v2(PeerProps::default());
         }
         if vers != Some(RPCRDMA_VERSION_TWO) {
             // Refused by the answer path (ERR_VERS).
