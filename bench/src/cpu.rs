@@ -48,10 +48,16 @@ mod tests {
         let (Some(t0), Some(p0)) = (thread_cpu(), process_cpu()) else {
             return; // not Linux
         };
+        // Spin until this thread has been charged 100 ms of CPU (on a loaded machine that
+        // takes longer than 100 ms of wall time), for at most 20 s.
         let start = std::time::Instant::now();
         let mut x = 0u64;
-        while start.elapsed() < Duration::from_millis(300) {
-            x = std::hint::black_box(x.wrapping_add(1));
+        while thread_cpu().unwrap() - t0 < Duration::from_millis(100)
+            && start.elapsed() < Duration::from_secs(20)
+        {
+            for _ in 0..100_000 {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
         }
         let t = thread_cpu().unwrap() - t0;
         let p = process_cpu().unwrap() - p0;

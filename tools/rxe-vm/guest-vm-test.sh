@@ -50,8 +50,9 @@ test)
     # The engine end to end on real verbs: a server process, and a client process calling
     # every message form (data verified by the client), with and without remote
     # invalidation and with persistent registration.
-    # The last mode speaks RPC-over-RDMA version 2 (the serve accepts only version 2).
-    for mode in "" "--no-remote-invalidation" "--persistent" "--version 2"; do
+    # The last mode speaks RPC-over-RDMA version 2 (the serve accepts only version 2) and
+    # calls its clients back: reverse-direction ECHOs interleaved with the forward Calls.
+    for mode in "" "--no-remote-invalidation" "--persistent" "--version 2 --reverse 4"; do
         banner "rpcrdma serve / call ${mode:-(windows, remote invalidation)}"
         SRV=(rpcrdma serve --provider verbs --device "$DEV" --listen "$IP:20049" --seconds 60 $mode)
         timeout "$STEP_TIMEOUT" "${SRV[@]}" >"$WORK/serve.log" 2>&1 &
@@ -65,16 +66,37 @@ test)
         for w in null echo:100 echo:8000 write:100 write:64k read:100 read:64k; do
             if timeout 60 rpcrdma call --provider verbs --device "$DEV" --connect "$IP:20049" \
                 --workload "$w" --count 3 $mode >"$WORK/call.log" 2>&1 \
-                && { [ "$mode" != "--version 2" ] || grep -q '"rpcrdma_version":2' "$WORK/call.log"; }; then
+                && { [[ "$mode" != --version* ]] || grep -q '"rpcrdma_version":2' "$WORK/call.log"; }; then
                 pass "call $w $mode"
             else
                 cat "$WORK/call.log"
                 fail "call $w $mode"
             fi
         done
+        if [[ "$mode" == --version* ]]; then
+            # Forward load while the server keeps 4 reverse Calls outstanding on the
+            # connection; every reverse result is checked by the server (reverse_bad).
+            if timeout 60 rpcrdma bench rpc --provider verbs --device "$DEV" --connect "$IP:20049" \
+                --workload null,read:4k --seconds 1 --warmup 0.2 --json $mode >"$WORK/bench-rev.log" 2>&1 \
+                && grep -q '"reverse_calls":[1-9]' "$WORK/bench-rev.log" \
+                && grep -q '"conn_lost":0' "$WORK/bench-rev.log"; then
+                grep -o '"proc":"[a-z]*"\|"p50":[0-9]*\|"rate_rps":[0-9.]*\|"reverse_calls":[0-9]*' "$WORK/bench-rev.log" | paste -sd' '
+                pass "bench rpc $mode: reverse Calls served under forward load"
+            else
+                cat "$WORK/bench-rev.log"
+                fail "bench rpc $mode"
+            fi
+        fi
         kill "$srv" 2>/dev/null
         wait "$srv" 2>/dev/null
         tail -3 "$WORK/serve.log"
+        if [[ "$mode" == *--reverse* ]]; then
+            if grep -q '"reverse_bad":0' "$WORK/serve.log" && grep -q '"reverse_replies":[1-9]' "$WORK/serve.log"; then
+                pass "serve $mode: every reverse result right"
+            else
+                fail "serve $mode: reverse results"
+            fi
+        fi
     done
     step bench-rpc rpcrdma bench rpc --provider verbs --device "$DEV" --listen "$IP:20050" \
         --workload null,write:4k,read:4k --seconds 1 --warmup 0.2 --json

@@ -17,6 +17,7 @@
 mod bench_fabric;
 mod bench_proto;
 mod call_generic;
+mod callbacks;
 mod conformance;
 mod decode;
 mod decode_v2;

@@ -26,6 +26,7 @@ use rpcrdma_engine::stats::{Snapshot, ERROR_COUNTERS};
 use rpcrdma_engine::worker::{WorkerConfig, WorkerStats, Workers};
 use serde_json::{json, Value};
 
+use crate::callbacks::Callbacks;
 use crate::conformance::Which;
 use crate::open_device::open_verbs;
 
@@ -76,6 +77,12 @@ pub struct ConnOpts {
     /// client's version. Default: auto for `serve`, 1 for the clients.
     #[arg(long)]
     version: Option<Version>,
+    /// Version 2 reverse-direction RPC (callbacks, inline). `serve`: keep N reverse ECHOs
+    /// outstanding on each version 2 connection whose client takes them, every result
+    /// checked; `call`, `bench rpc --connect`: serve up to N of the server's reverse Calls
+    /// at once from the built-in program. 0: none.
+    #[arg(long, default_value_t = 0)]
+    reverse: u32,
 }
 
 impl ConnOpts {
@@ -108,6 +115,7 @@ impl ConnOpts {
                 ..RetransmitPolicy::default()
             }),
             version: self.version.unwrap_or_default(),
+            reverse_credits: self.reverse,
             ..ConnConfig::default()
         }
     }
@@ -336,7 +344,7 @@ where
             max_conns: 64,
         })
         .collect();
-    let mut workers = match Workers::<ServerConn<P>>::start(&configs) {
+    let mut workers = match Workers::<Callbacks<P>>::start(&configs) {
         Ok(w) => w,
         Err(e) => return fail("starting workers", e),
     };
@@ -356,6 +364,8 @@ where
             eprintln!("rpcrdma serve: cannot handle signal {sig}: {e}");
         }
     }
+    // Reverse results that were wrong or failed, over every connection (`--reverse`).
+    let bad_reverse = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let mut next_stats = start;
     loop {
@@ -371,6 +381,7 @@ where
                     "rpcrdma serve: accepted a connection ({n:?}), {:.1} MiB registered",
                     conn.registered_bytes() as f64 / f64::from(1 << 20)
                 );
+                let conn = Callbacks::new(conn, args.conn.reverse, Arc::clone(&bad_reverse));
                 if let Err(e) = workers.assign(conn) {
                     eprintln!("rpcrdma serve: connection refused: {e}");
                 }
@@ -387,7 +398,16 @@ where
     if let Err(e) = workers.shutdown(Duration::from_secs(2)) {
         return fail("stopping workers", e);
     }
-    println!("{}", workers_json(&stats));
+    let mut out = workers_json(&stats);
+    let bad = bad_reverse.load(Ordering::Relaxed);
+    if args.conn.reverse > 0 {
+        out["reverse_bad"] = json!(bad);
+    }
+    println!("{out}");
+    if bad > 0 {
+        eprintln!("rpcrdma serve: {bad} reverse-direction results were wrong or failed");
+        return ExitCode::FAILURE;
+    }
     ExitCode::SUCCESS
 }
 
@@ -444,7 +464,7 @@ where
         Ok(a) => a,
         Err(e) => return fail("call", e),
     };
-    let mut client = match Client::<P>::connect(device, &addr, args.conn.config()) {
+    let mut client = match connect_one::<P>(device, &addr, args.conn.config()) {
         Ok(c) => c,
         Err(e) => return fail(&format!("connect to {addr}"), e),
     };
@@ -534,6 +554,12 @@ where
     }
     if let Err(e) = check_shape(args) {
         return fail("bench rpc", e);
+    }
+    if args.conn.reverse > 0 && args.connect.is_none() {
+        return fail(
+            "bench rpc",
+            "--reverse serves a remote server's callbacks: use it with --connect to `rpcrdma serve --reverse N`",
+        );
     }
     let faults = args.disconnect_every.map(Duration::from_secs_f64);
     let ncores = fleet::cores();
@@ -751,9 +777,23 @@ where
     let device = open()?;
     (0..n)
         .map(|_| {
-            Client::<P>::connect(&device, &addr, cfg).map_err(|e| format!("connect to {addr}: {e}"))
+            connect_one::<P>(&device, &addr, cfg).map_err(|e| format!("connect to {addr}: {e}"))
         })
         .collect()
+}
+
+/// One client: serving the server's reverse Calls from the built-in program when
+/// `--reverse` asks for it.
+fn connect_one<P: Provider>(
+    device: &P::Device,
+    addr: &P::Addr,
+    cfg: ConnConfig,
+) -> Result<Client<P>, ConnError> {
+    if cfg.reverse_credits > 0 {
+        Client::<P>::connect_serving(device, addr, cfg, program::dispatch())
+    } else {
+        Client::<P>::connect(device, addr, cfg)
+    }
 }
 
 /// The in-process server: its workers alone, or behind an acceptor (fault runs, whose

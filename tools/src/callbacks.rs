@@ -1,0 +1,109 @@
+//! `rpcrdma serve --reverse N`: each version 2 connection whose client takes reverse Calls
+//! keeps N reverse-direction ECHOs of the built-in program outstanding (callbacks under
+//! the client's forward load, draft-cel-nfsv4-rpcrdma-version-two-09 §3.2), every result
+//! checked against what was sent. Connections of version 1, or whose client takes none,
+//! are served as usual.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use rpcrdma_engine::fabric::Provider;
+use rpcrdma_engine::program;
+use rpcrdma_engine::responder::{ReverseCallError, ReverseError, ServerConn};
+use rpcrdma_engine::stats::Snapshot;
+use rpcrdma_engine::worker::Drive;
+
+/// Bytes of each reverse ECHO's payload.
+const PAYLOAD: usize = 64;
+
+/// A served connection that also calls its client.
+pub struct Callbacks<P: Provider> {
+    conn: ServerConn<P>,
+    depth: u32,
+    /// The ECHO arguments (an opaque of [`PAYLOAD`] pattern bytes).
+    args: [u8; PAYLOAD + 4],
+    next: u64,
+    /// Reverse results that differed from their arguments, or failed (all connections).
+    bad: Arc<AtomicU64>,
+    /// The client takes none (version 1, or Reverse Request Support NONE): stop trying.
+    off: bool,
+}
+
+impl<P: Provider> Callbacks<P> {
+    /// `conn`, keeping `depth` reverse Calls outstanding (0: none); failures counted in
+    /// `bad`.
+    pub fn new(conn: ServerConn<P>, depth: u32, bad: Arc<AtomicU64>) -> Self {
+        let mut args = [0u8; PAYLOAD + 4];
+        program::encode_opaque(&mut args, PAYLOAD, |d| program::fill_pattern(7, d));
+        Callbacks {
+            conn,
+            depth,
+            args,
+            next: 0,
+            bad,
+            off: depth == 0,
+        }
+    }
+}
+
+impl<P: Provider> Drive for Callbacks<P>
+where
+    ServerConn<P>: Send,
+{
+    #[inline]
+    fn poll(&mut self) -> usize {
+        let n = self.conn.poll();
+        if self.off {
+            return n;
+        }
+        let args = &self.args;
+        let mut bad = 0;
+        let took = self.conn.take_reverse(|r| match r.result {
+            Ok(got) if got == &args[..] => {}
+            // Outstanding when the client went away: nothing wrong with the results.
+            Err(ReverseError::ConnectionLost) => {}
+            _ => bad += 1,
+        });
+        if bad > 0 {
+            self.bad.fetch_add(bad, Ordering::Relaxed);
+        }
+        while self.conn.reverse_in_flight() < self.depth {
+            match self.conn.call_reverse(
+                program::PROG,
+                program::VERS,
+                program::ECHO,
+                &self.args,
+                self.next,
+            ) {
+                Ok(_) => self.next += 1,
+                Err(ReverseCallError::NotSupported) => {
+                    self.off = true;
+                    break;
+                }
+                // No credit or room now, or not (yet) version 2: the next poll tries again.
+                Err(_) => break,
+            }
+        }
+        n + took
+    }
+
+    fn is_dead(&self) -> bool {
+        self.conn.is_dead()
+    }
+
+    fn busy(&self) -> bool {
+        self.conn.in_process() > 0 || self.conn.sends_outstanding() > 0
+    }
+
+    fn settle(&mut self) {
+        self.conn.settle();
+    }
+
+    fn close(&mut self) {
+        self.conn.disconnect();
+    }
+
+    fn counters(&self) -> Snapshot {
+        self.conn.snapshot()
+    }
+}
