@@ -223,21 +223,31 @@ fn bare_msg(buf: &[u8]) -> Option<(u32, u32, &[u8])> {
 #[inline(always)]
 pub fn short_call(buf: &[u8]) -> Option<ShortCall<'_>> {
     let (xid, credit, payload) = bare_msg(buf)?;
-    if payload.len() as u64 > u64::from(LIMITS.max_stream_len) {
-        return None;
+    ShortCall::from_payload(xid, credit, payload)
+}
+
+impl<'a> ShortCall<'a> {
+    /// The Short Call whose Payload stream (after its transport header, version 1's or
+    /// 2's) is `payload`: a stream a 32-bit Position can describe and an RPC Call header
+    /// that decodes (RFC 8166 §4.5.2).
+    #[inline(always)]
+    pub(crate) fn from_payload(xid: u32, credit: u32, payload: &'a [u8]) -> Option<Self> {
+        if payload.len() as u64 > u64::from(LIMITS.max_stream_len) {
+            return None;
+        }
+        // The direct decoder alone: it accepts exactly what the reference decoder accepts,
+        // and without the fallback's call the header stays in registers (merged with the
+        // fallback's result, it went through the stack, in stores too narrow to forward to
+        // the wide loads that copy it on).
+        let (call, call_len) = CallHeader::parse_direct(payload)?;
+        Some(ShortCall {
+            xid,
+            credit,
+            call,
+            call_len,
+            args: &payload[call_len..],
+        })
     }
-    // The direct decoder alone: it accepts exactly what the reference decoder accepts, and
-    // without the fallback's call the header stays in registers (merged with the
-    // fallback's result, it went through the stack, in stores too narrow to forward to the
-    // wide loads that copy it on).
-    let (call, call_len) = CallHeader::parse_direct(payload)?;
-    Some(ShortCall {
-        xid,
-        credit,
-        call,
-        call_len,
-        args: &payload[call_len..],
-    })
 }
 
 /// The leanest form of [`accept_short_reply`], for a requester's hot path: the same checks
@@ -248,15 +258,24 @@ pub fn short_call(buf: &[u8]) -> Option<ShortCall<'_>> {
 #[inline(always)]
 pub fn short_reply(buf: &[u8]) -> Option<ShortReply<'_>> {
     let (xid, credit, payload) = bare_msg(buf)?;
-    // The direct decoder alone, as in `short_call`.
-    let (reply, reply_len) = ReplyHeader::parse_direct(payload)?;
-    Some(ShortReply {
-        xid,
-        credit,
-        reply,
-        reply_len,
-        results: &payload[reply_len..],
-    })
+    ShortReply::from_payload(xid, credit, payload)
+}
+
+impl<'a> ShortReply<'a> {
+    /// The Short Reply whose Payload stream (after its transport header, version 1's or
+    /// 2's) is `payload`: an RPC Reply header that decodes.
+    #[inline(always)]
+    pub(crate) fn from_payload(xid: u32, credit: u32, payload: &'a [u8]) -> Option<Self> {
+        // The direct decoder alone, as for a Short Call.
+        let (reply, reply_len) = ReplyHeader::parse_direct(payload)?;
+        Some(ShortReply {
+            xid,
+            credit,
+            reply,
+            reply_len,
+            results: &payload[reply_len..],
+        })
+    }
 }
 
 /// Messages shorter than the minimal header (RFC 8166 §4.5).

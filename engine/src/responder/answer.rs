@@ -177,25 +177,7 @@ pub(super) fn answer_general<P: Provider>(
                 let err = v.rdma_error().unwrap_or(RdmaError::Chunk);
                 reply::rdma_error(io, ring, bytes, grant, err)
             }
-            Action::GarbageArgs => match HeaderView::parse_any(bytes) {
-                Ok(h) => {
-                    bump(&io.stats.garbage_args, 1);
-                    let rpc = ReplyHeader::garbage_args(h.xid());
-                    reply::build(
-                        io,
-                        ring,
-                        &h,
-                        grant,
-                        reply_threshold,
-                        false,
-                        Body::Error(rpc),
-                        None,
-                        echo,
-                        run,
-                    )
-                }
-                Err(_) => reply::rdma_error(io, ring, bytes, grant, RdmaError::Chunk),
-            },
+            Action::GarbageArgs => garbage_args(io, ring, bytes, g, echo, run),
             Action::Process => Built::Nothing,
         },
         Ok(call) => {
@@ -304,6 +286,36 @@ pub(super) fn answer_general<P: Provider>(
             built
         }
     }
+}
+
+/// The GARBAGE_ARGS reply to the Call `bytes`, whose transport header is valid but whose
+/// RPC message does not match its Payload stream (RFC 8166 §4.5.2), in the connection's
+/// version; a header that does not decode after all gets ERR_CHUNK (RDMA2_ERR_BAD_XDR).
+pub(super) fn garbage_args<P: Provider>(
+    io: &mut Io<P>,
+    ring: &mut Buf<P>,
+    bytes: &[u8],
+    g: &General<'_>,
+    echo: &mut Echo,
+    run: &mut Run<'_, '_>,
+) -> Built {
+    let Ok(h) = HeaderView::parse_any(bytes) else {
+        return reply::refuse(io, ring, bytes, g.grant, Error2::BadXdr);
+    };
+    bump(&io.stats.garbage_args, 1);
+    let rpc = ReplyHeader::garbage_args(h.xid());
+    reply::build(
+        io,
+        ring,
+        &h,
+        g.grant,
+        g.reply_threshold,
+        false,
+        Body::Error(rpc),
+        None,
+        echo,
+        run,
+    )
 }
 
 /// Builds a [`Response`] over the reply ring buffer and the bulk buffer, runs the handler.

@@ -10,7 +10,7 @@
 
 use rpcrdma_proto::v2::props::Property;
 use rpcrdma_proto::v2::verdict::{judge_call2, Action2, Verdict2};
-use rpcrdma_proto::v2::{flags, Error2, Header2, HeaderView2, Htype, RPCRDMA_VERSION_TWO};
+use rpcrdma_proto::v2::{flags, Header2, HeaderView2, Htype, RPCRDMA_VERSION_TWO};
 
 use super::*;
 use crate::conn::{PeerProps, Version, Wire};
@@ -174,25 +174,7 @@ pub(super) fn answer_refused_v2<P: Provider>(
             }
         }
         Action2::Error(e) => reply::rdma2_error(io, ring, bytes, g.grant, e),
-        Action2::GarbageArgs => match HeaderView::parse_any(bytes) {
-            Ok(h) => {
-                bump(&io.stats.garbage_args, 1);
-                let rpc = ReplyHeader::garbage_args(h.xid());
-                reply::build(
-                    io,
-                    ring,
-                    &h,
-                    g.grant,
-                    g.reply_threshold,
-                    false,
-                    Body::Error(rpc),
-                    None,
-                    echo,
-                    run,
-                )
-            }
-            Err(_) => reply::rdma2_error(io, ring, bytes, g.grant, Error2::BadXdr),
-        },
+        Action2::GarbageArgs => garbage_args(io, ring, bytes, g, echo, run),
         Action2::Call
         | Action2::Reply
         | Action2::PeerError(_)

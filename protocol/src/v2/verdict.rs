@@ -448,17 +448,7 @@ fn bare_msg2(buf: &[u8], flags: u32) -> Option<(u32, u32, &[u8])> {
 #[inline(always)]
 pub fn short_call2(buf: &[u8]) -> Option<crate::verdict::ShortCall<'_>> {
     let (xid, credit, payload) = bare_msg2(buf, 0)?;
-    if payload.len() as u64 > u64::from(LIMITS.max_stream_len) {
-        return None;
-    }
-    let (call, call_len) = crate::rpc::CallHeader::parse_direct(payload)?;
-    Some(crate::verdict::ShortCall {
-        xid,
-        credit,
-        call,
-        call_len,
-        args: &payload[call_len..],
-    })
+    crate::verdict::ShortCall::from_payload(xid, credit, payload)
 }
 
 /// The hot-path form of [`judge_reply2`] for a Short version 2 Reply (RDMA2_MSG with
@@ -468,12 +458,5 @@ pub fn short_call2(buf: &[u8]) -> Option<crate::verdict::ShortCall<'_>> {
 #[inline(always)]
 pub fn short_reply2(buf: &[u8]) -> Option<crate::verdict::ShortReply<'_>> {
     let (xid, credit, payload) = bare_msg2(buf, super::flags::RESPONSE)?;
-    let (reply, reply_len) = crate::rpc::ReplyHeader::parse_direct(payload)?;
-    Some(crate::verdict::ShortReply {
-        xid,
-        credit,
-        reply,
-        reply_len,
-        results: &payload[reply_len..],
-    })
+    crate::verdict::ShortReply::from_payload(xid, credit, payload)
 }
