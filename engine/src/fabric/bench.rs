@@ -5,9 +5,9 @@
 //! the other's CPU does nothing, as `ib_read_lat`). The ping-pongs report half round trips,
 //! RDMA Read whole ones (a Read is a round trip); each sample includes one clock read.
 
-use std::sync::atomic::{compiler_fence, fence, AtomicU64, Ordering};
+use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicU64, Ordering};
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::conformance::{Env, Side};
 use super::soft::SoftEnv;
@@ -140,20 +140,32 @@ fn pin(core: Option<core_affinity::CoreId>) {
 #[repr(align(128))]
 struct Line(AtomicU64);
 
+/// The longest a cache-line ping-pong runs: when another thread keeps one of the two cores
+/// busy (a server busy-polling on the same machine), each round trip waits for a scheduler
+/// tick and 200,000 of them would take minutes.
+const PINGPONG_MAX: Duration = Duration::from_secs(2);
+
 /// Bounces one cache line between two threads pinned to different cores, `iters` round trips
-/// after a warm-up, and reports half round trips: the floor any shared-memory fabric pays per
-/// message.
+/// after a warm-up (or as many as two seconds allow), and reports half round trips: the
+/// floor any shared-memory fabric pays per message.
 pub fn cacheline_pingpong(iters: usize) -> Latency {
     let line = Line(AtomicU64::new(0));
+    let stop = AtomicBool::new(false);
     let cores = two_cores();
     let (warmup, total) = run_length(iters);
-    let mut samples = vec![0u64; iters];
+    // Every round trip's time, the warm-up's included (used only if the run is cut short
+    // before the warm-up ends).
+    let mut samples = vec![0u64; total];
+    let mut done = 0usize;
     thread::scope(|s| {
-        let line = &line;
+        let (line, stop) = (&line, &stop);
         s.spawn(move || {
             pin(cores.map(|c| c.1));
             for i in 0..total as u64 {
                 while line.0.load(Ordering::Acquire) != 2 * i + 1 {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
                     std::hint::spin_loop();
                 }
                 line.0.store(2 * i + 2, Ordering::Release);
@@ -161,24 +173,30 @@ pub fn cacheline_pingpong(iters: usize) -> Latency {
         });
         // The measuring side runs on its own thread too: pinning the caller would shrink the
         // affinity of every thread it starts later.
-        let samples = &mut samples;
+        let (samples, done) = (&mut samples, &mut done);
         s.spawn(move || {
             pin(cores.map(|c| c.0));
-            let mut t = Instant::now();
-            for i in 0..total as u64 {
-                line.0.store(2 * i + 1, Ordering::Release);
-                while line.0.load(Ordering::Acquire) != 2 * i + 2 {
+            let start = Instant::now();
+            let mut t = start;
+            for i in 0..total {
+                line.0.store(2 * i as u64 + 1, Ordering::Release);
+                while line.0.load(Ordering::Acquire) != 2 * i as u64 + 2 {
                     std::hint::spin_loop();
                 }
                 let now = Instant::now();
-                if i as usize >= warmup {
-                    samples[i as usize - warmup] = (now - t).as_nanos() as u64 / 2;
-                }
+                samples[i] = (now - t).as_nanos() as u64 / 2;
                 t = now;
+                *done = i + 1;
+                if i % 256 == 255 && now - start > PINGPONG_MAX {
+                    break;
+                }
             }
+            stop.store(true, Ordering::Relaxed);
         });
     });
-    Latency::from_samples(&mut samples)
+    // The measured round trips, or all of them when the warm-up was not even finished.
+    let from = if done > warmup { warmup } else { 0 };
+    Latency::from_samples(&mut samples[from..done])
 }
 
 const RECVS: usize = 32;
