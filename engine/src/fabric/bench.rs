@@ -178,13 +178,13 @@ pub fn cacheline_pingpong(iters: usize) -> Latency {
             pin(cores.map(|c| c.0));
             let start = Instant::now();
             let mut t = start;
-            for i in 0..total {
+            for (i, sample) in samples.iter_mut().enumerate() {
                 line.0.store(2 * i as u64 + 1, Ordering::Release);
                 while line.0.load(Ordering::Acquire) != 2 * i as u64 + 2 {
                     std::hint::spin_loop();
                 }
                 let now = Instant::now();
-                samples[i] = (now - t).as_nanos() as u64 / 2;
+                *sample = (now - t).as_nanos() as u64 / 2;
                 t = now;
                 *done = i + 1;
                 if i % 256 == 255 && now - start > PINGPONG_MAX {
