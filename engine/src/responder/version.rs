@@ -56,7 +56,9 @@ impl<P: Provider> ServerConn<P> {
         let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
         let vers = word(bytes, 4);
         let htype = word(bytes, 12);
-        let response = word(bytes, 16).is_some_and(|f| f & flags::RESPONSE != 0);
+        // rdma_flags, in version 2 only (version 1 has its read list there).
+        let response = vers == Some(RPCRDMA_VERSION_TWO)
+            && word(bytes, 16).is_some_and(|f| f & flags::RESPONSE != 0);
         let msg_without_reads = htype == Some(Htype::Msg.to_u32()) && word(bytes, 24) == Some(0);
         let connprop = htype == Some(Htype::ConnProp.to_u32()) && !response;
         let peer = if connprop {
