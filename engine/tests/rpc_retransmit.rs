@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use raw::*;
-use rpcrdma_engine::conn::{ConnConfig, Registration, RetransmitPolicy};
+use rpcrdma_engine::conn::{ConnConfig, Registration, RetransmitPolicy, Version};
 use rpcrdma_engine::dispatch::{Dispatch, Lookup};
 use rpcrdma_engine::fabric::soft::{Soft, SoftAddr};
 use rpcrdma_engine::fabric::{Provider, RemoteAddr, WcStatus};
@@ -78,6 +78,11 @@ fn recording_dispatch(
 
 impl ServerThread {
     fn start() -> ServerThread {
+        Self::start_with(config())
+    }
+
+    /// A server thread whose server has the settings `cfg`.
+    fn start_with(cfg: ConnConfig) -> ServerThread {
         let mode = Arc::new(AtomicU32::new(SERVE));
         let acked = Arc::new(AtomicU32::new(SERVE));
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -86,7 +91,7 @@ impl ServerThread {
         let handle = std::thread::spawn(move || {
             let current = Arc::new(AtomicUsize::new(0));
             let (mut srv, addr) =
-                soft_server(recording_dispatch(sn, Arc::clone(&current)), config()).unwrap();
+                soft_server(recording_dispatch(sn, Arc::clone(&current)), cfg).unwrap();
             tx.send(addr).unwrap();
             let mut conns = vec![srv.accept(Duration::from_secs(5)).unwrap()];
             loop {
@@ -209,14 +214,36 @@ impl Rpcs {
 /// new connection; the blocking `call` rides over a loss the same way.
 #[test]
 fn pending_rpcs_are_retransmitted_with_their_xids() {
-    let srv = ServerThread::start();
+    pending_rpcs_retransmitted(Version::V1);
+}
+
+/// The same in RPC-over-RDMA version 2: each new connection opens with RDMA2_CONNPROP
+/// again, and the re-encoded headers carry the new windows in rdma_inv_handle.
+#[test]
+fn pending_rpcs_are_retransmitted_in_version_2() {
+    pending_rpcs_retransmitted(Version::V2);
+}
+
+fn pending_rpcs_retransmitted(version: Version) {
+    let srv = ServerThread::start_with(ConnConfig {
+        version: Version::Auto,
+        ..config()
+    });
     let policy = RetransmitPolicy {
         max_attempts: 20,
         attempt_timeout: Duration::from_secs(2),
         backoff: Duration::from_millis(10),
     };
     let device = Soft::open_device(None).unwrap();
-    let mut c = Client::<Soft>::connect(&device, &srv.addr, retransmitting(policy)).unwrap();
+    let ccfg = ConnConfig {
+        version,
+        ..retransmitting(policy)
+    };
+    let mut c = Client::<Soft>::connect(&device, &srv.addr, ccfg).unwrap();
+    assert_eq!(
+        c.negotiation().wire().number(),
+        version.name().parse::<u32>().unwrap()
+    );
     let rpcs = Rpcs::new();
     // Warm up: every form once, so the grant is the full 32.
     for k in 0..4 {
@@ -286,6 +313,14 @@ fn pending_rpcs_are_retransmitted_with_their_xids() {
         1,
         "the blocking call ran once, on connection 2"
     );
+    assert_eq!(
+        c.negotiation().wire().number(),
+        version.name().parse::<u32>().unwrap()
+    );
+    if version == Version::V2 {
+        assert_eq!(st.connprops_sent, 3, "one opening per connection");
+        assert!(st.remote_invalidations > 0);
+    }
 }
 
 // ---------------------------------------------------------------------------------------
