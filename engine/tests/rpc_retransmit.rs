@@ -77,10 +77,6 @@ fn recording_dispatch(
 }
 
 impl ServerThread {
-    fn start() -> ServerThread {
-        Self::start_with(config())
-    }
-
     /// A server thread whose server has the settings `cfg`.
     fn start_with(cfg: ConnConfig) -> ServerThread {
         let mode = Arc::new(AtomicU32::new(SERVE));
