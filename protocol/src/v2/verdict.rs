@@ -85,6 +85,19 @@ const LIMITS: ReadLimits = ReadLimits {
 /// end takes part in reverse-direction RPC (a server that calls its client, a client that
 /// serves its server's Calls).
 pub fn judge2(buf: &[u8], role: Role, reverse: bool) -> Verdict2 {
+    match judge2_full(buf, role, reverse) {
+        Ok((_, reason)) => v(Action2::Call, reason),
+        Err(verdict) => verdict,
+    }
+}
+
+/// [`judge2`] with the accepted Call itself when the verdict is [`Action2::Call`] (and the
+/// reason of that verdict): one pass over the message for [`judge2`] and [`judge_call2`].
+fn judge2_full(
+    buf: &[u8],
+    role: Role,
+    reverse: bool,
+) -> Result<(AcceptedCall<'_>, &'static str), Verdict2> {
     use Action2::*;
     // The flags word decides who may be answered with an error: a response never is.
     let response = buf
@@ -102,66 +115,66 @@ pub fn judge2(buf: &[u8], role: Role, reverse: bool) -> Verdict2 {
         }
     };
     if buf.len() < 16 {
-        return v(
+        return Err(v(
             Discard,
             "shorter than the four words every version shares: nothing to answer ([V2] §3.1)",
-        );
+        ));
     }
     let h = match HeaderView2::parse(buf) {
         Ok(h) => h,
         Err(Header2Error::NotVersion2 { .. }) => {
-            return answer(
+            return Err(answer(
                 Error2::Vers {
                     low: SUPPORTED.0,
                     high: SUPPORTED.1,
                 },
                 "unsupported rdma_vers: RDMA2_ERR_VERS with the supported range 1..2 ([V2] \
                  §5.3.3, §7)",
-            )
+            ))
         }
         Err(Header2Error::UnknownHtype { .. }) => {
-            return answer(
+            return Err(answer(
                 Error2::InvalHtype,
                 "unknown rdma_htype: RDMA2_ERR_INVAL_HTYPE ([V2] §5.2, §5.3.3)",
-            )
+            ))
         }
         Err(Header2Error::ReservedFlags { .. }) => {
-            return answer(
+            return Err(answer(
                 Error2::BadXdr,
                 "reserved rdma_flags bits set, which senders MUST clear: RDMA2_ERR_BAD_XDR \
                  ([V2] §3.2, §9.4)",
-            )
+            ))
         }
         Err(Header2Error::Props(_)) => {
-            return answer(
+            return Err(answer(
                 Error2::BadXdr,
                 "a known transport property's value does not fit its type: RDMA2_ERR_BAD_XDR \
                  ([V2] §4.1)",
-            )
+            ))
         }
         Err(Header2Error::InvHandle { .. }) => {
-            return answer(
+            return Err(answer(
                 Error2::BadXdr,
                 "rdma_inv_handle names none of the header's handles: RDMA2_ERR_BAD_XDR ([V2] \
                  §3.3; CHECKLIST G-13 e)",
-            )
+            ))
         }
         Err(Header2Error::Truncated(_) | Header2Error::Malformed(_)) => {
-            return answer(
+            return Err(answer(
                 Error2::BadXdr,
                 "the header does not decode (it runs past the message, or a discriminator or \
                  count is wrong): RDMA2_ERR_BAD_XDR ([V2] §5.3.3)",
-            )
+            ))
         }
     };
     match h.htype() {
-        Htype::ConnProp => v(
+        Htype::ConnProp => Err(v(
             Properties,
             "RDMA2_CONNPROP: the peer's transport properties, unknown ones skipped ([V2] §4.1, \
              §5.3.4)",
-        ),
-        Htype::Error => judge_error(&h),
-        Htype::Msg | Htype::NoMsg if h.is_response() => judge_reply(&h, role, reverse),
+        )),
+        Htype::Error => Err(judge_error(&h)),
+        Htype::Msg | Htype::NoMsg if h.is_response() => Err(judge_reply(&h, role, reverse)),
         Htype::Msg | Htype::NoMsg => judge_call(&h, role, reverse),
     }
 }
@@ -203,87 +216,115 @@ fn bad_segments(h: &HeaderView2<'_>) -> bool {
             .is_some_and(|c| c.iter().any(|s| s.end().is_none()) || too_long(c))
 }
 
-fn judge_call(h: &HeaderView2<'_>, role: Role, reverse: bool) -> Verdict2 {
+fn judge_call<'a>(
+    h: &HeaderView2<'a>,
+    role: Role,
+    reverse: bool,
+) -> Result<(AcceptedCall<'a>, &'static str), Verdict2> {
     use Action2::*;
     if role == Role::Requester && !reverse {
-        return v(
+        return Err(v(
             Discard,
             "a Call to a requester that takes no reverse-direction Calls (Reverse Request \
              Support NONE) is dropped ([V2] §4.2.2)",
-        );
+        ));
     }
     if bad_segments(h) {
-        return v(
+        return Err(v(
             Error(Error2::BadXdr),
             "a segment wraps past 2^64 or a chunk's lengths sum past 2^32 − 1: the chunk lists \
              are invalid, RDMA2_ERR_BAD_XDR (RFC 8166 §3.4.3, §4.5.2)",
-        );
+        ));
     }
+    let never = v(
+        Discard,
+        "never: an RDMA2_MSG or RDMA2_NOMSG has chunk lists",
+    );
+    let header = h.chunk_view().ok_or(never)?;
     let inline = h.payload();
     let plan = match ReadPlan::new(inline.len(), h.read_list(), LIMITS) {
         Ok(p) => p,
         Err(e) if e.class() == ChunkErrorClass::ErrChunk => {
-            return v(
+            return Err(v(
                 Error(Error2::BadXdr),
                 "the read list is invalid in itself: RDMA2_ERR_BAD_XDR (RFC 8166 §3.4.5, \
                  §4.5.2)",
-            )
+            ))
         }
         Err(_) => {
-            return v(
+            return Err(v(
                 GarbageArgs,
                 "the read list does not fit the Payload stream: GARBAGE_ARGS (RFC 8166 §4.5.2)",
-            )
+            ))
         }
     };
     if h.htype() == Htype::NoMsg {
         if !plan.is_long_call() {
-            return v(
+            return Err(v(
                 Error(Error2::BadXdr),
                 "RDMA2_NOMSG Call without a Position-Zero Read chunk carries no Call: \
                  RDMA2_ERR_BAD_XDR ([V2] §5.3.2)",
-            );
+            ));
         }
-        return v(
-            Call,
+        let call = AcceptedCall {
+            header,
+            plan,
+            call: None,
+        };
+        return Ok((
+            call,
             "a Long Call: its RPC message is pulled from the Position-Zero Read chunk ([V2] \
              §5.3.2)",
-        );
+        ));
     }
     if plan.is_long_call() {
-        return v(
+        return Err(v(
             Error(Error2::BadXdr),
             "RDMA2_MSG with a Position-Zero Read chunk: the Call cannot be both inline and in \
              a chunk, RDMA2_ERR_BAD_XDR ([V2] §5.3.1)",
-        );
+        ));
     }
-    if plan.chunk_count() > 0 {
-        // The RPC header is inline ahead of any Read chunk's data: judged now only when the
-        // chunks start after it (their Positions are checked against the stream).
-        return v(
-            Call,
-            "a Call with Read chunks: the arguments are pulled before it runs (RFC 8166 §3.4.5)",
-        );
-    }
-    match RpcMessage::parse(inline) {
-        Ok((RpcMessage::Call(c), _)) if c.xid == h.xid() => {
-            v(Call, "a Short Call: run it ([V2] §5.3.1)")
-        }
-        Ok((RpcMessage::Call(_), _)) => v(
-            Error(Error2::BadXdr),
-            "the RPC XID differs from rdma_xid: RDMA2_ERR_BAD_XDR (RFC 8166 §4.2.1; CHECKLIST \
-             G-9)",
-        ),
-        Ok((RpcMessage::Reply(_), _)) => v(
-            Discard,
-            "an RPC Reply without RPCRDMA2_F_RESPONSE: its direction contradicts the flag, \
-             dropped ([V2] §3.2)",
-        ),
-        Err(_) => v(
+    // The RPC Call header is inline, ahead of any Read chunk's data.
+    let (c, len) =
+        match RpcMessage::parse(inline) {
+            Ok((RpcMessage::Call(c), len)) if c.xid == h.xid() => (c, len),
+            Ok((RpcMessage::Call(_), _)) => {
+                return Err(v(
+                    Error(Error2::BadXdr),
+                    "the RPC XID differs from rdma_xid: RDMA2_ERR_BAD_XDR (RFC 8166 §4.2.1; \
+                 CHECKLIST G-9)",
+                ))
+            }
+            Ok((RpcMessage::Reply(_), _)) => return Err(v(
+                Discard,
+                "an RPC Reply without RPCRDMA2_F_RESPONSE: its direction contradicts the flag, \
+                 dropped ([V2] §3.2)",
+            )),
+            Err(_) => {
+                return Err(v(
+                    GarbageArgs,
+                    "the inline RPC Call header does not decode: GARBAGE_ARGS (RFC 8166 §4.5.2)",
+                ))
+            }
+        };
+    if h.read_list().iter().any(|s| (s.position as usize) < len) {
+        return Err(v(
             GarbageArgs,
-            "the inline RPC Call header does not decode: GARBAGE_ARGS (RFC 8166 §4.5.2)",
-        ),
+            "a Read chunk lies inside the RPC Call header, which is never DDP-eligible: \
+             GARBAGE_ARGS (RFC 8166 §3.4.2, §6.1, §4.5.2)",
+        ));
     }
+    let reason = if plan.chunk_count() > 0 {
+        "a Call with Read chunks: the arguments are pulled before it runs (RFC 8166 §3.4.5)"
+    } else {
+        "a Short Call: run it ([V2] §5.3.1)"
+    };
+    let call = AcceptedCall {
+        header,
+        plan,
+        call: Some((c, len)),
+    };
+    Ok((call, reason))
 }
 
 fn judge_reply(h: &HeaderView2<'_>, role: Role, reverse: bool) -> Verdict2 {
@@ -333,56 +374,7 @@ fn judge_reply(h: &HeaderView2<'_>, role: Role, reverse: bool) -> Verdict2 {
 /// versions. `Err` holds every other verdict (an error to answer, properties, a reply, a
 /// discard).
 pub fn judge_call2(buf: &[u8], role: Role, reverse: bool) -> Result<AcceptedCall<'_>, Verdict2> {
-    use Action2::*;
-    let verdict = judge2(buf, role, reverse);
-    if verdict.action != Call {
-        return Err(verdict);
-    }
-    let never = v(Discard, "never: a Call judged valid decodes");
-    let header = HeaderView2::parse(buf)
-        .ok()
-        .and_then(|h| h.chunk_view())
-        .ok_or(never)?;
-    let reads = header.read_list();
-    let plan = ReadPlan::new(header.payload().len(), reads, LIMITS).map_err(|_| never)?;
-    let call = if header.proc() == crate::header::Proc::Msg {
-        match RpcMessage::parse(header.payload()) {
-            Ok((RpcMessage::Call(c), len)) => {
-                if reads.iter().any(|s| (s.position as usize) < len) {
-                    return Err(v(
-                        GarbageArgs,
-                        "a Read chunk lies inside the RPC Call header, which is never \
-                         DDP-eligible: GARBAGE_ARGS (RFC 8166 §3.4.2, §6.1, §4.5.2)",
-                    ));
-                }
-                if c.xid != header.xid() {
-                    return Err(v(
-                        Error(Error2::BadXdr),
-                        "the RPC XID differs from rdma_xid: RDMA2_ERR_BAD_XDR (RFC 8166 \
-                         §4.2.1; CHECKLIST G-9)",
-                    ));
-                }
-                Some((c, len))
-            }
-            Ok((RpcMessage::Reply(_), _)) => {
-                return Err(v(
-                    Discard,
-                    "an RPC Reply without RPCRDMA2_F_RESPONSE: its direction contradicts the \
-                     flag, dropped ([V2] §3.2)",
-                ))
-            }
-            Err(_) => {
-                return Err(v(
-                    GarbageArgs,
-                    "the inline RPC Call header does not decode: GARBAGE_ARGS (RFC 8166 \
-                     §4.5.2)",
-                ))
-            }
-        }
-    } else {
-        None
-    };
-    Ok(AcceptedCall { header, plan, call })
+    judge2_full(buf, role, reverse).map(|(call, _)| call)
 }
 
 /// [`judge2`] for a message that should be a Reply to one of the receiver's Calls, as
