@@ -88,22 +88,22 @@ where
     }
 
     fn is_dead(&self) -> bool {
-        self.conn.is_dead()
+        Drive::is_dead(&self.conn)
     }
 
     fn busy(&self) -> bool {
-        self.conn.in_process() > 0 || self.conn.sends_outstanding() > 0
+        Drive::busy(&self.conn)
     }
 
     fn settle(&mut self) {
-        self.conn.settle();
+        Drive::settle(&mut self.conn);
     }
 
     fn close(&mut self) {
-        self.conn.disconnect();
+        Drive::close(&mut self.conn);
     }
 
     fn counters(&self) -> Snapshot {
-        self.conn.snapshot()
+        Drive::counters(&self.conn)
     }
 }
