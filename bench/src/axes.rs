@@ -225,7 +225,7 @@ pub struct Axes {
     pub workers: Vec<u32>,
     /// Forms: `auto`, `short`, `chunked`, `long`.
     pub forms: Vec<String>,
-    /// RPC-over-RDMA versions (1, 2).
+    /// RPC-over-RDMA versions (1, 2, or 0 for auto).
     pub versions: Vec<u32>,
 }
 
@@ -268,11 +268,11 @@ impl Axes {
                 });
             }
         }
-        if let Some(&bad) = self.versions.iter().find(|&&v| v != 1 && v != 2) {
+        if let Some(&bad) = self.versions.iter().find(|&&v| v > 2) {
             return Err(AxisError::Bounds {
                 axis: "version",
                 value: u64::from(bad),
-                rule: "must be 1 or 2",
+                rule: "must be 1, 2 or auto",
             });
         }
         for (axis, v) in [

@@ -34,8 +34,9 @@ pub struct PointConfig {
     /// The message form asked for: `auto` (the requester's choice), `short`, `chunked` or
     /// `long`.
     pub form: String,
-    /// The RPC-over-RDMA version both ends spoke (1: RFC 8166; 2: the version 2 draft);
-    /// runs saved before this axis existed read as 1.
+    /// The RPC-over-RDMA version both ends were set to (1: RFC 8166; 2: the version 2
+    /// draft; 0: auto, each end choosing, see [`Point::spoke`]); runs saved before this axis
+    /// existed read as 1.
     #[serde(default = "version_one")]
     pub version: u32,
 }
@@ -143,6 +144,10 @@ pub struct Point {
     /// Memory one connection registered.
     #[serde(default)]
     pub memory_per_conn: MemoryPerConn,
+    /// The RPC-over-RDMA version the connections spoke (what `auto` found; 1 for runs saved
+    /// before this field).
+    #[serde(default = "version_one")]
+    pub spoke: u32,
 }
 
 /// Bytes of buffers one connection registers at each end.
@@ -208,7 +213,7 @@ impl Point {
     /// The CSV header line matching [`csv_row`](Self::csv_row).
     pub fn csv_header() -> &'static str {
         "provider,op,size,inline,credits,depth,inline_sends,registration,remote_invalidation,\
-         conns,workers,form,version,rep,rpcs,seconds,rate_rps,bandwidth_bps,lat_min_ns,lat_p50_ns,\
+         conns,workers,form,version,spoke,rep,rpcs,seconds,rate_rps,bandwidth_bps,lat_min_ns,lat_p50_ns,\
          lat_p90_ns,lat_p99_ns,lat_p999_ns,lat_max_ns,cpu_client_ns,cpu_server_ns,short_calls,\
          chunked_calls,long_calls,short_replies,long_replies,write_chunks,remote_invalidations,\
          cacheline_rtt_ns,copy_ns,p50_to_cacheline,p50_to_copy"
@@ -221,7 +226,7 @@ impl Point {
         let l = &self.lat_ns;
         let f = &self.forms;
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.1},{:.1},{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.1},{:.1},{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{}",
             c.provider,
             c.op,
             c.size,
@@ -235,6 +240,7 @@ impl Point {
             c.workers,
             c.form,
             c.version,
+            self.spoke,
             self.rep,
             self.rpcs,
             self.seconds,
@@ -320,6 +326,7 @@ pub(crate) mod tests {
                 client: 1 << 20,
                 server: Some(1 << 20),
             },
+            spoke: 1,
         }
     }
 

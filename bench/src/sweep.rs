@@ -164,10 +164,10 @@ pub fn conn_config(c: &PointConfig, s: &Settings) -> Result<ConnConfig, SweepErr
         } else {
             Registration::Windows
         },
-        version: if c.version == 2 {
-            rpcrdma_engine::conn::Version::V2
-        } else {
-            rpcrdma_engine::conn::Version::V1
+        version: match c.version {
+            2 => rpcrdma_engine::conn::Version::V2,
+            0 => rpcrdma_engine::conn::Version::Auto,
+            _ => rpcrdma_engine::conn::Version::V1,
         },
         ..ConnConfig::default()
     })
@@ -336,6 +336,9 @@ where
         client: clients.first().map_or(0, |c| c.registered_bytes()),
         server: server_memory,
     };
+    let spoke = clients
+        .first()
+        .map_or(1, |c| c.negotiation().wire().number());
     let run = run.map_err(|e| SweepError::Load {
         point: Box::new(c.clone()),
         error: e.to_string(),
@@ -350,6 +353,7 @@ where
         copy,
     );
     p.memory_per_conn = memory;
+    p.spoke = spoke;
     Ok(p)
 }
 
@@ -419,6 +423,7 @@ fn combine(
             p50_to_cacheline: lat.p50 as f64 / cacheline.max(1) as f64,
             p50_to_copy: copy.map(|k| lat.p50 as f64 / k.max(1) as f64),
         },
+        spoke: c.version.max(1),
         per_conn_rps: r
             .per_conn
             .iter()
@@ -440,7 +445,8 @@ mod tests {
 
     fn settings() -> Settings {
         Settings {
-            seconds: 0.05,
+            // Long enough for a debug build on a loaded machine to complete RPCs in each point.
+            seconds: 0.2,
             warmup: 0.01,
             reps: 2,
             bulk_size: None,

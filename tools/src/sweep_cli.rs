@@ -66,7 +66,8 @@ pub struct Args {
     /// Server workers (in-process server).
     #[arg(long, default_value = "1")]
     workers: String,
-    /// RPC-over-RDMA versions both ends speak: 1 (RFC 8166), 2 (the version 2 draft);
+    /// RPC-over-RDMA versions both ends are set to: 1 (RFC 8166), 2 (the version 2 draft),
+    /// auto (the client tries 2 and falls back; the JSON's `spoke` says what was spoken);
     /// `1,2` measures each point in both, in the same run.
     #[arg(long, default_value = "1")]
     version: String,
@@ -175,7 +176,14 @@ impl Args {
             conns: u32s("conns", &self.conns)?,
             workers: u32s("workers", &self.workers)?,
             forms: axes::parse_choices("force-form", &self.force_form, axes::FORMS)?,
-            versions: u32s("version", &self.version)?,
+            versions: axes::parse_choices("version", &self.version, "1,2,auto")?
+                .iter()
+                .map(|v| match v.as_str() {
+                    "auto" => 0,
+                    "2" => 2,
+                    _ => 1,
+                })
+                .collect(),
         })
     }
 }
@@ -215,7 +223,10 @@ fn row(p: &Point) -> String {
         c.depth,
         c.conns,
         c.form,
-        c.version,
+        match c.version {
+            0 => "a".to_string(),
+            v => v.to_string(),
+        },
         // Registration: mw+ri (windows, remotely invalidated), mw (windows, local
         // invalidation), pers (persistent regions).
         match (c.registration.as_str(), c.remote_invalidation) {
