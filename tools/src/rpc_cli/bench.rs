@@ -1,0 +1,491 @@
+//! `rpcrdma bench rpc`: the fleet against an in-process server or `--connect`, fault runs,
+//! the report.
+
+use super::*;
+
+/// Runs `rpcrdma bench rpc`.
+pub fn bench(args: &BenchArgs) -> ExitCode {
+    match args.conn.provider {
+        Which::Soft => {
+            bench_on::<Soft>(args, || Soft::open_device(None).map_err(|e| e.to_string()))
+        }
+        Which::Verbs => bench_on::<Verbs>(args, || open_verbs(args.conn.device.as_deref())),
+    }
+}
+
+/// What one workload's run measured, for the report.
+struct Measured {
+    workload: Workload,
+    /// The RPC-over-RDMA version the connections spoke.
+    version: u32,
+    run: FleetReport,
+    per_worker_rps: Vec<f64>,
+    once: Option<Verdict>,
+}
+
+fn bench_on<P: Provider>(
+    args: &BenchArgs,
+    open: impl Fn() -> Result<P::Device, String> + Sync,
+) -> ExitCode
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: std::fmt::Display,
+    ServerConn<P>: Send,
+    Server<P>: Send + 'static,
+    Client<P>: Send,
+{
+    let cfg = args.conn.config();
+    for w in args.workloads() {
+        if let Err(e) = w.fits(cfg.bulk_size) {
+            return fail("bench rpc", e);
+        }
+    }
+    if let Err(e) = check_shape(args) {
+        return fail("bench rpc", e);
+    }
+    if args.conn.reverse > 0 && args.connect.is_none() {
+        return fail(
+            "bench rpc",
+            "--reverse serves a remote server's callbacks: use it with --connect to `rpcrdma serve --reverse N`",
+        );
+    }
+    let faults = args.disconnect_every.map(Duration::from_secs_f64);
+    let ncores = fleet::cores();
+    let threads = args.client_threads.clamp(1, args.conns);
+    let thread_cores: Vec<Option<usize>> = (0..threads)
+        .map(|i| Some(core_of(args.core, i, 1, ncores)))
+        .collect();
+    if threads + args.workers > ncores && args.connect.is_none() {
+        eprintln!(
+            "bench rpc: {threads} client thread(s) and {} worker(s) busy-poll {ncores} core(s): they share cores, which measures the sharing",
+            args.workers
+        );
+    }
+    // The reference, measured on the same two cores: a cache-line round trip. Measured
+    // before the in-process server's workers start busy-polling, and again after.
+    let reference = |iters| fabric_bench::cacheline_pingpong(iters).p50_ns * 2;
+    let before = reference(200_000);
+    let server = match &args.connect {
+        Some(a) => connect_all::<P>(&open, a, cfg, args.conns).map(|c| (c, None)),
+        None => {
+            in_process::<P>(&open, cfg, args, threads, faults.is_some()).map(|(c, s)| (c, Some(s)))
+        }
+    };
+    let (mut clients, mut local) = match server {
+        Ok(x) => x,
+        Err(e) => return fail("bench rpc", e),
+    };
+    // Progress goes through atomics to a display thread whose allocations (drawing) are
+    // not counted: the measured loops themselves must not allocate.
+    let shown = AtomicUsize::new(usize::MAX);
+    let workloads = args.workloads();
+    let elapsed_ms = AtomicU64::new(0);
+    let done_rpcs = AtomicU64::new(0);
+    let finished = AtomicBool::new(false);
+    let (ok, measured) = thread::scope(|s| {
+        s.spawn(|| {
+            rpcrdma_bench::alloc::exempt_this_thread();
+            let mut current: Option<(usize, ProgressBar)> = None;
+            loop {
+                let i = shown.load(Ordering::Relaxed);
+                if current.as_ref().map(|c| c.0) != Some(i) {
+                    if let Some((_, bar)) = current.take() {
+                        bar.finish_and_clear();
+                    }
+                    if let Some(w) = workloads.get(i) {
+                        current = Some((i, progress_bar(*w, args)));
+                    }
+                }
+                if let Some((_, bar)) = &current {
+                    bar.set_position(elapsed_ms.load(Ordering::Relaxed));
+                    bar.set_message(format!("{} RPCs", done_rpcs.load(Ordering::Relaxed)));
+                }
+                if finished.load(Ordering::Relaxed) {
+                    if let Some((_, bar)) = current.take() {
+                        bar.finish_and_clear();
+                    }
+                    break;
+                }
+                thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let mut ok = true;
+        let mut measured = Vec::with_capacity(workloads.len());
+        for (i, w) in workloads.iter().enumerate() {
+            let stamp = fresh_stamp();
+            let prepared = if faults.is_some() {
+                Prepared::new(*w).stamped(stamp)
+            } else {
+                Prepared::new(*w)
+            };
+            let load = LoadConfig {
+                sever_every: faults,
+                ..LoadConfig::new(
+                    args.depth,
+                    Duration::from_secs_f64(args.seconds.max(0.01)),
+                    Duration::from_secs_f64(args.warmup.max(0.0)),
+                    Duration::from_secs(5),
+                )
+            };
+            elapsed_ms.store(0, Ordering::Relaxed);
+            done_rpcs.store(0, Ordering::Relaxed);
+            shown.store(i, Ordering::Relaxed);
+            let worker_rpcs = |l: &Option<LocalServer<P>>| l.as_ref().map(|l| l.rpcs());
+            let before_w = worker_rpcs(&local);
+            let recovery_before = recovery(&clients);
+            let t0 = Instant::now();
+            let result = fleet::run(
+                &mut clients,
+                &prepared,
+                load,
+                &thread_cores,
+                rpcrdma_bench::alloc::allocations,
+                |p| {
+                    elapsed_ms.store(p.elapsed.as_millis() as u64, Ordering::Relaxed);
+                    done_rpcs.store(p.rpcs, Ordering::Relaxed);
+                },
+            );
+            // The workers' counts cover the warm-up and the drain too: over the whole run.
+            let whole = t0.elapsed().as_secs_f64().max(1e-9);
+            let per_worker_rps = match (before_w, worker_rpcs(&local)) {
+                (Some(a), Some(b)) => a
+                    .iter()
+                    .zip(&b)
+                    .map(|(x, y)| y.saturating_sub(*x) as f64 / whole)
+                    .collect(),
+                _ => Vec::new(),
+            };
+            match result {
+                Ok(run) => {
+                    let once = faults.map(|_| {
+                        let server = match rpcrdma_bench::once::executions(
+                            &mut clients[0],
+                            stamp,
+                            Duration::from_secs(5),
+                        ) {
+                            Ok(c) => Some(c),
+                            Err(e) => {
+                                eprintln!("bench rpc: no server-side count: {e}");
+                                None
+                            }
+                        };
+                        let (reconnects, retransmits) = recovery(&clients);
+                        Verdict {
+                            client: run.total.faults,
+                            server,
+                            reconnects: reconnects - recovery_before.0,
+                            retransmits: retransmits - recovery_before.1,
+                            unique_xids: args.conns == 1
+                                && run.total.faults.submitted < rpcrdma_bench::once::XID_WRAP,
+                        }
+                    });
+                    if let Some(v) = &once {
+                        for p in v.problems() {
+                            ok = false;
+                            eprintln!("bench rpc {}: {p}", w.name());
+                        }
+                    }
+                    measured.push(Measured {
+                        workload: *w,
+                        version: clients[0].negotiation().wire().number(),
+                        run,
+                        per_worker_rps,
+                        once,
+                    });
+                }
+                Err(e) => {
+                    ok = false;
+                    eprintln!("bench rpc {}: {e}", w.name());
+                }
+            }
+        }
+        for c in clients.iter_mut() {
+            c.disconnect();
+        }
+        finished.store(true, Ordering::Relaxed);
+        (ok, measured)
+    });
+    let workers = local.as_ref().map(|l| l.len());
+    if let Some(l) = local.take() {
+        l.shutdown();
+    }
+    let limit = before.min(reference(200_000));
+    for m in &measured {
+        report(P::NAME, args, m, limit, workers, threads);
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The clients' reconnections and retransmissions so far, summed.
+fn recovery<P: Provider>(clients: &[Client<P>]) -> (u64, u64) {
+    clients.iter().fold((0, 0), |(a, b), c| {
+        let s = c.snapshot();
+        (a + s.reconnects, b + s.retransmits)
+    })
+}
+
+/// Refuses combinations that cannot work, naming the option and a value that does.
+fn check_shape(args: &BenchArgs) -> Result<(), String> {
+    if args.conns == 0 || args.workers == 0 || args.client_threads == 0 {
+        return Err("--conns, --workers and --client-threads must be at least 1".into());
+    }
+    if let Some(s) = args.disconnect_every {
+        if !(s > 0.0 && s.is_finite()) {
+            return Err("--disconnect-every must be a positive number of seconds".into());
+        }
+        if args.conn.retransmit == 0 {
+            return Err(
+                "--disconnect-every needs --retransmit N (say 20): without it the RPCs pending at each drop fail"
+                    .into(),
+            );
+        }
+        if args.conn.persistent {
+            return Err("--disconnect-every needs per-RPC windows: drop --persistent".into());
+        }
+    }
+    Ok(())
+}
+
+/// The in-process server: its workers alone, or behind an acceptor (fault runs, whose
+/// clients reconnect).
+enum LocalServer<P: Provider>
+where
+    ServerConn<P>: Send,
+{
+    Workers(Workers<ServerConn<P>>),
+    Accepting(Accepting<P>),
+}
+
+impl<P: Provider> LocalServer<P>
+where
+    ServerConn<P>: Send,
+    Server<P>: Send + 'static,
+{
+    fn stats(&self) -> Vec<WorkerStats> {
+        match self {
+            LocalServer::Workers(w) => w.stats(),
+            LocalServer::Accepting(a) => a.stats(),
+        }
+    }
+
+    /// RPCs each worker has answered so far.
+    fn rpcs(&self) -> Vec<u64> {
+        self.stats().iter().map(|s| s.rpc.rpcs).collect()
+    }
+
+    fn len(&self) -> usize {
+        self.stats().len()
+    }
+
+    fn shutdown(self) {
+        let workers = match self {
+            LocalServer::Workers(w) => Ok(w),
+            LocalServer::Accepting(a) => a.stop(),
+        };
+        match workers {
+            Ok(w) => {
+                let _ = w.shutdown(Duration::from_secs(1));
+            }
+            Err(e) => eprintln!("bench rpc: {e}"),
+        }
+    }
+}
+
+/// A server with `args.workers` workers pinned after the `threads` client threads' cores,
+/// and `args.conns` clients connected to it; counting executions and accepting
+/// reconnections for a fault run.
+fn in_process<P: Provider>(
+    open: &(dyn Fn() -> Result<P::Device, String> + Sync),
+    cfg: ConnConfig,
+    args: &BenchArgs,
+    threads: usize,
+    faults: bool,
+) -> Result<(Vec<Client<P>>, LocalServer<P>), String>
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: std::fmt::Display,
+    ServerConn<P>: Send,
+    Server<P>: Send + 'static,
+{
+    let addr_s = match (args.listen.as_deref(), P::NAME) {
+        (Some(a), _) => a.to_string(),
+        (None, "soft") => format!("@rpcrdma-bench.{}", std::process::id()),
+        (None, _) => "10.0.2.15:20050".to_string(),
+    };
+    let addr = parse_addr::<P>(&addr_s)?;
+    let ncores = fleet::cores();
+    let workers: Vec<WorkerConfig> = (0..args.workers)
+        .map(|k| WorkerConfig {
+            core: Some(core_of(args.core + threads, k, 1, ncores)),
+            max_conns: args.conns.max(4),
+        })
+        .collect();
+    let dispatch = if faults {
+        let mut d = rpcrdma_engine::dispatch::Dispatch::new();
+        program::register_counted(&mut d);
+        Arc::new(d)
+    } else {
+        program::dispatch()
+    };
+    let l = rpcrdma_bench::local::start::<P>(open, &addr, dispatch, cfg, &workers, args.conns)?;
+    let server = if faults {
+        LocalServer::Accepting(Accepting::start(l.server, l.workers))
+    } else {
+        LocalServer::Workers(l.workers)
+    };
+    Ok((l.clients, server))
+}
+
+fn progress_bar(w: Workload, args: &BenchArgs) -> ProgressBar {
+    let total_ms = (args.seconds * 1000.0) as u64;
+    let bar = if args.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::with_draw_target(Some(total_ms), ProgressDrawTarget::stderr())
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>12} [{bar:30}] {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(format!("{}:{}", w.name(), w.arg_size().max(w.res_size())));
+    bar
+}
+
+fn report(
+    provider: &str,
+    args: &BenchArgs,
+    m: &Measured,
+    limit_rtt: u64,
+    workers: Option<usize>,
+    threads: usize,
+) {
+    let (w, r) = (m.workload, &m.run.total);
+    let ratio = r.lat_ns.p50 as f64 / limit_rtt.max(1) as f64;
+    let secs = r.seconds.max(1e-9);
+    let per_conn: Vec<f64> = r
+        .per_conn
+        .iter()
+        .map(|&n| (n as f64 / secs).round())
+        .collect();
+    let per_worker: Vec<f64> = m.per_worker_rps.iter().map(|x| x.round()).collect();
+    let per_thread: Vec<Value> = m
+        .run
+        .threads
+        .iter()
+        .map(|t| {
+            json!({
+                "core": t.core, "conns": t.conns, "rate_rps": (t.rpcs as f64 / secs).round(),
+                "cpu_ns_per_rpc": t.cpu.map(|c| (c.as_nanos() as f64 / t.rpcs.max(1) as f64).round()),
+            })
+        })
+        .collect();
+    let faults = m.once.as_ref().map(|v| {
+        json!({
+            "severed": v.client.severed,
+            "reconnects": v.reconnects,
+            "retransmits": v.retransmits,
+            "submitted": v.client.submitted,
+            "completed": v.client.completed,
+            "completed_twice": v.client.completed_twice,
+            "lost": v.client.lost,
+            "server": v.server.map(|c| json!({
+                "xids": c.xids, "executions": c.executions,
+                "repeated": c.repeated, "lost_track": c.lost_track,
+            })),
+            "exact": v.problems().is_empty(),
+        })
+    });
+    if args.json {
+        println!(
+            "{}",
+            json!({
+                "provider": provider,
+                "rpcrdma_version": m.version,
+                "workers": workers,
+                "conns": args.conns,
+                "client_threads": threads,
+                "depth": args.depth,
+                "proc": w.name(),
+                "arg_size": w.arg_size(),
+                "res_size": w.res_size(),
+                "rpcs": r.rpcs,
+                "seconds": (r.seconds * 1000.0).round() / 1000.0,
+                "rate_rps": r.rate_rps.round(),
+                "lat_ns": {
+                    "min": r.lat_ns.min, "p50": r.lat_ns.p50, "p90": r.lat_ns.p90,
+                    "p99": r.lat_ns.p99, "p999": r.lat_ns.p999, "max": r.lat_ns.max,
+                },
+                "allocs_per_rpc": r.allocs_per_rpc,
+                "limit_ns_p50": limit_rtt,
+                "ratio_p50": (ratio * 100.0).round() / 100.0,
+                "per_conn_rps": per_conn,
+                "per_worker_rps": per_worker,
+                "threads": per_thread,
+                "faults": faults,
+                "client": snapshot_json(&r.client),
+            })
+        );
+        return;
+    }
+    println!(
+        "{provider} {:>5} {:>7} B  depth {:>3}: {:>10.0} RPC/s  p50 {} ns ({ratio:.2}x the {limit_rtt} ns cache-line round trip)  p90 {} p99 {} p99.9 {} max {} ns  allocs/RPC {}",
+        w.name(),
+        w.arg_size().max(w.res_size()),
+        args.depth,
+        r.rate_rps,
+        r.lat_ns.p50,
+        r.lat_ns.p90,
+        r.lat_ns.p99,
+        r.lat_ns.p999,
+        r.lat_ns.max,
+        r.allocs_per_rpc.map_or("n/a".to_string(), |a| format!("{a:.3}")),
+    );
+    if args.conns > 1 || per_worker.len() > 1 || threads > 1 {
+        let list = |v: &[f64]| {
+            v.iter()
+                .map(|x| format!("{x:.0}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        println!(
+            "      {} connection(s) on {threads} client thread(s): RPC/s per connection [{}]; per worker [{}]",
+            args.conns,
+            list(&per_conn),
+            list(&per_worker)
+        );
+    }
+    if let Some(v) = &m.once {
+        let server = match v.server {
+            Some(c) if c.lost_track == 0 => format!(
+                "; the server ran {} executions of {} distinct XIDs, {} XIDs more than once",
+                c.executions, c.xids, c.repeated
+            ),
+            Some(c) => format!(
+                "; the server ran {} executions (its XID table is full)",
+                c.executions
+            ),
+            None => "; the server does not count executions".to_string(),
+        };
+        let problems = v.problems();
+        println!(
+            "      faults: {} connection(s) dropped, {} reconnects, {} retransmissions; {} RPCs submitted, {} completed, {} lost, {} completed twice{server}: {}",
+            v.client.severed,
+            v.reconnects,
+            v.retransmits,
+            v.client.submitted,
+            v.client.completed,
+            v.client.lost,
+            v.client.completed_twice,
+            if problems.is_empty() {
+                "exactly once".to_string()
+            } else {
+                problems.join("; ")
+            }
+        );
+    }
+}

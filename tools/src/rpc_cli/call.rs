@@ -1,0 +1,82 @@
+//! `rpcrdma call`: one connection, verified calls of the built-in program (or any
+//! program's procedure), one JSON line each.
+
+use super::*;
+
+/// Runs `rpcrdma call`.
+pub fn call(args: &CallArgs) -> ExitCode {
+    let addr = args
+        .connect
+        .clone()
+        .unwrap_or_else(|| args.conn.default_addr().to_string());
+    match args.conn.provider {
+        Which::Soft => match Soft::open_device(None) {
+            Ok(d) => call_on::<Soft>(&d, &addr, args),
+            Err(e) => fail("soft fabric", e),
+        },
+        Which::Verbs => match open_verbs(args.conn.device.as_deref()) {
+            Ok(d) => call_on::<Verbs>(&d, &addr, args),
+            Err(e) => fail("verbs", e),
+        },
+    }
+}
+
+fn call_on<P: Provider>(device: &P::Device, addr: &str, args: &CallArgs) -> ExitCode
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: std::fmt::Display,
+{
+    let addr = match parse_addr::<P>(addr) {
+        Ok(a) => a,
+        Err(e) => return fail("call", e),
+    };
+    let mut client = match connect_one::<P>(device, &addr, args.conn.config()) {
+        Ok(c) => c,
+        Err(e) => return fail(&format!("connect to {addr}"), e),
+    };
+    if args.generic.prog.is_some() {
+        let timeout = Duration::from_millis(args.timeout_ms);
+        let code = crate::call_generic::run(&mut client, &args.generic, args.count, timeout);
+        println!("{}", client_summary(&client));
+        client.disconnect();
+        return code;
+    }
+    let prepared = Prepared::new(args.workload.0);
+    let call = prepared.call(Duration::from_millis(args.timeout_ms));
+    let mut ok = true;
+    for i in 0..args.count.max(1) {
+        let t = Instant::now();
+        let verdict = client.call(&call, |r| prepared.verify(&r).map_err(|e| e.to_string()));
+        let ns = t.elapsed().as_nanos() as u64;
+        let (status, error) = match verdict {
+            Ok(Ok(())) => ("ok", None),
+            Ok(Err(e)) => ("bad_reply", Some(e)),
+            Err(e) => ("rpc_error", Some(e.to_string())),
+        };
+        ok &= status == "ok";
+        println!(
+            "{}",
+            json!({
+                "call": i, "provider": P::NAME, "proc": args.workload.0.name(),
+                "arg_size": args.workload.0.arg_size(), "res_size": args.workload.0.res_size(),
+                "status": status, "error": error, "latency_ns": ns,
+            })
+        );
+    }
+    println!("{}", client_summary(&client));
+    client.disconnect();
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The last line of `call`: the client's counters and the RPC-over-RDMA version its
+/// connection speaks.
+fn client_summary<P: Provider>(client: &Client<P>) -> serde_json::Value {
+    json!({
+        "client": snapshot_json(&client.snapshot()),
+        "rpcrdma_version": client.negotiation().wire().number(),
+    })
+}

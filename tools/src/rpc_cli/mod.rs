@@ -1,0 +1,357 @@
+//! `rpcrdma serve`, `rpcrdma call` and `rpcrdma bench rpc`: the engine between two
+//! processes (or in one), on the soft fabric or on verbs, with the built-in test program
+//! ([`rpcrdma_engine::program`]).
+
+mod bench;
+mod call;
+mod serve;
+
+pub use bench::bench;
+pub use call::call;
+pub use serve::serve;
+
+use std::process::ExitCode;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use clap::Args as ClapArgs;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rpcrdma_bench::fleet::{self, core_of, FleetReport};
+use rpcrdma_bench::local::Accepting;
+use rpcrdma_bench::once::{fresh_stamp, Verdict};
+use rpcrdma_bench::rpc::{LoadConfig, Prepared, Workload};
+use rpcrdma_engine::conn::{ConnConfig, ConnError, Registration, RetransmitPolicy, Version};
+use rpcrdma_engine::fabric::soft::Soft;
+use rpcrdma_engine::fabric::verbs::Verbs;
+use rpcrdma_engine::fabric::{bench as fabric_bench, ConnectError, Provider};
+use rpcrdma_engine::program;
+use rpcrdma_engine::requester::Client;
+use rpcrdma_engine::responder::{Server, ServerConn};
+use rpcrdma_engine::stats::{Snapshot, ERROR_COUNTERS};
+use rpcrdma_engine::worker::{WorkerConfig, WorkerStats, Workers};
+use serde_json::{json, Value};
+
+use crate::callbacks::Callbacks;
+use crate::conformance::Which;
+use crate::open_device::open_verbs;
+
+/// Connection settings shared by the three commands.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct ConnOpts {
+    /// The fabric.
+    #[arg(long, value_enum, default_value_t = Which::Soft)]
+    provider: Which,
+    /// The RDMA device (verbs; default: the first one).
+    #[arg(long)]
+    device: Option<String>,
+    /// Credits: the client's request and pending-table size; the server's receives.
+    #[arg(long, default_value_t = 32)]
+    credits: u32,
+    /// Inline threshold this end offers in both directions (RFC 8797 Send and Receive
+    /// Size), at least 1024.
+    #[arg(long, default_value_t = 4096)]
+    inline: u32,
+    /// Sends of at most this many bytes are posted inline (copied into the work request:
+    /// no DMA read of the buffer by a NIC), within the device's limit; 0: never.
+    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_INLINE_SENDS)]
+    inline_sends: u32,
+    /// Refuse Send With Invalidate (RFC 8797 R bit clear).
+    #[arg(long)]
+    no_remote_invalidation: bool,
+    /// Expose pool regions once instead of per-RPC memory windows (fast, trusting).
+    #[arg(long)]
+    persistent: bool,
+    /// Largest bulk payload of one RPC (chunk data and the headers around it); RPCs whose
+    /// chunks exceed --slot-bulk-size share --large-bufs buffers of this size.
+    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_BULK_SIZE)]
+    bulk_size: u32,
+    /// Bytes of the bulk buffers every credit owns.
+    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_SLOT_BULK_SIZE)]
+    slot_bulk_size: u32,
+    /// Buffers of --bulk-size a connection's RPCs share (at least 3).
+    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_LARGE_BUFS)]
+    large_bufs: u32,
+    /// Client: after a lost connection, reconnect (at most this many attempts per loss) and
+    /// retransmit the pending Calls with their XIDs and fresh registrations (0: off, pending
+    /// RPCs fail with ConnectionLost). Needs per-RPC windows (not --persistent).
+    #[arg(long, default_value_t = 0)]
+    retransmit: u32,
+    /// RPC-over-RDMA version: 1 (RFC 8166), 2 (draft-cel-nfsv4-rpcrdma-version-two-09) or
+    /// auto. Client: 2 opens with RDMA2_CONNPROP and fails on a server without version 2;
+    /// auto falls back to version 1 on it. Server: auto takes each connection in its
+    /// client's version. Default: auto for `serve`, 1 for the clients.
+    #[arg(long)]
+    version: Option<Version>,
+    /// Version 2 reverse-direction RPC (callbacks, inline). `serve`: keep N reverse ECHOs
+    /// outstanding on each version 2 connection whose client takes them, every result
+    /// checked; `call`, `bench rpc --connect`: serve up to N of the server's reverse Calls
+    /// at once from the built-in program. 0: none.
+    #[arg(long, default_value_t = 0)]
+    reverse: u32,
+}
+
+impl ConnOpts {
+    /// The settings, with `version` when `--version` was not given.
+    fn config_with(&self, version: Version) -> ConnConfig {
+        ConnConfig {
+            version: self.version.unwrap_or(version),
+            ..self.config()
+        }
+    }
+
+    fn config(&self) -> ConnConfig {
+        ConnConfig {
+            send_size: self.inline,
+            recv_size: self.inline,
+            remote_invalidation: !self.no_remote_invalidation,
+            credits: self.credits,
+            initial_grant: self.credits,
+            bulk_size: self.bulk_size,
+            slot_bulk_size: self.slot_bulk_size,
+            large_bufs: self.large_bufs,
+            inline_sends: self.inline_sends,
+            registration: if self.persistent {
+                Registration::Persistent
+            } else {
+                Registration::Windows
+            },
+            retransmit: (self.retransmit > 0).then(|| RetransmitPolicy {
+                max_attempts: self.retransmit,
+                ..RetransmitPolicy::default()
+            }),
+            version: self.version.unwrap_or_default(),
+            reverse_credits: self.reverse,
+            ..ConnConfig::default()
+        }
+    }
+
+    fn default_addr(&self) -> &'static str {
+        match self.provider {
+            Which::Soft => "@rpcrdma",
+            Which::Verbs => "0.0.0.0:20049",
+        }
+    }
+}
+
+/// A workload on the command line: `null`, `echo:N`, `read:N`, `write:N`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkloadArg(pub Workload);
+
+impl FromStr for WorkloadArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (name, size) = s.split_once(':').unwrap_or((s, "0"));
+        let n: u32 = parse_size(size).ok_or_else(|| format!("bad size in {s:?}"))?;
+        Ok(WorkloadArg(match name {
+            "null" => Workload::Null,
+            "echo" => Workload::Echo(n),
+            "read" => Workload::Read(n),
+            "write" => Workload::Write(n),
+            _ => {
+                return Err(format!(
+                    "unknown workload {name:?} (null, echo:N, read:N, write:N)"
+                ))
+            }
+        }))
+    }
+}
+
+/// `4096`, `4k`, `64K`, `1m`.
+fn parse_size(s: &str) -> Option<u32> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last()? {
+        'k' | 'K' => (&s[..s.len() - 1], 1024),
+        'm' | 'M' => (&s[..s.len() - 1], 1024 * 1024),
+        _ => (s, 1),
+    };
+    num.parse::<u32>().ok()?.checked_mul(mult)
+}
+
+/// Arguments of `rpcrdma serve`.
+#[derive(ClapArgs, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    conn: ConnOpts,
+    /// Where to listen: `@name` or a socket path (soft), `IP:PORT` (verbs).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// First core to pin workers to (worker i gets core first+i); none: unpinned.
+    #[arg(long)]
+    first_core: Option<usize>,
+    /// Stop after this many seconds (0: until SIGINT or SIGTERM, which stop gracefully).
+    #[arg(long, default_value_t = 0)]
+    seconds: u64,
+    /// Print the workers' counters every this many seconds (0: never).
+    #[arg(long, default_value_t = 0)]
+    stats_every: u64,
+    /// Count executions per (AUTH_SYS stamp, XID) and answer EXECUTIONS (procedure 5):
+    /// whether a run with lost connections lost or repeated an RPC.
+    #[arg(long)]
+    count_executions: bool,
+}
+
+/// Arguments of `rpcrdma call`.
+#[derive(ClapArgs, Debug)]
+pub struct CallArgs {
+    #[command(flatten)]
+    conn: ConnOpts,
+    /// The server: `@name` or a socket path (soft), `IP:PORT` (verbs).
+    #[arg(long)]
+    connect: Option<String>,
+    /// What to call: null, echo:N, read:N, write:N.
+    #[arg(long, default_value = "null")]
+    workload: WorkloadArg,
+    /// How many calls, one after the other.
+    #[arg(long, default_value_t = 1)]
+    count: u32,
+    /// Per-call timeout, in milliseconds.
+    #[arg(long, default_value_t = 5000)]
+    timeout_ms: u64,
+    /// Any other program's procedure instead of the built-in workload.
+    #[command(flatten)]
+    generic: crate::call_generic::Generic,
+}
+
+/// Arguments of `rpcrdma bench rpc`.
+#[derive(ClapArgs, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    conn: ConnOpts,
+    /// A running `rpcrdma serve` to load; without it, a server runs in this process on
+    /// its own pinned worker.
+    #[arg(long)]
+    connect: Option<String>,
+    /// Where the in-process server listens (default: a fresh abstract name on soft,
+    /// 10.0.2.15:20050 on verbs, the soft-RoCE guest's address).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Workloads, comma-separated: null, echo:N, read:N, write:N (one report each).
+    #[arg(long, value_delimiter = ',', default_value = "null")]
+    workload: Vec<WorkloadArg>,
+    /// Calls kept in flight on each connection.
+    #[arg(long, default_value_t = 1)]
+    depth: u32,
+    /// Connections to the server, each with `--depth` calls in flight.
+    #[arg(long, default_value_t = 1)]
+    conns: usize,
+    /// Worker threads of the in-process server (pinned after the client threads' cores).
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Client threads sharing the connections (each polls its share in turn).
+    #[arg(long, default_value_t = 1)]
+    client_threads: usize,
+    /// Fault run: drop a connection every this many seconds (soft: the fabric's
+    /// disconnect; verbs: rdma_disconnect), with Calls in flight; needs --retransmit. The
+    /// report says how many RPCs completed, were retransmitted and reconnected, and checks
+    /// that none was lost or completed twice (and, against a server that counts executions,
+    /// that every XID ran).
+    #[arg(long)]
+    disconnect_every: Option<f64>,
+    /// Measured seconds per workload.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Warm-up seconds before each measurement.
+    #[arg(long, default_value_t = 0.3)]
+    warmup: f64,
+    /// Core of the first client thread (the others take the next ones, then the
+    /// in-process server's workers).
+    #[arg(long, default_value_t = 0)]
+    core: usize,
+    /// Print one JSON object per workload.
+    #[arg(long)]
+    json: bool,
+    /// Measure another program's procedure (no arguments; a NULL, say) instead of the
+    /// built-in workloads: its number.
+    #[arg(long, conflicts_with = "workload")]
+    prog: Option<u32>,
+    /// The program's version.
+    #[arg(long, default_value_t = 1, requires = "prog")]
+    vers: u32,
+    /// The procedure.
+    #[arg(long = "proc", default_value_t = 0, requires = "prog")]
+    proc_num: u32,
+}
+
+impl BenchArgs {
+    /// The workloads to run: `--prog`'s procedure, or `--workload`'s.
+    fn workloads(&self) -> Vec<Workload> {
+        match self.prog {
+            Some(prog) => vec![Workload::Proc {
+                prog,
+                vers: self.vers,
+                proc_num: self.proc_num,
+            }],
+            None => self.workload.iter().map(|w| w.0).collect(),
+        }
+    }
+}
+
+fn fail(what: &str, e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("{what}: {e}");
+    ExitCode::FAILURE
+}
+
+fn parse_addr<P: Provider>(s: &str) -> Result<P::Addr, String>
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: std::fmt::Display,
+{
+    s.parse::<P::Addr>()
+        .map_err(|e| format!("bad address {s:?}: {e}"))
+}
+
+/// A snapshot as JSON: every counter the engine keeps, the error counters grouped.
+fn snapshot_json(s: &Snapshot) -> Value {
+    let mut top = serde_json::Map::new();
+    let mut errors = serde_json::Map::new();
+    for (name, v) in s.fields() {
+        let into = if ERROR_COUNTERS.contains(&name) {
+            &mut errors
+        } else {
+            &mut top
+        };
+        into.insert(name.to_string(), json!(v));
+    }
+    top.insert("errors".to_string(), Value::Object(errors));
+    Value::Object(top)
+}
+
+/// `n` clients connected to the server at `addr`.
+fn connect_all<P: Provider>(
+    open: &(dyn Fn() -> Result<P::Device, String> + Sync),
+    addr: &str,
+    cfg: ConnConfig,
+    n: usize,
+) -> Result<Vec<Client<P>>, String>
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: std::fmt::Display,
+{
+    let addr = parse_addr::<P>(addr)?;
+    let device = open()?;
+    (0..n)
+        .map(|_| {
+            connect_one::<P>(&device, &addr, cfg).map_err(|e| format!("connect to {addr}: {e}"))
+        })
+        .collect()
+}
+
+/// One client: serving the server's reverse Calls from the built-in program when
+/// `--reverse` asks for it.
+fn connect_one<P: Provider>(
+    device: &P::Device,
+    addr: &P::Addr,
+    cfg: ConnConfig,
+) -> Result<Client<P>, ConnError> {
+    if cfg.reverse_credits > 0 {
+        Client::<P>::connect_serving(device, addr, cfg, program::dispatch())
+    } else {
+        Client::<P>::connect(device, addr, cfg)
+    }
+}

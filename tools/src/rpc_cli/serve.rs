@@ -1,0 +1,127 @@
+//! `rpcrdma serve`: a listener, pinned workers (calling their clients back with
+//! `--reverse`), graceful stop, the workers' counters.
+
+use super::*;
+
+/// Runs `rpcrdma serve`.
+pub fn serve(args: &ServeArgs) -> ExitCode {
+    let addr = args
+        .listen
+        .clone()
+        .unwrap_or_else(|| args.conn.default_addr().to_string());
+    match args.conn.provider {
+        Which::Soft => match Soft::open_device(None) {
+            Ok(d) => serve_on::<Soft>(d, &addr, args),
+            Err(e) => fail("soft fabric", e),
+        },
+        Which::Verbs => match open_verbs(args.conn.device.as_deref()) {
+            Ok(d) => serve_on::<Verbs>(d, &addr, args),
+            Err(e) => fail("verbs", e),
+        },
+    }
+}
+
+fn serve_on<P: Provider>(device: P::Device, addr: &str, args: &ServeArgs) -> ExitCode
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: std::fmt::Display,
+    ServerConn<P>: Send,
+{
+    let addr = match parse_addr::<P>(addr) {
+        Ok(a) => a,
+        Err(e) => return fail("serve", e),
+    };
+    let dispatch = if args.count_executions {
+        let mut d = rpcrdma_engine::dispatch::Dispatch::new();
+        program::register_counted(&mut d);
+        Arc::new(d)
+    } else {
+        program::dispatch()
+    };
+    let config = args.conn.config_with(Version::Auto);
+    let mut server = match Server::<P>::listen(device, &addr, dispatch, config) {
+        Ok(s) => s,
+        Err(e) => return fail(&format!("listen on {addr}"), e),
+    };
+    let configs: Vec<WorkerConfig> = (0..args.workers.max(1))
+        .map(|i| WorkerConfig {
+            core: args.first_core.map(|c| c + i),
+            max_conns: 64,
+        })
+        .collect();
+    let mut workers = match Workers::<Callbacks<P>>::start(&configs) {
+        Ok(w) => w,
+        Err(e) => return fail("starting workers", e),
+    };
+    eprintln!(
+        "rpcrdma serve: program {} v{} on {} ({}), {} worker(s)",
+        program::PROG,
+        program::VERS,
+        addr,
+        P::NAME,
+        workers.len()
+    );
+    // SIGINT and SIGTERM end the service gracefully: Calls in process finish, the
+    // connections close, the counters are printed.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&stop)) {
+            eprintln!("rpcrdma serve: cannot handle signal {sig}: {e}");
+        }
+    }
+    // Reverse results that were wrong or failed, over every connection (`--reverse`).
+    let bad_reverse = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let mut next_stats = start;
+    loop {
+        if stop.load(Ordering::Relaxed)
+            || (args.seconds > 0 && start.elapsed() >= Duration::from_secs(args.seconds))
+        {
+            break;
+        }
+        match server.accept(Duration::from_millis(200)) {
+            Ok(conn) => {
+                let n = conn.negotiation();
+                eprintln!(
+                    "rpcrdma serve: accepted a connection ({n:?}), {:.1} MiB registered",
+                    conn.registered_bytes() as f64 / f64::from(1 << 20)
+                );
+                let conn = Callbacks::new(conn, args.conn.reverse, Arc::clone(&bad_reverse));
+                if let Err(e) = workers.assign(conn) {
+                    eprintln!("rpcrdma serve: connection refused: {e}");
+                }
+            }
+            Err(ConnError::Connect(ConnectError::Timeout)) => {}
+            Err(e) => eprintln!("rpcrdma serve: a connection attempt failed: {e}"),
+        }
+        if args.stats_every > 0 && Instant::now() >= next_stats {
+            next_stats = Instant::now() + Duration::from_secs(args.stats_every);
+            eprintln!("{}", workers_json(&workers.stats()));
+        }
+    }
+    let stats = workers.stats();
+    if let Err(e) = workers.shutdown(Duration::from_secs(2)) {
+        return fail("stopping workers", e);
+    }
+    let mut out = workers_json(&stats);
+    let bad = bad_reverse.load(Ordering::Relaxed);
+    if args.conn.reverse > 0 {
+        out["reverse_bad"] = json!(bad);
+    }
+    println!("{out}");
+    if bad > 0 {
+        eprintln!("rpcrdma serve: {bad} reverse-direction results were wrong or failed");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+fn workers_json(stats: &[WorkerStats]) -> Value {
+    json!({
+        "workers": stats.iter().map(|w| json!({
+            "core": w.core, "loops": w.loops, "busy_loops": w.busy_loops,
+            "conns": w.conns, "conns_adopted": w.conns_adopted, "conns_dead": w.conns_dead,
+            "counters": snapshot_json(&w.rpc),
+        })).collect::<Vec<_>>(),
+    })
+}
