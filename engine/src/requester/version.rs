@@ -174,10 +174,16 @@ impl<P: Provider> Client<P> {
                     _ => {}
                 }
             }
-            if n == 0 {
-                if Instant::now() > deadline {
+            // Checked on every pass, busy or not: a peer sending anything but the answer
+            // cannot hold the connect past its timeout.
+            if Instant::now() > deadline {
+                if found.is_none() {
                     return Err(ConnError::VersionTimeout);
                 }
+                // Answered; its Send's completion, still to come, is ignored like any Send's.
+                break;
+            }
+            if n == 0 {
                 std::hint::spin_loop();
             }
         }
