@@ -423,7 +423,8 @@ fn reverse_calls_interleave_with_forward_calls_without_credit_overrun() {
         .map(|i| opaque(&pattern(i, 64 + 4 * i as usize)))
         .collect();
     let (mut sent, mut done, mut most) = (0u64, 0u64, 0u32);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // A hang detector only: generous for a loaded machine.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while done < 2000 {
         s.poll();
         if sent < 2000 {
