@@ -155,20 +155,24 @@ impl<P: Provider> Client<P> {
                 }
                 match wrid::kind(wc.wr_id) {
                     Some(Kind::Send) if wrid::index(wc.wr_id) == CTL_INDEX => sent = true,
-                    Some(Kind::Recv) if found.is_some() => {
-                        // After the answer: the server's first Calls to this end (reverse
-                        // direction), handled by the first poll.
-                        self.early.push(wc);
-                    }
                     Some(Kind::Recv) => {
                         let r = wrid::index(wc.wr_id);
                         let bytes = view::bytes(&self.recv[r as usize], wc.byte_len as usize);
-                        found = opening_answer(bytes, xid);
-                        if found.is_none() {
-                            bump(&self.stats.discards, 1);
-                        }
-                        if let Some(qp) = self.qp.as_mut() {
-                            conn::repost_recvs::<P>(qp, &self.recv, &[r])?;
+                        match found
+                            .is_none()
+                            .then(|| opening_answer(bytes, xid))
+                            .flatten()
+                        {
+                            Some(answer) => {
+                                found = Some(answer);
+                                if let Some(qp) = self.qp.as_mut() {
+                                    conn::repost_recvs::<P>(qp, &self.recv, &[r])?;
+                                }
+                            }
+                            // Anything else (the server's first reverse-direction Calls, or
+                            // what a broken peer sends) is judged by the first poll, as any
+                            // message received later would be.
+                            None => self.early.push(wc),
                         }
                     }
                     _ => {}

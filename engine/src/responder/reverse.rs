@@ -175,7 +175,10 @@ impl<P: Provider> ServerConn<P> {
         if self.io.dead {
             return Err(ReverseCallError::Disconnected);
         }
-        if self.io.wire != Wire::V2 {
+        // Version 2 once the client's first message has said so (its RDMA2_CONNPROP, or a
+        // version 2 Call): before that, a client still opening its connection would not know
+        // the Call for one.
+        if self.io.wire != Wire::V2 || self.negotiation.wire() != Wire::V2 {
             return Err(ReverseCallError::NotVersion2);
         }
         let peer: PeerProps = self.negotiation.peer;
