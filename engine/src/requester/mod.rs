@@ -553,8 +553,6 @@ pub struct Client<P: Provider> {
     ctl: Buf<P>,
     /// Reverse-direction Calls served (version 2), with their Reply buffers.
     serving: Option<reverse::Serving<P>>,
-    /// The length of each receive's message, for reverse Calls held for a later poll.
-    reverse_len: Box<[u32]>,
     /// Receive completions polled while the version 2 opening finished (reverse Calls
     /// that followed the server's answer at once): handled by the next poll.
     early: Vec<Wc>,
@@ -722,7 +720,6 @@ impl<P: Provider> Client<P> {
             wire: Wire::V1,
             ctl,
             serving,
-            reverse_len: vec![0; nrecv as usize].into_boxed_slice(),
             early: Vec::with_capacity(nrecv as usize),
             spare: Spare {
                 free: (0..n).rev().collect(),

@@ -12,6 +12,7 @@
 //! for Write or Reply chunks, [V2] §5.3.3); a deferring handler is answered SYSTEM_ERR (a
 //! callback has no one to complete it later).
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use rpcrdma_proto::header::Chunks;
@@ -38,8 +39,9 @@ pub(super) struct Serving<P: Provider> {
     bufs: Box<[Buf<P>]>,
     /// Send-queue number of each buffer's last Reply (0: never used).
     seqs: Vec<u64>,
-    /// Receives holding reverse Calls not yet answered (every buffer was in flight).
-    waiting: Vec<u32>,
+    /// Receives (index, message length) holding reverse Calls not yet answered (every
+    /// buffer was in flight), in arrival order.
+    waiting: VecDeque<(u32, u32)>,
     /// Declared last: its buffers are dropped first.
     _pool: BufferPool<P>,
 }
@@ -56,7 +58,7 @@ impl<P: Provider> Serving<P> {
             dispatch,
             bufs,
             seqs: vec![0; count as usize],
-            waiting: Vec::with_capacity(count as usize),
+            waiting: VecDeque::with_capacity(count as usize),
             _pool: pool,
         })
     }
@@ -94,20 +96,14 @@ impl<P: Provider> Client<P> {
     /// Answers the reverse Calls that waited for a Reply buffer, while buffers allow.
     #[cold]
     pub(super) fn retry_reverse(&mut self) {
-        let Some(s) = self.serving.as_mut() else {
-            return;
-        };
-        let waiting = core::mem::take(&mut s.waiting);
-        for &r in &waiting {
-            let len = self.reverse_len[r as usize];
+        // Each waiting Call is tried once, in order; one still without a buffer goes back
+        // to the end of the queue.
+        let n = self.serving.as_ref().map_or(0, |s| s.waiting.len());
+        for _ in 0..n {
+            let Some((r, len)) = self.serving.as_mut().and_then(|s| s.waiting.pop_front()) else {
+                return;
+            };
             self.serve_reverse(r, len);
-        }
-        if let Some(s) = self.serving.as_mut() {
-            let mut w = waiting;
-            w.clear();
-            if s.waiting.is_empty() {
-                s.waiting = w;
-            }
         }
     }
 
@@ -122,8 +118,7 @@ impl<P: Provider> Client<P> {
         };
         let sq = &self.sq;
         let Some(k) = s.seqs.iter().position(|&q| sq.is_retired(q)) else {
-            self.reverse_len[ridx as usize] = len;
-            s.waiting.push(ridx);
+            s.waiting.push_back((ridx, len));
             return;
         };
         let grant = s.bufs.len() as u32;

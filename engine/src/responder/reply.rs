@@ -261,16 +261,25 @@ pub(super) fn rdma_error<P: Provider>(
 ) -> Built {
     let xid = word(call, 0);
     let vers = word(call, 4);
-    let h = Header::error(xid, vers, grant, err);
-    match h.encode(view::bytes_mut(ring)) {
+    let counter = match err {
+        RdmaError::Vers { .. } => &io.stats.err_vers,
+        RdmaError::Chunk => &io.stats.err_chunk,
+    };
+    error_sent(
+        counter,
+        Header::error(xid, vers, grant, err).encode(view::bytes_mut(ring)),
+    )
+}
+
+/// The Send of an error header of `encoded` bytes, counted in `counter`; fatal when it did
+/// not fit the reply buffer.
+fn error_sent(
+    counter: &std::sync::atomic::AtomicU64,
+    encoded: Result<usize, rpcrdma_proto::error::EncodeError>,
+) -> Built {
+    match encoded {
         Ok(n) => {
-            bump(
-                match err {
-                    RdmaError::Vers { .. } => &io.stats.err_vers,
-                    RdmaError::Chunk => &io.stats.err_chunk,
-                },
-                1,
-            );
+            bump(counter, 1);
             Built::Send {
                 len: n as u32,
                 inv: None,
@@ -291,22 +300,14 @@ pub(super) fn rdma2_error<P: Provider>(
 ) -> Built {
     let xid = word(call, 0);
     let vers = word(call, 4);
-    match Header2::error(xid, vers, grant, err).encode(view::bytes_mut(ring)) {
-        Ok(n) => {
-            bump(
-                match err {
-                    Error2::Vers { .. } => &io.stats.err_vers,
-                    _ => &io.stats.rdma2_errors,
-                },
-                1,
-            );
-            Built::Send {
-                len: n as u32,
-                inv: None,
-            }
-        }
-        Err(_) => Built::Fatal,
-    }
+    let counter = match err {
+        Error2::Vers { .. } => &io.stats.err_vers,
+        _ => &io.stats.rdma2_errors,
+    };
+    error_sent(
+        counter,
+        Header2::error(xid, vers, grant, err).encode(view::bytes_mut(ring)),
+    )
 }
 
 /// Refuses the Call `call` for the reason `precise`: version 2 says it ([V2] §5.3.3: the
