@@ -4,7 +4,8 @@
 //! credential NULL, GETATTR, LOOKUP, a READ through a Write chunk, a WRITE through a Read
 //! chunk (FILE_SYNC) and a READDIRPLUS of a large directory through the Reply chunk, each
 //! checked against the exported directory as this machine sees it; or `--null-bench N`,
-//! N NULL round trips with their percentiles.
+//! N NULL round trips with their percentiles; or `--getattr-bench N` (after MOUNT), N
+//! GETATTRs of the root, a procedure that reaches the server's file system.
 //!
 //! ```sh
 //! nfs3probe --server 10.0.2.15 --port 20049 --mountport 20048 --export /export \
@@ -77,6 +78,10 @@ struct Cli {
     /// Time N NULL round trips instead (prints one JSON line).
     #[arg(long)]
     null_bench: Option<usize>,
+    /// Time N GETATTRs of the export's root instead (MOUNT first; prints one JSON line): the
+    /// round trip of a procedure that reaches the file system.
+    #[arg(long)]
+    getattr_bench: Option<usize>,
     /// RPC-over-RDMA version: 1, 2, or auto (2 if the server speaks it, else 1 on the same
     /// connection).
     #[arg(long, default_value = "1")]
@@ -199,6 +204,39 @@ fn status(results: &[u8]) -> (u32, XdrReader<'_>) {
     (r.u32().unwrap_or(u32::MAX), r)
 }
 
+/// Times `n` calls of `call`, each of which must answer `true`; the latencies in ns.
+fn time_calls(
+    n: usize,
+    mut call: impl FnMut() -> Result<bool, String>,
+) -> Result<Vec<u64>, String> {
+    let mut lat = Vec::with_capacity(n);
+    for i in 0..n {
+        let t = Instant::now();
+        if !call()? {
+            return Err(format!("call {i} of {n} did not succeed"));
+        }
+        lat.push(t.elapsed().as_nanos() as u64);
+    }
+    Ok(lat)
+}
+
+/// `{"n":..,"p50":..,"p90":..,"p99":..,"min":..}` of latencies in ns.
+fn percentiles(mut lat: Vec<u64>) -> String {
+    if lat.is_empty() {
+        return "{\"n\":0}".into();
+    }
+    lat.sort_unstable();
+    let q = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
+    format!(
+        "{{\"n\":{},\"p50\":{},\"p90\":{},\"p99\":{},\"min\":{}}}",
+        lat.len(),
+        q(0.5),
+        q(0.9),
+        q(0.99),
+        lat[0]
+    )
+}
+
 fn run(cli: &Cli) -> Result<usize, String> {
     let mut body = [0u8; 64];
     let n = auth_sys(&mut body);
@@ -236,29 +274,26 @@ fn run(cli: &Cli) -> Result<usize, String> {
         a
     };
     if let Some(n) = cli.null_bench {
-        let mut lat = Vec::with_capacity(n);
-        for _ in 0..n {
-            let t = Instant::now();
-            nfs(&mut c, null(cred), |r| r.is_success())?;
-            lat.push(t.elapsed().as_nanos() as u64);
-        }
-        lat.sort_unstable();
-        let q = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
-        println!(
-            "{{\"null_rtt_ns\":{{\"n\":{n},\"p50\":{},\"p90\":{},\"p99\":{},\"min\":{}}}}}",
-            q(0.5),
-            q(0.9),
-            q(0.99),
-            lat[0]
-        );
+        let lat = time_calls(n, || nfs(&mut c, null(cred), |r| r.is_success()))?;
+        println!("{{\"null_rtt_ns\":{}}}", percentiles(lat));
         c.disconnect();
         return Ok(0);
     }
     let root = mount(cli, cred)?;
+    let fh_args = xdr(|w| w.put_opaque_var(&root, 64));
+    if let Some(n) = cli.getattr_bench {
+        let lat = time_calls(n, || {
+            let mut a = CallArgs::new(NFS, V3, GETATTR, &fh_args, 256);
+            a.cred = cred;
+            nfs(&mut c, a, |r| status(r.results).0 == 0)
+        })?;
+        println!("{{\"getattr_rtt_ns\":{}}}", percentiles(lat));
+        c.disconnect();
+        return Ok(0);
+    }
     checks.check("MNT", !root.is_empty(), || "no handle".into());
     let ok = nfs(&mut c, null(cred), |r| r.is_success())?;
     checks.check("NULL", ok, || "not SUCCESS".into());
-    let fh_args = xdr(|w| w.put_opaque_var(&root, 64));
     let mut a = CallArgs::new(NFS, V3, GETATTR, &fh_args, 256);
     a.cred = cred;
     let ftype = nfs(&mut c, a, |r| {

@@ -174,7 +174,7 @@ nfs_tests() {
             # A client that asks for version 2: the kernel answers ERR_VERS, the same
             # connection goes on in version 1 and every check passes.
             probe_server kernel-nfsd 20049 20048 "$KEXPORT" "$KEXPORT" auto 1
-            null_rtt kernel-nfsd 20049
+            null_rtt kernel-nfsd 20049 20048 "$KEXPORT"
         fi
         sweep_null kernel-nfsd 20049
     else
@@ -189,7 +189,7 @@ nfs_tests() {
             if command -v nfs3probe >/dev/null; then
                 # NFSv3 over RPC-over-RDMA version 2 between the engine's two ends.
                 probe_server nfs3d 20050 20058 / "$NEXPORT" 2 2
-                null_rtt nfs3d 20050
+                null_rtt nfs3d 20050 20058 /
             fi
             nfs3d_stop
             echo "nfs3d counters: $(tail -n 1 "$NFS_WORK/nfs3d.out")"
@@ -232,7 +232,7 @@ nfs_time() { # SERVER STEP
 nfs_times_table() {
     local st k n
     for st in mount dd-write-64m dd-read-64m tree-copy tree-diff tree-remove create-2000 \
-        list-2000 umount null-rtt-p50-us; do
+        list-2000 umount null-rtt-p50-us getattr-rtt-p50-us; do
         k=$(nfs_time kernel-nfsd "$st")
         n=$(nfs_time nfs3d "$st")
         if [ -n "$k" ] && [ -n "$n" ]; then
@@ -282,17 +282,26 @@ sweep_null() { # SERVER PORT
     fi
 }
 
-# NULL round trips from the engine's requester: the p50, in microseconds, as a timed step.
-null_rtt() { # SERVER PORT
-    local out p50
-    if out=$(timeout 120 nfs3probe --server "$IP" --port "$2" --null-bench "${NULL_N:-2000}" 2>&1); then
-        echo "$1: $out"
-        p50=$(sed -n 's/.*"p50":\([0-9]*\).*/\1/p' <<<"$out")
-        echo "{\"server\":\"$1\",\"step\":\"null-rtt-p50-us\",\"seconds\":$(awk -v v="$p50" 'BEGIN { printf "%.3f", v / 1000 }'),\"ok\":true}" \
+# Round trips from the engine's requester, the p50 in microseconds as a timed step: NULL
+# (the transport and dispatch), then GETATTR of the export's root (a procedure that reaches
+# the server's file system).
+null_rtt() { # SERVER PORT MOUNTPORT REMOTE
+    rtt "$1" null-rtt-p50-us "NULL" --server "$IP" --port "$2" --null-bench "${NULL_N:-2000}"
+    rtt "$1" getattr-rtt-p50-us "GETATTR" --server "$IP" --port "$2" --mountport "$3" \
+        --export "$4" --getattr-bench "${NULL_N:-2000}"
+}
+
+rtt() { # SERVER STEP WHAT NFS3PROBE-ARGS...
+    local s=$1 step=$2 what=$3 out p50
+    shift 3
+    if out=$(timeout 120 nfs3probe "$@" 2>&1) \
+        && p50=$(sed -n 's/.*"p50":\([0-9]*\).*/\1/p' <<<"$out") && [ -n "$p50" ]; then
+        echo "$s: $out"
+        echo "{\"server\":\"$s\",\"step\":\"$step\",\"seconds\":$(awk -v v="$p50" 'BEGIN { printf "%.3f", v / 1000 }'),\"ok\":true}" \
             >>"$NFS_WORK/times.jsonl"
-        pass "$1: NULL round trips from the engine"
+        pass "$s: $what round trips from the engine"
     else
         echo "$out"
-        fail "$1: NULL round trips from the engine"
+        fail "$s: $what round trips from the engine"
     fi
 }

@@ -86,6 +86,14 @@ struct Cli {
     /// I/O threads that run the file system operations.
     #[arg(long, default_value_t = 4)]
     io_threads: usize,
+    /// Send GETATTR, ACCESS and LOOKUP to the I/O threads too, instead of answering them
+    /// on the worker when the kernel's caches hold what they need.
+    #[arg(long)]
+    no_on_worker: bool,
+    /// Microseconds an idle I/O thread keeps looking for the next job (yielding its core)
+    /// before it sleeps; 0: it sleeps at once.
+    #[arg(long, default_value_t = 0)]
+    io_spin_us: u64,
     /// Where nfs3d keeps its state (the file handle key); default: `$TMPDIR/nfs3d-state`.
     #[arg(long)]
     state_dir: Option<PathBuf>,
@@ -201,10 +209,12 @@ where
         Err(e) => return fail(&format!("export {}", cli.export.display()), e),
     };
     let nfs = Nfs::new(Arc::clone(&export), cli.config(), DrcLimits::default());
-    let pool = match IoPool::start(cli.io_threads, &nfs) {
-        Ok(p) => p,
-        Err(e) => return fail("starting the I/O threads", e),
-    };
+    nfs.set_on_worker(!cli.no_on_worker);
+    let pool =
+        match IoPool::start_spinning(cli.io_threads, &nfs, Duration::from_micros(cli.io_spin_us)) {
+            Ok(p) => p,
+            Err(e) => return fail("starting the I/O threads", e),
+        };
     let cfg = conn_config(
         cli.credits,
         cli.max_io,

@@ -69,6 +69,10 @@ pub struct NfsStats {
     pub dropped: AtomicU64,
     /// Completions retried because the connection had no reply room at the time.
     pub retries: AtomicU64,
+    /// GETATTR, ACCESS and LOOKUP answered on the worker from the kernel's caches.
+    pub on_worker: AtomicU64,
+    /// Those that needed more than the caches and went to an I/O thread.
+    pub on_worker_missed: AtomicU64,
 }
 
 fn get(c: &AtomicU64) -> u64 {
@@ -114,6 +118,8 @@ impl NfsStats {
             "answered": get(&self.answered),
             "dropped": get(&self.dropped),
             "retries": get(&self.retries),
+            "on_worker": get(&self.on_worker),
+            "on_worker_missed": get(&self.on_worker_missed),
         })
     }
 }

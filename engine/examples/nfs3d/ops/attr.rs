@@ -4,13 +4,13 @@
 use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
 use rustix::fs::{AtFlags, Gid, Mode, OFlags, Timespec, Timestamps, Uid, UTIME_NOW, UTIME_OMIT};
 
-use super::export::{fattr, stat_at, Export};
+use super::export::{fattr, stat_at, Export, Reach};
 use super::{Caller, Fail, Res};
 use crate::xdr::{self, put_post_op_attr, put_wcc, FType, Sattr, SetTime, Stat, WccAttr};
 
-/// GETATTR (§3.3.1).
-pub fn getattr(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>) -> Res {
-    let o = e.resolve(xdr::fh(r)?)?;
+/// GETATTR (§3.3.1), the object reached as `reach` allows.
+pub fn getattr(e: &Export, reach: Reach, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>) -> Res {
+    let o = e.resolve_in(xdr::fh(r)?, reach)?;
     w.put_u32(Stat::Ok as u32)?;
     fattr(&o.st).encode(w)?;
     Ok(())
@@ -112,7 +112,7 @@ pub fn setattr(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>) -> Res 
     let status = match applied {
         Ok(()) => Stat::Ok,
         Err(Fail::Status(s)) => s,
-        Err(Fail::Garbage) => return Err(Fail::Garbage),
+        Err(f) => return Err(f),
     };
     w.put_u32(status as u32)?;
     put_wcc(w, Some(&WccAttr::from(&before)), after.as_ref())?;
@@ -159,10 +159,16 @@ pub fn allowed(caller: &Caller, a: &crate::xdr::Fattr) -> u32 {
 }
 
 /// ACCESS (§3.3.4): the rights asked for that the caller has.
-pub fn access(e: &Export, caller: &Caller, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>) -> Res {
+pub fn access(
+    e: &Export,
+    reach: Reach,
+    caller: &Caller,
+    r: &mut XdrReader<'_>,
+    w: &mut XdrWriter<'_>,
+) -> Res {
     let fh = xdr::fh(r)?;
     let asked = r.u32()?;
-    let o = e.resolve(fh)?;
+    let o = e.resolve_in(fh, reach)?;
     let a = fattr(&o.st);
     w.put_u32(Stat::Ok as u32)?;
     put_post_op_attr(w, Some(&a))?;

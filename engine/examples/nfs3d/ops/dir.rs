@@ -10,7 +10,7 @@ use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
 use rustix::fs::{AtFlags, Gid, Mode, OFlags, Statx, Timespec, Timestamps, Uid};
 
 use super::attr::apply;
-use super::export::{self, fattr, stat_at, Export, Obj};
+use super::export::{self, fattr, stat_at, Export, Obj, Reach};
 use super::{Caller, Fail, Res};
 use crate::xdr::{
     self, put_post_op_attr, put_post_op_fh, put_wcc, FType, Fattr, Sattr, SetTime, Stat, WccAttr,
@@ -32,40 +32,38 @@ fn child_path(dir: &Path, name: &CString) -> PathBuf {
     dir.join(std::ffi::OsStr::from_bytes(name.as_bytes()))
 }
 
-/// LOOKUP (§3.3.3): `..` is the parent, and the root's parent the root itself, so that a
-/// client can never walk out of the export.
-pub fn lookup(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>) -> Res {
+/// LOOKUP (§3.3.3), the objects reached as `reach` allows: `..` is the parent, and the
+/// root's parent the root itself, so that a client can never walk out of the export.
+pub fn lookup(e: &Export, reach: Reach, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>) -> Res {
     let (dfh, name) = xdr::diropargs(r)?;
-    let (d, dfd) = e.dir(dfh)?;
+    let (d, dfd) = e.dir_in(dfh, reach)?;
     let dattr = fattr(&d.st);
-    let found: Result<(PathBuf, Statx), Stat> = match name {
+    let found: Result<(PathBuf, Statx), Fail> = match name {
         b"." => Ok((d.rel.clone(), d.st)),
         b".." => {
             let up = d.rel.parent().map(Path::to_path_buf).unwrap_or_default();
-            e.open_dir(&up)
-                .and_then(|fd| stat_at(&fd, &dot()))
+            e.open_dir_in(&up, reach)
+                .and_then(|fd| export::stat_child(&fd, &dot(), reach))
                 .map(|st| (up, st))
-                .map_err(Stat::from)
         }
         _ => match export::name(name) {
-            Ok(n) => stat_at(&dfd, &n)
-                .map(|st| (child_path(&d.rel, &n), st))
-                .map_err(Stat::from),
-            Err(s) => Err(if s == Stat::Inval { Stat::NoEnt } else { s }),
+            Ok(n) => export::stat_child(&dfd, &n, reach).map(|st| (child_path(&d.rel, &n), st)),
+            Err(s) => Err(Fail::Status(if s == Stat::Inval { Stat::NoEnt } else { s })),
         },
     };
     match found {
         Ok((rel, st)) => {
-            let fh = e.handle_for(&rel, &st);
+            let fh = e.handle_in(&rel, &st, reach)?;
             w.put_u32(Stat::Ok as u32)?;
             w.put_opaque_var(fh.as_bytes(), xdr::FHSIZE)?;
             put_post_op_attr(w, Some(&fattr(&st)))?;
             put_post_op_attr(w, Some(&dattr))?;
         }
-        Err(s) => {
+        Err(Fail::Status(s)) => {
             w.put_u32(s as u32)?;
             put_post_op_attr(w, Some(&dattr))?;
         }
+        Err(f) => return Err(f),
     }
     Ok(())
 }

@@ -12,16 +12,16 @@
 //! breadth-first search of the export. An object not found is NFS3ERR_STALE.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::ffi::{CString, OsStr};
+use std::ffi::{CStr, CString, OsStr};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use rustix::fs::{AtFlags, Mode, OFlags, Statx, StatxFlags, CWD};
+use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, Statx, StatxFlags, CWD};
 
-use super::Config;
+use super::{Config, Fail};
 use crate::fh::{self, Fh, Id, Key};
 use crate::xdr::{FType, Fattr, Stat, Time, NAME_MAX};
 
@@ -32,6 +32,53 @@ const SEARCH_LIMIT: usize = 1_000_000;
 const CACHE_MAX: usize = 1 << 20;
 /// Removed objects remembered at most, so that their handles are STALE at once.
 const GONE_MAX: usize = 1 << 16;
+
+/// How far the server may go to reach an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Any way, waiting for the file system where it must (an I/O thread).
+    Any,
+    /// Only through what the kernel holds in its caches (`openat2` with `RESOLVE_CACHED`,
+    /// `statx` with `AT_STATX_DONT_SYNC` on the descriptor): a polling worker, which must
+    /// never wait for a disk. Anything more is [`Fail::WouldBlock`]: the pool does it.
+    Cached,
+}
+
+/// `openat2` resolving only through the dentry cache, beneath `dir`, never following a
+/// link (a trailing one is opened itself, with `O_PATH | O_NOFOLLOW`); `EAGAIN` when the
+/// path is not all cached, `ENOENT` when a cached negative entry says it is not there.
+fn open_cached(dir: &OwnedFd, path: &CStr, flags: OFlags) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat2(
+        dir,
+        path,
+        flags | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::CACHED | ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS,
+    )
+}
+
+/// The attributes of the object `fd` was opened on, from memory (no path walk).
+fn stat_fd(fd: &OwnedFd) -> rustix::io::Result<Statx> {
+    rustix::fs::statx(
+        fd,
+        c"",
+        AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW | AtFlags::STATX_DONT_SYNC,
+        StatxFlags::BASIC_STATS | StatxFlags::BTIME,
+    )
+}
+
+/// The child `name` of the directory `dfd` (a checked name), reached as `reach` allows:
+/// its attributes, or `NFS3ERR_NOENT` and the like when it is known not to be there.
+pub fn stat_child(dfd: &OwnedFd, name: &CString, reach: Reach) -> Result<Statx, Fail> {
+    match reach {
+        Reach::Any => Ok(stat_at(dfd, name)?),
+        Reach::Cached => match open_cached(dfd, name.as_c_str(), OFlags::PATH) {
+            Ok(fd) => stat_fd(&fd).map_err(|_| Fail::WouldBlock),
+            Err(rustix::io::Errno::NOENT) => Err(Fail::Status(Stat::NoEnt)),
+            Err(_) => Err(Fail::WouldBlock),
+        },
+    }
+}
 
 /// An object a handle resolved to: where it is and what it was when last looked at.
 #[derive(Debug)]
@@ -234,6 +281,23 @@ impl Export {
         self.key.handle(id)
     }
 
+    /// The handle of an object with attributes `st`, remembered at `rel`, as `reach`
+    /// allows: a worker never waits for the path cache's lock ([`Fail::WouldBlock`]).
+    pub fn handle_in(&self, rel: &Path, st: &Statx, reach: Reach) -> Result<Fh, Fail> {
+        if reach == Reach::Any {
+            return Ok(self.handle_for(rel, st));
+        }
+        let id = id_of(st);
+        let mut c = self.cache.try_lock().map_err(|_| Fail::WouldBlock)?;
+        if c.get(&(id.dev, id.ino)).map(PathBuf::as_path) != Some(rel) {
+            if c.len() >= CACHE_MAX {
+                return Err(Fail::WouldBlock);
+            }
+            c.insert((id.dev, id.ino), rel.to_path_buf());
+        }
+        Ok(self.key.handle(id))
+    }
+
     /// Forgets where an object was (it was removed).
     pub fn forget(&self, st: &Statx) {
         if let Ok(mut c) = self.cache.lock() {
@@ -308,6 +372,79 @@ impl Export {
         let o = self.at(&rel, id).ok_or(Stat::Stale)?;
         self.remember(id, rel);
         Ok(o)
+    }
+
+    /// The object `fh` names, reached as `reach` allows: through the caches only, a
+    /// handle the path cache does not know, or whose path no longer names it, is
+    /// [`Fail::WouldBlock`] (the pool searches for it).
+    pub fn resolve_in(&self, fh: &[u8], reach: Reach) -> Result<Obj, Fail> {
+        if reach == Reach::Any {
+            return Ok(self.resolve(fh)?);
+        }
+        let id = self.key.open(fh).ok_or(Stat::BadHandle)?;
+        // try_lock: a worker never waits for an I/O thread holding the cache.
+        let rel = match self.cache.try_lock() {
+            Ok(c) => c.get(&(id.dev, id.ino)).cloned(),
+            Err(_) => None,
+        }
+        .ok_or(Fail::WouldBlock)?;
+        let (parent, name) = match (rel.parent(), rel.file_name()) {
+            (Some(p), Some(n)) => (
+                self.open_dir_in(p, reach)?,
+                CString::new(n.as_bytes()).map_err(|_| Fail::WouldBlock)?,
+            ),
+            _ => (self.open_dir_in(Path::new(""), reach)?, dot()),
+        };
+        let fd =
+            open_cached(&parent, name.as_c_str(), OFlags::PATH).map_err(|_| Fail::WouldBlock)?;
+        let st = stat_fd(&fd).map_err(|_| Fail::WouldBlock)?;
+        if id_of(&st) != id {
+            return Err(Fail::WouldBlock);
+        }
+        Ok(Obj {
+            rel,
+            parent,
+            name,
+            st,
+        })
+    }
+
+    /// A descriptor of the directory at `rel`, reached as `reach` allows.
+    pub fn open_dir_in(&self, rel: &Path, reach: Reach) -> Result<OwnedFd, Fail> {
+        match reach {
+            Reach::Any => Ok(self.open_dir(rel)?),
+            Reach::Cached => {
+                let path = if rel.as_os_str().is_empty() {
+                    dot()
+                } else {
+                    CString::new(rel.as_os_str().as_bytes()).map_err(|_| Fail::WouldBlock)?
+                };
+                open_cached(
+                    &self.root,
+                    path.as_c_str(),
+                    OFlags::PATH | OFlags::DIRECTORY,
+                )
+                .map_err(|_| Fail::WouldBlock)
+            }
+        }
+    }
+
+    /// The directory `fh` names with its descriptor, reached as `reach` allows.
+    pub fn dir_in(&self, fh: &[u8], reach: Reach) -> Result<(Obj, OwnedFd), Fail> {
+        if reach == Reach::Any {
+            return Ok(self.dir(fh)?);
+        }
+        let o = self.resolve_in(fh, reach)?;
+        if o.ftype() != FType::Dir {
+            return Err(Fail::Status(Stat::NotDir));
+        }
+        let fd = open_cached(
+            &o.parent,
+            o.name.as_c_str(),
+            OFlags::PATH | OFlags::DIRECTORY,
+        )
+        .map_err(|_| Fail::WouldBlock)?;
+        Ok((o, fd))
     }
 
     /// Looks for `id` in the export, breadth first, never following a link.

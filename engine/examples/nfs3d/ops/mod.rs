@@ -28,7 +28,7 @@ use rpcrdma_proto::rpc::AuthSys;
 use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
 use rpcrdma_proto::{DecodeError, EncodeError};
 
-pub use export::Export;
+pub use export::{Export, Reach};
 
 use crate::xdr::{Stat, FATTR_LEN, POST_OP_ATTR_LEN, POST_OP_FH_LEN, WCC_LEN};
 
@@ -101,6 +101,9 @@ pub enum Fail {
     Garbage,
     /// A status to answer with an empty failure body.
     Status(Stat),
+    /// Going on would wait for the file system, which a polling worker must not do
+    /// ([`export::Reach::Cached`]): the procedure goes to an I/O thread instead.
+    WouldBlock,
 }
 
 impl From<DecodeError> for Fail {
@@ -231,13 +234,13 @@ pub fn run(
         let mut w = XdrWriter::new(results);
         let res = match proc_num {
             0 => Ok(()),
-            proc::GETATTR => attr::getattr(export, &mut r, &mut w),
+            proc::GETATTR => attr::getattr(export, Reach::Any, &mut r, &mut w),
             proc::SETATTR => attr::setattr(export, &mut r, &mut w),
-            proc::ACCESS => attr::access(export, caller, &mut r, &mut w),
+            proc::ACCESS => attr::access(export, Reach::Any, caller, &mut r, &mut w),
             proc::FSSTAT => attr::fsstat(export, &mut r, &mut w),
             proc::FSINFO => attr::fsinfo(export, &mut r, &mut w),
             proc::PATHCONF => attr::pathconf(export, &mut r, &mut w),
-            proc::LOOKUP => dir::lookup(export, &mut r, &mut w),
+            proc::LOOKUP => dir::lookup(export, Reach::Any, &mut r, &mut w),
             proc::CREATE => dir::create(export, caller, &mut r, &mut w),
             proc::MKDIR => dir::mkdir(export, caller, &mut r, &mut w),
             proc::SYMLINK => dir::symlink(export, caller, &mut r, &mut w),
@@ -258,28 +261,74 @@ pub fn run(
         };
         res.map(|()| w.position())
     };
-    match outcome {
-        Ok(len) => Ok(Done {
-            results_len: len,
-            bulk_len,
-        }),
-        Err(Fail::Garbage) => Err(Garbage),
-        Err(Fail::Status(s)) => {
-            let mut w = XdrWriter::new(results);
-            let mut put = || -> Result<(), EncodeError> {
-                w.put_u32(s as u32)?;
-                for _ in 0..fail_words(proc_num) {
-                    w.put_u32(0)?;
-                }
-                Ok(())
-            };
-            match put() {
-                Ok(()) => Ok(Done {
-                    results_len: w.position(),
-                    bulk_len: None,
-                }),
-                Err(_) => Err(Garbage),
-            }
+    finish(proc_num, results, outcome, bulk_len)
+}
+
+/// The procedure's results from how it ended: its own bytes, or its status with the empty
+/// failure body.
+fn finish(
+    proc_num: u32,
+    results: &mut [u8],
+    outcome: Result<usize, Fail>,
+    bulk_len: Option<usize>,
+) -> Result<Done, Garbage> {
+    let s = match outcome {
+        Ok(len) => {
+            return Ok(Done {
+                results_len: len,
+                bulk_len,
+            })
         }
+        Err(Fail::Garbage) => return Err(Garbage),
+        Err(Fail::Status(s)) => s,
+        // Only a worker's cached reach stops so; `run` reaches everything.
+        Err(Fail::WouldBlock) => Stat::ServerFault,
+    };
+    let mut w = XdrWriter::new(results);
+    let mut put = || -> Result<(), EncodeError> {
+        w.put_u32(s as u32)?;
+        for _ in 0..fail_words(proc_num) {
+            w.put_u32(0)?;
+        }
+        Ok(())
+    };
+    match put() {
+        Ok(()) => Ok(Done {
+            results_len: w.position(),
+            bulk_len: None,
+        }),
+        Err(_) => Err(Garbage),
     }
+}
+
+/// Whether a procedure may run on the polling worker itself ([`run_cached`]): GETATTR,
+/// ACCESS and LOOKUP, which only read what the kernel may hold in memory.
+pub fn runs_cached(proc_num: u32) -> bool {
+    matches!(proc_num, proc::GETATTR | proc::ACCESS | proc::LOOKUP)
+}
+
+/// Runs GETATTR, ACCESS or LOOKUP on the polling worker, through the kernel's caches only
+/// ([`Reach::Cached`]): `None` when that is not enough (an object not in the caches, a
+/// handle the path cache does not know, a lock held by an I/O thread, any other
+/// procedure), and the Call goes to an I/O thread as every other.
+pub fn run_cached(
+    export: &Export,
+    caller: &Caller,
+    proc_num: u32,
+    args: &[u8],
+    results: &mut [u8],
+) -> Option<Result<Done, Garbage>> {
+    let mut r = XdrReader::new(args);
+    let mut w = XdrWriter::new(results);
+    let res = match proc_num {
+        proc::GETATTR => attr::getattr(export, Reach::Cached, &mut r, &mut w),
+        proc::ACCESS => attr::access(export, Reach::Cached, caller, &mut r, &mut w),
+        proc::LOOKUP => dir::lookup(export, Reach::Cached, &mut r, &mut w),
+        _ => return None,
+    };
+    let outcome = match res {
+        Err(Fail::WouldBlock) => return None,
+        r => r.map(|()| w.position()),
+    };
+    Some(finish(proc_num, results, outcome, None))
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
 
-use super::{proc, run, Caller, Config, Export};
+use super::{proc, run, run_cached, Caller, Config, Export};
 use crate::xdr::{Fattr, Stat};
 
 const CONFIG: Config = Config {
@@ -460,4 +460,87 @@ fn hostile_arguments_never_panic() {
             let _ = run(&e, &Caller::anonymous(), p, &a, &mut res, Some(&mut bulk));
         }
     }
+}
+
+/// GETATTR, ACCESS or LOOKUP on the worker's cached reach: its results, or `None` when it
+/// deferred to the pool.
+fn call_cached(e: &Export, p: u32, a: &[u8]) -> Option<Vec<u8>> {
+    let mut res = vec![0u8; super::max_results(p, &CONFIG) as usize];
+    let done = run_cached(e, &Caller::anonymous(), p, a, &mut res)?.expect("decodes");
+    res.truncate(done.results_len);
+    Some(res)
+}
+
+#[test]
+fn the_workers_cached_reach_answers_as_the_pool_does_or_defers() {
+    let d = Dir::new("cached");
+    std::fs::create_dir(d.export().join("sub")).unwrap();
+    std::fs::write(d.export().join("sub/f"), b"data").unwrap();
+    std::os::unix::fs::symlink("/etc", d.export().join("sub/out")).unwrap();
+    let e = d.open();
+    let root = e.root_fh().as_bytes().to_vec();
+    // Warm: the pool's reach first, so that every object is in the kernel's caches.
+    let (_, sub) = lookup(&e, &root, b"sub");
+    let sub = sub.unwrap().0;
+    let (_, f) = lookup(&e, &sub, b"f");
+    let f = f.unwrap().0;
+    let (_, out) = lookup(&e, &sub, b"out");
+    let out = out.unwrap().0;
+    // A kernel without RESOLVE_CACHED (before 5.12) defers everything: the pool answers.
+    let Some(first) = call_cached(&e, proc::GETATTR, &fh_arg(&root)) else {
+        assert!(call_cached(&e, proc::LOOKUP, &dirop(&root, b"sub")).is_none());
+        eprintln!("openat2 RESOLVE_CACHED is not supported here: everything deferred");
+        return;
+    };
+    assert_eq!(first, call(&e, proc::GETATTR, &fh_arg(&root)).0);
+    // The same bytes as the pool's, for every cached object and the link (never followed).
+    for (p, a) in [
+        (proc::GETATTR, fh_arg(&sub)),
+        (proc::GETATTR, fh_arg(&f)),
+        (proc::GETATTR, fh_arg(&out)),
+        (proc::LOOKUP, dirop(&root, b"sub")),
+        (proc::LOOKUP, dirop(&sub, b"f")),
+        (proc::LOOKUP, dirop(&sub, b"out")),
+        (proc::LOOKUP, dirop(&sub, b"..")),
+        (proc::LOOKUP, dirop(&root, b"..")),
+        (proc::LOOKUP, dirop(&root, b".")),
+        (proc::LOOKUP, dirop(&root, b"a/b")),
+        (
+            proc::ACCESS,
+            args(|w| {
+                w.put_opaque_var(&f, 64).unwrap();
+                w.put_u32(0x3f).unwrap();
+            }),
+        ),
+    ] {
+        let cached = call_cached(&e, p, &a).unwrap_or_else(|| panic!("proc {p} deferred"));
+        assert_eq!(cached, call(&e, p, &a).0, "proc {p}");
+    }
+    let (s, attr) = getattr(&e, &out);
+    assert_eq!((s, attr.unwrap().ftype), (0, 5), "the link itself (NF3LNK)");
+    // Through a link: NOTDIR, never followed.
+    let through = call_cached(&e, proc::LOOKUP, &dirop(&out, b"passwd"));
+    assert_eq!(through.map(|r| status(&r)), Some(Stat::NotDir as u32));
+    // A name the kernel knows is not there: NOENT from the cache, or deferred; never found.
+    let missing = dirop(&sub, b"missing");
+    let _ = call(&e, proc::LOOKUP, &missing);
+    if let Some(r) = call_cached(&e, proc::LOOKUP, &missing) {
+        assert_eq!(status(&r), Stat::NoEnt as u32);
+    }
+    // A forged handle: BADHANDLE at once.
+    let mut forged = f.clone();
+    forged[10] ^= 1;
+    let r = call_cached(&e, proc::GETATTR, &fh_arg(&forged)).expect("answered");
+    assert_eq!(status(&r), Stat::BadHandle as u32);
+    // A valid handle the path cache does not know (a restarted server): the pool searches.
+    let fresh = d.open();
+    assert!(call_cached(&fresh, proc::GETATTR, &fh_arg(&f)).is_none());
+    assert_eq!(getattr(&fresh, &f).0, 0);
+    assert!(call_cached(&fresh, proc::GETATTR, &fh_arg(&f)).is_some());
+    // Removed behind the server's back: deferred (the pool answers STALE), never wrong.
+    std::fs::remove_file(d.export().join("sub/f")).unwrap();
+    assert!(call_cached(&e, proc::GETATTR, &fh_arg(&f)).is_none());
+    assert_eq!(getattr(&e, &f).0, Stat::Stale as u32);
+    // Other procedures never run there.
+    assert!(call_cached(&e, proc::READ, &fh_arg(&root)).is_none());
 }

@@ -10,10 +10,10 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::drc::{Begin, Cached, DrcKey};
 use crate::ops;
@@ -41,8 +41,17 @@ impl core::fmt::Debug for IoPool {
 }
 
 impl IoPool {
-    /// Starts `n` threads (at least one) serving `nfs`.
+    /// Starts `n` threads (at least one) serving `nfs`, none of them spinning.
+    #[cfg(test)]
     pub fn start(n: usize, nfs: &Arc<Nfs>) -> std::io::Result<IoPool> {
+        IoPool::start_spinning(n, nfs, Duration::ZERO)
+    }
+
+    /// Starts `n` threads (at least one) serving `nfs`; after each job, the thread whose
+    /// turn it is to take the next one looks for it for up to `spin` (yielding its core
+    /// between looks) before it sleeps, so that a client issuing one Call after another
+    /// does not pay a thread wake-up per Call.
+    pub fn start_spinning(n: usize, nfs: &Arc<Nfs>, spin: Duration) -> std::io::Result<IoPool> {
         let (tx, rx) = mpsc::channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
         let stop = Arc::new(AtomicBool::new(false));
@@ -52,7 +61,7 @@ impl IoPool {
             threads.push(
                 thread::Builder::new()
                     .name(format!("nfs3d-io-{i}"))
-                    .spawn(move || serve(&rx, &nfs, &stop))?,
+                    .spawn(move || serve(&rx, &nfs, &stop, spin))?,
             );
         }
         Ok(IoPool {
@@ -78,19 +87,35 @@ impl IoPool {
     }
 }
 
-fn serve(rx: &Mutex<Receiver<Job>>, nfs: &Nfs, stop: &AtomicBool) {
+fn serve(rx: &Mutex<Receiver<Job>>, nfs: &Nfs, stop: &AtomicBool, spin: Duration) {
     let mut scratch = Vec::new();
     loop {
-        let next = {
-            let rx = rx.lock().unwrap_or_else(|p| p.into_inner());
-            rx.recv_timeout(IDLE_WAIT)
-        };
+        let next = next_job(rx, spin);
         match next {
             Ok(job) => run_job(nfs, &mut scratch, job),
             Err(RecvTimeoutError::Timeout) if !stop.load(Ordering::Relaxed) => {}
             Err(_) => return,
         }
     }
+}
+
+/// The next job: looked for without sleeping for up to `spin` (the core yielded between
+/// looks), then waited for up to [`IDLE_WAIT`]. One thread at a time holds the channel; the
+/// others wait for it on the lock.
+fn next_job(rx: &Mutex<Receiver<Job>>, spin: Duration) -> Result<Job, RecvTimeoutError> {
+    let rx = rx.lock().unwrap_or_else(|p| p.into_inner());
+    if !spin.is_zero() {
+        let start = Instant::now();
+        loop {
+            match rx.try_recv() {
+                Ok(job) => return Ok(job),
+                Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
+                Err(TryRecvError::Empty) if start.elapsed() < spin => thread::yield_now(),
+                Err(TryRecvError::Empty) => break,
+            }
+        }
+    }
+    rx.recv_timeout(IDLE_WAIT)
 }
 
 /// Runs one job and sends its answer to the connection's driver.

@@ -19,7 +19,7 @@ pub mod io;
 pub mod lend;
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,6 +61,9 @@ pub struct Nfs {
     pub drc_wait: Duration,
     /// A test hook: how long every I/O job sleeps before it runs, in microseconds.
     io_delay_us: AtomicU64,
+    /// Whether GETATTR, ACCESS and LOOKUP are tried on the worker first, from the kernel's
+    /// caches ([`ops::run_cached`]).
+    on_worker: AtomicBool,
 }
 
 impl core::fmt::Debug for Nfs {
@@ -79,7 +82,15 @@ impl Nfs {
             stats: NfsStats::default(),
             drc_wait: DRC_WAIT,
             io_delay_us: AtomicU64::new(0),
+            on_worker: AtomicBool::new(true),
         })
+    }
+
+    /// Whether GETATTR, ACCESS and LOOKUP are tried on the polling worker first, from the
+    /// kernel's caches only (default: yes); otherwise every procedure but NULL goes to an
+    /// I/O thread.
+    pub fn set_on_worker(&self, on: bool) {
+        self.on_worker.store(on, Ordering::Relaxed);
     }
 
     /// Slows every I/O job down by `d` (tests: Calls stay in progress long enough for a
@@ -242,6 +253,11 @@ fn start(nfs: &Nfs, req: &Request<'_>, resp: &mut Response<'_>) -> Outcome {
         nfs.stats.auth_errors.fetch_add(1, Ordering::Relaxed);
         return Outcome::AuthError(AuthStat::AUTH_BADCRED);
     };
+    if ops::runs_cached(req.proc_num) && nfs.on_worker.load(Ordering::Relaxed) {
+        if let Some(outcome) = on_worker(nfs, &caller, req, resp) {
+            return outcome;
+        }
+    }
     let bulk = if req.proc_num == NFSPROC3_READ {
         let Some(n) = ops::read_count(req.args, &nfs.config) else {
             nfs.stats.garbage_args.fetch_add(1, Ordering::Relaxed);
@@ -267,4 +283,40 @@ fn start(nfs: &Nfs, req: &Request<'_>, resp: &mut Response<'_>) -> Outcome {
     };
     STARTED.with(|s| s.borrow_mut().push(job));
     Outcome::Deferred
+}
+
+/// GETATTR, ACCESS or LOOKUP run on the worker from the kernel's caches (no thread hop:
+/// on a client issuing one Call after another, the wake-up of an I/O thread is most of
+/// the round trip); `None` when the caches were not enough and the Call goes to the pool.
+fn on_worker(
+    nfs: &Nfs,
+    caller: &Caller,
+    req: &Request<'_>,
+    resp: &mut Response<'_>,
+) -> Option<Outcome> {
+    let max = ops::max_results(req.proc_num, &nfs.config) as usize;
+    let out = resp.results().get_mut(..max)?;
+    let stats = &nfs.stats;
+    let Some(ran) = ops::run_cached(&nfs.export, caller, req.proc_num, req.args, out) else {
+        stats.on_worker_missed.fetch_add(1, Ordering::Relaxed);
+        return None;
+    };
+    stats.on_worker.fetch_add(1, Ordering::Relaxed);
+    if let Some(c) = stats.executed.get(req.proc_num as usize) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+    stats.answered.fetch_add(1, Ordering::Relaxed);
+    Some(match ran {
+        Ok(done) => {
+            if out.get(..4).is_some_and(|w| w != [0, 0, 0, 0]) {
+                stats.nfs_errors.fetch_add(1, Ordering::Relaxed);
+            }
+            resp.set_results_len(done.results_len);
+            Outcome::Success
+        }
+        Err(ops::Garbage) => {
+            stats.garbage_args.fetch_add(1, Ordering::Relaxed);
+            Outcome::GarbageArgs
+        }
+    })
 }

@@ -55,6 +55,13 @@ fn null_getattr_create_write_read_readdirplus() {
     let mut r = XdrReader::new(&res);
     assert_eq!(r.u32().unwrap(), 0, "GETATTR: NFS3_OK");
     assert_eq!(r.u32().unwrap(), NF3DIR, "the root is a directory");
+    // Answered by the worker from the kernel's caches (the root's path is always known),
+    // where openat2's RESOLVE_CACHED exists (Linux 5.12 on); by an I/O thread otherwise.
+    let stats = &srv.nfs.stats;
+    assert_eq!(
+        stats.on_worker.load(Ordering::Relaxed) + stats.on_worker_missed.load(Ordering::Relaxed),
+        1
+    );
 
     // CREATE, then WRITE 1 MiB through a Read chunk (FILE_SYNC).
     let fh = create(&mut c, &cred, &root, "big");
