@@ -57,7 +57,9 @@ fn write_around_threshold(cfg: ConnConfig) {
     let thr = c.negotiation().call_threshold() as usize;
     // Short Call bytes: overhead + seed(4) + len(4) + data padded.
     let base = SHORT_OVERHEAD + 8;
+    // 0: an empty DDP-eligible argument is its length word alone, in a Short Call.
     for data_len in [
+        0,
         thr - base - 4,
         thr - base - 1,
         thr - base,

@@ -36,7 +36,7 @@ impl<P: Provider> Client<P> {
         // The Short Call without chunks (no DDP-eligible argument or result, no Reply chunk
         // needed): what `plan_call` chooses for it, decided here from the same sums (§3.5:
         // 28-byte header of three empty lists, Call and largest Reply within the thresholds).
-        if call.bulk_arg.is_none_or(<[u8]>::is_empty)
+        if call.bulk_arg.is_none()
             && call.bulk_results.is_empty()
             && max_seg != 0
             && matches!(call.forced.min_form, None | Some(CallForm::Short))
@@ -58,13 +58,16 @@ impl<P: Provider> Client<P> {
         }
         // Work requests go out in the order their send-queue numbers were given.
         self.post_queued();
-        let bulk = call.bulk_arg.filter(|b| !b.is_empty());
+        // The DDP-eligible argument's opaque: its length word always inline, its bytes (when
+        // there are any) moved by a Read chunk or inline as the plan says. An empty one is
+        // its length word alone, inline: a Read chunk would carry nothing.
+        let bulk = call.bulk_arg;
         // The RPC call header with this credential (its body padded) and an AUTH_NONE
         // verifier.
         let call_header_len = CALL_HEADER_LEN + pad4(call.cred.body.len());
         let args_end = call_header_len + call.args.len();
         let call_len = args_end + bulk.map_or(0, |b| 4 + pad4(b.len()));
-        let item = bulk.map(|b| DdpItem {
+        let item = bulk.filter(|b| !b.is_empty()).map(|b| DdpItem {
             offset: (args_end + 4) as u32,
             len: b.len() as u32,
             segments: segs_needed(b.len() as u32, max_seg),
