@@ -388,7 +388,14 @@ impl<P: Provider> Client<P> {
         // number, then the credential (its length and padded body) and an AUTH_NONE verifier.
         // (Each branch writes a constant number of words, which the compiler unrolls.)
         let at = if call.cred.flavor == AUTH_NONE && call.cred.body.is_empty() {
-            base + put_words(&mut buf[base..], &words[from..])
+            // Version 1, the usual case: the words handed over by value, so that they are
+            // stored from registers (read back from a stack array just written word by word,
+            // they stalled the wide loads that copy them: store forwarding fails).
+            if from == 0 {
+                crate::conn::put_word_array(buf, words)
+            } else {
+                base + put_words(&mut buf[base..], &words[from..])
+            }
         } else {
             let at = base + put_words(&mut buf[base..], &words[from..SHORT_CRED_WORD]);
             let Ok(n) = call.cred.encode(&mut buf[at..]) else {

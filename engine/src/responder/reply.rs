@@ -211,7 +211,12 @@ pub(super) fn short<P: Provider>(
         }
     };
     io.tally.short_calls += 1;
-    put_prefix(out_head, &short_reply_prefix(sc.xid, grant, stat), extra);
+    if extra == 0 {
+        // Version 1: the words stored from registers (see `put_word_array`).
+        crate::conn::put_word_array(out_head, short_reply_prefix(sc.xid, grant, stat));
+    } else {
+        put_prefix(out_head, &short_reply_prefix(sc.xid, grant, stat), extra);
+    }
     io.tally.short_replies += 1;
     // No chunk in the Call, so no rkey to invalidate (RFC 8797 §4.1, [V2] §3.3).
     Some(Built::Send {
