@@ -100,6 +100,10 @@ struct Cli {
     /// Credits: receives posted per connection, the most Calls a client has in process.
     #[arg(long, default_value_t = 64)]
     credits: u32,
+    /// Buffers of --max-io the RPCs of one connection share for READs and WRITEs larger
+    /// than 64 KiB (at least 3): the most such RPCs in process at once per connection.
+    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_LARGE_BUFS)]
+    large_bufs: u32,
     /// Largest READ or WRITE (rtmax/wtmax in FSINFO), in bytes.
     #[arg(long, default_value_t = 1 << 20)]
     max_io: u32,
@@ -223,6 +227,7 @@ where
     );
     let cfg = ConnConfig {
         version: cli.version,
+        large_bufs: cli.large_bufs.max(3),
         ..cfg
     };
     let dispatch = Arc::new(server::dispatch(&nfs));
