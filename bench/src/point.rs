@@ -98,6 +98,10 @@ pub struct Limits {
     pub cacheline_rtt_ns: u64,
     /// A cross-core copy of the point's payload (`None` for points without one).
     pub copy_ns: Option<u64>,
+    /// A copy of the point's payload into a buffer another core just read (`None` for
+    /// points without one, and in files written before it was measured).
+    #[serde(default)]
+    pub copy_to_reader_ns: Option<u64>,
 }
 
 /// A point's ratios to its limits.
@@ -107,6 +111,9 @@ pub struct Ratios {
     pub p50_to_cacheline: f64,
     /// Median round trip over the cross-core copy of the payload.
     pub p50_to_copy: Option<f64>,
+    /// Median round trip over the copy of the payload into a buffer another core read.
+    #[serde(default)]
+    pub p50_to_copy_to_reader: Option<f64>,
 }
 
 /// One measured point.
@@ -216,7 +223,8 @@ impl Point {
          conns,workers,form,version,spoke,rep,rpcs,seconds,rate_rps,bandwidth_bps,lat_min_ns,lat_p50_ns,\
          lat_p90_ns,lat_p99_ns,lat_p999_ns,lat_max_ns,cpu_client_ns,cpu_server_ns,short_calls,\
          chunked_calls,long_calls,short_replies,long_replies,write_chunks,remote_invalidations,\
-         cacheline_rtt_ns,copy_ns,p50_to_cacheline,p50_to_copy"
+         cacheline_rtt_ns,copy_ns,p50_to_cacheline,p50_to_copy,copy_to_reader_ns,\
+         p50_to_copy_to_reader"
     }
 
     /// The point as one CSV row (no field needs quoting: names are plain words).
@@ -226,7 +234,7 @@ impl Point {
         let l = &self.lat_ns;
         let f = &self.forms;
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.1},{:.1},{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.1},{:.1},{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{}",
             c.provider,
             c.op,
             c.size,
@@ -265,6 +273,10 @@ impl Point {
             self.limits.copy_ns.map_or(String::new(), |v| v.to_string()),
             self.ratios.p50_to_cacheline,
             opt(self.ratios.p50_to_copy),
+            self.limits
+                .copy_to_reader_ns
+                .map_or(String::new(), |v| v.to_string()),
+            opt(self.ratios.p50_to_copy_to_reader),
         )
     }
 }
@@ -315,10 +327,12 @@ pub(crate) mod tests {
             limits: Limits {
                 cacheline_rtt_ns: 130,
                 copy_ns: Some(50),
+                copy_to_reader_ns: Some(400),
             },
             ratios: Ratios {
                 p50_to_cacheline: p50 as f64 / 130.0,
                 p50_to_copy: Some(p50 as f64 / 50.0),
+                p50_to_copy_to_reader: Some(p50 as f64 / 400.0),
             },
             per_conn_rps: vec![rate],
             per_worker_rps: vec![rate],

@@ -28,7 +28,7 @@ use rpcrdma_engine::worker::{WorkerConfig, Workers};
 
 use crate::cpu;
 use crate::fleet::{self, core_of, cores, FleetReport};
-use crate::limits::cross_core_copy_ns;
+use crate::limits::{copy_to_reader_ns, cross_core_copy_ns};
 use crate::local;
 use crate::point::{CpuPerRpc, Forms, Latency, Limits, MemoryPerConn, Point, PointConfig, Ratios};
 use crate::rpc::{LoadConfig, Prepared, Workload};
@@ -214,8 +214,12 @@ where
     for (n, c) in points.iter().enumerate() {
         for rep in 0..settings.reps {
             let cacheline = cacheline_pingpong(100_000).p50_ns * 2;
-            let copy = cross_core_copy_ns(c.size as usize, 100, Some((0, 1 % cores())));
-            let p = run_point::<P>(c, rep, n, settings, target, open, cacheline, copy)?;
+            let pair = Some((0, 1 % cores()));
+            let copies = Copies {
+                from_other: cross_core_copy_ns(c.size as usize, 100, pair),
+                to_reader: copy_to_reader_ns(c.size as usize, 100, pair),
+            };
+            let p = run_point::<P>(c, rep, n, settings, target, open, cacheline, copies)?;
             each(out.len(), &p);
             out.push(p);
         }
@@ -225,6 +229,15 @@ where
 
 /// One repetition of one point.
 #[allow(clippy::too_many_arguments)]
+/// The same-run copies of a point's payload ([`crate::limits`]).
+#[derive(Clone, Copy, Debug)]
+struct Copies {
+    /// Bytes another core wrote, copied into this core's buffer.
+    from_other: Option<u64>,
+    /// This core's bytes copied into a buffer another core read.
+    to_reader: Option<u64>,
+}
+
 fn run_point<P: Provider>(
     c: &PointConfig,
     rep: u32,
@@ -233,7 +246,7 @@ fn run_point<P: Provider>(
     target: &Target,
     open: &(dyn Fn() -> Result<P::Device, String> + Sync),
     cacheline: u64,
-    copy: Option<u64>,
+    copies: Copies,
 ) -> Result<Point, SweepError>
 where
     P::Addr: FromStr,
@@ -350,7 +363,7 @@ where
         &per_worker,
         cpu_before.zip(cpu_after),
         cacheline,
-        copy,
+        copies,
     );
     p.memory_per_conn = memory;
     p.spoke = spoke;
@@ -372,7 +385,7 @@ fn combine(
     per_worker_rpcs: &[u64],
     process_cpu: Option<(Duration, Duration)>,
     cacheline: u64,
-    copy: Option<u64>,
+    copies: Copies,
 ) -> Point {
     let r = &run.total;
     let (rpcs, seconds, rate) = (r.rpcs, r.seconds, r.rate_rps);
@@ -417,11 +430,13 @@ fn combine(
         forms,
         limits: Limits {
             cacheline_rtt_ns: cacheline,
-            copy_ns: copy,
+            copy_ns: copies.from_other,
+            copy_to_reader_ns: copies.to_reader,
         },
         ratios: Ratios {
             p50_to_cacheline: lat.p50 as f64 / cacheline.max(1) as f64,
-            p50_to_copy: copy.map(|k| lat.p50 as f64 / k.max(1) as f64),
+            p50_to_copy: copies.from_other.map(|k| lat.p50 as f64 / k.max(1) as f64),
+            p50_to_copy_to_reader: copies.to_reader.map(|k| lat.p50 as f64 / k.max(1) as f64),
         },
         spoke: c.version.max(1),
         per_conn_rps: r
