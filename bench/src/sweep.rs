@@ -228,7 +228,6 @@ where
 }
 
 /// One repetition of one point.
-#[allow(clippy::too_many_arguments)]
 /// The same-run copies of a point's payload ([`crate::limits`]).
 #[derive(Clone, Copy, Debug)]
 struct Copies {
@@ -238,6 +237,7 @@ struct Copies {
     to_reader: Option<u64>,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_point<P: Provider>(
     c: &PointConfig,
     rep: u32,
