@@ -227,7 +227,6 @@ where
     Ok(out)
 }
 
-/// One repetition of one point.
 /// The same-run copies of a point's payload ([`crate::limits`]).
 #[derive(Clone, Copy, Debug)]
 struct Copies {
@@ -237,6 +236,7 @@ struct Copies {
     to_reader: Option<u64>,
 }
 
+/// One repetition of one point.
 #[allow(clippy::too_many_arguments)]
 fn run_point<P: Provider>(
     c: &PointConfig,
