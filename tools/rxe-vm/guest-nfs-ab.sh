@@ -1,0 +1,79 @@
+#!/bin/bash
+# guest-nfs-ab.sh: a tuning job INSIDE the guest: the kernel's NFS client on the kernel's
+# nfsd and on nfs3d variants, rounds alternated, medians printed (these hosts change speed
+# within a minute: only same-run ratios mean something). Run from the host, e.g.:
+#
+#   tools/rxe-vm/run.sh --image target/rxe-vm --timeout 1900 --mem 3G \
+#     --bin target/release/examples/nfs3d --bin /tmp/nfs3d-old \
+#     --bin target/release/examples/nfs3probe --bin tools/rxe-vm/guest-lib.sh \
+#     --bin tools/rxe-vm/guest-nfs.sh --bin tools/rxe-vm/guest-nfs-ab.sh \
+#     --env AB_ROUNDS=3 --env "AB_VARIANTS=nfs3d nfs3d-old nfs3d+io1" \
+#     --env "ARGS_nfs3d_io1=--io-threads 1" -- guest-nfs-ab.sh
+#
+# A variant is a binary on the guest's PATH, optionally `+name`d; its extra options come
+# from ARGS_<variant with - and + as _>. Each round: mount, tree copy and sync, diff -r after
+# dropping caches, rm -r, 2,000 files made with touch, ls of them after dropping caches,
+# umount, then 3,000 GETATTRs of the root from the engine's requester (nfs3probe).
+PROG=nfs-ab; WORK=$(mktemp -d); PORT=18515; IP=10.0.2.15
+. "$(dirname "$0")/guest-lib.sh"
+. "$(dirname "$0")/guest-nfs.sh"
+ROUNDS=${AB_ROUNDS:-3}
+VARIANTS=${AB_VARIANTS:-nfs3d}
+STEPS="mount tree-copy tree-diff tree-remove create-2000 list-2000 umount getattr-rtt-p50-us"
+
+start_variant() { # VARIANT
+    local v=$1 var="ARGS_${1//[-+]/_}" bin=${1%%+*}
+    local -a extra
+    read -r -a extra <<<"${!var:-}"
+    rm -rf "${NEXPORT:?}"/*
+    "$bin" --export "$NEXPORT" --provider verbs --device rxe0 --listen "$IP:20050" \
+        --mountd-port 20058 --workers 1 --state-dir "$NFS_WORK/state-$v" --no-rpcbind "${extra[@]}" \
+        >"$NFS_WORK/$v.out" 2>"$NFS_WORK/$v.err" &
+    NFS3D_PID=$!
+    wait_listen 20058 || { cat "$NFS_WORK/$v.err"; return 1; }
+}
+
+workload() { # SERVER PORT MOUNTPORT REMOTE
+    local s=$1 port=$2 mport=$3 remote=$4 out
+    timed "$s" mount mount -t nfs -o "vers=3,proto=rdma,port=$port,mountport=$mport,mountproto=tcp,nolock" \
+        "$IP:$remote" "$MNT" || return 1
+    timed "$s" tree-copy bash -c "cp -a '$NFS_WORK/tree' '$MNT/tree' && sync"
+    drop_caches
+    timed "$s" tree-diff diff -qr "$NFS_WORK/tree" "$MNT/tree"
+    timed "$s" tree-remove rm -rf "$MNT/tree"
+    mkdir "$MNT/many"
+    timed "$s" create-2000 bash -c "cd '$MNT/many' && seq -f 'entry-%04g' 2000 | xargs touch"
+    drop_caches
+    timed "$s" list-2000 bash -c "ls '$MNT/many' >/dev/null"
+    rm -rf "$MNT/many"
+    timed "$s" umount umount "$MNT"
+    rtt "$s" getattr-rtt-p50-us GETATTR --server "$IP" --port "$port" --mountport "$mport" \
+        --export "$remote" --getattr-bench 3000
+}
+
+nfs_setup || { fail "nfs setup"; exit 1; }
+kernel_nfsd_start || { fail "kernel nfsd start"; exit 1; }
+for ((r = 1; r <= ROUNDS; r++)); do
+    banner "round $r of $ROUNDS"
+    workload kernel-nfsd 20049 20048 "$KEXPORT"
+    for v in $VARIANTS; do
+        if start_variant "$v"; then
+            workload "$v" 20050 20058 /
+            nfs3d_stop
+        else
+            fail "$v start"
+        fi
+    done
+done
+kernel_nfsd_stop
+banner "medians of $ROUNDS rounds (seconds; round trips in ms), each over the kernel's"
+for st in $STEPS; do
+    k=$(nfs_time kernel-nfsd "$st")
+    line=$(printf "%-20s kernel-nfsd %8.3f" "$st" "${k:-0}")
+    for v in $VARIANTS; do
+        n=$(nfs_time "$v" "$st")
+        line+=$(awk -v v="$v" -v n="${n:-0}" -v k="${k:-0}" 'BEGIN { printf "   %s %8.3f (%.2f)", v, n, (k > 0 ? n / k : 0) }')
+    done
+    echo "$line"
+done
+[ "$failed" -eq 0 ]
