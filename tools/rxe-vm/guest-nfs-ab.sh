@@ -22,15 +22,11 @@ VARIANTS=${AB_VARIANTS:-nfs3d}
 STEPS="mount tree-copy tree-diff tree-remove create-2000 list-2000 umount getattr-rtt-p50-us"
 
 start_variant() { # VARIANT
-    local v=$1 var="ARGS_${1//[-+]/_}" bin=${1%%+*}
+    local v=$1 var="ARGS_${1//[-+]/_}"
     local -a extra
     read -r -a extra <<<"${!var:-}"
     rm -rf "${NEXPORT:?}"/*
-    "$bin" --export "$NEXPORT" --provider verbs --device rxe0 --listen "$IP:20050" \
-        --mountd-port 20058 --workers 1 --state-dir "$NFS_WORK/state-$v" --no-rpcbind "${extra[@]}" \
-        >"$NFS_WORK/$v.out" 2>"$NFS_WORK/$v.err" &
-    NFS3D_PID=$!
-    wait_listen 20058 || { cat "$NFS_WORK/$v.err"; return 1; }
+    nfs3d_start "${v%%+*}" "$v" "${extra[@]}"
 }
 
 workload() { # SERVER PORT MOUNTPORT REMOTE

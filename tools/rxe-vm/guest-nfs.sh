@@ -71,16 +71,23 @@ kernel_nfsd_stop() {
 }
 
 NFS3D_PID=
-nfs3d_start() {
-    # NFS3D_ARGS: more options for nfs3d, split on spaces (tuning runs).
+# Starts nfs3d (or the binary BIN) on port 20050, MOUNT on 20058; its output goes to
+# $NFS_WORK/NAME.out and .err, its state to $NFS_WORK/NAME-state. More options: ARGS, or
+# NFS3D_ARGS split on spaces (tuning runs).
+nfs3d_start() { # [BIN [NAME [ARGS...]]]
+    local bin=${1:-nfs3d} name=${2:-nfs3d}
     local -a extra
-    read -r -a extra <<<"${NFS3D_ARGS:-}"
-    nfs3d --export "$NEXPORT" --provider verbs --device rxe0 --listen "$IP:20050" \
-        --mountd-port 20058 --workers 1 --state-dir "$NFS_WORK/nfs3d-state" --no-rpcbind \
+    if [ $# -gt 2 ]; then
+        extra=("${@:3}")
+    else
+        read -r -a extra <<<"${NFS3D_ARGS:-}"
+    fi
+    "$bin" --export "$NEXPORT" --provider verbs --device rxe0 --listen "$IP:20050" \
+        --mountd-port 20058 --workers 1 --state-dir "$NFS_WORK/$name-state" --no-rpcbind \
         --stats-every "${NFS3D_STATS_EVERY:-0}" "${extra[@]}" \
-        >"$NFS_WORK/nfs3d.out" 2>"$NFS_WORK/nfs3d.err" &
+        >"$NFS_WORK/$name.out" 2>"$NFS_WORK/$name.err" &
     NFS3D_PID=$!
-    wait_listen 20058 || { cat "$NFS_WORK/nfs3d.err"; return 1; }
+    wait_listen 20058 || { cat "$NFS_WORK/$name.err"; return 1; }
 }
 
 nfs3d_stop() {
