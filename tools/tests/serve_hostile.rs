@@ -974,8 +974,10 @@ fn credit_overruns_and_peers_gone_mid_rpc() {
 
 // The soft provider's handshake, as the server reads it (engine/src/fabric/soft/conn.rs):
 // one 208-byte message "SRD1", kind, private data length, two bytes of padding, the private
-// data; HELLO carries three memfds (arena, queue pair, completion queue) with SCM_RIGHTS, the
-// server answers ACCEPT (kind 2) with its own three, the client confirms with READY.
+// data; HELLO carries three memfds (arena, queue pair, completion queue) and the completion
+// queue's bell (a datagram socket; any descriptor is taken, ringing it only ever fails) with
+// SCM_RIGHTS, the server answers ACCEPT (kind 2) with its own four, the client confirms with
+// READY.
 const MSG_LEN: usize = 208;
 const HELLO: u8 = 1;
 const ACCEPT: u8 = 2;
@@ -993,7 +995,7 @@ fn handshake(kind: u8, pd: &[u8]) -> [u8; MSG_LEN] {
 }
 
 fn send_with_fds(sock: &UnixStream, bytes: &[u8], fds: &[BorrowedFd<'_>]) {
-    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(4))];
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(5))];
     let mut control = SendAncillaryBuffer::new(&mut space);
     if !fds.is_empty() {
         assert!(control.push(SendAncillaryMessage::ScmRights(fds)));
@@ -1050,12 +1052,14 @@ fn copy_memfd(kind: &str, seal: bool) -> OwnedFd {
     OwnedFd::from(copy)
 }
 
-/// Copies of a live connection's arena, queue pair and completion queue.
-fn copies(seal: bool) -> [OwnedFd; 3] {
+/// Copies of a live connection's arena, queue pair and completion queue, and a bell.
+fn copies(seal: bool) -> [OwnedFd; 4] {
+    let (bell, _) = std::os::unix::net::UnixDatagram::pair().unwrap();
     [
         copy_memfd("pd", seal),
         copy_memfd("qp", seal),
         copy_memfd("cq", seal),
+        OwnedFd::from(bell),
     ]
 }
 
@@ -1166,7 +1170,7 @@ fn broken_handshakes_are_refused() {
                     rustix::fs::fcntl_add_seals(&f, SealFlags::SHRINK).unwrap();
                     OwnedFd::from(f)
                 };
-                hello_with(s, &[mk(), mk(), mk()]);
+                hello_with(s, &[mk(), mk(), mk(), mk()]);
             }),
         ),
         (
@@ -1177,31 +1181,31 @@ fn broken_handshakes_are_refused() {
                     rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK).unwrap();
                     fd
                 };
-                hello_with(s, &[mk(), mk(), mk()]);
+                hello_with(s, &[mk(), mk(), mk(), mk()]);
             }),
         ),
         (
             "HELLO with regular files",
             Box::new(|s: &mut UnixStream| {
                 let exe = std::env::current_exe().unwrap();
-                let fds: Vec<OwnedFd> = (0..3)
+                let fds: Vec<OwnedFd> = (0..4)
                     .map(|_| OwnedFd::from(File::open(&exe).unwrap()))
                     .collect();
                 hello_with(s, &fds);
             }),
         ),
         (
-            "HELLO with two descriptors",
+            "HELLO with three descriptors",
             Box::new(|s: &mut UnixStream| {
-                let [a, b, _] = copies(true);
-                hello_with(s, &[a, b]);
+                let [a, b, c, _] = copies(true);
+                hello_with(s, &[a, b, c]);
             }),
         ),
         (
-            "HELLO with four descriptors",
+            "HELLO with five descriptors",
             Box::new(|s: &mut UnixStream| {
-                let [a, b, c] = copies(true);
-                hello_with(s, &[a, b, c, copy_memfd("cq", true)]);
+                let [a, b, c, d] = copies(true);
+                hello_with(s, &[a, b, c, d, copy_memfd("cq", true)]);
             }),
         ),
     ];

@@ -129,6 +129,11 @@ struct Cli {
     /// Microseconds of idleness after which a worker starts napping.
     #[arg(long, default_value_t = 2000)]
     nap_after_us: u64,
+    /// Microseconds of idleness after which a worker waits for its connections' next event
+    /// (a message, an I/O thread's answer) instead of polling or napping, and leaves its core
+    /// to others until then; 0: never wait.
+    #[arg(long, default_value_t = 0)]
+    wait_after_us: u64,
     /// Do not register with rpcbind.
     #[arg(long)]
     no_rpcbind: bool,
@@ -250,6 +255,9 @@ where
             Duration::from_micros(cli.nap_after_us),
             Duration::from_micros(cli.nap_us),
         )));
+    }
+    if cli.wait_after_us > 0 {
+        workers.set_wait(Some(Duration::from_micros(cli.wait_after_us)));
     }
     // SIGINT and SIGTERM stop the service gracefully.
     let stop = Arc::new(AtomicBool::new(false));

@@ -166,6 +166,7 @@ pub fn report(
         "engine": snapshot_json(engine),
         "workers": workers.iter().map(|w| json!({
             "core": w.core, "loops": w.loops, "busy_loops": w.busy_loops, "naps": w.naps,
+            "waits": w.waits, "wakeups": w.wakeups,
             "conns": w.conns, "conns_adopted": w.conns_adopted, "conns_dead": w.conns_dead,
         })).collect::<Vec<_>>(),
         "nfs": nfs,

@@ -266,6 +266,28 @@ pub trait CompletionQueue {
 
     /// How many completions the queue holds.
     fn depth(&self) -> u32;
+
+    /// Asks for a notification of the next completion added to the queue
+    /// (`ibv_req_notify_cq` for any completion): [`notify_fd`](Self::notify_fd) turns
+    /// readable when one arrives. Completions already queued do not notify, so a caller
+    /// about to wait polls once more after arming. `Ok(false)` when the provider cannot
+    /// notify (the default): the caller must keep polling.
+    fn arm(&mut self) -> Result<bool, CqError> {
+        Ok(false)
+    }
+
+    /// The descriptor that turns readable when an armed queue is notified (a completion
+    /// channel's), if the provider can notify. It lives as long as the queue.
+    fn notify_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
+
+    /// Takes the notifications delivered since the last call, without blocking
+    /// (`ibv_get_cq_event` and `ibv_ack_cq_events`), so that the descriptor is no longer
+    /// readable; returns how many there were. The queue must be armed again to notify again.
+    fn take_notifications(&mut self) -> u32 {
+        0
+    }
 }
 
 /// A reliable-connected queue pair.

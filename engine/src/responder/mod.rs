@@ -608,6 +608,27 @@ impl<P: Provider> ServerConn<P> {
         Ok(())
     }
 
+    /// Asks for a notification of the connection's next completion (its completion queue's
+    /// [`arm`](crate::fabric::CompletionQueue::arm)) before a worker waits; `false` when it
+    /// cannot be waited for now: the provider cannot notify, or a completion is on its way.
+    /// A dead connection has nothing more to wait for and is armed trivially.
+    pub fn arm_notify(&mut self) -> bool {
+        if self.io.dead {
+            return true;
+        }
+        self.cq.arm().unwrap_or(false)
+    }
+
+    /// The descriptor that turns readable when the armed connection has a completion.
+    pub fn notify_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.cq.notify_fd()
+    }
+
+    /// Takes the notifications delivered (after a wait).
+    pub fn take_notifications(&mut self) {
+        self.cq.take_notifications();
+    }
+
     /// Ends the connection.
     pub fn disconnect(&mut self) {
         self.io.qp.disconnect();

@@ -13,9 +13,9 @@ use rpcrdma_engine::dispatch::{Outcome, Response};
 use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::responder::{CompleteError, ServerConn};
 use rpcrdma_engine::stats::Snapshot;
-use rpcrdma_engine::worker::Drive;
+use rpcrdma_engine::worker::{Bell, Drive, WakeFds};
 
-use super::{lend, take_started, Answer, Finished, Job, Nfs};
+use super::{lend, take_started, Answer, Finished, Job, Nfs, ReplyTo};
 
 /// Most answers completed per poll (the worker's other connections get their turn).
 const COMPLETIONS_PER_POLL: usize = 64;
@@ -27,6 +27,9 @@ pub struct NfsConn<P: Provider> {
     jobs: Option<Sender<Job>>,
     done_tx: Sender<Finished>,
     done_rx: Receiver<Finished>,
+    /// Rung by the I/O threads after each answer, for a worker waiting for events (`None`
+    /// if no eventfd could be made: the connection is then never waited for).
+    bell: Option<Arc<Bell>>,
     /// Answers that could not be completed yet (no reply room, a loan still out).
     retry: VecDeque<Finished>,
     started: Vec<Job>,
@@ -51,6 +54,7 @@ impl<P: Provider> NfsConn<P> {
             jobs,
             done_tx,
             done_rx,
+            bell: Bell::new().ok().map(Arc::new),
             retry: VecDeque::new(),
             started: Vec::with_capacity(64),
         }
@@ -66,7 +70,10 @@ impl<P: Provider> NfsConn<P> {
     fn dispatch_started(&mut self) {
         take_started(self.conn.id(), &mut self.started);
         for mut job in self.started.drain(..) {
-            job.reply = Some(self.done_tx.clone());
+            job.reply = Some(ReplyTo {
+                tx: self.done_tx.clone(),
+                bell: self.bell.clone(),
+            });
             let ticket = job.ticket;
             let refused = match &self.jobs {
                 Some(tx) => tx.send(job).is_err(),
@@ -196,5 +203,28 @@ where
 
     fn counters(&self) -> Snapshot {
         self.conn.snapshot()
+    }
+
+    /// Armed when both the completion queue and the I/O threads' bell are: the worker then
+    /// wakes for a message from the client and for an answer to complete.
+    fn arm(&mut self) -> bool {
+        let Some(bell) = &self.bell else {
+            return false;
+        };
+        bell.arm();
+        // Answers held back wait for room that a completion makes: the queue's arming
+        // covers them.
+        self.conn.arm_notify()
+    }
+
+    fn wake_fds(&self) -> WakeFds<'_> {
+        [self.conn.notify_fd(), self.bell.as_ref().map(|b| b.fd())]
+    }
+
+    fn disarm(&mut self) {
+        self.conn.take_notifications();
+        if let Some(b) = &self.bell {
+            b.clear();
+        }
     }
 }

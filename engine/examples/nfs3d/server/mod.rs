@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rpcrdma_engine::dispatch::{Deferred, Dispatch, Outcome, ProcSpec, Request, Response};
+use rpcrdma_engine::worker::Bell;
 use rpcrdma_proto::rpc::{AuthStat, AUTH_NONE, AUTH_SYS};
 
 use crate::drc::{self, Drc, DrcLimits};
@@ -128,7 +129,28 @@ pub struct Job {
     pub bulk: Option<Bulk>,
     /// Where the answer goes: the completion channel of the connection's driver (set by the
     /// driver when it hands the job to the pool).
-    pub reply: Option<Sender<Finished>>,
+    pub reply: Option<ReplyTo>,
+}
+
+/// A connection driver's completion channel and the bell that wakes its worker when it
+/// waits for events ([`rpcrdma_engine::worker::Workers::set_wait`]).
+#[derive(Clone, Debug)]
+pub struct ReplyTo {
+    /// The channel the driver reads answers from.
+    pub tx: Sender<Finished>,
+    /// Rung after each answer is sent (none: the worker never waits for this connection).
+    pub bell: Option<Arc<Bell>>,
+}
+
+impl ReplyTo {
+    /// Sends the answer and wakes the worker if it waits; `false` if the driver is gone.
+    pub fn send(&self, f: Finished) -> bool {
+        let sent = self.tx.send(f).is_ok();
+        if let Some(b) = &self.bell {
+            b.ring();
+        }
+        sent
+    }
 }
 
 /// How an I/O thread answered a Call.

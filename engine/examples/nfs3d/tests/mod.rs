@@ -6,6 +6,7 @@
 mod drc;
 mod flow;
 mod mount;
+mod wait;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! ```text
 //! client                                   listener
 //!   create QP (Init), prepare (post recvs)
-//!   HELLO  pd[56] + fds(arena, qp, cq)  ->   get_request: map the client's memory
+//!   HELLO  pd[56] + fds(arena, qp, cq, bell) -> get_request: map the client's memory
 //!                                            accept: create QP, prepare, state RTR
 //!          <-  ACCEPT pd[196] + fds           (or REJECT pd[148])
 //!   map, state RTS
@@ -154,7 +154,7 @@ fn recv_msg(
     sock.set_read_timeout(Some(remaining(deadline)?))
         .map_err(io_err)?;
     let mut m = [0u8; MSG_LEN];
-    let fds = recv_with_fds(sock.as_raw_fd(), &mut m, 3)
+    let fds = recv_with_fds(sock.as_raw_fd(), &mut m, PEER_FDS)
         .map_err(io_err)?
         .ok_or(ConnectError::Protocol(
             "peer closed the connection during setup",
@@ -163,14 +163,18 @@ fn recv_msg(
     Ok((kind, pd, fds))
 }
 
+/// Descriptors each end sends with its HELLO or ACCEPT: arena, queue pair, completion queue
+/// and that queue's bell.
+const PEER_FDS: usize = 4;
+
 /// Maps a peer's arena, queue pair and completion queue from the descriptors it sent.
 fn map_peer(fds: Vec<OwnedFd>) -> Result<PeerLink, ConnectError> {
-    let [arena, qp, cq]: [OwnedFd; 3] = fds
+    let [arena, qp, cq, bell]: [OwnedFd; PEER_FDS] = fds
         .try_into()
-        .map_err(|_| ConnectError::Protocol("expected three descriptors"))?;
+        .map_err(|_| ConnectError::Protocol("expected four descriptors"))?;
     let arena = ArenaView::open(Arc::new(Mapping::from_fd(arena)?))?;
     let mem = QpMem::open(Arc::new(Mapping::from_fd(qp)?))?;
-    let recv_cq = CqRing::open(Arc::new(Mapping::from_fd(cq)?))?;
+    let recv_cq = CqRing::open(Arc::new(Mapping::from_fd(cq)?), bell)?;
     let qp_num = mem.info().qp_num.load(Ordering::Relaxed);
     Ok(PeerLink {
         mem,
@@ -221,7 +225,7 @@ impl Pending {
 
     /// Takes what has arrived, without blocking.
     fn read(&mut self) -> Progress {
-        let room = 3usize.saturating_sub(self.fds.len());
+        let room = PEER_FDS.saturating_sub(self.fds.len());
         match recv_some_with_fds(self.sock.as_raw_fd(), &mut self.msg[self.got..], room) {
             Ok((0, _)) => Progress::Failed,
             Ok((n, fds)) => {

@@ -19,7 +19,10 @@
 //!   its own completion, if signaled, goes into its own completion queue in posting order.
 //! - **Completion queues** are bounded lock-free multi-producer rings in shared memory
 //!   (several queue pairs and peers push into one). A full ring is an overrun: reported by
-//!   `poll`, and the queue pair whose completion was lost goes to the error state.
+//!   `poll`, and the queue pair whose completion was lost goes to the error state. A queue
+//!   can notify like a completion channel (`arm`, `notify_fd`): its bell is a datagram socket
+//!   pair, which a producer rings (one non-blocking send) only when it finds the consumer
+//!   armed; the flag shares the line of the tail the producer has just claimed from.
 //! - **Hot path.** `post_send`, `post_recv` and `poll` take no lock, make no system call and
 //!   allocate nothing: atomics and copies in shared memory only. The monotonic clock is read
 //!   (through the vDSO) only while a completion delay is armed. A Send claims its completion
@@ -35,7 +38,8 @@
 //!   does not use goes back (receives to the ring, slots as entries `poll` passes over).
 //! - **Connections** ([`Soft::connect`](crate::fabric::Provider::connect), [`SoftListener`])
 //!   go over a Unix socket (abstract name or path), carry rdma_cm's private data and pass the
-//!   arena, queue pair and completion queue memfds with `SCM_RIGHTS`, so peers may be threads
+//!   arena, queue pair and completion queue memfds and the queue's bell with `SCM_RIGHTS`, so
+//!   peers may be threads
 //!   of one process or separate processes; [`pair`] connects two queue pairs of one process
 //!   directly. A watchdog thread per socket connection blocks on the socket (off the hot path);
 //!   when the peer closes it or dies, the queue pair moves to the error state and its

@@ -247,13 +247,14 @@ impl SoftQp {
         }
     }
 
-    /// The memfds a peer in another process maps: arena, queue pair, receive queue's
-    /// completion queue.
-    pub(crate) fn fds_for_peer(&self) -> [std::os::fd::RawFd; 3] {
+    /// The descriptors a peer in another process needs: the memfds it maps (arena, queue
+    /// pair, receive queue's completion queue) and that completion queue's bell.
+    pub(crate) fn fds_for_peer(&self) -> [std::os::fd::RawFd; 4] {
         [
             self.dom.view().mapping().fd(),
             self.mem.mapping().fd(),
             self.recv_cq.ring().mapping().fd(),
+            self.recv_cq.ring().bell_fd(),
         ]
     }
 

@@ -1,7 +1,9 @@
 //! The system calls of the soft provider, each wrapped once: anonymous shared memory
 //! (`memfd_create`, `mmap`), descriptor passing over Unix sockets (`SCM_RIGHTS`), waiting
-//! with a timeout (`poll`) and the monotonic clock. None is used on the hot path except the
-//! clock, and only while a completion-delay fault is armed (a vDSO call, no system call).
+//! with a timeout (`poll`), the monotonic clock and a completion queue's bell (a datagram
+//! socket pair). None
+//! is used on the hot path except the clock, only while a completion-delay fault is armed (a
+//! vDSO call, no system call), and the bell, only when its consumer has asked to be woken.
 
 use std::ffi::CString;
 use std::io;
@@ -155,6 +157,62 @@ pub(crate) fn monotonic_ns() -> u64 {
         libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
     }
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A completion queue's bell: a connected pair of Unix datagram sockets, the consumer's end
+/// (waited on, drained) and the producers' end (passed to peers). Producers ring with a
+/// non-blocking send, which never blocks whatever a peer does to the description it was
+/// given: a peer may pass any descriptor as its bell, and ringing it is at worst an error.
+pub(crate) fn bell_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: socketpair writes two descriptors into the local array.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just returned by socketpair and are owned by no one else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Rings a bell: one byte sent without blocking. A full socket buffer (the consumer is
+/// readable already) or a descriptor that is not a bell (a hostile peer's) fails, harmlessly.
+pub(crate) fn bell_ring(tx: &OwnedFd) {
+    let b = [1u8];
+    // SAFETY: sends one byte from a local array on a descriptor we hold.
+    let _ = unsafe {
+        libc::send(
+            tx.as_raw_fd(),
+            b.as_ptr().cast(),
+            1,
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+}
+
+/// Takes every ring waiting at the consumer's end without blocking; returns how many.
+pub(crate) fn bell_drain(rx: &OwnedFd) -> u32 {
+    let mut n = 0u32;
+    let mut b = [0u8; 8];
+    // SAFETY: receives at most 8 bytes into a local array from a descriptor we hold.
+    while unsafe {
+        libc::recv(
+            rx.as_raw_fd(),
+            b.as_mut_ptr().cast(),
+            b.len(),
+            libc::MSG_DONTWAIT,
+        )
+    } >= 0
+    {
+        n = n.saturating_add(1);
+    }
+    n
 }
 
 /// Sends `data` and the descriptors `fds` in one message (`SCM_RIGHTS`).

@@ -19,6 +19,7 @@
 //! new queue pair are discarded (their caller's ids are gone).
 
 use std::mem::MaybeUninit;
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -26,7 +27,7 @@ use rdma_sys::*;
 
 use super::device::{Context, PollCqFn};
 use super::monitor::monitor;
-use super::sys::errno;
+use super::sys::{errno, set_nonblocking};
 use crate::fabric::{CompletionQueue, CqError, FabricError, Wc, WcOpcode, WcStatus};
 
 /// Bits of the provider's `wr_id` that hold the sequence number.
@@ -113,6 +114,8 @@ struct Table {
 /// The shared part of a completion queue: the device object and its work queue table.
 pub(super) struct CqInner {
     pub(super) cq: *mut ibv_cq,
+    /// The queue's completion channel (non-blocking), or null if the device gave none.
+    channel: *mut ibv_comp_channel,
     table: Mutex<Table>,
     /// Set by the monitor on `IBV_EVENT_CQ_ERR`: the queue overflowed.
     overrun: Arc<AtomicBool>,
@@ -132,8 +135,13 @@ impl Drop for CqInner {
         }
         // SAFETY: every queue pair using the queue holds an Arc of this value, so all are
         // destroyed; the queue is destroyed once (libibverbs waits for the monitor to
-        // acknowledge any event of it already read).
+        // acknowledge any event of it already read). Every completion event read from the
+        // channel was acknowledged at once (`take_notifications`).
         unsafe { ibv_destroy_cq(self.cq) };
+        if !self.channel.is_null() {
+            // SAFETY: the channel's only queue is destroyed just above.
+            unsafe { ibv_destroy_comp_channel(self.channel) };
+        }
     }
 }
 
@@ -204,11 +212,16 @@ impl VerbsCq {
     pub(super) fn new(ctx: &Arc<Context>, min_depth: u32) -> Result<VerbsCq, FabricError> {
         let want = i32::try_from(min_depth.max(1))
             .map_err(|_| FabricError::InvalidArgument("completion queue depth"))?;
-        // SAFETY: the context is open; no completion channel, vector 0.
-        let cq =
-            unsafe { ibv_create_cq(ctx.ctx, want, std::ptr::null_mut(), std::ptr::null_mut(), 0) };
+        let channel = comp_channel(ctx);
+        // SAFETY: the context is open; the channel is null or open on this context; vector 0.
+        let cq = unsafe { ibv_create_cq(ctx.ctx, want, std::ptr::null_mut(), channel, 0) };
         if cq.is_null() {
-            return Err(FabricError::last_os("ibv_create_cq"));
+            let e = FabricError::last_os("ibv_create_cq");
+            if !channel.is_null() {
+                // SAFETY: the channel was created above and serves no queue.
+                unsafe { ibv_destroy_comp_channel(channel) };
+            }
+            return Err(e);
         }
         // SAFETY: `cq` is the queue just created; `cqe` holds the granted size.
         let depth = unsafe { (*cq).cqe }.max(0) as u32;
@@ -219,6 +232,7 @@ impl VerbsCq {
         Ok(VerbsCq {
             inner: Arc::new(CqInner {
                 cq,
+                channel,
                 table: Mutex::new(Table::default()),
                 overrun,
                 _ctx: ctx.clone(),
@@ -346,4 +360,64 @@ impl CompletionQueue for VerbsCq {
     fn depth(&self) -> u32 {
         self.depth
     }
+
+    fn arm(&mut self) -> Result<bool, CqError> {
+        if self.inner.channel.is_null() {
+            return Ok(false);
+        }
+        // SAFETY: the queue is live while `inner` is and has a completion channel.
+        match unsafe { ibv_req_notify_cq(self.inner.cq, 0) } {
+            0 => Ok(true),
+            rc => Err(CqError::Os(if rc < 0 { errno() } else { rc })),
+        }
+    }
+
+    fn notify_fd(&self) -> Option<BorrowedFd<'_>> {
+        if self.inner.channel.is_null() {
+            return None;
+        }
+        // SAFETY: the channel is open while `inner` lives, which outlives the borrow of
+        // `self`; its descriptor is the channel's own.
+        Some(unsafe { BorrowedFd::borrow_raw((*self.inner.channel).fd) })
+    }
+
+    fn take_notifications(&mut self) -> u32 {
+        if self.inner.channel.is_null() {
+            return 0;
+        }
+        let mut n = 0u32;
+        loop {
+            let mut cq = std::ptr::null_mut();
+            let mut ctx = std::ptr::null_mut();
+            // SAFETY: the channel is open and non-blocking: the call returns -1 (EAGAIN) at
+            // once when no event is queued; the out-pointers are locals.
+            if unsafe { ibv_get_cq_event(self.inner.channel, &mut cq, &mut ctx) } != 0 {
+                break;
+            }
+            n = n.saturating_add(1);
+        }
+        if n > 0 {
+            // SAFETY: `n` events of this queue (its channel serves no other) were read above
+            // and not yet acknowledged.
+            unsafe { ibv_ack_cq_events(self.inner.cq, n) };
+        }
+        n
+    }
+}
+
+/// A non-blocking completion channel on `ctx`, or null if the device refuses one (the
+/// queue then cannot notify: its users poll).
+fn comp_channel(ctx: &Context) -> *mut ibv_comp_channel {
+    // SAFETY: the context is open.
+    let ch = unsafe { ibv_create_comp_channel(ctx.ctx) };
+    if ch.is_null() {
+        return ch;
+    }
+    // SAFETY: `ch` was just created; its descriptor is open.
+    if set_nonblocking(unsafe { (*ch).fd }, "fcntl(comp channel)").is_err() {
+        // SAFETY: the channel serves no queue yet.
+        unsafe { ibv_destroy_comp_channel(ch) };
+        return std::ptr::null_mut();
+    }
+    ch
 }

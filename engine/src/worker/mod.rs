@@ -14,11 +14,12 @@
 //! connections' [`Counters`], refreshed at each publication (a few microseconds stale at
 //! most while the worker is busy).
 //!
-//! A worker spins by default. [`Workers::set_nap`] lets it nap instead once it has found
-//! nothing to do for a while — for a machine whose cores are shared with the threads the
-//! requests wait for (a backend's I/O threads, the peer, a guest's other vCPU): after
-//! `after` of continuous idleness it sleeps `nap` between polls, until a poll finds work.
-//! Idleness is timed from the clock every 64 idle turns; a busy turn pays one store.
+//! A worker spins by default. For a machine whose cores are shared with the threads the
+//! requests wait for (a backend's I/O threads, the peer, a guest's other vCPU) it can rest
+//! once it has found nothing to do for a while (`idle.rs`): [`Workers::set_wait`] lets it
+//! wait in epoll for its connections' next event (completion channels, and [`Bell`]s that
+//! a backend's threads ring), woken within microseconds; [`Workers::set_nap`] lets it sleep
+//! a fixed nap between polls, for connections that cannot be waited for.
 //!
 //! [`Workers::shutdown`] is graceful: the workers stop taking connections, keep polling
 //! until their connections have no Call in process and every reply posted is known sent
@@ -26,6 +27,12 @@
 
 #![deny(unsafe_code)]
 
+mod bell;
+mod idle;
+
+pub use bell::Bell;
+
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -35,6 +42,7 @@ use std::time::{Duration, Instant};
 use crate::fabric::Provider;
 use crate::responder::ServerConn;
 use crate::stats::{bump, Counters, Snapshot};
+use idle::Rest;
 
 /// Turns of the loop between two looks at the inbox and two publications of the counters.
 const HOUSEKEEPING_EVERY: u64 = 1024;
@@ -59,7 +67,32 @@ pub trait Drive: Send + 'static {
     fn close(&mut self);
     /// The connection's counters.
     fn counters(&self) -> Snapshot;
+
+    /// Asks to be woken by the connection's next event (a completion; an answer another
+    /// thread completes): arms its notifications so that one of its
+    /// [`wake_fds`](Self::wake_fds) turns readable. `false` when it cannot be waited for now
+    /// (its provider cannot notify, or an event is on its way): the worker then polls on.
+    /// After arming every connection, a worker polls each once more before it waits, so an
+    /// event between the arming and the wait is never missed. The default cannot be armed.
+    fn arm(&mut self) -> bool {
+        false
+    }
+
+    /// The descriptors that turn readable when an armed connection has an event; asked
+    /// when the worker adopts the connection and when it drops it, so they must stay the
+    /// same, and open, for the connection's life.
+    fn wake_fds(&self) -> WakeFds<'_> {
+        [None, None]
+    }
+
+    /// Called after a wait: takes the notifications delivered, so that the descriptors are
+    /// no longer readable.
+    fn disarm(&mut self) {}
 }
+
+/// Up to two descriptors that wake a worker for a connection ([`Drive::wake_fds`]): its
+/// completion channel and, say, the bell of the threads that complete its deferred Calls.
+pub type WakeFds<'a> = [Option<BorrowedFd<'a>>; 2];
 
 impl<P: Provider> Drive for ServerConn<P>
 where
@@ -89,6 +122,18 @@ where
 
     fn counters(&self) -> Snapshot {
         self.snapshot()
+    }
+
+    fn arm(&mut self) -> bool {
+        self.arm_notify()
+    }
+
+    fn wake_fds(&self) -> WakeFds<'_> {
+        [self.notify_fd(), None]
+    }
+
+    fn disarm(&mut self) {
+        self.take_notifications();
     }
 }
 
@@ -169,6 +214,11 @@ pub struct WorkerStats {
     pub conns_dead: u64,
     /// Naps taken ([`Workers::set_nap`]).
     pub naps: u64,
+    /// Waits for an event begun ([`Workers::set_wait`]); counted as the worker starts
+    /// waiting, armed and past its last look.
+    pub waits: u64,
+    /// Waits ended by an event (the others by their limit).
+    pub wakeups: u64,
     /// The sum of the connections' counters (dead ones included).
     pub rpc: Snapshot,
 }
@@ -176,6 +226,12 @@ pub struct WorkerStats {
 /// What a worker publishes for readers.
 #[derive(Debug, Default)]
 struct Shared {
+    /// Rung when there is something for a waiting worker to see: a connection in its
+    /// inbox, new settings, a stop (`None` if no eventfd could be made: never waits).
+    bell: Option<Bell>,
+    /// Set when a connection has been put in the inbox, cleared by the worker before it
+    /// looks: a worker about to wait sees it (or is rung) and looks instead.
+    mail: AtomicBool,
     stop: AtomicBool,
     loops: AtomicU64,
     busy_loops: AtomicU64,
@@ -183,6 +239,13 @@ struct Shared {
     conns_adopted: AtomicU64,
     conns_dead: AtomicU64,
     naps: AtomicU64,
+    waits: AtomicU64,
+    wakeups: AtomicU64,
+    /// Continuous idleness after which the worker waits for an event, in nanoseconds (0:
+    /// never).
+    wait_after_ns: AtomicU64,
+    /// The longest one wait lasts, in nanoseconds (0: `idle::WAIT_MAX`).
+    wait_max_ns: AtomicU64,
     /// Continuous idleness after which the worker naps, in nanoseconds (0: never).
     nap_after_ns: AtomicU64,
     /// How long one nap lasts, in nanoseconds.
@@ -238,7 +301,10 @@ impl<T: Drive> Workers<T> {
             };
             // Room for every connection the worker may take: assign never blocks.
             let (tx, rx) = mpsc::sync_channel(c.max_conns);
-            let shared = Arc::new(Shared::default());
+            let shared = Arc::new(Shared {
+                bell: Bell::new().ok(),
+                ..Shared::default()
+            });
             let s = Arc::clone(&shared);
             let max = c.max_conns;
             let thread = thread::Builder::new()
@@ -289,7 +355,12 @@ impl<T: Drive> Workers<T> {
             return Err(WorkerError::Full);
         }
         match w.inbox.try_send(conn) {
-            Ok(()) => Ok(i),
+            Ok(()) => {
+                // After the send: a worker that reads `mail` set then finds the connection.
+                w.shared.mail.store(true, Ordering::Release);
+                w.shared.wake();
+                Ok(i)
+            }
             Err(TrySendError::Full(mut c)) => {
                 c.close();
                 Err(WorkerError::Full)
@@ -313,6 +384,8 @@ impl<T: Drive> Workers<T> {
                 conns_adopted: w.shared.conns_adopted.load(Ordering::Relaxed),
                 conns_dead: w.shared.conns_dead.load(Ordering::Relaxed),
                 naps: w.shared.naps.load(Ordering::Relaxed),
+                waits: w.shared.waits.load(Ordering::Relaxed),
+                wakeups: w.shared.wakeups.load(Ordering::Relaxed),
                 rpc: w.shared.rpc.snapshot(),
             })
             .collect()
@@ -328,6 +401,35 @@ impl<T: Drive> Workers<T> {
         for w in &self.workers {
             w.shared.nap_ns.store(nap, Ordering::Relaxed);
             w.shared.nap_after_ns.store(after, Ordering::Relaxed);
+            w.shared.wake();
+        }
+    }
+
+    /// Lets every worker wait for its connections' next event once it has found nothing to
+    /// do for `after` (continuously): it arms them ([`Drive::arm`]), polls them a last time
+    /// and sleeps in epoll until one of their descriptors turns readable, a connection is
+    /// assigned, or the wait limit passes ([`set_wait_limit`](Self::set_wait_limit)). `None` (the default) never waits. A worker with a connection
+    /// that cannot be armed naps as [`set_nap`](Self::set_nap) says instead, or spins.
+    /// Waiting trades the wake-up (an interrupt, a thread switch) on the first message after
+    /// an idle spell for a core left entirely to others.
+    pub fn set_wait(&self, after: Option<Duration>) {
+        let ns = after.map_or(0, |d| {
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
+        });
+        for w in &self.workers {
+            w.shared.wait_after_ns.store(ns, Ordering::Relaxed);
+            w.shared.wake();
+        }
+    }
+
+    /// The longest one wait lasts (default 50 ms, at least 1 ms): how stale a waiting
+    /// worker's published counters may get, and what an event its notifier lost costs.
+    /// Events, new connections, settings and a stop wake it sooner.
+    pub fn set_wait_limit(&self, limit: Duration) {
+        let ns = u64::try_from(limit.max(Duration::from_millis(1)).as_nanos()).unwrap_or(u64::MAX);
+        for w in &self.workers {
+            w.shared.wait_max_ns.store(ns, Ordering::Relaxed);
+            w.shared.wake();
         }
     }
 
@@ -342,6 +444,7 @@ impl<T: Drive> Workers<T> {
         for w in &self.workers {
             w.shared.grace_ns.store(grace_ns, Ordering::Relaxed);
             w.shared.stop.store(true, Ordering::Release);
+            w.shared.wake();
         }
         let mut result = Ok(());
         for w in &mut self.workers {
@@ -361,6 +464,15 @@ impl<T: Drive> Drop for Workers<T> {
     }
 }
 
+impl Shared {
+    /// Wakes the worker if it waits.
+    fn wake(&self) {
+        if let Some(b) = &self.bell {
+            b.ring();
+        }
+    }
+}
+
 /// The worker's loop.
 fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
     let mut conns: Vec<T> = Vec::with_capacity(max_conns);
@@ -368,7 +480,7 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
     let mut loops: u64 = 0;
     // Busy turns are `loops - idle`.
     let mut idle: u64 = 0;
-    let mut napper = Napper::default();
+    let mut rest = Rest::default();
     loop {
         let mut work = 0;
         for c in conns.iter_mut() {
@@ -380,17 +492,22 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
         // rarely arrives while the worker is busy with its counters.
         if work == 0 {
             idle += 1;
-            napper.idle(shared);
+            if rest.idle() {
+                work = rest.rest(&mut conns, shared);
+                if work > 0 {
+                    rest.busy();
+                }
+            }
         } else {
-            napper.busy();
+            rest.busy();
         }
-        // A napping worker house-keeps at every turn: its turns are slow already, and it
-        // must see new connections, settings and a stop without hundreds of naps first.
+        // A resting worker house-keeps at every turn: its turns are slow already, and it
+        // must see new connections, settings and a stop without hundreds of rests first.
         if loops.is_multiple_of(HOUSEKEEPING_EVERY)
-            || (work == 0 && (idle.is_multiple_of(IDLE_HOUSEKEEPING_EVERY) || napper.napping))
+            || (work == 0 && (idle.is_multiple_of(IDLE_HOUSEKEEPING_EVERY) || rest.resting))
         {
-            napper.configure(shared);
-            housekeeping(&inbox, &mut conns, &mut retired, shared, max_conns);
+            rest.configure(shared);
+            housekeeping(&inbox, &mut conns, &mut retired, shared, max_conns, &rest);
             shared.loops.store(loops, Ordering::Relaxed);
             shared.busy_loops.store(loops - idle, Ordering::Relaxed);
             if shared.stop.load(Ordering::Acquire) {
@@ -412,62 +529,6 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
     shared.conns.store(0, Ordering::Relaxed);
     shared.loops.store(loops, Ordering::Relaxed);
     shared.busy_loops.store(loops - idle, Ordering::Relaxed);
-}
-
-/// When an idle worker naps ([`Workers::set_nap`]).
-#[derive(Debug, Default)]
-struct Napper {
-    /// Idleness before napping (zero: never nap).
-    after: Duration,
-    nap: Duration,
-    /// Idle turns in a row.
-    run: u32,
-    /// When the current idle spell was first seen on the clock.
-    since: Option<Instant>,
-    /// Whether the spell has lasted `after`: every idle turn naps until a busy one.
-    napping: bool,
-}
-
-impl Napper {
-    /// Idle turns between two looks at the clock.
-    const CLOCK_EVERY: u32 = 64;
-
-    fn configure(&mut self, shared: &Shared) {
-        self.after = Duration::from_nanos(shared.nap_after_ns.load(Ordering::Relaxed));
-        self.nap = Duration::from_nanos(shared.nap_ns.load(Ordering::Relaxed));
-        self.napping &= !self.after.is_zero();
-    }
-
-    #[inline]
-    fn busy(&mut self) {
-        self.run = 0;
-    }
-
-    #[inline]
-    fn idle(&mut self, shared: &Shared) {
-        if self.after.is_zero() {
-            return;
-        }
-        self.run = self.run.saturating_add(1);
-        if self.run == 1 {
-            // A new idle spell.
-            self.since = None;
-            self.napping = false;
-        }
-        if self.napping {
-            thread::sleep(self.nap);
-            bump(&shared.naps, 1);
-            return;
-        }
-        if !self.run.is_multiple_of(Self::CLOCK_EVERY) {
-            return;
-        }
-        let now = Instant::now();
-        match self.since {
-            None => self.since = Some(now),
-            Some(t) => self.napping = now.duration_since(t) >= self.after,
-        }
-    }
 }
 
 /// Polls until no connection has work in process or replies it has not seen complete, or
@@ -495,10 +556,14 @@ fn housekeeping<T: Drive>(
     retired: &mut Snapshot,
     shared: &Shared,
     max_conns: usize,
+    rest: &Rest,
 ) {
-    reap(conns, retired, shared);
+    reap(conns, retired, shared, rest);
+    // Reading it set (Acquire) makes the connections sent before visible to `try_recv`.
+    shared.mail.swap(false, Ordering::Acquire);
     while let Ok(mut c) = inbox.try_recv() {
         if conns.len() < max_conns {
+            rest.adopt(&c);
             conns.push(c);
             bump(&shared.conns_adopted, 1);
         } else {
@@ -514,10 +579,11 @@ fn housekeeping<T: Drive>(
 }
 
 /// Drops the dead connections, adding their counters to `retired`.
-fn reap<T: Drive>(conns: &mut Vec<T>, retired: &mut Snapshot, shared: &Shared) {
+fn reap<T: Drive>(conns: &mut Vec<T>, retired: &mut Snapshot, shared: &Shared, rest: &Rest) {
     let mut i = 0;
     while i < conns.len() {
         if conns[i].is_dead() {
+            rest.forget(&conns[i]);
             // The connection (its queue pair and memory) goes with the statement.
             retired.add(&conns.swap_remove(i).counters());
             bump(&shared.conns_dead, 1);
@@ -528,215 +594,4 @@ fn reap<T: Drive>(conns: &mut Vec<T>, retired: &mut Snapshot, shared: &Shared) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A connection that counts its polls as RPCs, dies after `die_after` polls and stays
-    /// busy for `busy_for` polls after the workers are told to stop.
-    struct Mock {
-        polls: u64,
-        die_after: u64,
-        busy_polls: Arc<AtomicU64>,
-        closed: Arc<AtomicBool>,
-        busy_for: u64,
-    }
-
-    impl Mock {
-        fn new(die_after: u64, busy_for: u64) -> (Mock, Arc<AtomicU64>, Arc<AtomicBool>) {
-            let busy_polls = Arc::new(AtomicU64::new(0));
-            let closed = Arc::new(AtomicBool::new(false));
-            (
-                Mock {
-                    polls: 0,
-                    die_after,
-                    busy_polls: Arc::clone(&busy_polls),
-                    closed: Arc::clone(&closed),
-                    busy_for,
-                },
-                busy_polls,
-                closed,
-            )
-        }
-    }
-
-    impl Drive for Mock {
-        fn poll(&mut self) -> usize {
-            self.polls += 1;
-            if self.busy() {
-                self.busy_polls.fetch_add(1, Ordering::Relaxed);
-                self.busy_for -= 1;
-            }
-            1
-        }
-        fn is_dead(&self) -> bool {
-            self.polls >= self.die_after
-        }
-        fn busy(&self) -> bool {
-            self.busy_for > 0
-        }
-        fn close(&mut self) {
-            self.closed.store(true, Ordering::Relaxed);
-        }
-        fn counters(&self) -> Snapshot {
-            Snapshot {
-                rpcs: self.polls,
-                ..Snapshot::default()
-            }
-        }
-    }
-
-    fn unpinned(max_conns: usize) -> WorkerConfig {
-        WorkerConfig {
-            core: None,
-            max_conns,
-        }
-    }
-
-    fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !cond() {
-            assert!(Instant::now() < deadline, "timed out waiting for {what}");
-            thread::sleep(Duration::from_millis(1));
-        }
-    }
-
-    /// A connection with work only while `on` is set.
-    struct Switch {
-        on: Arc<AtomicBool>,
-    }
-
-    impl Drive for Switch {
-        fn poll(&mut self) -> usize {
-            usize::from(self.on.load(Ordering::Relaxed))
-        }
-        fn is_dead(&self) -> bool {
-            false
-        }
-        fn busy(&self) -> bool {
-            false
-        }
-        fn close(&mut self) {}
-        fn counters(&self) -> Snapshot {
-            Snapshot::default()
-        }
-    }
-
-    #[test]
-    fn an_idle_worker_naps_only_when_told_and_wakes_to_work() {
-        let on = Arc::new(AtomicBool::new(false));
-        let mut w = Workers::<Switch>::start(&[unpinned(2)]).unwrap();
-        w.assign(Switch { on: on.clone() }).unwrap();
-        wait_for("the adoption", || w.stats()[0].conns == 1);
-        thread::sleep(Duration::from_millis(30));
-        assert_eq!(w.stats()[0].naps, 0, "spins by default");
-        w.set_nap(Some((Duration::from_millis(2), Duration::from_micros(200))));
-        wait_for("naps", || w.stats()[0].naps > 10);
-        // Work: the naps stop and the turns are busy.
-        on.store(true, Ordering::Relaxed);
-        thread::sleep(Duration::from_millis(20));
-        let (naps, busy) = (w.stats()[0].naps, w.stats()[0].busy_loops);
-        thread::sleep(Duration::from_millis(30));
-        let s = w.stats()[0];
-        assert!(
-            s.naps <= naps + 1,
-            "napped while busy: {naps} -> {}",
-            s.naps
-        );
-        assert!(s.busy_loops > busy, "no busy turns");
-        // Idle again, and naps stop for good once turned off.
-        on.store(false, Ordering::Relaxed);
-        wait_for("naps again", || w.stats()[0].naps > s.naps + 10);
-        w.set_nap(None);
-        thread::sleep(Duration::from_millis(20));
-        let naps = w.stats()[0].naps;
-        thread::sleep(Duration::from_millis(30));
-        assert_eq!(w.stats()[0].naps, naps, "napped after set_nap(None)");
-        w.shutdown(Duration::from_secs(1)).unwrap();
-    }
-
-    #[test]
-    fn connections_are_driven_spread_and_dropped_when_dead() {
-        let mut w = Workers::<Mock>::start(&[unpinned(4), unpinned(4)]).unwrap();
-        let (a, _, _) = Mock::new(u64::MAX, 0);
-        let (b, _, _) = Mock::new(u64::MAX, 0);
-        let (dies, _, _) = Mock::new(1000, 0);
-        let first = w.assign(a).unwrap();
-        wait_for("the first adoption", || w.stats()[first].conns == 1);
-        let second = w.assign(b).unwrap();
-        assert_ne!(
-            first, second,
-            "the least loaded worker takes the next connection"
-        );
-        w.assign(dies).unwrap();
-        wait_for("the dead connection to go", || {
-            w.stats().iter().map(|s| s.conns_dead).sum::<u64>() == 1
-        });
-        wait_for("polls to be counted", || {
-            w.stats().iter().map(|s| s.rpc.rpcs).sum::<u64>() > 10_000
-        });
-        let s = w.stats();
-        assert_eq!(s.iter().map(|s| s.conns).sum::<u64>(), 2);
-        assert_eq!(s.iter().map(|s| s.conns_adopted).sum::<u64>(), 3);
-        assert!(s.iter().all(|s| s.loops > 0 && s.busy_loops > 0));
-        // The dead connection's counters stay in the sum.
-        assert!(s.iter().map(|s| s.rpc.rpcs).sum::<u64>() >= 1000);
-        w.shutdown(Duration::from_secs(1)).unwrap();
-    }
-
-    #[test]
-    fn shutdown_finishes_work_in_process_then_closes() {
-        let mut w = Workers::<Mock>::start(&[unpinned(2)]).unwrap();
-        let (m, busy_polls, closed) = Mock::new(u64::MAX, 500);
-        w.assign(m).unwrap();
-        w.shutdown(Duration::from_secs(5)).unwrap();
-        assert_eq!(busy_polls.load(Ordering::Relaxed), 500);
-        assert!(closed.load(Ordering::Relaxed));
-    }
-
-    #[test]
-    fn a_full_set_refuses_and_closes_the_connection() {
-        let mut w = Workers::<Mock>::start(&[unpinned(1)]).unwrap();
-        let (a, _, _) = Mock::new(u64::MAX, 0);
-        w.assign(a).unwrap();
-        wait_for("the adoption", || w.stats()[0].conns == 1);
-        let (b, _, closed) = Mock::new(u64::MAX, 0);
-        assert_eq!(w.assign(b), Err(WorkerError::Full));
-        assert!(closed.load(Ordering::Relaxed));
-    }
-
-    /// A connection queued while the worker is full (`assign` saw a count published before
-    /// the last adoptions) is closed by the worker, not left waiting in the inbox.
-    #[test]
-    fn a_connection_queued_beyond_the_limit_is_closed() {
-        let mut w = Workers::<Mock>::start(&[unpinned(1)]).unwrap();
-        let (a, _, a_closed) = Mock::new(u64::MAX, 0);
-        w.assign(a).unwrap();
-        wait_for("the adoption", || w.stats()[0].conns == 1);
-        // What `assign` does when its view of the count is stale.
-        let (b, _, b_closed) = Mock::new(u64::MAX, 0);
-        assert!(w.workers[0].inbox.try_send(b).is_ok());
-        wait_for("the extra connection to be closed", || {
-            b_closed.load(Ordering::Relaxed)
-        });
-        let s = &w.stats()[0];
-        assert_eq!((s.conns, s.conns_adopted), (1, 1));
-        assert!(!a_closed.load(Ordering::Relaxed));
-        w.shutdown(Duration::from_secs(1)).unwrap();
-    }
-
-    #[test]
-    fn bad_settings_are_refused() {
-        assert_eq!(
-            Workers::<Mock>::start(&[]).err(),
-            Some(WorkerError::Config("no worker"))
-        );
-        assert!(matches!(
-            Workers::<Mock>::start(&[unpinned(0)]).err(),
-            Some(WorkerError::Config(_))
-        ));
-        assert!(matches!(
-            Workers::<Mock>::start(&[WorkerConfig::pinned(100_000)]).err(),
-            Some(WorkerError::NoSuchCore { core: 100_000, .. })
-        ));
-    }
-}
+mod tests;

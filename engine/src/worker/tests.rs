@@ -1,0 +1,344 @@
+//! Tests of the workers with mock connections.
+
+use super::*;
+
+/// A connection that counts its polls as RPCs, dies after `die_after` polls and stays
+/// busy for `busy_for` polls after the workers are told to stop.
+struct Mock {
+    polls: u64,
+    die_after: u64,
+    busy_polls: Arc<AtomicU64>,
+    closed: Arc<AtomicBool>,
+    busy_for: u64,
+}
+
+impl Mock {
+    fn new(die_after: u64, busy_for: u64) -> (Mock, Arc<AtomicU64>, Arc<AtomicBool>) {
+        let busy_polls = Arc::new(AtomicU64::new(0));
+        let closed = Arc::new(AtomicBool::new(false));
+        (
+            Mock {
+                polls: 0,
+                die_after,
+                busy_polls: Arc::clone(&busy_polls),
+                closed: Arc::clone(&closed),
+                busy_for,
+            },
+            busy_polls,
+            closed,
+        )
+    }
+}
+
+impl Drive for Mock {
+    fn poll(&mut self) -> usize {
+        self.polls += 1;
+        if self.busy() {
+            self.busy_polls.fetch_add(1, Ordering::Relaxed);
+            self.busy_for -= 1;
+        }
+        1
+    }
+    fn is_dead(&self) -> bool {
+        self.polls >= self.die_after
+    }
+    fn busy(&self) -> bool {
+        self.busy_for > 0
+    }
+    fn close(&mut self) {
+        self.closed.store(true, Ordering::Relaxed);
+    }
+    fn counters(&self) -> Snapshot {
+        Snapshot {
+            rpcs: self.polls,
+            ..Snapshot::default()
+        }
+    }
+}
+
+fn unpinned(max_conns: usize) -> WorkerConfig {
+    WorkerConfig {
+        core: None,
+        max_conns,
+    }
+}
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A connection with work only while `on` is set.
+struct Switch {
+    on: Arc<AtomicBool>,
+}
+
+impl Drive for Switch {
+    fn poll(&mut self) -> usize {
+        usize::from(self.on.load(Ordering::Relaxed))
+    }
+    fn is_dead(&self) -> bool {
+        false
+    }
+    fn busy(&self) -> bool {
+        false
+    }
+    fn close(&mut self) {}
+    fn counters(&self) -> Snapshot {
+        Snapshot::default()
+    }
+}
+
+#[test]
+fn an_idle_worker_naps_only_when_told_and_wakes_to_work() {
+    let on = Arc::new(AtomicBool::new(false));
+    let mut w = Workers::<Switch>::start(&[unpinned(2)]).unwrap();
+    w.assign(Switch { on: on.clone() }).unwrap();
+    wait_for("the adoption", || w.stats()[0].conns == 1);
+    thread::sleep(Duration::from_millis(30));
+    assert_eq!(w.stats()[0].naps, 0, "spins by default");
+    w.set_nap(Some((Duration::from_millis(2), Duration::from_micros(200))));
+    wait_for("naps", || w.stats()[0].naps > 10);
+    // Work: the naps stop and the turns are busy.
+    on.store(true, Ordering::Relaxed);
+    thread::sleep(Duration::from_millis(20));
+    let (naps, busy) = (w.stats()[0].naps, w.stats()[0].busy_loops);
+    thread::sleep(Duration::from_millis(30));
+    let s = w.stats()[0];
+    assert!(
+        s.naps <= naps + 1,
+        "napped while busy: {naps} -> {}",
+        s.naps
+    );
+    assert!(s.busy_loops > busy, "no busy turns");
+    // Idle again, and naps stop for good once turned off.
+    on.store(false, Ordering::Relaxed);
+    wait_for("naps again", || w.stats()[0].naps > s.naps + 10);
+    w.set_nap(None);
+    thread::sleep(Duration::from_millis(20));
+    let naps = w.stats()[0].naps;
+    thread::sleep(Duration::from_millis(30));
+    assert_eq!(w.stats()[0].naps, naps, "napped after set_nap(None)");
+    w.shutdown(Duration::from_secs(1)).unwrap();
+}
+
+#[test]
+fn connections_are_driven_spread_and_dropped_when_dead() {
+    let mut w = Workers::<Mock>::start(&[unpinned(4), unpinned(4)]).unwrap();
+    let (a, _, _) = Mock::new(u64::MAX, 0);
+    let (b, _, _) = Mock::new(u64::MAX, 0);
+    let (dies, _, _) = Mock::new(1000, 0);
+    let first = w.assign(a).unwrap();
+    wait_for("the first adoption", || w.stats()[first].conns == 1);
+    let second = w.assign(b).unwrap();
+    assert_ne!(
+        first, second,
+        "the least loaded worker takes the next connection"
+    );
+    w.assign(dies).unwrap();
+    wait_for("the dead connection to go", || {
+        w.stats().iter().map(|s| s.conns_dead).sum::<u64>() == 1
+    });
+    wait_for("polls to be counted", || {
+        w.stats().iter().map(|s| s.rpc.rpcs).sum::<u64>() > 10_000
+    });
+    let s = w.stats();
+    assert_eq!(s.iter().map(|s| s.conns).sum::<u64>(), 2);
+    assert_eq!(s.iter().map(|s| s.conns_adopted).sum::<u64>(), 3);
+    assert!(s.iter().all(|s| s.loops > 0 && s.busy_loops > 0));
+    // The dead connection's counters stay in the sum.
+    assert!(s.iter().map(|s| s.rpc.rpcs).sum::<u64>() >= 1000);
+    w.shutdown(Duration::from_secs(1)).unwrap();
+}
+
+#[test]
+fn shutdown_finishes_work_in_process_then_closes() {
+    let mut w = Workers::<Mock>::start(&[unpinned(2)]).unwrap();
+    let (m, busy_polls, closed) = Mock::new(u64::MAX, 500);
+    w.assign(m).unwrap();
+    w.shutdown(Duration::from_secs(5)).unwrap();
+    assert_eq!(busy_polls.load(Ordering::Relaxed), 500);
+    assert!(closed.load(Ordering::Relaxed));
+}
+
+#[test]
+fn a_full_set_refuses_and_closes_the_connection() {
+    let mut w = Workers::<Mock>::start(&[unpinned(1)]).unwrap();
+    let (a, _, _) = Mock::new(u64::MAX, 0);
+    w.assign(a).unwrap();
+    wait_for("the adoption", || w.stats()[0].conns == 1);
+    let (b, _, closed) = Mock::new(u64::MAX, 0);
+    assert_eq!(w.assign(b), Err(WorkerError::Full));
+    assert!(closed.load(Ordering::Relaxed));
+}
+
+/// A connection queued while the worker is full (`assign` saw a count published before
+/// the last adoptions) is closed by the worker, not left waiting in the inbox.
+#[test]
+fn a_connection_queued_beyond_the_limit_is_closed() {
+    let mut w = Workers::<Mock>::start(&[unpinned(1)]).unwrap();
+    let (a, _, a_closed) = Mock::new(u64::MAX, 0);
+    w.assign(a).unwrap();
+    wait_for("the adoption", || w.stats()[0].conns == 1);
+    // What `assign` does when its view of the count is stale.
+    let (b, _, b_closed) = Mock::new(u64::MAX, 0);
+    assert!(w.workers[0].inbox.try_send(b).is_ok());
+    wait_for("the extra connection to be closed", || {
+        b_closed.load(Ordering::Relaxed)
+    });
+    let s = &w.stats()[0];
+    assert_eq!((s.conns, s.conns_adopted), (1, 1));
+    assert!(!a_closed.load(Ordering::Relaxed));
+    w.shutdown(Duration::from_secs(1)).unwrap();
+}
+
+#[test]
+fn bad_settings_are_refused() {
+    assert_eq!(
+        Workers::<Mock>::start(&[]).err(),
+        Some(WorkerError::Config("no worker"))
+    );
+    assert!(matches!(
+        Workers::<Mock>::start(&[unpinned(0)]).err(),
+        Some(WorkerError::Config(_))
+    ));
+    assert!(matches!(
+        Workers::<Mock>::start(&[WorkerConfig::pinned(100_000)]).err(),
+        Some(WorkerError::NoSuchCore { core: 100_000, .. })
+    ));
+}
+
+/// A connection whose work is items another thread queues, ringing its bell.
+struct Rung {
+    queued: Arc<AtomicU64>,
+    taken: Arc<AtomicU64>,
+    bell: Arc<Bell>,
+}
+
+impl Drive for Rung {
+    fn poll(&mut self) -> usize {
+        let q = self.queued.load(Ordering::Acquire);
+        let t = self.taken.load(Ordering::Relaxed);
+        if q > t {
+            self.taken.store(q, Ordering::Release);
+        }
+        (q - t) as usize
+    }
+    fn is_dead(&self) -> bool {
+        false
+    }
+    fn busy(&self) -> bool {
+        false
+    }
+    fn close(&mut self) {}
+    fn counters(&self) -> Snapshot {
+        Snapshot::default()
+    }
+    fn arm(&mut self) -> bool {
+        self.bell.arm();
+        true
+    }
+    fn wake_fds(&self) -> WakeFds<'_> {
+        [Some(self.bell.fd()), None]
+    }
+    fn disarm(&mut self) {
+        self.bell.clear();
+    }
+}
+
+#[test]
+fn a_waiting_worker_sleeps_and_each_ring_wakes_it() {
+    let queued = Arc::new(AtomicU64::new(0));
+    let taken = Arc::new(AtomicU64::new(0));
+    let bell = Arc::new(Bell::new().unwrap());
+    let mut w = Workers::<Rung>::start(&[unpinned(2)]).unwrap();
+    w.set_wait(Some(Duration::from_micros(200)));
+    // No wait ends by its limit here: every item must be taken because its ring woke the
+    // worker (a lost ring hangs the test until `wait_for` fails it).
+    w.set_wait_limit(Duration::from_secs(600));
+    w.assign(Rung {
+        queued: queued.clone(),
+        taken: taken.clone(),
+        bell: bell.clone(),
+    })
+    .unwrap();
+    wait_for("the adoption", || w.stats()[0].conns == 1);
+    wait_for("a wait", || w.stats()[0].waits > 0);
+    // Waiting, not spinning: the loop barely turns (a spinning worker turns millions of
+    // times in this while).
+    let before = w.stats()[0].loops;
+    thread::sleep(Duration::from_millis(120));
+    let turned = w.stats()[0].loops - before;
+    assert!(turned < 1000, "{turned} turns while waiting");
+    // Each item is taken, and each wait before one ended by the ring. The worker is
+    // waiting when each item comes: armed and past its last look, only the ring wakes it.
+    for k in 1..=20u64 {
+        let (woken, waits) = (w.stats()[0].wakeups, w.stats()[0].waits);
+        queued.store(k, Ordering::Release);
+        bell.ring();
+        wait_for("the item", || taken.load(Ordering::Acquire) == k);
+        wait_for("the wake-up to be counted", || w.stats()[0].wakeups > woken);
+        wait_for("the worker to wait again", || w.stats()[0].waits > waits);
+    }
+    assert_eq!(w.stats()[0].naps, 0);
+    w.shutdown(Duration::from_secs(1)).unwrap();
+}
+
+#[test]
+fn a_connection_that_cannot_be_armed_keeps_its_worker_polling() {
+    let on = Arc::new(AtomicBool::new(false));
+    let mut w = Workers::<Switch>::start(&[unpinned(2)]).unwrap();
+    w.set_wait(Some(Duration::from_micros(100)));
+    w.assign(Switch { on: on.clone() }).unwrap();
+    wait_for("the adoption", || w.stats()[0].conns == 1);
+    wait_for("idle turns", || w.stats()[0].loops > 100_000);
+    assert_eq!(
+        w.stats()[0].waits,
+        0,
+        "waited on a connection it cannot wake"
+    );
+    // With naps allowed, it naps instead.
+    w.set_nap(Some((
+        Duration::from_micros(100),
+        Duration::from_micros(100),
+    )));
+    wait_for("naps", || w.stats()[0].naps > 10);
+    assert_eq!(w.stats()[0].waits, 0);
+    // A connection assigned while the worker rests is adopted (it is rung).
+    w.assign(Switch { on: on.clone() }).unwrap();
+    wait_for("the second adoption", || w.stats()[0].conns == 2);
+    w.shutdown(Duration::from_secs(1)).unwrap();
+}
+
+#[test]
+fn a_waiting_worker_adopts_new_connections_and_stops_when_told() {
+    let mk = || Rung {
+        queued: Arc::new(AtomicU64::new(0)),
+        taken: Arc::new(AtomicU64::new(0)),
+        bell: Arc::new(Bell::new().unwrap()),
+    };
+    let mut w = Workers::<Rung>::start(&[unpinned(4)]).unwrap();
+    w.set_wait(Some(Duration::from_micros(100)));
+    w.assign(mk()).unwrap();
+    wait_for("a wait", || w.stats()[0].waits > 0);
+    let second = mk();
+    let (q, t, b) = (
+        second.queued.clone(),
+        second.taken.clone(),
+        second.bell.clone(),
+    );
+    w.assign(second).unwrap();
+    wait_for("the second adoption", || w.stats()[0].conns == 2);
+    // The new connection's bell was added to the set the worker waits on.
+    let waits = w.stats()[0].waits;
+    wait_for("another wait", || w.stats()[0].waits > waits);
+    let woken = w.stats()[0].wakeups;
+    q.store(1, Ordering::Release);
+    b.ring();
+    wait_for("the item", || t.load(Ordering::Acquire) == 1);
+    wait_for("the wake-up", || w.stats()[0].wakeups > woken);
+    w.shutdown(Duration::from_secs(1)).unwrap();
+}
