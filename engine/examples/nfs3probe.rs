@@ -37,6 +37,7 @@ const LOOKUP: u32 = 3;
 const READ: u32 = 6;
 const WRITE: u32 = 7;
 const CREATE: u32 = 8;
+const REMOVE: u32 = 12;
 const READDIRPLUS: u32 = 17;
 const FSINFO: u32 = 19;
 /// One READDIRPLUS reply: the last cookie, the verifier, eof, the names.
@@ -82,6 +83,11 @@ struct Cli {
     /// round trip of a procedure that reaches the file system.
     #[arg(long)]
     getattr_bench: Option<usize>,
+    /// Time N CREATEs of new files in the export's root, then N REMOVEs of them, instead
+    /// (MOUNT first; prints one JSON line): round trips of procedures that change the file
+    /// system (which nfs3d hands to its I/O threads).
+    #[arg(long)]
+    create_bench: Option<usize>,
     /// RPC-over-RDMA version: 1, 2, or auto (2 if the server speaks it, else 1 on the same
     /// connection).
     #[arg(long, default_value = "1")]
@@ -288,6 +294,43 @@ fn run(cli: &Cli) -> Result<usize, String> {
             nfs(&mut c, a, |r| status(r.results).0 == 0)
         })?;
         println!("{{\"getattr_rtt_ns\":{}}}", percentiles(lat));
+        c.disconnect();
+        return Ok(0);
+    }
+    if let Some(n) = cli.create_bench {
+        let name = |i: usize| format!("create-bench-{}-{i}", std::process::id());
+        let mut i = 0;
+        let create = time_calls(n, || {
+            let args = xdr(|w| {
+                w.put_opaque_var(&root, 64)?;
+                w.put_string(name(i).as_bytes(), 255)?;
+                w.put_u32(0)?; // UNCHECKED
+                for v in [1u32, 0o644, 0, 0, 0, 0, 0] {
+                    w.put_u32(v)?; // mode set; uid, gid, size unset; times unchanged
+                }
+                Ok(())
+            });
+            i += 1;
+            let mut a = CallArgs::new(NFS, V3, CREATE, &args, 512);
+            a.cred = cred;
+            nfs(&mut c, a, |r| status(r.results).0 == 0)
+        })?;
+        let mut i = 0;
+        let remove = time_calls(n, || {
+            let args = xdr(|w| {
+                w.put_opaque_var(&root, 64)?;
+                w.put_string(name(i).as_bytes(), 255)
+            });
+            i += 1;
+            let mut a = CallArgs::new(NFS, V3, REMOVE, &args, 512);
+            a.cred = cred;
+            nfs(&mut c, a, |r| status(r.results).0 == 0)
+        })?;
+        println!(
+            "{{\"create_rtt_ns\":{},\"remove_rtt_ns\":{}}}",
+            percentiles(create),
+            percentiles(remove)
+        );
         c.disconnect();
         return Ok(0);
     }
