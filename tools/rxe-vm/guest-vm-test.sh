@@ -117,23 +117,54 @@ test)
     nfs_tests
     ;;
 bench)
+    # Rounds alternate the engine's verbs fabric with perftest's ib_*_lat on the same device
+    # (this host's speed changes within a minute: only same-run ratios mean something); the
+    # medians and their ratios end the log. Both report the same sample: half a round trip
+    # for SEND and WRITE, a whole one for READ.
     SIZES=(8 64 512 4096 65536)
     ITERS=${ITERS:-5000}
-    for op in send write read; do
-        step "rpcrdma-$op" rpcrdma bench fabric --provider verbs --device "$DEV" \
-            --addr "$IP:18900" --op "$op" --size "$(IFS=,; echo "${SIZES[*]}")" \
-            --iters "$ITERS" --json
-        for s in "${SIZES[@]}"; do
-            banner "ib_${op}_lat -s $s -n $ITERS"
-            SRV=("ib_${op}_lat" -d "$DEV" -x 1 -n "$ITERS" -s "$s")
-            CLI=("ib_${op}_lat" -d "$DEV" -x 1 -n "$ITERS" -s "$s" "$IP")
-            if pair >/dev/null && lat=$(typical_lat "$WORK/client.log" "$s" "$ITERS"); then
-                echo "ib_${op}_lat $s B: t_typical $lat usec"
-                pass "ib_${op}_lat-$s"
+    ROUNDS=${ROUNDS:-3}
+    : >"$WORK/lat.tsv"
+    for ((r = 1; r <= ROUNDS; r++)); do
+        banner "round $r of $ROUNDS"
+        for op in send write read; do
+            banner "rpcrdma bench fabric --op $op"
+            if out=$(timeout "$STEP_TIMEOUT" rpcrdma bench fabric --provider verbs --device "$DEV" \
+                --addr "$IP:18900" --op "$op" --size "$(IFS=,; echo "${SIZES[*]}")" \
+                --iters "$ITERS" --json 2>&1); then
+                echo "$out"
+                sed -n 's/.*"size":\([0-9]*\),.*"p50":\([0-9]*\),.*/\1 \2/p' <<<"$out" |
+                    while read -r s ns; do
+                        printf 'rpcrdma\t%s\t%s\t%s\n' "$op" "$s" "$(awk -v v="$ns" 'BEGIN { printf "%.3f", v / 1000 }')"
+                    done >>"$WORK/lat.tsv"
+                pass "rpcrdma-$op round $r"
             else
-                cat "$WORK/client.log"
-                fail "ib_${op}_lat-$s"
+                echo "$out"
+                fail "rpcrdma-$op round $r"
             fi
+            for s in "${SIZES[@]}"; do
+                banner "ib_${op}_lat -s $s -n $ITERS"
+                SRV=("ib_${op}_lat" -d "$DEV" -x 1 -n "$ITERS" -s "$s")
+                CLI=("ib_${op}_lat" -d "$DEV" -x 1 -n "$ITERS" -s "$s" "$IP")
+                if pair >/dev/null && lat=$(typical_lat "$WORK/client.log" "$s" "$ITERS"); then
+                    echo "ib_${op}_lat $s B: t_typical $lat usec"
+                    printf 'perftest\t%s\t%s\t%s\n' "$op" "$s" "$lat" >>"$WORK/lat.tsv"
+                    pass "ib_${op}_lat-$s round $r"
+                else
+                    cat "$WORK/client.log"
+                    fail "ib_${op}_lat-$s round $r"
+                fi
+            done
+        done
+    done
+    banner "medians of $ROUNDS rounds (usec): rpcrdma, perftest, rpcrdma/perftest"
+    for op in send write read; do
+        for s in "${SIZES[@]}"; do
+            med() { awk -F'\t' -v t="$1" -v o="$op" -v s="$s" '$1 == t && $2 == o && $3 == s { print $4 }' "$WORK/lat.tsv" |
+                sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+            a=$(med rpcrdma) b=$(med perftest)
+            awk -v o="$op" -v s="$s" -v a="${a:-0}" -v b="${b:-0}" \
+                'BEGIN { printf "%-6s %6s B  %9.3f %9.3f  %s\n", o, s, a, b, (a > 0 && b > 0 ? sprintf("%.2f", a / b) : "-") }'
         done
     done
     ;;

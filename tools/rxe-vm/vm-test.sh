@@ -73,6 +73,7 @@ rc=0
 "$HERE/run.sh" --image "$IMAGE" --timeout "${VM_TEST_TIMEOUT:-1200}" \
     --mem 3G --bin "$BIN" --bin "$NFS3D" --bin "$NFS3PROBE" --bin "$HERE/guest-vm-test.sh" --bin "$HERE/guest-lib.sh" \
     --bin "$HERE/guest-nfs.sh" --env "NFS_ROUNDS=${NFS_ROUNDS:-1}" \
+    --env "ROUNDS=${BENCH_ROUNDS:-3}" --env "ITERS=${BENCH_ITERS:-5000}" \
     -- guest-vm-test.sh "$MODE" || rc=$?
 echo "vm-test: $MODE finished after $(secs) s with exit code $rc" >&2
 if [ "$MODE" = test ] && [ "${VM_TEST_TWO_HOST:-1}" = 1 ]; then

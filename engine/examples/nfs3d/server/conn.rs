@@ -7,7 +7,6 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, Sender};
-
 use std::sync::Arc;
 
 use rpcrdma_engine::dispatch::{Outcome, Response};
@@ -16,7 +15,6 @@ use rpcrdma_engine::responder::{CompleteError, ServerConn};
 use rpcrdma_engine::stats::Snapshot;
 use rpcrdma_engine::worker::{Bell, Drive, WakeFds};
 
-use super::io::Jobs;
 use super::{lend, take_started, Answer, Finished, Job, Nfs, ReplyTo};
 
 /// Most answers completed per poll (the worker's other connections get their turn).
@@ -26,7 +24,7 @@ const COMPLETIONS_PER_POLL: usize = 64;
 pub struct NfsConn<P: Provider> {
     conn: ServerConn<P>,
     nfs: Arc<Nfs>,
-    jobs: Option<Jobs>,
+    jobs: Option<Sender<Job>>,
     done_tx: Sender<Finished>,
     done_rx: Receiver<Finished>,
     /// Rung by the I/O threads after each answer, for a worker waiting for events (`None`
@@ -48,7 +46,7 @@ impl<P: Provider> core::fmt::Debug for NfsConn<P> {
 
 impl<P: Provider> NfsConn<P> {
     /// Drives `conn`, sending its jobs to `jobs` (the I/O pool's channel).
-    pub fn new(conn: ServerConn<P>, nfs: Arc<Nfs>, jobs: Option<Jobs>) -> NfsConn<P> {
+    pub fn new(conn: ServerConn<P>, nfs: Arc<Nfs>, jobs: Option<Sender<Job>>) -> NfsConn<P> {
         let (done_tx, done_rx) = mpsc::channel();
         NfsConn {
             conn,
