@@ -124,6 +124,10 @@ counters! {
     /// Times an RPC waited because every shared large bulk buffer was taken (requester:
     /// `submit` said `WouldBlock`; responder: the Call waited for one to come back).
     large_bulk_waits,
+    /// Shared large bulk buffers registered after the connection was set up, as its Calls
+    /// needed them (responder: beyond the first three, up to
+    /// [`ConnConfig::large_bufs`](crate::conn::ConnConfig)).
+    large_registered,
     /// Connections that speak RPC-over-RDMA version 2 ([V2] §7.1).
     v2_connections,
     /// Version 2 openings answered ERR_VERS without 2 (or not at all), after which the

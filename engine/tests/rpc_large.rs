@@ -170,3 +170,47 @@ fn credits_owning_the_largest_buffers_share_nothing() {
     run(&mut c, &mut s, 40, 8);
     assert_eq!(c.snapshot().large_bulk + s.snapshot().large_bulk, 0);
 }
+
+#[test]
+fn the_server_registers_large_buffers_as_its_calls_need_them() {
+    let cfg = ConnConfig {
+        credits: 32,
+        initial_grant: 32,
+        ..ConnConfig::default()
+    };
+    let (mut c, mut s) = soft_pair(dispatch(), cfg, cfg).expect("pair");
+    let at_accept = s.registered_bytes();
+    let large = u64::from(cfg.bulk_size);
+    // Calls that fit the credits' own buffers register nothing more.
+    let small = [8192u32.to_be_bytes(), 14u32.to_be_bytes()].concat();
+    let mut a = CallArgs::new(PROG, VERS, READ, &small, 4);
+    a.bulk_results = &[8192];
+    for _ in 0..20 {
+        let ok = call(&mut c, &mut s, &a, |r| {
+            r.result
+                .is_ok_and(|r| r.bulk()[0] == pattern(14, 8192).as_slice())
+        });
+        assert!(ok);
+    }
+    assert_eq!(s.registered_bytes(), at_accept);
+    assert_eq!(s.snapshot().large_registered, 0);
+    // 32 NFS-sized Calls in flight: the server registers more, up to large_bufs in all.
+    run(&mut c, &mut s, 200, 32);
+    let grown = s.snapshot().large_registered;
+    assert!(
+        // Three were registered at accept.
+        grown > 0 && grown <= u64::from(cfg.large_bufs) - 3,
+        "{grown} registered"
+    );
+    let now = s.registered_bytes();
+    assert!(
+        now >= at_accept + grown * large && now <= at_accept + grown * (large + 4096),
+        "{at_accept} at accept, {now} now, {grown} buffers added"
+    );
+    // At its peak the connection registers what the same load needs, no more: at most
+    // large_bufs large buffers.
+    run(&mut c, &mut s, 200, 32);
+    let again = s.snapshot().large_registered;
+    assert!(again <= u64::from(cfg.large_bufs) - 3, "{again} registered");
+    assert_eq!(s.snapshot().err_chunk + s.snapshot().system_err, 0);
+}

@@ -11,7 +11,7 @@ use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::program;
 use rpcrdma_engine::responder::{ReverseCallError, ReverseError, ServerConn};
 use rpcrdma_engine::stats::Snapshot;
-use rpcrdma_engine::worker::Drive;
+use rpcrdma_engine::worker::{Drive, WakeFds};
 
 /// Bytes of each reverse ECHO's payload.
 const PAYLOAD: usize = 64;
@@ -105,5 +105,19 @@ where
 
     fn counters(&self) -> Snapshot {
         Drive::counters(&self.conn)
+    }
+
+    // Reverse Calls' Replies arrive as receives: the completion queue wakes the worker for
+    // them as for Calls.
+    fn arm(&mut self) -> bool {
+        Drive::arm(&mut self.conn)
+    }
+
+    fn wake_fds(&self) -> WakeFds<'_> {
+        Drive::wake_fds(&self.conn)
+    }
+
+    fn disarm(&mut self) {
+        Drive::disarm(&mut self.conn);
     }
 }

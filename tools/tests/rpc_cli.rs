@@ -257,3 +257,36 @@ fn one_mebibyte_io_with_128_credits_runs_on_the_defaults() {
         assert!(r["client"]["large_bulk"].as_u64().unwrap() > 0, "{r}");
     }
 }
+
+#[test]
+fn a_server_whose_workers_wait_between_calls_answers_every_form() {
+    let addr = unique("wait");
+    let child = bin()
+        .args(["serve", "--listen", &addr, "--seconds", "8"])
+        .args(["--wait-after-us", "100"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn rpcrdma serve");
+    // Not killed on a failure: it stops by itself after --seconds.
+    for w in ["null", "echo:8000", "write:65536", "read:65536"] {
+        let lines = call(&addr, w, &[]);
+        for l in &lines[..2] {
+            assert_eq!(l["status"], "ok", "{w}: {l}");
+        }
+        // Long enough for the worker to go back to waiting.
+        thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("serve's output");
+    assert!(out.status.success(), "serve exits cleanly");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let report: Value = text
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .expect("serve's counters");
+    let w = &report["workers"][0];
+    assert!(w["waits"].as_u64().unwrap() > 0, "the worker waited: {w}");
+    assert!(w["wakeups"].as_u64().unwrap() > 0, "events woke it: {w}");
+    assert_eq!(w["counters"]["rpcs"], 8, "{w}");
+}

@@ -4,6 +4,8 @@
 //! peer's write, as perftest's `ib_write_lat` does) and RDMA Read latency (one side reads,
 //! the other's CPU does nothing, as `ib_read_lat`). The ping-pongs report half round trips,
 //! RDMA Read whole ones (a Read is a round trip); each sample includes one clock read.
+//! Messages of up to perftest's default inline sizes (236 bytes for SEND, 220 for RDMA
+//! Write, on RC) are posted inline, as perftest posts them, when the device allows it.
 
 use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicU64, Ordering};
 use std::thread;
@@ -200,6 +202,21 @@ pub fn cacheline_pingpong(iters: usize) -> Latency {
 }
 
 const RECVS: usize = 32;
+/// perftest's default inline size for SEND latency on RC (`ib_send_lat`).
+const INLINE_SEND: usize = 236;
+/// perftest's default inline size for RDMA Write latency (`ib_write_lat`).
+const INLINE_WRITE: usize = 220;
+
+/// The inline size to ask a queue pair for: `max` when `size` fits it and the device allows
+/// that much, else 0 (gathered from memory).
+fn inline_for<P: Provider>(dev: &P::Device, size: usize, max: usize) -> u32 {
+    let cap = (dev.attr().max_inline_data as usize).min(max);
+    if size <= cap {
+        cap as u32
+    } else {
+        0
+    }
+}
 const SIGNAL_EVERY: u64 = 16;
 
 /// Ping-pongs `msg_size`-byte SENDs between two queue pairs connected by `env`, each side on
@@ -228,7 +245,7 @@ pub fn send_pingpong<P: Provider, E: Env<P>>(
     let caps = QpCaps {
         max_send_wr: 64,
         max_recv_wr: RECVS as u32,
-        max_inline_data: 0,
+        max_inline_data: inline_for::<P>(dev, msg_size, INLINE_SEND),
         ..QpCaps::default()
     };
     let (mut qa, mut qb) = env.pair(
@@ -294,6 +311,10 @@ pub fn send_pingpong<P: Provider, E: Env<P>>(
     }
 
     let send_at = RECVS * slot;
+    // Inline when both queue pairs were granted room for the message.
+    let inline = msg_size <= INLINE_SEND
+        && msg_size <= qa.caps().max_inline_data.min(qb.caps().max_inline_data) as usize;
+    let (bytes_a, bytes_b) = (vec![0xa5u8; msg_size], vec![0x5au8; msg_size]);
     let result = thread::scope(|s| -> Result<(), String> {
         let echo = s.spawn(|| -> Result<(), String> {
             pin(cores.map(|c| c.1));
@@ -303,7 +324,11 @@ pub fn send_pingpong<P: Provider, E: Env<P>>(
             for i in 0..total as u64 {
                 let id = wait_recv::<P>(&mut cq, &mut wc, timeout)? as usize;
                 // Answer first, then repost: a run-to-completion worker's order.
-                let mut wr = SendWr::send(i, &sge);
+                let mut wr = if inline {
+                    SendWr::send_inline(i, &bytes_b)
+                } else {
+                    SendWr::send(i, &sge)
+                };
                 if i % SIGNAL_EVERY == SIGNAL_EVERY - 1 {
                     wr = wr.signaled();
                 }
@@ -322,7 +347,11 @@ pub fn send_pingpong<P: Provider, E: Env<P>>(
             let mut repost: Option<usize> = None;
             let mut t = Instant::now();
             for i in 0..total as u64 {
-                let mut wr = SendWr::send(i, &sge);
+                let mut wr = if inline {
+                    SendWr::send_inline(i, &bytes_a)
+                } else {
+                    SendWr::send(i, &sge)
+                };
                 if i % SIGNAL_EVERY == SIGNAL_EVERY - 1 {
                     wr = wr.signaled();
                 }
@@ -369,7 +398,11 @@ struct OneSided<P: Provider> {
     _pd: [P::Pd; 2],
 }
 
-fn one_sided<P: Provider, E: Env<P>>(env: &E, size: usize) -> Result<OneSided<P>, String> {
+fn one_sided<P: Provider, E: Env<P>>(
+    env: &E,
+    size: usize,
+    inline: usize,
+) -> Result<OneSided<P>, String> {
     let dev = env.device();
     let e = |what: &'static str| move |err: super::FabricError| format!("{what}: {err}");
     let cq = [
@@ -391,7 +424,7 @@ fn one_sided<P: Provider, E: Env<P>>(env: &E, size: usize) -> Result<OneSided<P>
     let caps = QpCaps {
         max_send_wr: 64,
         max_recv_wr: 1,
-        max_inline_data: 0,
+        max_inline_data: inline_for::<P>(dev, size, inline),
         ..QpCaps::default()
     };
     let (qa, qb) = env.pair(
@@ -481,22 +514,39 @@ pub fn write_pingpong<P: Provider, E: Env<P>>(
         mr: [mr_a, mr_b],
         qp: [qa, qb],
         _pd,
-    } = one_sided(env, size)?;
+    } = one_sided(env, size, INLINE_WRITE)?;
     let (warmup, total) = run_length(iters);
     let cores = two_cores();
     let timeout = env.timeout();
     let mut samples = vec![0u64; iters];
-    // Side `me` writes from the first half of its region into the second half of the peer's.
+    // Inline when both queue pairs were granted room for the message.
+    let inline = size <= INLINE_WRITE
+        && size <= qa.caps().max_inline_data.min(qb.caps().max_inline_data) as usize;
+    // Side `me` writes from the first half of its region (or, inline, from `local`) into
+    // the second half of the peer's.
     fn step<P: Provider>(
         qp: &mut P::Qp,
         mine: &P::Mr,
+        local: Option<&mut [u8]>,
         peer: super::RemoteAddr,
         size: usize,
         i: u64,
     ) -> Result<(), String> {
-        mine.write_at(size - 1, &[mark(i)]);
         let sge = [mine.sge(0, size as u32)];
-        let mut wr = SendWr::write(i, &sge, peer);
+        let mut wr = match local {
+            Some(bytes) => {
+                bytes[size - 1] = mark(i);
+                SendWr::new(
+                    i,
+                    super::wr::SendOp::RdmaWrite { remote: peer },
+                    super::Payload::Inline(bytes),
+                )
+            }
+            None => {
+                mine.write_at(size - 1, &[mark(i)]);
+                SendWr::write(i, &sge, peer)
+            }
+        };
         if i % SIGNAL_EVERY == SIGNAL_EVERY - 1 {
             wr = wr.signaled();
         }
@@ -510,9 +560,11 @@ pub fn write_pingpong<P: Provider, E: Env<P>>(
             pin(cores.map(|c| c.1));
             let (mut cq, mut qp) = (cq_b, qb);
             let mut wc = [Wc::default(); 8];
+            let mut local = vec![0x5au8; size];
             for i in 0..total as u64 {
                 wait_mark::<P>(mr_b, half + size - 1, mark(i), &mut cq, &mut wc, timeout)?;
-                step::<P>(&mut qp, mr_b, at_a, size, i)?;
+                let bytes = inline.then_some(&mut local[..]);
+                step::<P>(&mut qp, mr_b, bytes, at_a, size, i)?;
                 drain(&mut cq, &mut wc)?;
             }
             Ok(())
@@ -522,9 +574,11 @@ pub fn write_pingpong<P: Provider, E: Env<P>>(
             pin(cores.map(|c| c.0));
             let (mut cq, mut qp) = (cq_a, qa);
             let mut wc = [Wc::default(); 8];
+            let mut local = vec![0xa5u8; size];
             let mut t = Instant::now();
             for i in 0..total as u64 {
-                step::<P>(&mut qp, mr_a, at_b, size, i)?;
+                let bytes = inline.then_some(&mut local[..]);
+                step::<P>(&mut qp, mr_a, bytes, at_b, size, i)?;
                 wait_mark::<P>(mr_a, half + size - 1, mark(i), &mut cq, &mut wc, timeout)?;
                 let now = Instant::now();
                 if i as usize >= warmup {
@@ -560,7 +614,7 @@ pub fn read_latency<P: Provider, E: Env<P>>(
         mr: [mr_a, mr_b],
         qp: [qa, _qb],
         _pd,
-    } = one_sided(env, size)?;
+    } = one_sided(env, size, 0)?;
     let (warmup, total) = run_length(iters);
     let cores = two_cores();
     let timeout = env.timeout();

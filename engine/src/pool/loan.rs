@@ -30,8 +30,9 @@ use std::sync::Arc;
 
 /// The loans out, per slot of one connection, and what keeps the lent memory alive.
 pub(crate) struct LoanBoard {
-    /// The pools' shared states (registered regions), type-erased.
-    _keep: Box<[Arc<dyn Send + Sync>]>,
+    /// The pools' shared states (registered regions), type-erased. Locked only when a pool
+    /// is added (a connection's large buffers grow as Calls need them), never by a loan.
+    keep: std::sync::Mutex<Vec<Arc<dyn Send + Sync>>>,
     /// Loans out per slot.
     out: Box<[AtomicU32]>,
 }
@@ -40,9 +41,17 @@ impl LoanBoard {
     /// A board for `slots` slots keeping `keep` (the connection's pools) alive.
     pub(crate) fn new(keep: Vec<Arc<dyn Send + Sync>>, slots: usize) -> Arc<LoanBoard> {
         Arc::new(LoanBoard {
-            _keep: keep.into_boxed_slice(),
+            keep: std::sync::Mutex::new(keep),
             out: (0..slots).map(|_| AtomicU32::new(0)).collect(),
         })
+    }
+
+    /// Keeps one more pool alive for as long as the board (a pool made after the board).
+    pub(crate) fn keep(&self, pool: Arc<dyn Send + Sync>) {
+        self.keep
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(pool);
     }
 
     /// Loans of `slot` not yet dropped. `Acquire`: what their borrowers wrote is visible

@@ -4,6 +4,14 @@
 //! larger than its bulk buffer, a Reply chunk larger than a ring entry) takes the
 //! connection's large buffers of [`ConnConfig::bulk_size`] for its lifetime.
 //!
+//! The large buffers are registered as they are needed: [`FIRST_LARGE`] at accept (what one
+//! Call may need at once, so that every Call can proceed), then one more each time a Call
+//! finds none free, up to [`ConnConfig::large_bufs`]; they stay registered for the
+//! connection's life. A connection that never moves large chunks costs their memory (and
+//! the accept their registration: ~4 ms per MiB on soft-RoCE in the emulated guest) only
+//! for the first ones; a busy one reaches its steady state, with no registration, after its
+//! first burst.
+//!
 //! A Call takes everything it needs at once, when its pull starts (or, without Read
 //! chunks, when it is answered), or waits without holding anything: so a Call holding
 //! large buffers never waits for another, and every holder finishes (a pulled Call is
@@ -27,6 +35,10 @@ const REPLY_SLACK: u64 = 1024;
 /// Bytes of padding a bulk result may take beyond its data (alignment, per result).
 const BULK_SLACK: u64 = 64;
 
+/// Large buffers registered at accept: a pull buffer, a bulk buffer and a Long reply's, the
+/// most one Call takes.
+pub(super) const FIRST_LARGE: u32 = 3;
+
 /// The large buffers of one connection and who holds them.
 pub(super) struct Large<P: Provider> {
     /// Per slot: its own pull (0) and bulk (1) buffers while large ones stand in.
@@ -48,8 +60,14 @@ pub(super) struct Large<P: Provider> {
     ring_own: usize,
     /// Bytes of a slot's own pull and bulk buffers.
     own: usize,
-    /// The pool (declared last: dropped after the buffers above went back to it).
-    pool: Option<BufferPool<P>>,
+    /// Bytes of one large buffer.
+    size: usize,
+    /// The most large buffers there may be (0: none, every buffer is large enough).
+    max: u32,
+    /// The pools: the one made at accept, then one per buffer added (room reserved for all,
+    /// so that adding one does not reallocate). Declared last: dropped after the buffers
+    /// above went back to them.
+    pools: Vec<BufferPool<P>>,
 }
 
 impl<P: Provider> Large<P> {
@@ -63,14 +81,14 @@ impl<P: Provider> Large<P> {
         ring: usize,
         ring_own: usize,
     ) -> Result<Large<P>, ConnError> {
-        let (size, count) = (config.bulk_size as usize, config.large_count());
-        let pool = match count {
-            0 => None,
-            k => Some(BufferPool::new(
+        let (size, max) = (config.bulk_size as usize, config.large_count());
+        let mut pools = Vec::with_capacity((max.saturating_sub(FIRST_LARGE) + 1) as usize);
+        if max > 0 {
+            pools.push(BufferPool::new(
                 pd,
-                PoolConfig::new(size, k, Access::LOCAL_WRITE),
-            )?),
-        };
+                PoolConfig::new(size, max.min(FIRST_LARGE), Access::LOCAL_WRITE),
+            )?);
+        }
         Ok(Large {
             parked: (0..slots).map(|_| [None, None]).collect(),
             reply: (0..slots).map(|_| None).collect(),
@@ -81,22 +99,50 @@ impl<P: Provider> Large<P> {
             waiting: VecDeque::with_capacity(slots),
             ring_own,
             own: config.slot_bulk() as usize,
-            pool,
+            size,
+            max,
+            pools,
         })
     }
 
-    /// The pool's registered bytes.
+    /// The registered bytes of the large buffers made so far.
     pub(super) fn bytes(&self) -> u64 {
-        self.pool.as_ref().map_or(0, BufferPool::bytes)
+        self.pools.iter().map(BufferPool::bytes).sum()
     }
 
-    /// What keeps the pool's regions alive (for loans), if there is a pool.
+    /// What keeps the first pool's regions alive (for loans), if there is one.
     pub(super) fn keepalive(&self) -> Option<Arc<dyn Send + Sync>> {
-        self.pool.as_ref().map(BufferPool::keepalive)
+        self.pools.first().map(BufferPool::keepalive)
+    }
+
+    /// Whether the connection has large buffers at all.
+    fn exists(&self) -> bool {
+        !self.pools.is_empty()
+    }
+
+    /// Large buffers free now (after taking back those other threads sent back).
+    fn available(&self) -> u32 {
+        self.pools
+            .iter()
+            .map(|p| {
+                p.reclaim();
+                p.available()
+            })
+            .sum()
+    }
+
+    /// Large buffers registered so far.
+    fn registered(&self) -> u32 {
+        self.pools.iter().map(BufferPool::capacity).sum()
+    }
+
+    /// Takes a free large buffer.
+    fn take(&self) -> Option<Buf<P>> {
+        self.pools.iter().find_map(|p| p.alloc().ok())
     }
 
     fn give_back(&self, big: Buf<P>) {
-        match &self.pool {
+        match self.pools.iter().find(|p| p.owns(&big)) {
             Some(pool) => pool.free(big),
             None => drop(big),
         }
@@ -139,7 +185,7 @@ impl<P: Provider> ServerConn<P> {
     /// headers are larger than a ring entry; nothing without a large pool. A large buffer
     /// holds `bulk_size` bytes whatever the chunks ask.
     pub(super) fn large_needs(&self, i: usize, h: &HeaderView<'_>, pull_total: u64) -> Needs {
-        if self.large.pool.is_none() {
+        if !self.large.exists() {
             return Needs::default();
         }
         let max = u64::from(self.config.bulk_size);
@@ -159,24 +205,27 @@ impl<P: Provider> ServerConn<P> {
         }
     }
 
-    /// Takes every large buffer `needs` names for slot `i`, or none: false when the pool
-    /// cannot give them all now (after taking back what retired replies held).
+    /// Takes every large buffer `needs` names for slot `i`, or none: false when they cannot
+    /// all be had now (after taking back what retired replies held, and registering more
+    /// up to `large_bufs`).
     pub(super) fn reserve_large(&mut self, i: usize, needs: Needs) -> bool {
         let k = needs.count();
-        if k == 0 {
+        if k == 0 || !self.large.exists() {
             return true;
         }
-        let Some(pool) = self.large.pool.as_ref() else {
-            return true;
-        };
-        if pool.available() < k {
+        if self.large.available() < k {
             self.reclaim_large();
         }
-        let Some(pool) = self.large.pool.as_ref().filter(|p| p.available() >= k) else {
+        let free = self.large.available();
+        if free < k {
+            self.grow_large(k - free);
+        }
+        if self.large.available() < k {
             bump(&self.io.stats.large_bulk_waits, 1);
             return false;
-        };
-        let mut take = || pool.alloc().ok();
+        }
+        let large = &self.large;
+        let mut take = || large.take();
         let (pull, bulk, reply) = (
             needs.pull.then(&mut take).flatten(),
             needs.bulk.then(&mut take).flatten(),
@@ -254,8 +303,29 @@ impl<P: Provider> ServerConn<P> {
     pub(super) fn may_need_large(&self, bytes: &[u8]) -> bool {
         // The three list discriminators, after version 2's flags and inv_handle in version 2.
         let at = 16 + self.io.wire.extra();
-        self.large.pool.is_some()
+        self.large.exists()
             && !(bytes.len() >= at + 12 && bytes[at..at + 12].iter().all(|&b| b == 0))
+    }
+
+    /// Registers up to `n` more large buffers, within `large_bufs` (a failed registration
+    /// leaves the Call to wait for one of those there are).
+    fn grow_large(&mut self, n: u32) {
+        for _ in 0..n {
+            if self.large.registered() >= self.large.max {
+                return;
+            }
+            match BufferPool::new(
+                &self._pd,
+                PoolConfig::new(self.large.size, 1, Access::LOCAL_WRITE),
+            ) {
+                Ok(pool) => {
+                    self.loans.keep(pool.keepalive());
+                    self.large.pools.push(pool);
+                    bump(&self.io.stats.large_registered, 1);
+                }
+                Err(_) => return,
+            }
+        }
     }
 
     /// Ring entry `r`'s large buffers back to the pool, its own buffer in place.

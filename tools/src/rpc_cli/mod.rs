@@ -194,6 +194,11 @@ pub struct ServeArgs {
     /// whether a run with lost connections lost or repeated an RPC.
     #[arg(long)]
     count_executions: bool,
+    /// After this many microseconds without work, a worker waits for its connections' next
+    /// completion (off its core, woken through the completion queue's notification)
+    /// instead of spinning; 0: spin (the lowest latency).
+    #[arg(long, default_value_t = 0)]
+    wait_after_us: u64,
 }
 
 /// Arguments of `rpcrdma call`.

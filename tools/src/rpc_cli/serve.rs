@@ -53,6 +53,9 @@ where
         Ok(w) => w,
         Err(e) => return fail("starting workers", e),
     };
+    if args.wait_after_us > 0 {
+        workers.set_wait(Some(Duration::from_micros(args.wait_after_us)));
+    }
     eprintln!(
         "rpcrdma serve: program {} v{} on {} ({}), {} worker(s)",
         program::PROG,
@@ -120,6 +123,7 @@ fn workers_json(stats: &[WorkerStats]) -> Value {
     json!({
         "workers": stats.iter().map(|w| json!({
             "core": w.core, "loops": w.loops, "busy_loops": w.busy_loops,
+            "waits": w.waits, "wakeups": w.wakeups,
             "conns": w.conns, "conns_adopted": w.conns_adopted, "conns_dead": w.conns_dead,
             "counters": snapshot_json(&w.rpc),
         })).collect::<Vec<_>>(),
