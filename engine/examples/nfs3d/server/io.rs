@@ -5,10 +5,10 @@
 //! queued after its original, so a thread waiting in the duplicate request cache never
 //! waits for a job still queued behind it). One thread at a time waits on it, holding its
 //! lock; the others wait for the lock. (A lock-free queue with a wake-up of the lowest idle
-//! thread per job made single CREATE and REMOVE round trips shorter in the guest, 464/385 us
-//! against 530/491, but the kernel client's tree copy and 2,000 creates slower in each of
-//! three rounds, 1.25 and 1.83 times the kernel's against 1.01 and 1.42; probably because
-//! the thread woken to take the lock over is awake for the next job of a burst. Kept as it
+//! thread per job made single CREATE and REMOVE round trips shorter in the guest, 541/415 us
+//! against 587/465, but not the kernel client's tree copy and 2,000 creates: 1.55 and 1.60
+//! times the kernel's against 1.30 and 1.32, medians of three rounds in rotated order. The
+//! thread woken to take the lock over may be awake for the next job of a burst. Kept as it
 //! is.) Non-idempotent procedures go through the cache first ([`Drc`](crate::drc::Drc)). A
 //! READ reads straight into the lent registered buffer; the loans are dropped before the
 //! answer is sent back, so the driver can complete the Call at once.
