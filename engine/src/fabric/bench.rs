@@ -4,8 +4,9 @@
 //! peer's write, as perftest's `ib_write_lat` does) and RDMA Read latency (one side reads,
 //! the other's CPU does nothing, as `ib_read_lat`). The ping-pongs report half round trips,
 //! RDMA Read whole ones (a Read is a round trip); each sample includes one clock read.
-//! Messages of up to perftest's default inline sizes (236 bytes for SEND, 220 for RDMA
-//! Write, on RC) are posted inline, as perftest posts them, when the device allows it.
+//! The ping-pongs can post messages inline ([`measure_inline`]); by default they do not,
+//! as perftest's `ib_send_lat` did not on soft-RoCE ("Max inline data: 0[B]" in its
+//! header).
 
 use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicU64, Ordering};
 use std::thread;
@@ -45,16 +46,29 @@ impl Op {
     }
 }
 
-/// Measures `op` with `size`-byte messages, `iters` samples after a warm-up.
+/// Measures `op` with `size`-byte messages, `iters` samples after a warm-up, nothing
+/// posted inline.
 pub fn measure<P: Provider, E: Env<P>>(
     env: &E,
     op: Op,
     iters: usize,
     size: usize,
 ) -> Result<Latency, String> {
+    measure_inline(env, op, iters, size, 0)
+}
+
+/// [`measure`], posting SENDs and RDMA Writes of up to `inline` bytes inline
+/// (`IBV_SEND_INLINE`) when the device allows that much (RDMA Reads never are).
+pub fn measure_inline<P: Provider, E: Env<P>>(
+    env: &E,
+    op: Op,
+    iters: usize,
+    size: usize,
+    inline: usize,
+) -> Result<Latency, String> {
     match op {
-        Op::Send => send_pingpong(env, iters, size),
-        Op::Write => write_pingpong(env, iters, size),
+        Op::Send => send_pingpong_inline(env, iters, size, inline),
+        Op::Write => write_pingpong_inline(env, iters, size, inline),
         Op::Read => read_latency(env, iters, size),
     }
 }
@@ -202,13 +216,9 @@ pub fn cacheline_pingpong(iters: usize) -> Latency {
 }
 
 const RECVS: usize = 32;
-/// perftest's default inline size for SEND latency on RC (`ib_send_lat`).
-const INLINE_SEND: usize = 236;
-/// perftest's default inline size for RDMA Write latency (`ib_write_lat`).
-const INLINE_WRITE: usize = 220;
 
-/// The inline size to ask a queue pair for: `max` when `size` fits it and the device allows
-/// that much, else 0 (gathered from memory).
+/// The inline size to ask a queue pair for: `max` (at most what the device allows) when
+/// `size` fits it, else 0 (gathered from memory).
 fn inline_for<P: Provider>(dev: &P::Device, size: usize, max: usize) -> u32 {
     let cap = (dev.attr().max_inline_data as usize).min(max);
     if size <= cap {
@@ -229,6 +239,16 @@ pub fn send_pingpong<P: Provider, E: Env<P>>(
     iters: usize,
     msg_size: usize,
 ) -> Result<Latency, String> {
+    send_pingpong_inline(env, iters, msg_size, 0)
+}
+
+/// [`send_pingpong`], Sends of up to `inline` bytes posted inline when the device allows.
+pub fn send_pingpong_inline<P: Provider, E: Env<P>>(
+    env: &E,
+    iters: usize,
+    msg_size: usize,
+    inline: usize,
+) -> Result<Latency, String> {
     let dev = env.device();
     let e = |what: &'static str| move |err: super::FabricError| format!("{what}: {err}");
     let cq_a = dev.create_cq(256).map_err(e("create cq"))?;
@@ -245,7 +265,7 @@ pub fn send_pingpong<P: Provider, E: Env<P>>(
     let caps = QpCaps {
         max_send_wr: 64,
         max_recv_wr: RECVS as u32,
-        max_inline_data: inline_for::<P>(dev, msg_size, INLINE_SEND),
+        max_inline_data: inline_for::<P>(dev, msg_size, inline),
         ..QpCaps::default()
     };
     let (mut qa, mut qb) = env.pair(
@@ -312,7 +332,7 @@ pub fn send_pingpong<P: Provider, E: Env<P>>(
 
     let send_at = RECVS * slot;
     // Inline when both queue pairs were granted room for the message.
-    let inline = msg_size <= INLINE_SEND
+    let inline = msg_size <= inline
         && msg_size <= qa.caps().max_inline_data.min(qb.caps().max_inline_data) as usize;
     let (bytes_a, bytes_b) = (vec![0xa5u8; msg_size], vec![0x5au8; msg_size]);
     let result = thread::scope(|s| -> Result<(), String> {
@@ -507,6 +527,16 @@ pub fn write_pingpong<P: Provider, E: Env<P>>(
     iters: usize,
     msg_size: usize,
 ) -> Result<Latency, String> {
+    write_pingpong_inline(env, iters, msg_size, 0)
+}
+
+/// [`write_pingpong`], Writes of up to `inline` bytes posted inline when the device allows.
+pub fn write_pingpong_inline<P: Provider, E: Env<P>>(
+    env: &E,
+    iters: usize,
+    msg_size: usize,
+    inline: usize,
+) -> Result<Latency, String> {
     let size = msg_size.max(1);
     let OneSided {
         half,
@@ -514,14 +544,14 @@ pub fn write_pingpong<P: Provider, E: Env<P>>(
         mr: [mr_a, mr_b],
         qp: [qa, qb],
         _pd,
-    } = one_sided(env, size, INLINE_WRITE)?;
+    } = one_sided(env, size, inline)?;
     let (warmup, total) = run_length(iters);
     let cores = two_cores();
     let timeout = env.timeout();
     let mut samples = vec![0u64; iters];
     // Inline when both queue pairs were granted room for the message.
-    let inline = size <= INLINE_WRITE
-        && size <= qa.caps().max_inline_data.min(qb.caps().max_inline_data) as usize;
+    let inline =
+        size <= inline && size <= qa.caps().max_inline_data.min(qb.caps().max_inline_data) as usize;
     // Side `me` writes from the first half of its region (or, inline, from `local`) into
     // the second half of the peer's.
     fn step<P: Provider>(
