@@ -67,8 +67,8 @@ pub fn measure_inline<P: Provider, E: Env<P>>(
     inline: usize,
 ) -> Result<Latency, String> {
     match op {
-        Op::Send => send_pingpong_inline(env, iters, size, inline),
-        Op::Write => write_pingpong_inline(env, iters, size, inline),
+        Op::Send => send_pingpong(env, iters, size, inline),
+        Op::Write => write_pingpong(env, iters, size, inline),
         Op::Read => read_latency(env, iters, size),
     }
 }
@@ -227,6 +227,7 @@ fn inline_for<P: Provider>(dev: &P::Device, size: usize, max: usize) -> u32 {
         0
     }
 }
+
 const SIGNAL_EVERY: u64 = 16;
 
 /// Ping-pongs `msg_size`-byte SENDs between two queue pairs connected by `env`, each side on
@@ -234,16 +235,8 @@ const SIGNAL_EVERY: u64 = 16;
 /// warm-up; reports half round trips. Sends are signaled one in 16; receives are reposted
 /// off the critical path (the echo side answers before reposting, the measuring side
 /// reposts while its next message travels), as a run-to-completion worker does.
+/// Sends of up to `inline` bytes are posted inline when the device allows that much.
 pub fn send_pingpong<P: Provider, E: Env<P>>(
-    env: &E,
-    iters: usize,
-    msg_size: usize,
-) -> Result<Latency, String> {
-    send_pingpong_inline(env, iters, msg_size, 0)
-}
-
-/// [`send_pingpong`], Sends of up to `inline` bytes posted inline when the device allows.
-pub fn send_pingpong_inline<P: Provider, E: Env<P>>(
     env: &E,
     iters: usize,
     msg_size: usize,
@@ -404,7 +397,7 @@ pub fn send_pingpong_inline<P: Provider, E: Env<P>>(
 
 /// [`send_pingpong`] on the soft provider, over a direct in-process pair.
 pub fn soft_send_pingpong(iters: usize, msg_size: usize) -> Result<Latency, String> {
-    send_pingpong(&SoftEnv::direct(), iters, msg_size)
+    send_pingpong(&SoftEnv::direct(), iters, msg_size, 0)
 }
 
 /// What both sides of a one-sided probe own: a completion queue, a domain, a region the peer
@@ -522,16 +515,8 @@ fn wait_mark<P: Provider>(
 /// Ping-pongs `msg_size`-byte RDMA Writes: each side writes its message into the peer's
 /// region (the last byte carrying a sequence mark) and the peer, polling that byte, answers
 /// with its own write. Writes are signaled one in 16. Reports half round trips.
+/// Writes of up to `inline` bytes are posted inline when the device allows that much.
 pub fn write_pingpong<P: Provider, E: Env<P>>(
-    env: &E,
-    iters: usize,
-    msg_size: usize,
-) -> Result<Latency, String> {
-    write_pingpong_inline(env, iters, msg_size, 0)
-}
-
-/// [`write_pingpong`], Writes of up to `inline` bytes posted inline when the device allows.
-pub fn write_pingpong_inline<P: Provider, E: Env<P>>(
     env: &E,
     iters: usize,
     msg_size: usize,
