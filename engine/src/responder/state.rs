@@ -1,0 +1,120 @@
+//! What a connection's driver reads and sets, outside the completion loop: the negotiation,
+//! the grant, counters and memory, liveness and the work in process, and the completion
+//! queue's notifications for a worker about to wait.
+
+use super::*;
+
+impl<P: Provider> ServerConn<P> {
+    /// What was negotiated with the client.
+    pub fn negotiation(&self) -> &Negotiation {
+        &self.negotiation
+    }
+
+    /// The largest reply posted inline ([`ConnConfig::inline_sends`] within what the device
+    /// and the queue pair granted).
+    pub fn inline_sends(&self) -> u32 {
+        self.io.inline_max
+    }
+
+    /// Bytes of memory this connection registered for its buffers (receive, send or reply,
+    /// and bulk buffers: every pool's buffers at their stride), the memory one more
+    /// connection costs.
+    pub fn registered_bytes(&self) -> u64 {
+        self._pools.iter().map(BufferPool::bytes).sum::<u64>() + self.large.bytes()
+    }
+
+    /// The grant advertised in every reply.
+    pub fn grant(&self) -> u32 {
+        self.credits.grant()
+    }
+
+    /// Changes the grant (clamped to `1..=credits`); returns the grant in force. Every
+    /// receive buffer is always posted or in process, so the new grant is backed by posted
+    /// receives before the next reply carries it (RFC 8166 §3.3.1).
+    pub fn set_grant(&mut self, grant: u32) -> u32 {
+        self.credits.set_grant(grant)
+    }
+
+    /// The counters, shared: readable from any thread.
+    pub fn stats(&self) -> Arc<Counters> {
+        Arc::clone(&self.io.stats)
+    }
+
+    /// A snapshot of the counters.
+    pub fn snapshot(&self) -> Snapshot {
+        self.io.stats.snapshot()
+    }
+
+    /// Whether the connection was lost (the queue pair is in the error state). A dead
+    /// connection does nothing more; drop it.
+    pub fn is_dead(&self) -> bool {
+        self.io.dead
+    }
+
+    /// Calls received and not yet answered.
+    pub fn in_process(&self) -> u32 {
+        self.in_process
+    }
+
+    /// Send-queue requests (replies, RDMA Reads) posted and not yet known complete. An
+    /// unsignaled reply stays counted until a later signaled request completes.
+    pub fn sends_outstanding(&self) -> u64 {
+        self.io.sq.outstanding()
+    }
+
+    /// Makes the completion of every posted reply observable, for a graceful close: when
+    /// no Call is in process and the last request posted was unsignaled, posts a signaled
+    /// zero-length RDMA Write (it needs no valid key, IBTA C9-88, and the peer sees
+    /// nothing), whose completion retires everything before it (a reliable connection
+    /// completes in order). On a NIC, posting is not sending: a reply still in the send
+    /// queue when the connection is torn down would be flushed, not delivered, so a close
+    /// waits for [`sends_outstanding`](Self::sends_outstanding) to reach 0.
+    pub fn settle(&mut self) {
+        if self.io.dead
+            || self.in_process > 0
+            || self.io.sq.last_is_signaled()
+            || self.io.sq.room() == 0
+        {
+            return;
+        }
+        let (seq, _) = self.io.sq.post(true);
+        let fence =
+            SendWr::write(wrid::pack(Kind::Write, 0, seq), &[], RemoteAddr::new(0, 0)).signaled();
+        if self.io.qp.post_send(&fence).is_err() {
+            self.lose();
+        }
+    }
+
+    /// This connection's number, unique in the process: the one its tickets carry
+    /// ([`Deferred::connection`]).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Calls whose handler deferred the answer and that wait for [`complete`](Self::complete)
+    /// (counted in [`in_process`](Self::in_process) too).
+    pub fn deferred(&self) -> u32 {
+        self.deferred
+    }
+
+    /// Asks for a notification of the connection's next completion (its completion queue's
+    /// [`arm`](crate::fabric::CompletionQueue::arm)) before a worker waits; `false` when it
+    /// cannot be waited for now: the provider cannot notify, or a completion is on its way.
+    /// A dead connection has nothing more to wait for and is armed trivially.
+    pub fn arm_notify(&mut self) -> bool {
+        if self.io.dead {
+            return true;
+        }
+        self.cq.arm().unwrap_or(false)
+    }
+
+    /// The descriptor that turns readable when the armed connection has a completion.
+    pub fn notify_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.cq.notify_fd()
+    }
+
+    /// Takes the notifications delivered (after a wait).
+    pub fn take_notifications(&mut self) {
+        self.cq.take_notifications();
+    }
+}
