@@ -42,6 +42,9 @@ pub(super) struct Rest {
     /// Whether the spell has lasted long enough to rest: every idle turn rests until a busy
     /// one.
     pub(super) resting: bool,
+    /// Whether a connection could not be armed in this spell: no more tries until a busy
+    /// turn (arming costs a call into the provider per connection).
+    unarmable: bool,
     /// The worker's epoll set, made at the first wait.
     epoll: Option<OwnedFd>,
 }
@@ -74,6 +77,7 @@ impl Rest {
     #[inline]
     pub(super) fn busy(&mut self) {
         self.run = 0;
+        self.unarmable = false;
     }
 
     /// An idle turn: returns whether the worker should rest now ([`rest`](Self::rest)).
@@ -110,9 +114,10 @@ impl Rest {
     /// connection can be armed, else naps if napping is due. Returns the work the last look
     /// before a wait found (0 if it waited or napped).
     pub(super) fn rest<T: Drive>(&mut self, conns: &mut [T], shared: &Shared) -> usize {
-        if !self.wait_after.is_zero() && self.spell >= self.wait_after {
-            if let Some(work) = self.wait(conns, shared) {
-                return work;
+        if !self.wait_after.is_zero() && self.spell >= self.wait_after && !self.unarmable {
+            match self.wait(conns, shared) {
+                Some(work) => return work,
+                None => self.unarmable = true,
             }
         }
         if !self.nap_after.is_zero() && self.spell >= self.nap_after {
@@ -122,8 +127,9 @@ impl Rest {
         0
     }
 
-    /// Arms everything, looks a last time, waits. `None` when a connection cannot be armed
-    /// (or no epoll set can be made): the caller naps or spins instead.
+    /// Arms everything, looks a last time, waits (not when a connection waits in the inbox:
+    /// the worker takes it first). `None` when a connection cannot be armed (or no epoll set
+    /// can be made): the caller naps or spins instead.
     fn wait<T: Drive>(&mut self, conns: &mut [T], shared: &Shared) -> Option<usize> {
         let bell = shared.bell.as_ref()?;
         if self.epoll.is_none() {
@@ -140,8 +146,11 @@ impl Rest {
             // Every one is armed, so that none is left out when the worker does wait.
             armed &= c.arm();
         }
-        if !armed || shared.mail.load(Ordering::Acquire) {
+        if !armed {
             return None;
+        }
+        if shared.mail.load(Ordering::Acquire) {
+            return Some(0);
         }
         // The last look: anything that came before the arming is found here, anything after
         // it rings.
