@@ -136,9 +136,13 @@ impl<P: Provider> Large<P> {
         self.pools.iter().map(BufferPool::capacity).sum()
     }
 
-    /// Takes a free large buffer.
+    /// Takes a free large buffer (from a pool that has one: an allocation from an empty
+    /// pool would count as its exhaustion).
     fn take(&self) -> Option<Buf<P>> {
-        self.pools.iter().find_map(|p| p.alloc().ok())
+        self.pools
+            .iter()
+            .find(|p| p.available() > 0)
+            .and_then(|p| p.alloc().ok())
     }
 
     fn give_back(&self, big: Buf<P>) {

@@ -31,6 +31,8 @@ pub(super) struct Rest {
     nap: Duration,
     /// Idleness before waiting (zero: never wait).
     wait_after: Duration,
+    /// The shorter of `nap_after` and `wait_after` that is set: when the worker first rests.
+    first: Option<Duration>,
     /// The longest one wait lasts.
     wait_max: Duration,
     /// Idle turns in a row.
@@ -63,15 +65,11 @@ impl Rest {
             d if d.is_zero() => WAIT_MAX,
             d => d,
         };
-        self.resting &= self.first_rest().is_some();
-    }
-
-    /// The idleness after which the worker first rests (nap or wait), if it ever does.
-    fn first_rest(&self) -> Option<Duration> {
-        [self.nap_after, self.wait_after]
+        self.first = [self.nap_after, self.wait_after]
             .into_iter()
             .filter(|d| !d.is_zero())
-            .min()
+            .min();
+        self.resting &= self.first.is_some();
     }
 
     #[inline]
@@ -83,7 +81,7 @@ impl Rest {
     /// An idle turn: returns whether the worker should rest now ([`rest`](Self::rest)).
     #[inline]
     pub(super) fn idle(&mut self) -> bool {
-        let Some(first) = self.first_rest() else {
+        let Some(first) = self.first else {
             return false;
         };
         self.run = self.run.saturating_add(1);
@@ -132,6 +130,7 @@ impl Rest {
     /// can be made): the caller naps or spins instead.
     fn wait<T: Drive>(&mut self, conns: &mut [T], shared: &Shared) -> Option<usize> {
         let bell = shared.bell.as_ref()?;
+        let timeout = rustix::event::Timespec::try_from(self.wait_max).ok()?;
         if self.epoll.is_none() {
             let ep = epoll::create(epoll::CreateFlags::CLOEXEC).ok()?;
             add(&ep, bell.fd()).ok()?;
@@ -140,46 +139,48 @@ impl Rest {
                 self.adopt(c);
             }
         }
+        let ep = self.epoll.as_ref()?;
         bell.arm();
         let mut armed = true;
         for c in conns.iter_mut() {
             // Every one is armed, so that none is left out when the worker does wait.
             armed &= c.arm();
         }
-        if !armed {
-            return None;
-        }
-        if shared.mail.load(Ordering::Acquire) {
-            return Some(0);
-        }
-        // The last look: anything that came before the arming is found here, anything after
-        // it rings.
-        let mut work = 0;
-        for c in conns.iter_mut() {
-            work += c.poll();
-        }
-        if work == 0 {
-            let ep = self.epoll.as_ref()?;
-            let mut events = [epoll::Event {
-                flags: epoll::EventFlags::empty(),
-                data: epoll::EventData::new_u64(0),
-            }; 8];
-            let timeout = rustix::event::Timespec::try_from(self.wait_max).ok()?;
-            // Counted as it begins: whoever sees the count knows the worker is armed and past
-            // its last look, so that anything new now wakes it.
-            bump(&shared.waits, 1);
-            // Interrupted or failed: the worker polls again, which is always safe.
-            if let Ok(n) = epoll::wait(ep, &mut events[..], Some(&timeout)) {
-                if n > 0 {
-                    bump(&shared.wakeups, 1);
+        let outcome = if !armed {
+            None
+        } else if shared.mail.load(Ordering::Acquire) {
+            Some(0)
+        } else {
+            // The last look: anything that came before the arming is found here, anything
+            // after it rings.
+            let mut work = 0;
+            for c in conns.iter_mut() {
+                work += c.poll();
+            }
+            if work == 0 {
+                let mut events = [epoll::Event {
+                    flags: epoll::EventFlags::empty(),
+                    data: epoll::EventData::new_u64(0),
+                }; 8];
+                // Counted as it begins: whoever sees the count knows the worker is armed and
+                // past its last look, so that anything new now wakes it.
+                bump(&shared.waits, 1);
+                // Interrupted or failed: the worker polls again, which is always safe.
+                if let Ok(n) = epoll::wait(ep, &mut events[..], Some(&timeout)) {
+                    if n > 0 {
+                        bump(&shared.wakeups, 1);
+                    }
                 }
             }
-        }
+            Some(work)
+        };
+        // Nothing stays armed, waited or not: a ring for a worker that does not wait would
+        // cost its ringer (a peer's Send, an I/O thread) a system call for nothing.
         for c in conns.iter_mut() {
             c.disarm();
         }
         bell.clear();
-        Some(work)
+        outcome
     }
 
     /// Adds a new connection's descriptors to the epoll set (if there is one yet; the set
