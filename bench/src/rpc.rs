@@ -8,6 +8,8 @@
 
 use std::time::{Duration, Instant};
 
+use rpcrdma_engine::clock::{Clock, Stamp};
+
 use hdrhistogram::Histogram;
 use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::program::{self, encode_opaque, encode_words, fill_pattern, word};
@@ -421,13 +423,14 @@ impl std::error::Error for LoadError {}
 /// the client thread's time at depth 32).
 fn record_round_trips(
     hist: &mut Histogram<u64>,
-    now: Instant,
-    sent: impl Iterator<Item = Instant>,
+    clock: &Clock,
+    now: Stamp,
+    sent: impl Iterator<Item = Stamp>,
 ) {
-    let mut run: Option<(Instant, u64)> = None;
-    let mut flush = |run: Option<(Instant, u64)>| {
+    let mut run: Option<(Stamp, u64)> = None;
+    let mut flush = |run: Option<(Stamp, u64)>| {
         if let Some((at, n)) = run {
-            let ns = (now - at).as_nanos() as u64;
+            let ns = clock.nanos(at, now);
             let _ = hist.record_n(ns.max(1), n);
         }
     };
@@ -468,7 +471,7 @@ struct Lane {
     /// Tags completed by the last poll, whose round trip is recorded after it.
     finished: Vec<u64>,
     /// When each tag was last submitted.
-    sent: Vec<Instant>,
+    sent: Vec<Stamp>,
     /// Whether each tag is in flight.
     in_flight: Vec<bool>,
     /// RPCs completed in the measured phase.
@@ -476,7 +479,7 @@ struct Lane {
 }
 
 impl Lane {
-    fn new(depth: usize, now: Instant) -> Lane {
+    fn new(depth: usize, now: Stamp) -> Lane {
         Lane {
             free: (0..depth as u64).collect(),
             finished: Vec::with_capacity(depth),
@@ -494,11 +497,12 @@ impl Lane {
         client: &mut Client<P>,
         call: &CallArgs<'_>,
         faults: &mut Faults,
+        clock: &Clock,
     ) -> Result<(), LoadError> {
         if self.free.is_empty() {
             return Ok(());
         }
-        let batch_start = Instant::now();
+        let batch_start = clock.now();
         // The batch's Sends go out together, as a run-to-completion caller posts them (a
         // lone Call is simply posted).
         let corked = self.free.len() > 1;
@@ -594,9 +598,12 @@ pub fn run_many<P: Provider>(
     let depth = cfg.depth as usize;
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|_| LoadError::Config("histogram"))?;
+    // Round trips are stamped with the cycle counter where it is steady (see
+    // `rpcrdma_engine::clock`): the clock's own cost stays out of what is measured.
+    let clock = Clock::get();
     let mut lanes: Vec<Lane> = clients
         .iter()
-        .map(|_| Lane::new(depth, Instant::now()))
+        .map(|_| Lane::new(depth, clock.now()))
         .collect();
     let mut faults = Faults::default();
     if let Some(g) = gates {
@@ -613,18 +620,18 @@ pub fn run_many<P: Provider>(
     let mut next_progress = start;
     let mut next_sever = cfg.sever_every.map(|e| start + e);
     let mut sever_turn = 0usize;
-    let mut idle: u32 = 0;
+    let mut passes: u32 = 0;
+    let mut replied = false;
     // The measured loop; its error, if any, is returned after the gates are passed (a
     // thread that stops early must not leave the others waiting at the end gate).
     let outcome: Result<(), LoadError> = (|| {
         loop {
-            let mut any = false;
             for (client, lane) in clients.iter_mut().zip(lanes.iter_mut()) {
-                lane.submit(client, &call, &mut faults)?;
-                let mut first_at: Option<Instant> = None;
+                lane.submit(client, &call, &mut faults, &clock)?;
+                let mut first_at: Option<Stamp> = None;
                 let n = client.poll_completions(|c| {
                     // The round trip ends here, before the reply is checked.
-                    first_at.get_or_insert_with(Instant::now);
+                    first_at.get_or_insert_with(|| clock.now());
                     if !lane.complete(c.tag) {
                         faults.completed_twice += 1;
                         return;
@@ -639,11 +646,11 @@ pub fn run_many<P: Provider>(
                     return Err(LoadError::Reply(e));
                 }
                 if let Some(now) = first_at.filter(|_| n > 0) {
-                    any = true;
-                    last_reply = now;
+                    replied = true;
                     if measuring {
                         record_round_trips(
                             &mut hist,
+                            &clock,
                             now,
                             lane.finished.iter().map(|&t| lane.sent[t as usize]),
                         );
@@ -653,11 +660,14 @@ pub fn run_many<P: Provider>(
                     lane.finished.clear();
                 }
             }
-            if any || idle >= 64 {
-                // One clock reading per pass that did something, and one every 64 idle passes:
-                // the idle spin stays tight.
-                idle = 0;
+            passes = passes.wrapping_add(1);
+            if passes.is_multiple_of(64) {
+                // The run's own clock (its phases, progress, faults, stalls) is read once
+                // every 64 passes: the passes between stay tight, busy or idle.
                 let now = Instant::now();
+                if std::mem::take(&mut replied) {
+                    last_reply = now;
+                }
                 if !measuring && now >= measure_from {
                     measuring = true;
                     allocs_at_start = allocations();
@@ -693,8 +703,6 @@ pub fn run_many<P: Provider>(
                 {
                     return Err(LoadError::Stalled);
                 }
-            } else {
-                idle += 1;
             }
         }
         Ok(())
@@ -755,24 +763,25 @@ mod tests {
     /// what recording each round trip on its own would.
     #[test]
     fn round_trips_recorded_in_runs_match_one_by_one() {
-        let base = Instant::now();
-        let at = |us: u64| base + Duration::from_micros(us);
+        // The monotonic clock's ticks are nanoseconds.
+        let clock = Clock::monotonic();
+        let at = |us: u64| Stamp::from_ticks(us * 1000);
         let now = at(1000);
-        let stamps: Vec<Instant> = [1, 1, 1, 5, 5, 1, 9, 9, 9, 9, 2, 700, 700]
+        let stamps: Vec<Stamp> = [1, 1, 1, 5, 5, 1, 9, 9, 9, 9, 2, 700, 700]
             .iter()
             .map(|&us| at(us))
             .collect();
         let new = || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
         let mut runs = new();
-        record_round_trips(&mut runs, now, stamps.iter().copied());
+        record_round_trips(&mut runs, &clock, now, stamps.iter().copied());
         let mut single = new();
         for &s in &stamps {
-            single.record((now - s).as_nanos() as u64).unwrap();
+            single.record(clock.nanos(s, now)).unwrap();
         }
         assert_eq!(runs.len(), stamps.len() as u64);
         assert_eq!(runs, single);
         let mut empty = new();
-        record_round_trips(&mut empty, now, std::iter::empty());
+        record_round_trips(&mut empty, &clock, now, std::iter::empty());
         assert_eq!(empty.len(), 0);
     }
 }

@@ -3,6 +3,7 @@
 
 pub use rpcrdma_proto as proto;
 
+pub mod clock;
 pub mod conn;
 pub mod dispatch;
 pub mod fabric;

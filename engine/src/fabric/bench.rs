@@ -3,7 +3,8 @@
 //! provider a SEND ping-pong, an RDMA Write ping-pong (each side polls its memory for the
 //! peer's write, as perftest's `ib_write_lat` does) and RDMA Read latency (one side reads,
 //! the other's CPU does nothing, as `ib_read_lat`). The ping-pongs report half round trips,
-//! RDMA Read whole ones (a Read is a round trip); each sample includes one clock read.
+//! RDMA Read whole ones (a Read is a round trip); each sample includes one clock read, of the
+//! cycle counter where it is steady ([`crate::clock`]), as perftest's `get_cycles`.
 //! The ping-pongs can post messages inline ([`measure_inline`]); by default they do not,
 //! as perftest's `ib_send_lat` did not on soft-RoCE ("Max inline data: 0[B]" in its
 //! header).
@@ -18,6 +19,7 @@ use super::{
     Access, CompletionQueue, Device, MemoryRegion, ProtectionDomain, Provider, QpCaps, QpInit,
     QueuePair, RecvWr, SendWr, Wc,
 };
+use crate::clock::Clock;
 
 /// The operation a fabric latency probe measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,18 +194,19 @@ pub fn cacheline_pingpong(iters: usize) -> Latency {
         let (samples, done) = (&mut samples, &mut done);
         s.spawn(move || {
             pin(cores.map(|c| c.0));
+            let clock = Clock::get();
             let start = Instant::now();
-            let mut t = start;
+            let mut t = clock.now();
             for (i, sample) in samples.iter_mut().enumerate() {
                 line.0.store(2 * i as u64 + 1, Ordering::Release);
                 while line.0.load(Ordering::Acquire) != 2 * i as u64 + 2 {
                     std::hint::spin_loop();
                 }
-                let now = Instant::now();
-                *sample = (now - t).as_nanos() as u64 / 2;
+                let now = clock.now();
+                *sample = clock.nanos(t, now) / 2;
                 t = now;
                 *done = i + 1;
-                if i % 256 == 255 && now - start > PINGPONG_MAX {
+                if i % 256 == 255 && start.elapsed() > PINGPONG_MAX {
                     break;
                 }
             }
@@ -358,7 +361,8 @@ pub fn send_pingpong<P: Provider, E: Env<P>>(
             let mut wc = [Wc::default(); 8];
             let sge = [mr_a.sge(send_at, msg_size as u32)];
             let mut repost: Option<usize> = None;
-            let mut t = Instant::now();
+            let clock = Clock::get();
+            let mut t = clock.now();
             for i in 0..total as u64 {
                 let mut wr = if inline {
                     SendWr::send_inline(i, &bytes_a)
@@ -375,9 +379,9 @@ pub fn send_pingpong<P: Provider, E: Env<P>>(
                         .map_err(|e| e.to_string())?;
                 }
                 let id = wait_recv::<P>(&mut cq, &mut wc, timeout)? as usize;
-                let now = Instant::now();
+                let now = clock.now();
                 if i as usize >= warmup {
-                    samples[i as usize - warmup] = (now - t).as_nanos() as u64 / 2;
+                    samples[i as usize - warmup] = clock.nanos(t, now) / 2;
                 }
                 t = now;
                 repost = Some(id);
@@ -590,14 +594,15 @@ pub fn write_pingpong<P: Provider, E: Env<P>>(
             let (mut cq, mut qp) = (cq_a, qa);
             let mut wc = [Wc::default(); 8];
             let mut local = vec![0xa5u8; size];
-            let mut t = Instant::now();
+            let clock = Clock::get();
+            let mut t = clock.now();
             for i in 0..total as u64 {
                 let bytes = inline.then_some(&mut local[..]);
                 step::<P>(&mut qp, mr_a, bytes, at_b, size, i)?;
                 wait_mark::<P>(mr_a, half + size - 1, mark(i), &mut cq, &mut wc, timeout)?;
-                let now = Instant::now();
+                let now = clock.now();
                 if i as usize >= warmup {
-                    samples[i as usize - warmup] = (now - t).as_nanos() as u64 / 2;
+                    samples[i as usize - warmup] = clock.nanos(t, now) / 2;
                 }
                 t = now;
                 drain(&mut cq, &mut wc)?;
@@ -643,19 +648,21 @@ pub fn read_latency<P: Provider, E: Env<P>>(
             let (mut cq, mut qp) = (cq_a, qa);
             let mut wc = [Wc::default(); 8];
             let sge = [mr_a.sge(0, size as u32)];
+            let clock = Clock::get();
+            let limit = timeout.as_nanos() as u64;
             for i in 0..total as u64 {
-                let t = Instant::now();
+                let t = clock.now();
                 qp.post_send(&SendWr::read(i, &sge, from).signaled())
                     .map_err(|e| e.to_string())?;
                 let mut idle = 0u32;
                 while drain(&mut cq, &mut wc)? == 0 {
                     idle = idle.wrapping_add(1);
-                    if idle.is_multiple_of(4096) && t.elapsed() > timeout {
+                    if idle.is_multiple_of(4096) && clock.nanos_since(t) > limit {
                         return Err("RDMA Read timed out".into());
                     }
                 }
                 if i as usize >= warmup {
-                    samples[i as usize - warmup] = t.elapsed().as_nanos() as u64;
+                    samples[i as usize - warmup] = clock.nanos_since(t);
                 }
             }
             Ok(())
