@@ -1,0 +1,72 @@
+//! What a queue pair shares beyond itself: [`PeerLink`], its views of the connected peer's
+//! queue pair memory, arena and receive completion queue; [`QpShared`], the part its
+//! watchdog thread and fault handle hold; and the watchdog, which moves the queue pair to
+//! the error state when the connection's socket closes (the peer went away, as with
+//! rdma_cm's DREQ).
+
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use crate::fabric::soft::arena::ArenaView;
+use crate::fabric::soft::cq::CqRing;
+use crate::fabric::soft::rq::QpMem;
+
+/// What a queue pair knows of its connected peer: views of the peer's queue pair memory,
+/// arena and receive completion queue.
+#[derive(Clone)]
+pub(crate) struct PeerLink {
+    pub mem: QpMem,
+    pub arena: ArenaView,
+    pub recv_cq: CqRing,
+    pub qp_num: u32,
+}
+
+impl PeerLink {
+    /// Moves the peer to the error state and flushes its receives.
+    pub(crate) fn fail(&self) {
+        self.mem.enter_error(&self.recv_cq);
+    }
+}
+
+/// The part of a queue pair shared with its watchdog thread and its fault handle.
+pub(crate) struct QpShared {
+    pub mem: QpMem,
+    pub recv_cq: CqRing,
+    pub destroyed: AtomicBool,
+    pub peer: OnceLock<PeerLink>,
+    pub sock: OnceLock<UnixStream>,
+}
+
+impl QpShared {
+    /// Ends the connection from this side: both queue pairs to the error state, both
+    /// receive queues flushed, the peer's watchdog woken.
+    pub(crate) fn disconnect(&self) {
+        self.mem.enter_error(&self.recv_cq);
+        if let Some(peer) = self.peer.get() {
+            peer.fail();
+        }
+        if let Some(sock) = self.sock.get() {
+            let _ = sock.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// Blocks on the connection's socket; when the peer closes it or dies, moves the queue pair
+/// to the error state and flushes its receives.
+pub(super) fn watchdog(sock: UnixStream, shared: Arc<QpShared>) {
+    use std::io::Read;
+    let mut buf = [0u8; 64];
+    let mut sock = sock;
+    loop {
+        match sock.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+    }
+    if !shared.destroyed.load(Ordering::Acquire) {
+        shared.mem.enter_error(&shared.recv_cq);
+    }
+}
