@@ -155,9 +155,10 @@ pub struct ConnConfig {
     /// Large buffers of `bulk_size` bytes the connection's RPCs share (at each end; the
     /// responder's serve pulls, bulk results and Long replies alike). At least 3 are made
     /// when `slot_bulk_size < bulk_size` (one Call may need a pull buffer, a bulk buffer
-    /// and a Long reply's at once). A requester registers them all when it connects; a
-    /// responder registers 3 at accept and the others one at a time, as its Calls find
-    /// none free (counted in `large_registered`), keeping them for the connection's life.
+    /// and a Long reply's at once). Both ends register them as their RPCs need them: a
+    /// requester 2 when it connects (an argument and a result buffer), a responder 3 at
+    /// accept, then one at a time as an RPC finds none free (counted in
+    /// `large_registered`), keeping them for the connection's life.
     pub large_bufs: u32,
     /// Requester: longest segment it advertises; longer chunks are split into several
     /// segments of one window.

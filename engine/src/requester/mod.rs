@@ -31,6 +31,7 @@
 #![allow(clippy::needless_range_loop)]
 
 mod complete;
+mod large;
 mod recovery;
 mod reverse;
 mod submit;
@@ -71,8 +72,9 @@ use crate::fabric::{
     Access, CompletionQueue, Device, MemoryRegion, MemoryWindow, MwBind, Payload, ProtectionDomain,
     Provider, QpCaps, QpInit, QueuePair, SendOp, SendWr, Sge, Wc, WcStatus,
 };
-use crate::pool::{Buf, BufferPool, PoolConfig};
+use crate::pool::{Buf, BufferPool};
 use crate::stats::{bump, Counters, Snapshot};
+use large::LargeBufs;
 
 /// Bits of the XID that name the pending-table slot: as few as the credits need (at least
 /// one), so that each slot's generation, above them, takes the rest (RFC 5531 §9: a
@@ -345,9 +347,11 @@ struct Slot<P: Provider> {
 
 /// Puts a large buffer in place of the slot's own argument (`k` 0) or result (`k` 1)
 /// buffer when the RPC needs more than `own` holds: `Ok(false)` when it fits, `Err` when
-/// every large buffer is taken.
+/// every large buffer there may be is taken ([`LargeBufs::take`]).
 fn take_large<P: Provider>(
-    large: Option<&BufferPool<P>>,
+    large: Option<&mut LargeBufs<P>>,
+    pd: &P::Pd,
+    stats: &Counters,
     slot: &mut Slot<P>,
     k: usize,
     used: usize,
@@ -356,10 +360,7 @@ fn take_large<P: Provider>(
     if used <= buf.size() {
         return Ok(false);
     }
-    let big = large
-        .ok_or(SubmitError::TooLarge(None))?
-        .alloc()
-        .map_err(|_| SubmitError::WouldBlock)?;
+    let big = large.ok_or(SubmitError::TooLarge(None))?.take(pd, stats)?;
     slot.parked[k] = Some(core::mem::replace(buf, big));
     Ok(true)
 }
@@ -370,7 +371,7 @@ fn take_large<P: Provider>(
 struct Spare<P: Provider> {
     /// Indexes of the free slots (a stack: the most recently freed is used first).
     free: Vec<u32>,
-    large: Option<BufferPool<P>>,
+    large: Option<LargeBufs<P>>,
 }
 
 impl<P: Provider> Spare<P> {
@@ -397,13 +398,13 @@ impl<P: Provider> Spare<P> {
 /// Gives the slot's large buffers back and puts its own in place again: done whenever a
 /// slot becomes free (nothing of its last RPC is exposed any longer).
 #[inline]
-fn unpark<P: Provider>(large: Option<&BufferPool<P>>, slot: &mut Slot<P>) {
+fn unpark<P: Provider>(large: Option<&LargeBufs<P>>, slot: &mut Slot<P>) {
     for k in 0..2 {
         if let Some(own) = slot.parked[k].take() {
             let buf = if k == 0 { &mut slot.arg } else { &mut slot.res };
             let big = core::mem::replace(buf, own);
             match large {
-                Some(pool) => pool.free(big),
+                Some(l) => l.give_back(big),
                 None => drop(big),
             }
         }
@@ -634,13 +635,7 @@ impl<P: Provider> Client<P> {
         let own = config.slot_bulk() as usize;
         let (arg_pool, args) = conn::pool_taken(&pd, own, n, remote)?;
         let (res_pool, ress) = conn::pool_taken(&pd, own, n, remote)?;
-        let large = match config.large_count() {
-            0 => None,
-            k => Some(BufferPool::new(
-                &pd,
-                PoolConfig::new(config.bulk_size as usize, k, remote),
-            )?),
-        };
+        let large = LargeBufs::new(&pd, &config, remote)?;
         let pools = [recv_pool, send_pool, arg_pool, res_pool, ctl_pool];
         // Rebound after the pools, so that on an early return the buffers drop first: a pool
         // dropped with buffers still out leaks its memory on purpose.
@@ -811,7 +806,7 @@ impl<P: Provider> Client<P> {
     /// connection costs.
     pub fn registered_bytes(&self) -> u64 {
         self._pools.iter().map(BufferPool::bytes).sum::<u64>()
-            + self.spare.large.as_ref().map_or(0, BufferPool::bytes)
+            + self.spare.large.as_ref().map_or(0, LargeBufs::bytes)
     }
 
     /// The credit state.

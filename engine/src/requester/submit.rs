@@ -143,11 +143,11 @@ impl<P: Provider> Client<P> {
         if arg_used > self.config.slot_bulk() as usize
             || res_used > self.config.slot_bulk() as usize
         {
-            let large = self.spare.large.as_ref();
             let slot = &mut self.slots[i];
             let mut took = false;
             for (k, used) in [(0, arg_used), (1, res_used)] {
-                match take_large(large, slot, k, used) {
+                let large = self.spare.large.as_mut();
+                match take_large(large, &self.pd, &self.stats, slot, k, used) {
                     Ok(t) => took |= t,
                     Err(e) => {
                         self.spare.put(idx, slot);
