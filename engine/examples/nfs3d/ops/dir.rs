@@ -334,6 +334,10 @@ pub fn rename(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>) -> Res {
     let status = match &result {
         Ok(to) => {
             if let Ok(st) = stat_at(&tfd, to) {
+                if FType::of_mode(u32::from(st.stx_mode)) == FType::Dir {
+                    // Paths under its old name may name other directories now.
+                    e.forget_dirs();
+                }
                 e.handle_for(&child_path(&td_obj.rel, to), &st);
             }
             Stat::Ok

@@ -17,7 +17,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, Statx, StatxFlags, CWD};
 
@@ -32,6 +32,8 @@ const SEARCH_LIMIT: usize = 1_000_000;
 const CACHE_MAX: usize = 1 << 20;
 /// Removed objects remembered at most, so that their handles are STALE at once.
 const GONE_MAX: usize = 1 << 16;
+/// Most directory descriptors kept open for [`Export::parent_dir`] (emptied when full).
+const DIRS_MAX: usize = 512;
 
 /// How far the server may go to reach an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,8 +87,9 @@ pub fn stat_child(dfd: &OwnedFd, name: &CString, reach: Reach) -> Result<Statx, 
 pub struct Obj {
     /// Its path from the export's root (empty for the root).
     pub rel: PathBuf,
-    /// Its parent directory (the root's own descriptor for the root).
-    pub parent: OwnedFd,
+    /// Its parent directory (the root's own descriptor for the root), shared with the
+    /// export's cache of directory descriptors.
+    pub parent: Arc<OwnedFd>,
     /// Its name in the parent (`.` for the root).
     pub name: CString,
     /// Its attributes.
@@ -121,6 +124,9 @@ pub struct Export {
     gone: Mutex<HashSet<Id>>,
     /// Searches of the export made so far.
     searches: std::sync::atomic::AtomicU64,
+    /// Descriptors of the directories handles were last resolved in, by path from the root
+    /// ([`Export::parent_dir`]).
+    dirs: Mutex<HashMap<PathBuf, Arc<OwnedFd>>>,
 }
 
 impl core::fmt::Debug for Export {
@@ -234,6 +240,7 @@ impl Export {
             cache: Mutex::new(cache),
             gone: Mutex::new(HashSet::new()),
             searches: std::sync::atomic::AtomicU64::new(0),
+            dirs: Mutex::new(HashMap::new()),
         })
     }
 
@@ -298,8 +305,12 @@ impl Export {
         Ok(self.key.handle(id))
     }
 
-    /// Forgets where an object was (it was removed).
+    /// Forgets where an object was (it was removed): a directory empties the cache of
+    /// directory descriptors too.
     pub fn forget(&self, st: &Statx) {
+        if FType::of_mode(u32::from(st.stx_mode)) == FType::Dir {
+            self.forget_dirs();
+        }
         if let Ok(mut c) = self.cache.lock() {
             c.remove(&(dev_of(st), st.stx_ino));
         }
@@ -334,19 +345,65 @@ impl Export {
         Ok(fd)
     }
 
-    /// The object at `rel`, if it is `id`.
+    /// A descriptor of the directory at `rel`, from the cache of those opened before, else
+    /// opened ([`open_dir`](Self::open_dir)) and kept: resolving a handle then takes one
+    /// `statx` instead of a walk of one `openat` and one `close` per component.
+    ///
+    /// A kept descriptor names the directory it was opened on, wherever that has moved
+    /// since, so it is used only where the object found in it is checked to be the one a
+    /// handle names ([`at`](Self::at)): a directory moved (even out of the export, by a
+    /// local user) can give a miss, which is searched for, never another object. Renaming or
+    /// removing a directory through this server empties the cache ([`forget_dirs`](Self::forget_dirs)).
+    ///
+    /// `fresh` skips the cache (and replaces what it held): after a miss in a kept
+    /// descriptor, the path may name another directory now.
+    fn parent_dir(&self, rel: &Path, fresh: bool) -> rustix::io::Result<Arc<OwnedFd>> {
+        if !fresh {
+            if let Some(fd) = self.dirs.lock().ok().and_then(|d| d.get(rel).cloned()) {
+                return Ok(fd);
+            }
+        }
+        let fd = Arc::new(self.open_dir(rel)?);
+        if let Ok(mut d) = self.dirs.lock() {
+            if d.len() >= DIRS_MAX {
+                d.clear();
+            }
+            d.insert(rel.to_path_buf(), Arc::clone(&fd));
+        }
+        Ok(fd)
+    }
+
+    /// Empties the cache of directory descriptors: a directory was renamed or removed, so
+    /// paths may name other directories now.
+    pub fn forget_dirs(&self) {
+        if let Ok(mut d) = self.dirs.lock() {
+            d.clear();
+        }
+    }
+
+    /// The object at `rel`, if it is `id`: looked for in the parent's kept descriptor,
+    /// then, if not found there, in the directory the path names now.
     fn at(&self, rel: &Path, id: Id) -> Option<Obj> {
-        let (parent, name) = match (rel.parent(), rel.file_name()) {
-            (Some(p), Some(n)) => (self.open_dir(p).ok()?, CString::new(n.as_bytes()).ok()?),
-            _ => (self.open_dir(Path::new("")).ok()?, dot()),
+        let (dir, name) = match (rel.parent(), rel.file_name()) {
+            (Some(p), Some(n)) => (p, CString::new(n.as_bytes()).ok()?),
+            _ => (Path::new(""), dot()),
         };
-        let st = stat_at(&parent, &name).ok()?;
-        (id_of(&st) == id).then(|| Obj {
-            rel: rel.to_path_buf(),
-            parent,
-            name,
-            st,
-        })
+        for fresh in [false, true] {
+            let Ok(parent) = self.parent_dir(dir, fresh) else {
+                continue;
+            };
+            if let Ok(st) = stat_at(&parent, &name) {
+                if id_of(&st) == id {
+                    return Some(Obj {
+                        rel: rel.to_path_buf(),
+                        parent,
+                        name,
+                        st,
+                    });
+                }
+            }
+        }
+        None
     }
 
     /// The object `fh` names: NFS3ERR_BADHANDLE for a handle this server did not make,
@@ -388,12 +445,19 @@ impl Export {
             Err(_) => None,
         }
         .ok_or(Fail::WouldBlock)?;
-        let (parent, name) = match (rel.parent(), rel.file_name()) {
-            (Some(p), Some(n)) => (
-                self.open_dir_in(p, reach)?,
-                CString::new(n.as_bytes()).map_err(|_| Fail::WouldBlock)?,
-            ),
-            _ => (self.open_dir_in(Path::new(""), reach)?, dot()),
+        let (dir, name) = match (rel.parent(), rel.file_name()) {
+            (Some(p), Some(n)) => (p, CString::new(n.as_bytes()).map_err(|_| Fail::WouldBlock)?),
+            _ => (Path::new(""), dot()),
+        };
+        // The parent's kept descriptor if the cache is free (the object found in it is
+        // checked below), else opened through the kernel's caches.
+        let kept = match self.dirs.try_lock() {
+            Ok(d) => d.get(dir).cloned(),
+            Err(_) => None,
+        };
+        let parent = match kept {
+            Some(fd) => fd,
+            None => Arc::new(self.open_dir_in(dir, reach)?),
         };
         let fd =
             open_cached(&parent, name.as_c_str(), OFlags::PATH).map_err(|_| Fail::WouldBlock)?;

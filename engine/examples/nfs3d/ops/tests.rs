@@ -217,6 +217,58 @@ fn handles_of_removed_objects_are_stale_without_a_search() {
 }
 
 #[test]
+fn kept_directory_descriptors_never_answer_for_another_directory() {
+    let d = Dir::new("kept");
+    let e = d.open();
+    let root = e.root_fh().as_bytes().to_vec();
+    let (_, sub) = mkdir(&e, &root, b"sub");
+    let sub = sub.unwrap();
+    let (_, f) = create(&e, &sub, b"f", 1, 0);
+    let f = f.unwrap();
+    let fid = getattr(&e, &f).1.unwrap().fileid;
+    // Behind the server's back: `sub` moves away and a new `sub` takes its path, holding a
+    // file of the same name. The kept descriptor of `sub` (the old one) still finds the
+    // old file, which is the handle's object.
+    std::fs::rename(d.export().join("sub"), d.export().join("moved")).unwrap();
+    std::fs::create_dir(d.export().join("sub")).unwrap();
+    std::fs::write(d.export().join("sub/f"), b"other").unwrap();
+    assert_eq!(getattr(&e, &f).1.unwrap().fileid, fid);
+    // A file created in the new `sub` (found by a LOOKUP through its path) resolves: a miss
+    // in the kept descriptor looks again in the directory the path names now.
+    let (s, found) = lookup(&e, &root, b"sub");
+    assert_eq!(s, 0);
+    let (new_sub, _) = found.unwrap();
+    let (s, g) = lookup(&e, &new_sub, b"f");
+    assert_eq!(s, 0);
+    let (g, gattr) = g.unwrap();
+    assert_ne!(gattr.fileid, fid);
+    assert_eq!(getattr(&e, &g).1.unwrap().fileid, gattr.fileid);
+    // The old file, removed behind the server's back with its directory: stale, not the
+    // new file at its old path.
+    std::fs::remove_dir_all(d.export().join("moved")).unwrap();
+    assert_eq!(getattr(&e, &f).0, Stat::Stale as u32);
+    // Through the server: a directory renamed, then another made at its old name; a file
+    // created in each resolves to itself.
+    let (_, a) = mkdir(&e, &root, b"a");
+    let a = a.unwrap();
+    let (_, fa) = create(&e, &a, b"x", 1, 0);
+    let fa = fa.unwrap();
+    let ren = args(|w| {
+        w.put_opaque_var(&root, 64).unwrap();
+        w.put_opaque_var(b"a", 1024).unwrap();
+        w.put_opaque_var(&root, 64).unwrap();
+        w.put_opaque_var(b"b", 1024).unwrap();
+    });
+    assert_eq!(status(&call(&e, proc::RENAME, &ren).0), 0);
+    let (_, a2) = mkdir(&e, &root, b"a");
+    let (_, fa2) = create(&e, &a2.unwrap(), b"x", 1, 0);
+    let fa2 = fa2.unwrap();
+    let (x1, x2) = (getattr(&e, &fa).1.unwrap(), getattr(&e, &fa2).1.unwrap());
+    assert_ne!(x1.fileid, x2.fileid);
+    assert!(d.export().join("b/x").exists() && d.export().join("a/x").exists());
+}
+
+#[test]
 fn no_way_out_of_the_export() {
     let d = Dir::new("escape");
     let e = d.open();
