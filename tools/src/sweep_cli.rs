@@ -205,17 +205,22 @@ impl Out {
 
 fn header() -> String {
     format!(
-        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>1} {:>5} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8} {:>8} {:>7} {:>8}",
+        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>1} {:>5} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8}",
         "op", "bytes", "inline", "cred", "depth", "con", "form", "v", "reg", "rep", "p50 ns", "p99 ns", "p99.9 ns",
-        "max ns", "RPC/s", "MB/s", "cpu c ns", "cpu s ns", "p50/lim", "MiB/conn"
+        "max ns", "RPC/s", "MB/s", "cpu c ns", "cpu s ns", "p50/line", "p50/copy", "MiB/conn"
     )
 }
 
 fn row(p: &Point) -> String {
     let c = &p.config;
-    let lim = p.ratios.p50_to_copy.unwrap_or(p.ratios.p50_to_cacheline);
+    // The same-run limits: a cache-line round trip between the cores, and a cross-core
+    // copy of the payload (points with one).
+    let copy = p
+        .ratios
+        .p50_to_copy
+        .map_or("-".to_string(), |r| format!("{r:.2}"));
     format!(
-        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>1} {:>5} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11.0} {:>11.1} {:>8.0} {:>8} {:>7.2} {:>8.1}",
+        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>1} {:>5} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11.0} {:>11.1} {:>8.0} {:>8} {:>8.2} {:>8} {:>8.1}",
         c.op,
         c.size,
         c.inline,
@@ -245,7 +250,8 @@ fn row(p: &Point) -> String {
         p.cpu_ns_per_rpc
             .server
             .map_or("-".to_string(), |s| format!("{s:.0}")),
-        lim,
+        p.ratios.p50_to_cacheline,
+        copy,
         (p.memory_per_conn.client + p.memory_per_conn.server.unwrap_or(0)) as f64
             / f64::from(1 << 20)
     )

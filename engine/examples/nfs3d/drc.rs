@@ -181,6 +181,29 @@ impl Drc {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// [`begin`](Self::begin) for a polling worker, which never waits: `None` when the
+    /// cache is busy or the request's original is still in progress (an I/O thread takes
+    /// it then, and waits as it may).
+    pub fn try_begin(&self, key: DrcKey) -> Option<Begin> {
+        let mut inner = match self.inner.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        match inner.map.get(&key) {
+            None => {
+                inner.map.insert(key, State::InProgress);
+                bump(&self.stats.misses);
+                Some(Begin::Execute)
+            }
+            Some(State::Done(c)) => {
+                bump(&self.stats.hits);
+                Some(Begin::Replay(c.clone()))
+            }
+            Some(State::InProgress) => None,
+        }
+    }
+
     /// Looks `key` up: a new request is marked in progress and executed by the caller; a
     /// finished one is replayed; one in progress is waited for, at most `wait`.
     pub fn begin(&self, key: DrcKey, wait: Duration) -> Begin {
@@ -330,6 +353,22 @@ mod tests {
         // Abandoned: the duplicate executes.
         d.abandon(key(3));
         assert_eq!(d.begin(key(3), Duration::ZERO), Begin::Execute);
+    }
+
+    #[test]
+    fn a_worker_never_waits_for_an_original() {
+        let d = Drc::new(DrcLimits::default());
+        assert_eq!(d.try_begin(key(4)), Some(Begin::Execute));
+        // In progress: left to an I/O thread, with nothing counted as a wait.
+        assert_eq!(d.try_begin(key(4)), None);
+        assert_eq!(d.stats.waits.load(Ordering::Relaxed), 0);
+        d.finish(key(4), ok(b"done"));
+        assert_eq!(d.try_begin(key(4)), Some(Begin::Replay(ok(b"done"))));
+        // Held by another thread: left to an I/O thread too.
+        let held = d.lock();
+        assert_eq!(d.try_begin(key(5)), None);
+        drop(held);
+        assert_eq!(d.try_begin(key(5)), Some(Begin::Execute));
     }
 
     #[test]

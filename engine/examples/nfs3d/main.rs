@@ -61,6 +61,29 @@ enum Which {
     Verbs,
 }
 
+/// Whether the export is a memory file system, whose operations never wait for a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum MemoryExport {
+    /// Yes when the export is on tmpfs or ramfs (statfs).
+    Auto,
+    /// Yes (a file system known never to wait for a device, e.g. on persistent memory).
+    Yes,
+    /// No: every procedure that touches the file system goes to the I/O threads.
+    No,
+}
+
+/// tmpfs's and ramfs's `f_type` (linux/magic.h).
+const TMPFS_MAGIC: u64 = 0x0102_1994;
+const RAMFS_MAGIC: u64 = 0x8584_58f6;
+
+/// Whether `dir` is on a memory file system (tmpfs, ramfs).
+fn on_memory_fs(dir: &std::path::Path) -> bool {
+    rustix::fs::statfs(dir).is_ok_and(|st| {
+        let t = st.f_type as u64;
+        t == TMPFS_MAGIC || t == RAMFS_MAGIC
+    })
+}
+
 /// An NFSv3 server over RPC-over-RDMA.
 #[derive(Parser, Debug)]
 #[command(name = "nfs3d", version, about)]
@@ -90,6 +113,11 @@ struct Cli {
     /// on the worker when the kernel's caches hold what they need.
     #[arg(long)]
     no_on_worker: bool,
+    /// A memory export: every procedure but READ and WRITE runs on the polling worker
+    /// instead of an I/O thread (a hand-off costs more than a memory file system's
+    /// operation). auto: when the export is on tmpfs or ramfs.
+    #[arg(long, value_enum, default_value_t = MemoryExport::Auto)]
+    memory_export: MemoryExport,
     /// Microseconds an idle I/O thread keeps looking for the next job (yielding its core)
     /// before it sleeps; 0: it sleeps at once.
     #[arg(long, default_value_t = 0)]
@@ -219,6 +247,12 @@ where
     };
     let nfs = Nfs::new(Arc::clone(&export), cli.config(), DrcLimits::default());
     nfs.set_on_worker(!cli.no_on_worker);
+    let memory = match cli.memory_export {
+        MemoryExport::Auto => on_memory_fs(&cli.export),
+        MemoryExport::Yes => true,
+        MemoryExport::No => false,
+    };
+    nfs.set_on_worker_all(memory);
     let pool =
         match IoPool::start_spinning(cli.io_threads, &nfs, Duration::from_micros(cli.io_spin_us)) {
             Ok(p) => p,
@@ -291,12 +325,17 @@ where
         _ => None,
     };
     eprintln!(
-        "nfs3d: exporting {} over {} on {} (NFS v3, {} worker(s), {} I/O threads, max I/O {} B); MOUNT v3 on tcp {}",
+        "nfs3d: exporting {} over {} on {} (NFS v3, {} worker(s), {} I/O threads{}, max I/O {} B); MOUNT v3 on tcp {}",
         export.export_path().display(),
         P::NAME,
         cli.listen,
         workers.len(),
         cli.io_threads.max(1),
+        if memory {
+            " for READ and WRITE: a memory export, the rest on the workers"
+        } else {
+            ""
+        },
         cli.max_io,
         mountd.addr()
     );

@@ -73,6 +73,9 @@ pub struct NfsStats {
     pub on_worker: AtomicU64,
     /// Those that needed more than the caches and went to an I/O thread.
     pub on_worker_missed: AtomicU64,
+    /// Jobs run on the worker because the export's operations never wait for a device
+    /// (`--memory-export`).
+    pub on_worker_jobs: AtomicU64,
 }
 
 fn get(c: &AtomicU64) -> u64 {
@@ -120,6 +123,7 @@ impl NfsStats {
             "retries": get(&self.retries),
             "on_worker": get(&self.on_worker),
             "on_worker_missed": get(&self.on_worker_missed),
+            "on_worker_jobs": get(&self.on_worker_jobs),
         })
     }
 }

@@ -1,5 +1,6 @@
 //! The driver of one NFS connection on a worker: polls the [`ServerConn`], hands the jobs
-//! its handlers started to the I/O pool, and completes the Calls whose answers came back
+//! its handlers started to the I/O pool (or runs them itself, for an export that never waits
+//! for a device: [`Nfs::on_worker_all`]), and completes the Calls whose answers came back
 //! (RFC 8166: the reply leaves when it is ready, in any order; the Call's receive and
 //! credit are kept meanwhile, §3.3). Never blocks: the completion channel is read with
 //! `try_recv`, a completion the connection has no room for now is retried at the next poll.
@@ -15,7 +16,7 @@ use rpcrdma_engine::responder::{CompleteError, ServerConn};
 use rpcrdma_engine::stats::Snapshot;
 use rpcrdma_engine::worker::{Bell, Drive, WakeFds};
 
-use super::{lend, take_started, Answer, Finished, Job, Nfs, ReplyTo};
+use super::{io, lend, take_started, Answer, Finished, Job, Nfs, ReplyTo};
 
 /// Most answers completed per poll (the worker's other connections get their turn).
 const COMPLETIONS_PER_POLL: usize = 64;
@@ -33,6 +34,8 @@ pub struct NfsConn<P: Provider> {
     /// Answers that could not be completed yet (no reply room, a loan still out).
     retry: VecDeque<Finished>,
     started: Vec<Job>,
+    /// Results of the jobs run on the worker ([`Nfs::on_worker_all`]).
+    scratch: Vec<u8>,
 }
 
 impl<P: Provider> core::fmt::Debug for NfsConn<P> {
@@ -57,6 +60,7 @@ impl<P: Provider> NfsConn<P> {
             bell: Bell::new().ok().map(Arc::new),
             retry: VecDeque::new(),
             started: Vec::with_capacity(64),
+            scratch: Vec::new(),
         }
     }
 
@@ -74,6 +78,14 @@ impl<P: Provider> NfsConn<P> {
                 tx: self.done_tx.clone(),
                 bell: self.bell.clone(),
             });
+            let job = if self.nfs.on_worker_all(job.proc_num) {
+                match io::run_on_worker(&self.nfs, &mut self.scratch, job) {
+                    None => continue,
+                    Some(job) => job,
+                }
+            } else {
+                job
+            };
             let ticket = job.ticket;
             let refused = match &self.jobs {
                 Some(tx) => tx.send(job).is_err(),

@@ -124,10 +124,41 @@ fn next_job(rx: &Mutex<Receiver<Job>>, spin: Duration) -> Result<Job, RecvTimeou
 }
 
 /// Runs one job and sends its answer to the connection's driver.
-pub fn run_job(nfs: &Nfs, scratch: &mut Vec<u8>, mut job: Job) {
-    let answer = if ops::is_non_idempotent(job.proc_num) {
-        let key = DrcKey::new(job.xid, job.proc_num, job.args.bytes(), job.client_hash);
-        match nfs.drc.begin(key, nfs.drc_wait) {
+pub fn run_job(nfs: &Nfs, scratch: &mut Vec<u8>, job: Job) {
+    let begin =
+        ops::is_non_idempotent(job.proc_num).then(|| nfs.drc.begin(drc_key(&job), nfs.drc_wait));
+    run_begun(nfs, scratch, job, begin);
+}
+
+/// Runs `job` on the polling worker that started it, for an export whose operations never
+/// wait for a device ([`Nfs::on_worker_all`]), and sends its answer to the connection's
+/// driver (which completes it at its next turn). Gives the job back when it must go to the
+/// I/O pool after all: a retransmission whose original is still in progress (the pool waits
+/// for it; a worker never does), or the duplicate request cache busy.
+pub fn run_on_worker(nfs: &Nfs, scratch: &mut Vec<u8>, job: Job) -> Option<Job> {
+    let begin = if ops::is_non_idempotent(job.proc_num) {
+        match nfs.drc.try_begin(drc_key(&job)) {
+            Some(b) => Some(b),
+            None => return Some(job),
+        }
+    } else {
+        None
+    };
+    nfs.stats.on_worker_jobs.fetch_add(1, Ordering::Relaxed);
+    run_begun(nfs, scratch, job, begin);
+    None
+}
+
+fn drc_key(job: &Job) -> DrcKey {
+    DrcKey::new(job.xid, job.proc_num, job.args.bytes(), job.client_hash)
+}
+
+/// Runs `job` whose lookup in the duplicate request cache (non-idempotent procedures
+/// only) gave `begin`, and sends its answer.
+fn run_begun(nfs: &Nfs, scratch: &mut Vec<u8>, mut job: Job, begin: Option<Begin>) {
+    let answer = if let Some(begin) = begin {
+        let key = drc_key(&job);
+        match begin {
             Begin::Execute => {
                 let a = execute(nfs, scratch, &mut job);
                 match &a {

@@ -201,3 +201,75 @@ fn a_credential_that_does_not_decode_is_auth_badcred() {
     let (res, _) = call(&mut c, &nfs_call(GETATTR, &args, 256, &cred)).expect("GETATTR");
     assert_eq!(status(&res), 0);
 }
+
+#[test]
+fn a_memory_export_runs_all_but_read_and_write_on_the_worker() {
+    const MKDIR: u32 = 9;
+    const REMOVE: u32 = 12;
+    const RENAME: u32 = 14;
+    const COMMIT: u32 = 21;
+    let srv = TestServer::start(|_| {});
+    srv.nfs.set_on_worker_all(true);
+    let cred = auth_sys_body(&srv.dir);
+    let mut c = srv.connect(client_config());
+    let root = srv.export.root_fh().as_bytes().to_vec();
+    let stats = &srv.nfs.stats;
+    let on_worker = || stats.on_worker_jobs.load(Ordering::Relaxed);
+
+    // CREATE and MKDIR on the worker.
+    let fh = create(&mut c, &cred, &root, "f");
+    let args = enc(|w| {
+        diropargs(w, &root, "d");
+        sattr_mode(w, 0o755);
+    });
+    let (res, _) = call(&mut c, &nfs_call(MKDIR, &args, 1024, &cred)).expect("MKDIR");
+    assert_eq!(status(&res), 0);
+    assert_eq!(on_worker(), 2);
+    assert!(srv.dir.join("d").is_dir() && srv.dir.join("f").is_file());
+
+    // WRITE through the pool, COMMIT on the worker.
+    let data = vec![7u8; 4096];
+    let args = enc(|w| {
+        w.put_opaque_var(&fh, 64).unwrap();
+        w.put_u64(0).unwrap();
+        w.put_u32(4096).unwrap();
+        w.put_u32(0).unwrap(); // UNSTABLE
+    });
+    let mut wr = nfs_call(WRITE, &args, 1024, &cred);
+    wr.bulk_arg = Some(&data);
+    let (res, _) = call(&mut c, &wr).expect("WRITE");
+    assert_eq!(status(&res), 0);
+    assert_eq!(on_worker(), 2, "WRITE went to an I/O thread");
+    let args = enc(|w| {
+        w.put_opaque_var(&fh, 64).unwrap();
+        w.put_u64(0).unwrap();
+        w.put_u32(0).unwrap();
+    });
+    let (res, _) = call(&mut c, &nfs_call(COMMIT, &args, 1024, &cred)).expect("COMMIT");
+    assert_eq!(status(&res), 0);
+    assert_eq!(on_worker(), 3);
+    assert_eq!(std::fs::read(srv.dir.join("f")).unwrap(), data);
+
+    // RENAME and REMOVE on the worker, each executed once, through the duplicate request
+    // cache as on an I/O thread.
+    let args = enc(|w| {
+        diropargs(w, &root, "f");
+        diropargs(w, &root, "g");
+    });
+    let (res, _) = call(&mut c, &nfs_call(RENAME, &args, 1024, &cred)).expect("RENAME");
+    assert_eq!(status(&res), 0);
+    let args = enc(|w| diropargs(w, &root, "g"));
+    let (res, _) = call(&mut c, &nfs_call(REMOVE, &args, 1024, &cred)).expect("REMOVE");
+    assert_eq!(status(&res), 0);
+    assert_eq!(on_worker(), 5);
+    assert!(!srv.dir.join("f").exists() && !srv.dir.join("g").exists());
+    let executed = |p: usize| stats.executed[p].load(Ordering::Relaxed);
+    assert_eq!(executed(REMOVE as usize), 1);
+    assert_eq!(executed(RENAME as usize), 1);
+    assert_eq!(
+        srv.nfs.drc.stats.misses.load(Ordering::Relaxed),
+        4,
+        "CREATE, MKDIR, RENAME, REMOVE"
+    );
+    assert_eq!(stats.system_errs.load(Ordering::Relaxed), 0);
+}
