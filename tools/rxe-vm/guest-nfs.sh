@@ -205,6 +205,10 @@ nfs_tests() {
                 v=$(nfs3d_counter engine "$c")
                 if [ "${v:-0}" -gt 0 ]; then pass "nfs3d $c: $v"; else fail "nfs3d $c: ${v:-missing}"; fi
             done
+            # The export is a tmpfs: a memory export, whose procedures but READ and WRITE
+            # ran on the worker (--memory-export auto).
+            v=$(nfs3d_counter nfs on_worker_jobs)
+            if [ "${v:-0}" -gt 0 ]; then pass "nfs3d on_worker_jobs: $v"; else fail "nfs3d on_worker_jobs: ${v:-missing}"; fi
         else
             fail "nfs3d start"
         fi
