@@ -127,6 +127,8 @@ pub struct Export {
     /// Descriptors of the directories handles were last resolved in, by path from the root
     /// ([`Export::parent_dir`]).
     dirs: Mutex<HashMap<PathBuf, Arc<OwnedFd>>>,
+    /// Snapshots of the directory listings under way, for their continuations.
+    pub listings: super::list::Listings,
 }
 
 impl core::fmt::Debug for Export {
@@ -161,10 +163,10 @@ pub fn id_of(st: &Statx) -> Id {
 }
 
 /// Attributes of `name` in `dir`, not following a final symbolic link.
-pub fn stat_at(dir: &OwnedFd, name: &CString) -> rustix::io::Result<Statx> {
+pub fn stat_at(dir: &OwnedFd, name: &CStr) -> rustix::io::Result<Statx> {
     rustix::fs::statx(
         dir,
-        name.as_c_str(),
+        name,
         AtFlags::SYMLINK_NOFOLLOW,
         StatxFlags::BASIC_STATS | StatxFlags::BTIME,
     )
@@ -241,6 +243,7 @@ impl Export {
             gone: Mutex::new(HashSet::new()),
             searches: std::sync::atomic::AtomicU64::new(0),
             dirs: Mutex::new(HashMap::new()),
+            listings: super::list::Listings::default(),
         })
     }
 

@@ -269,6 +269,90 @@ fn kept_directory_descriptors_never_answer_for_another_directory() {
 }
 
 #[test]
+fn a_listing_continues_from_its_snapshot_while_the_directory_is_unchanged() {
+    let d = Dir::new("snapshot");
+    let e = d.open();
+    std::fs::create_dir(d.export().join("many")).unwrap();
+    for i in 0..300 {
+        std::fs::write(d.export().join("many").join(format!("f{i:03}")), b"").unwrap();
+    }
+    let root = e.root_fh().as_bytes().to_vec();
+    let (_, Some((many, _))) = lookup(&e, &root, b"many") else {
+        panic!("many");
+    };
+    // Paged: every continuation is answered from the first page's snapshot.
+    let reused = || e.listings.reused.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(list_all(&e, &many, 4096).len(), 300);
+    let pages = reused();
+    assert!(
+        pages > 3,
+        "{pages} continuations answered from the snapshot"
+    );
+    // A change between two pages: the continuation reads the directory again and finds
+    // an entry made meanwhile past its cookie.
+    let first = args(|w| {
+        w.put_opaque_var(&many, 64).unwrap();
+        w.put_u64(0).unwrap();
+        w.put_opaque_fixed(&[0; 8]).unwrap();
+        w.put_u32(2048).unwrap();
+        w.put_u32(4096).unwrap();
+    });
+    let (res, _) = call(&e, proc::READDIRPLUS, &first);
+    let mut r = XdrReader::new(&res);
+    assert_eq!(r.u32().unwrap(), 0);
+    assert!(r.bool().unwrap());
+    r.skip(84).unwrap();
+    let verf = crate::xdr::verf(&mut r).unwrap();
+    let mut cookie = 0;
+    while r.bool().unwrap() {
+        r.u64().unwrap();
+        r.string(255).unwrap();
+        cookie = r.u64().unwrap();
+        assert!(r.bool().unwrap());
+        r.skip(84).unwrap();
+        assert!(r.bool().unwrap());
+        r.opaque_var(64).unwrap();
+    }
+    let late = (0..)
+        .map(|i| format!("late{i}"))
+        .find(|n| e.cookie(n.as_bytes()) > cookie)
+        .unwrap();
+    // Past the clock tick of the directory's last change: its times show this one even
+    // where the kernel keeps coarse timestamps.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    std::fs::write(d.export().join("many").join(&late), b"").unwrap();
+    let before = reused();
+    let mut names = Vec::new();
+    let mut eof = false;
+    while !eof {
+        let a = args(|w| {
+            w.put_opaque_var(&many, 64).unwrap();
+            w.put_u64(cookie).unwrap();
+            w.put_opaque_fixed(&verf).unwrap();
+            w.put_u32(1 << 19).unwrap();
+            w.put_u32(1 << 20).unwrap();
+        });
+        let (res, _) = call(&e, proc::READDIR, &a);
+        let mut r = XdrReader::new(&res);
+        assert_eq!(r.u32().unwrap(), 0);
+        assert!(r.bool().unwrap());
+        r.skip(84).unwrap();
+        crate::xdr::verf(&mut r).unwrap();
+        while r.bool().unwrap() {
+            r.u64().unwrap();
+            names.push(r.string(255).unwrap().to_vec());
+            cookie = r.u64().unwrap();
+        }
+        eof = r.bool().unwrap();
+    }
+    assert!(
+        names.contains(&late.into_bytes()),
+        "the entry made meanwhile"
+    );
+    assert_eq!(reused(), before, "the changed directory was read again");
+}
+
+#[test]
 fn no_way_out_of_the_export() {
     let d = Dir::new("escape");
     let e = d.open();
