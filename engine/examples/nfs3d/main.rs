@@ -113,9 +113,9 @@ struct Cli {
     /// on the worker when the kernel's caches hold what they need.
     #[arg(long)]
     no_on_worker: bool,
-    /// A memory export: every procedure but READ and WRITE runs on the polling worker
-    /// instead of an I/O thread (a hand-off costs more than a memory file system's
-    /// operation). auto: when the export is on tmpfs or ramfs.
+    /// A memory export: every procedure but READ, WRITE, READDIR and READDIRPLUS runs on
+    /// the polling worker instead of an I/O thread (a hand-off costs more than a memory
+    /// file system's operation). auto: when the export is on tmpfs or ramfs.
     #[arg(long, value_enum, default_value_t = MemoryExport::Auto)]
     memory_export: MemoryExport,
     /// Microseconds an idle I/O thread keeps looking for the next job (yielding its core)
@@ -332,7 +332,7 @@ where
         workers.len(),
         cli.io_threads.max(1),
         if memory {
-            " for READ and WRITE: a memory export, the rest on the workers"
+            " for READ, WRITE and listings: a memory export, the rest on the workers"
         } else {
             ""
         },

@@ -65,7 +65,7 @@ pub struct Nfs {
     /// Whether GETATTR, ACCESS and LOOKUP are tried on the worker first, from the kernel's
     /// caches ([`ops::run_cached`]).
     on_worker: AtomicBool,
-    /// Whether every procedure but READ and WRITE runs on the worker (an export whose
+    /// Whether the procedures of a few system calls run on the worker (an export whose
     /// operations never wait for a device: [`Nfs::set_on_worker_all`]).
     on_worker_all: AtomicBool,
 }
@@ -91,24 +91,27 @@ impl Nfs {
         })
     }
 
-    /// Runs every procedure but READ and WRITE on the polling worker that received it,
-    /// instead of handing it to an I/O thread (default: no). Only for an export whose file
-    /// system never waits for a device (tmpfs, ramfs): its operations are memory operations
-    /// (at most a short wait for an inode's lock held by an I/O thread's READ or WRITE), and
-    /// the hand-off to a thread costs more than they do (in the soft-RoCE guest a CREATE's
-    /// round trip took 480 us through the pool and 234 us on the worker, the kernel's nfsd
-    /// 326). READ and WRITE still go to the pool: they copy up to `max_io` bytes, which would
-    /// hold the worker's other connections up. A retransmission whose original is still in
-    /// progress goes to the pool too, which waits for it (a worker never waits).
+    /// Runs every procedure but READ, WRITE, READDIR and READDIRPLUS on the polling worker
+    /// that received it, instead of handing it to an I/O thread (default: no). Only for an
+    /// export whose file system never waits for a device (tmpfs, ramfs): its operations are
+    /// memory operations (at most a short wait for an inode's lock held by an I/O thread),
+    /// and the hand-off to a thread costs more than they do (in the soft-RoCE guest a
+    /// CREATE's round trip took 480 us through the pool and 234 us on the worker, the
+    /// kernel's nfsd 326). READ, WRITE and the listings still go to the pool: they move up
+    /// to `max_io` or `max_dir` bytes (a listing stats every entry it sends), which would
+    /// hold the worker's other connections up. (Removing or truncating a large file frees
+    /// its pages on the worker.) A retransmission whose original is still in progress goes
+    /// to the pool too, which waits for it (a worker never waits).
     pub fn set_on_worker_all(&self, on: bool) {
         self.on_worker_all.store(on, Ordering::Relaxed);
     }
 
     /// Whether procedure `proc_num` runs on the worker ([`Nfs::set_on_worker_all`]).
     pub fn on_worker_all(&self, proc_num: u32) -> bool {
-        proc_num != NFSPROC3_READ
-            && proc_num != NFSPROC3_WRITE
-            && self.on_worker_all.load(Ordering::Relaxed)
+        !matches!(
+            proc_num,
+            NFSPROC3_READ | NFSPROC3_WRITE | ops::proc::READDIR | ops::proc::READDIRPLUS
+        ) && self.on_worker_all.load(Ordering::Relaxed)
     }
 
     /// Whether GETATTR, ACCESS and LOOKUP are tried on the polling worker first, from the

@@ -203,7 +203,7 @@ fn a_credential_that_does_not_decode_is_auth_badcred() {
 }
 
 #[test]
-fn a_memory_export_runs_all_but_read_and_write_on_the_worker() {
+fn a_memory_export_runs_all_but_read_write_and_listings_on_the_worker() {
     const MKDIR: u32 = 9;
     const REMOVE: u32 = 12;
     const RENAME: u32 = 14;
@@ -249,6 +249,18 @@ fn a_memory_export_runs_all_but_read_and_write_on_the_worker() {
     assert_eq!(status(&res), 0);
     assert_eq!(on_worker(), 3);
     assert_eq!(std::fs::read(srv.dir.join("f")).unwrap(), data);
+
+    // A listing through the pool.
+    let args = enc(|w| {
+        w.put_opaque_var(&root, 64).unwrap();
+        w.put_u64(0).unwrap();
+        w.put_opaque_fixed(&[0; 8]).unwrap();
+        w.put_u32(4096).unwrap();
+        w.put_u32(8192).unwrap();
+    });
+    let (res, _) = call(&mut c, &nfs_call(READDIRPLUS, &args, 8192, &cred)).expect("READDIRPLUS");
+    assert_eq!(status(&res), 0);
+    assert_eq!(on_worker(), 3, "READDIRPLUS went to an I/O thread");
 
     // RENAME and REMOVE on the worker, each executed once, through the duplicate request
     // cache as on an I/O thread.
