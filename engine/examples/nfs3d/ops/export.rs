@@ -82,6 +82,25 @@ pub fn stat_child(dfd: &OwnedFd, name: &CString, reach: Reach) -> Result<Statx, 
     }
 }
 
+thread_local! {
+    /// Set while [`without_search`] runs its closure on this thread.
+    static NO_SEARCH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Set when a search was refused meanwhile.
+    static SEARCH_REFUSED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` (a procedure on a polling worker) with searches of the export refused: a
+/// handle whose path the cache does not give resolves to NFS3ERR_STALE instead, and the
+/// second value says whether that happened (the caller then discards `f`'s answer and
+/// hands the procedure to an I/O thread). A search may read every directory of the export.
+pub fn without_search<R>(f: impl FnOnce() -> R) -> (R, bool) {
+    NO_SEARCH.set(true);
+    SEARCH_REFUSED.set(false);
+    let r = f();
+    NO_SEARCH.set(false);
+    (r, SEARCH_REFUSED.replace(false))
+}
+
 /// An object a handle resolved to: where it is and what it was when last looked at.
 #[derive(Debug)]
 pub struct Obj {
@@ -360,10 +379,12 @@ impl Export {
     ///
     /// `fresh` skips the cache (and replaces what it held): after a miss in a kept
     /// descriptor, the path may name another directory now.
-    fn parent_dir(&self, rel: &Path, fresh: bool) -> rustix::io::Result<Arc<OwnedFd>> {
+    ///
+    /// The second value says whether the descriptor was a kept one.
+    fn parent_dir(&self, rel: &Path, fresh: bool) -> rustix::io::Result<(Arc<OwnedFd>, bool)> {
         if !fresh {
             if let Some(fd) = self.dirs.lock().ok().and_then(|d| d.get(rel).cloned()) {
-                return Ok(fd);
+                return Ok((fd, true));
             }
         }
         let fd = Arc::new(self.open_dir(rel)?);
@@ -373,7 +394,7 @@ impl Export {
             }
             d.insert(rel.to_path_buf(), Arc::clone(&fd));
         }
-        Ok(fd)
+        Ok((fd, false))
     }
 
     /// Empties the cache of directory descriptors: a directory was renamed or removed, so
@@ -392,9 +413,7 @@ impl Export {
             _ => (Path::new(""), dot()),
         };
         for fresh in [false, true] {
-            let Ok(parent) = self.parent_dir(dir, fresh) else {
-                continue;
-            };
+            let (parent, kept) = self.parent_dir(dir, fresh).ok()?;
             if let Ok(st) = stat_at(&parent, &name) {
                 if id_of(&st) == id {
                     return Some(Obj {
@@ -404,6 +423,10 @@ impl Export {
                         st,
                     });
                 }
+            }
+            if !kept {
+                // Just opened by its path: looking again would find the same.
+                break;
             }
         }
         None
@@ -424,6 +447,11 @@ impl Export {
             }
         }
         if self.gone.lock().is_ok_and(|g| g.contains(&id)) {
+            return Err(Stat::Stale);
+        }
+        if NO_SEARCH.get() {
+            // A polling worker: the job goes to an I/O thread, which may search.
+            SEARCH_REFUSED.set(true);
             return Err(Stat::Stale);
         }
         self.searches

@@ -125,28 +125,33 @@ fn next_job(rx: &Mutex<Receiver<Job>>, spin: Duration) -> Result<Job, RecvTimeou
 
 /// Runs one job and sends its answer to the connection's driver.
 pub fn run_job(nfs: &Nfs, scratch: &mut Vec<u8>, job: Job) {
-    let begin =
-        ops::is_non_idempotent(job.proc_num).then(|| nfs.drc.begin(drc_key(&job), nfs.drc_wait));
-    run_begun(nfs, scratch, job, begin);
+    let begin = ops::is_non_idempotent(job.proc_num).then(|| {
+        let key = drc_key(&job);
+        (key, nfs.drc.begin(key, nfs.drc_wait))
+    });
+    // An I/O thread may search the export: nothing is given back.
+    let _ = run_begun(nfs, scratch, job, begin, false);
 }
 
 /// Runs `job` on the polling worker that started it, for an export whose operations never
 /// wait for a device ([`Nfs::on_worker_all`]), and sends its answer to the connection's
 /// driver (which completes it at its next turn). Gives the job back when it must go to the
 /// I/O pool after all: a retransmission whose original is still in progress (the pool waits
-/// for it; a worker never does), or the duplicate request cache busy.
+/// for it; a worker never does), the duplicate request cache busy, or a handle that only a
+/// search of the export would find (a search may read every directory of the export).
+/// Finishing the cache's entry takes its lock, which other threads hold only to update
+/// its maps.
 pub fn run_on_worker(nfs: &Nfs, scratch: &mut Vec<u8>, job: Job) -> Option<Job> {
     let begin = if ops::is_non_idempotent(job.proc_num) {
-        match nfs.drc.try_begin(drc_key(&job)) {
-            Some(b) => Some(b),
+        let key = drc_key(&job);
+        match nfs.drc.try_begin(key) {
+            Some(b) => Some((key, b)),
             None => return Some(job),
         }
     } else {
         None
     };
-    nfs.stats.on_worker_jobs.fetch_add(1, Ordering::Relaxed);
-    run_begun(nfs, scratch, job, begin);
-    None
+    run_begun(nfs, scratch, job, begin, true)
 }
 
 fn drc_key(job: &Job) -> DrcKey {
@@ -154,32 +159,53 @@ fn drc_key(job: &Job) -> DrcKey {
 }
 
 /// Runs `job` whose lookup in the duplicate request cache (non-idempotent procedures
-/// only) gave `begin`, and sends its answer.
-fn run_begun(nfs: &Nfs, scratch: &mut Vec<u8>, mut job: Job, begin: Option<Begin>) {
-    let answer = if let Some(begin) = begin {
-        let key = drc_key(&job);
-        match begin {
-            Begin::Execute => {
-                let a = execute(nfs, scratch, &mut job);
-                match &a {
-                    Answer::Success { results, .. } => {
-                        nfs.drc.finish(key, Cached::Success(Arc::clone(results)))
-                    }
-                    Answer::Garbage => nfs.drc.finish(key, Cached::Garbage),
-                    Answer::SystemErr => nfs.drc.abandon(key),
-                }
-                a
-            }
-            Begin::Replay(Cached::Success(results)) => Answer::Success {
-                results,
-                bulk: None,
-            },
-            Begin::Replay(Cached::Garbage) => Answer::Garbage,
-            Begin::StillRunning => Answer::SystemErr,
+/// only) gave `begin`, and sends its answer. On a worker (`on_worker`) no handle is
+/// searched for: a job that would need a search comes back (its cache entry abandoned,
+/// nothing changed yet: handles are resolved before anything is done) for the pool.
+fn run_begun(
+    nfs: &Nfs,
+    scratch: &mut Vec<u8>,
+    mut job: Job,
+    begin: Option<(DrcKey, Begin)>,
+    on_worker: bool,
+) -> Option<Job> {
+    let mut run = |job: &mut Job| {
+        if on_worker {
+            let (a, searched) = ops::export::without_search(|| execute(nfs, scratch, job));
+            (!searched).then_some(a)
+        } else {
+            Some(execute(nfs, scratch, job))
         }
-    } else {
-        execute(nfs, scratch, &mut job)
     };
+    let answer = match begin {
+        Some((key, Begin::Execute)) => {
+            let Some(a) = run(&mut job) else {
+                nfs.drc.abandon(key);
+                return Some(job);
+            };
+            match &a {
+                Answer::Success { results, .. } => {
+                    nfs.drc.finish(key, Cached::Success(Arc::clone(results)))
+                }
+                Answer::Garbage => nfs.drc.finish(key, Cached::Garbage),
+                Answer::SystemErr => nfs.drc.abandon(key),
+            }
+            a
+        }
+        Some((_, Begin::Replay(Cached::Success(results)))) => Answer::Success {
+            results,
+            bulk: None,
+        },
+        Some((_, Begin::Replay(Cached::Garbage))) => Answer::Garbage,
+        Some((_, Begin::StillRunning)) => Answer::SystemErr,
+        None => match run(&mut job) {
+            Some(a) => a,
+            None => return Some(job),
+        },
+    };
+    if on_worker {
+        nfs.stats.on_worker_jobs.fetch_add(1, Ordering::Relaxed);
+    }
     match &answer {
         Answer::Success { results, .. } => {
             let status = results
@@ -213,6 +239,7 @@ fn run_begun(nfs: &Nfs, scratch: &mut Vec<u8>, mut job: Job, begin: Option<Begin
     if !sent {
         nfs.stats.dropped.fetch_add(1, Ordering::Relaxed);
     }
+    None
 }
 
 /// Runs the procedure (a panic in it is a SYSTEM_ERR, not a lost thread).

@@ -285,3 +285,36 @@ fn a_memory_export_runs_all_but_read_write_and_listings_on_the_worker() {
     );
     assert_eq!(stats.system_errs.load(Ordering::Relaxed), 0);
 }
+
+#[test]
+fn a_worker_leaves_a_handle_search_to_the_pool() {
+    let srv = TestServer::start(|d| std::fs::create_dir(d.join("sub")).unwrap());
+    srv.nfs.set_on_worker_all(true);
+    let cred = auth_sys_body(&srv.dir);
+    let mut c = srv.connect(client_config());
+    let root = srv.export.root_fh().as_bytes().to_vec();
+    let sub = lookup(&mut c, &cred, &root, "sub");
+    let fh = create(&mut c, &cred, &sub, "f");
+    // Behind the server's back, the directory moves: the file's remembered path is wrong,
+    // and only a search of the export finds it.
+    std::fs::rename(srv.dir.join("sub"), srv.dir.join("moved")).unwrap();
+    let on_worker = srv.nfs.stats.on_worker_jobs.load(Ordering::Relaxed);
+    let searches = srv.export.searches();
+    let args = enc(|w| w.put_opaque_var(&fh, 64).unwrap());
+    let (res, _) = call(&mut c, &nfs_call(GETATTR, &args, 256, &cred)).expect("GETATTR");
+    assert_eq!(status(&res), 0, "found by the search");
+    assert_eq!(
+        srv.export.searches(),
+        searches + 1,
+        "one search, by an I/O thread"
+    );
+    assert_eq!(
+        srv.nfs.stats.on_worker_jobs.load(Ordering::Relaxed),
+        on_worker,
+        "the worker gave the job up"
+    );
+    // Its new path is remembered: the worker answers the next one.
+    let (res, _) = call(&mut c, &nfs_call(GETATTR, &args, 256, &cred)).expect("GETATTR");
+    assert_eq!(status(&res), 0);
+    assert_eq!(srv.export.searches(), searches + 1);
+}
