@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
 use rustix::fs::{Mode, OFlags, Statx};
 
-use super::export::{fattr, stat_at, Export};
+use super::export::{dev_of, fattr, stat_at, Export};
 use super::{Fail, Res};
 use crate::xdr::{self, put_post_op_attr, put_post_op_fh, Stat, POST_OP_ATTR_LEN};
 
@@ -127,7 +127,7 @@ pub fn readdir(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>, plus: b
 /// cookie, inode number and where its name starts in `names` (NUL-terminated names one
 /// after the other).
 #[derive(Debug, Default)]
-pub struct Snapshot {
+struct Snapshot {
     names: Vec<u8>,
     entries: Vec<(u64, u64, u32)>,
 }
@@ -157,7 +157,7 @@ impl Snapshot {
     }
 
     /// Bytes it holds (for the cache's bound).
-    pub fn bytes(&self) -> usize {
+    fn bytes(&self) -> usize {
         self.names.len() + self.entries.len() * 24
     }
 }
@@ -191,10 +191,7 @@ const LISTINGS_BYTES: usize = 16 << 20;
 
 fn key(st: &Statx) -> Key {
     (
-        (
-            u64::from(st.stx_dev_major) << 32 | u64::from(st.stx_dev_minor),
-            st.stx_ino,
-        ),
+        (dev_of(st), st.stx_ino),
         (st.stx_mtime.tv_sec, st.stx_mtime.tv_nsec),
         (st.stx_ctime.tv_sec, st.stx_ctime.tv_nsec),
         st.stx_size,
@@ -203,7 +200,7 @@ fn key(st: &Statx) -> Key {
 
 impl Listings {
     /// The snapshot of the directory with attributes `st`, if one was taken as it is now.
-    /// Never waits for the lock (a worker may list): `None` when it is held.
+    /// Never waits for the lock: when another thread holds it, the directory is read.
     fn get(&self, st: &Statx) -> Option<Arc<Snapshot>> {
         let k = key(st);
         let kept = self.kept.try_lock().ok()?;
