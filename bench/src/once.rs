@@ -85,6 +85,12 @@ impl Verdict {
         if c.lost > 0 {
             out.push(format!("{} RPC(s) never completed", c.lost));
         }
+        if c.failed > 0 {
+            out.push(format!(
+                "{} RPC(s) completed with an error (a timeout or an unrecovered loss)",
+                c.failed
+            ));
+        }
         if c.completed_twice > 0 {
             out.push(format!(
                 "{} completion(s) of an RPC already complete",
@@ -134,6 +140,7 @@ mod tests {
             completed: n,
             completed_twice: 0,
             lost: 0,
+            failed: 0,
         }
     }
 
@@ -171,6 +178,16 @@ mod tests {
             ..ok
         };
         assert!(twice.problems()[0].contains("already complete"));
+
+        let failed = Verdict {
+            client: Faults {
+                failed: 2,
+                ..clean(100)
+            },
+            ..ok
+        };
+        assert!(failed.problems()[0].contains("2 RPC(s) completed with an error"));
+        assert!(!failed.client.exact());
 
         let unrun = Verdict {
             server: Some(Counts {

@@ -338,6 +338,10 @@ pub struct Faults {
     pub completed_twice: u64,
     /// RPCs submitted that never completed, even after the drain.
     pub lost: u64,
+    /// RPCs the drain saw complete with an error (a timeout, a lost connection not
+    /// recovered): counted as completed, but never answered. (In the measured phase an
+    /// error ends the run.)
+    pub failed: u64,
 }
 
 impl Faults {
@@ -348,11 +352,15 @@ impl Faults {
         self.completed += o.completed;
         self.completed_twice += o.completed_twice;
         self.lost += o.lost;
+        self.failed += o.failed;
     }
 
     /// Whether every RPC submitted completed exactly once.
     pub fn exact(&self) -> bool {
-        self.completed_twice == 0 && self.lost == 0 && self.submitted == self.completed
+        self.completed_twice == 0
+            && self.lost == 0
+            && self.failed == 0
+            && self.submitted == self.completed
     }
 }
 
@@ -725,6 +733,9 @@ pub fn run_many<P: Provider>(
             client.poll_completions(|c| {
                 if lane.complete(c.tag) {
                     faults.completed += 1;
+                    if c.result.is_err() {
+                        faults.failed += 1;
+                    }
                 } else {
                     faults.completed_twice += 1;
                 }

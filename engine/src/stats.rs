@@ -112,6 +112,11 @@ counters! {
     wc_errors,
     /// Connections lost (the queue pair went to the error state).
     conn_lost,
+    /// Connections the requester ended as silent: an RPC's reply overdue past the
+    /// retransmission policy's `reply_timeout`, or a send queue that stopped retiring work
+    /// without an error (Local Invalidates still waiting past the bound of the transport's
+    /// retries, RFC 8166 §4.5.4). Each is also a `conn_lost`.
+    stalls,
     /// Calls sent again, with their original XID, on a new connection (requester with a
     /// [`RetransmitPolicy`](crate::conn::RetransmitPolicy)).
     retransmits,
@@ -148,7 +153,7 @@ counters! {
 
 /// The counters that count errors (refusals, discards, failures): reports group them apart
 /// from the traffic counters.
-pub const ERROR_COUNTERS: [&str; 14] = [
+pub const ERROR_COUNTERS: [&str; 15] = [
     "err_vers",
     "err_chunk",
     "rdma2_errors",
@@ -163,6 +168,7 @@ pub const ERROR_COUNTERS: [&str; 14] = [
     "timeouts",
     "wc_errors",
     "conn_lost",
+    "stalls",
 ];
 
 /// Adds `n` to a counter only its owner writes (a relaxed load and store, not a locked

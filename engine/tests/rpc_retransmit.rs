@@ -229,6 +229,7 @@ fn pending_rpcs_retransmitted(version: Version) {
         max_attempts: 20,
         attempt_timeout: Duration::from_secs(2),
         backoff: Duration::from_millis(10),
+        ..RetransmitPolicy::default()
     };
     let device = Soft::open_device(None).unwrap();
     let ccfg = ConnConfig {
@@ -390,6 +391,7 @@ fn retransmits_advertise_fresh_rkeys_and_old_ones_are_dead() {
         max_attempts: 20,
         attempt_timeout: Duration::from_secs(2),
         backoff: Duration::from_millis(10),
+        ..RetransmitPolicy::default()
     });
     let rpcs = Rpcs::new();
     let xa = c.submit(&rpcs.args(2), 2).unwrap(); // READ: Write chunk
@@ -560,6 +562,7 @@ fn a_responder_that_never_comes_back() {
             max_attempts: if listener_stays { 1000 } else { 3 },
             attempt_timeout: Duration::from_millis(100),
             backoff: Duration::from_millis(20),
+            ..RetransmitPolicy::default()
         };
         let (mut c, mut e, rs) = connect_raw(policy);
         let timeouts = [300u64, 450, 600];
@@ -655,6 +658,7 @@ fn timed_out_rpcs_holding_every_credit_replace_the_connection() {
         max_attempts: 20,
         attempt_timeout: Duration::from_secs(2),
         backoff: Duration::from_millis(10),
+        ..RetransmitPolicy::default()
     });
     let mut null = CallArgs::new(PROG, VERS, NULL, &[], 0);
     null.timeout = Duration::from_millis(100);
@@ -716,6 +720,7 @@ fn cancelled_rpcs_are_not_retransmitted() {
         max_attempts: 20,
         attempt_timeout: Duration::from_secs(2),
         backoff: Duration::from_millis(10),
+        ..RetransmitPolicy::default()
     });
     let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
     let xa = c.submit(&null, 1).unwrap();
@@ -771,4 +776,55 @@ fn cancelled_rpcs_are_not_retransmitted() {
     assert!(e.received.is_empty(), "the cancelled Call was sent again");
     let st = c.snapshot();
     assert_eq!((st.cancels, st.retransmits, c.in_flight()), (1, 1, 0));
+}
+
+/// A connection that goes silent (the responder holds a Call without answering, as a peer
+/// whose fabric stopped delivering would) is taken as lost once the RPC has waited the
+/// policy's `reply_timeout`: the requester reconnects and sends the Call again with its
+/// XID, and the answer on the new connection completes it, long before its own timeout.
+#[test]
+fn a_silent_connection_is_replaced_and_its_calls_sent_again() {
+    let (mut c, mut e, rs) = connect_raw(RetransmitPolicy {
+        max_attempts: 20,
+        attempt_timeout: Duration::from_secs(2),
+        backoff: Duration::from_millis(10),
+        reply_timeout: Duration::from_millis(100),
+    });
+    let mut null = CallArgs::new(PROG, VERS, NULL, &[], 0);
+    null.timeout = Duration::from_secs(30);
+    c.submit(&null, 7).unwrap();
+    let first = HeaderView::parse(&next_call(&mut c, &mut e)).unwrap().xid();
+    // Not answered: the connection goes after about 100 ms.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !c.is_dead() {
+        e.poll();
+        assert!(e.received.is_empty(), "nothing else was sent");
+        c.poll_completions(|x| panic!("completion {}", x.xid));
+        assert!(Instant::now() < deadline, "the silent connection was kept");
+    }
+    let (_rs, mut e2) = reaccept(&mut c, rs);
+    let again = next_call(&mut c, &mut e2);
+    assert_eq!(HeaderView::parse(&again).unwrap().xid(), first, "same XID");
+    assert_eq!(e2.send(&reply(first, Chunks::NONE, &[])), WcStatus::Success);
+    let mut done = None;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while done.is_none() {
+        c.poll_completions(|x| done = Some((x.tag, x.result.map(|r| r.is_success()))));
+        assert!(
+            Instant::now() < deadline,
+            "no completion after the retransmission"
+        );
+    }
+    assert_eq!(done, Some((7, Ok(true))));
+    let s = c.snapshot();
+    assert_eq!(
+        (
+            s.stalls,
+            s.conn_lost,
+            s.reconnects,
+            s.retransmits,
+            s.timeouts
+        ),
+        (1, 1, 1, 1, 0)
+    );
 }

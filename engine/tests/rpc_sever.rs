@@ -32,6 +32,7 @@ fn every_rpc_completes_once_across_severed_connections() {
             max_attempts: 50,
             attempt_timeout: Duration::from_millis(500),
             backoff: Duration::from_millis(1),
+            ..RetransmitPolicy::default()
         }),
         ..config()
     };

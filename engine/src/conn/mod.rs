@@ -102,6 +102,14 @@ impl core::str::FromStr for Version {
 /// from one. Each RPC keeps its deadline; after `max_attempts` failed attempts the pending
 /// RPCs complete with [`RpcError::ConnectionLost`](crate::requester::RpcError).
 ///
+/// A connection that goes silent is treated as lost too: an RPC whose reply has not come
+/// `reply_timeout` after its Call was sent (or sent again) ends the connection, and every
+/// pending Call is sent again on a new one. RDMA connections have no keepalive, and a
+/// fabric can stop delivering without reporting an error (soft-RoCE has been seen to leave
+/// a send queue unacknowledged for many seconds); the Linux client does the same on each
+/// RPC timeout (`xprt_rdma_timer` forces a disconnect). A responder that legitimately takes
+/// longer than `reply_timeout` sees its Call again: choose it above the slowest procedure.
+///
 /// A retransmitted Call may execute twice at a responder without a duplicate-request
 /// cache (this crate's responder has none): that is why retransmission is off by default
 /// and chosen per connection for idempotent procedures or DRC-backed servers.
@@ -113,6 +121,10 @@ pub struct RetransmitPolicy {
     pub attempt_timeout: Duration,
     /// Pause after a failed attempt, during which polls return at once.
     pub backoff: Duration,
+    /// How long an RPC waits for its reply on one connection before the connection is
+    /// taken as silent and replaced (its RPCs sent again); at or above an RPC's own
+    /// timeout it never acts for that RPC.
+    pub reply_timeout: Duration,
 }
 
 impl Default for RetransmitPolicy {
@@ -121,6 +133,7 @@ impl Default for RetransmitPolicy {
             max_attempts: 5,
             attempt_timeout: Duration::from_millis(200),
             backoff: Duration::from_millis(50),
+            reply_timeout: Duration::from_secs(2),
         }
     }
 }
@@ -174,6 +187,14 @@ pub struct ConnConfig {
     /// NIC the DMA read of the send buffer on every small message. Clamped to what the
     /// device grants a queue pair; 0 never posts inline.
     pub inline_sends: u32,
+    /// The transport's acknowledgement timeout, as the InfiniBand exponent: a reliable
+    /// connection resends an unacknowledged packet after 4.096 µs × 2^`ack_timeout`, and
+    /// fails its send queue after 7 such retries. The default,
+    /// [`DEFAULT_ACK_TIMEOUT`], is perftest's (67 ms); rdma_cm's own for RoCE (19 on
+    /// Linux 6.1: 2.1 s a retry, 17 s before a dead path is reported) leaves a lost
+    /// packet unrecovered for seconds. 0 keeps the connection manager's. The software
+    /// fabric loses nothing and ignores it.
+    pub ack_timeout: u8,
     /// Requester: retransmit pending Calls on a new connection after a loss; `None` (the
     /// default) completes them with `ConnectionLost` and leaves reconnecting to the caller.
     /// Needs [`Registration::Windows`]: persistent regions would keep their rkeys across
@@ -223,6 +244,10 @@ pub(crate) fn put_word_array<const N: usize>(buf: &mut [u8], words: [u32; N]) ->
 /// (a null RPC's are 68 and 52), within what NICs commonly allow inline (rxe: 240 or more,
 /// mlx5: 256 or more; the device's own limit wins).
 pub const DEFAULT_INLINE_SENDS: u32 = 256;
+
+/// The default [`ConnConfig::ack_timeout`]: 4.096 µs × 2^14 = 67 ms before a lost packet
+/// is sent again, about half a second before a dead path fails the send queue.
+pub const DEFAULT_ACK_TIMEOUT: u8 = 14;
 
 /// The default [`ConnConfig::bulk_size`]: NFS's usual 1 MiB transfer with room for its
 /// headers (a Long Call's Position-Zero chunk carries them beside the data).
@@ -275,6 +300,7 @@ impl Default for ConnConfig {
             registration: Registration::Windows,
             connect_timeout: Duration::from_secs(5),
             inline_sends: DEFAULT_INLINE_SENDS,
+            ack_timeout: DEFAULT_ACK_TIMEOUT,
             retransmit: None,
             version: Version::V1,
             reverse_credits: 0,

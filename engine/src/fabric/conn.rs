@@ -132,6 +132,10 @@ pub struct QpInit<'a, P: Provider> {
     pub caps: QpCaps,
     /// Every send work request produces a completion, signaled or not (`sq_sig_all`).
     pub sig_all: bool,
+    /// The reliable connection's acknowledgement timeout exponent (4.096 µs × 2^n before
+    /// an unacknowledged packet is sent again; IB spec. §9.7.6.1.3); 0 keeps the
+    /// connection manager's. Providers without transport retries ignore it.
+    pub ack_timeout: u8,
 }
 
 impl<'a, P: Provider> QpInit<'a, P> {
@@ -143,6 +147,7 @@ impl<'a, P: Provider> QpInit<'a, P> {
             recv_cq,
             caps,
             sig_all: false,
+            ack_timeout: 0,
         }
     }
 }

@@ -314,6 +314,14 @@ struct Slot<P: Provider> {
     /// stamps it (submitting reads no clock), so an RPC never times out early.
     deadline: Option<Instant>,
     timeout: Duration,
+    /// When a timeout check first found the slot waiting for its Local Invalidates
+    /// (`None` until then, and again each time they are posted): a send queue that has
+    /// not retired them within `recovery::invalidate_limit` is stuck.
+    invalidating_since: Option<Instant>,
+    /// When the connection is taken as silent if no reply has come (retransmission on:
+    /// [`RetransmitPolicy::reply_timeout`](crate::conn::RetransmitPolicy)); `None` until the
+    /// first timeout check after each sending stamps it.
+    reply_due: Option<Instant>,
     send: Buf<P>,
     /// The argument buffer: the slot's own, or a shared large one for this RPC (then its
     /// own waits in `parked[0]`).
@@ -439,6 +447,7 @@ impl<P: Provider> Slot<P> {
     #[inline]
     fn await_reply(&mut self) {
         self.state = State::Sent;
+        self.reply_due = None;
         self.recv_idx = None;
         self.grant = None;
         self.outcome = Outcome::Reply;
@@ -659,6 +668,8 @@ impl<P: Provider> Client<P> {
                 tag: 0,
                 deadline: None,
                 timeout: Duration::ZERO,
+                invalidating_since: None,
+                reply_due: None,
                 send: sends.next().ok_or(ConnError::Config("pool"))?,
                 arg: args.next().ok_or(ConnError::Config("pool"))?,
                 res: ress.next().ok_or(ConnError::Config("pool"))?,
@@ -737,7 +748,10 @@ impl<P: Provider> Client<P> {
             max_inline_data: self.inline_cap,
         };
         let local = Negotiation::advertise(&self.config);
-        let init = QpInit::new(&self.cq, &self.cq, caps);
+        let init = QpInit {
+            ack_timeout: self.config.ack_timeout,
+            ..QpInit::new(&self.cq, &self.cq, caps)
+        };
         let recv = &self.recv;
         let (qp, peer) = P::connect(&self.pd, &self.addr, init, &local.encode(), timeout, |qp| {
             conn::post_all_recvs::<P>(qp, recv)

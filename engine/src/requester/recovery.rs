@@ -85,10 +85,35 @@ impl<P: Provider> Client<P> {
                 }
                 continue;
             }
+            if s.state == State::Invalidating {
+                // Its Local Invalidates wait behind the Sends before them, which a reliable
+                // connection retires or fails within its retries. One still waiting past
+                // that bound means the send queue is stuck without an error (a peer that
+                // neither acknowledges nor fails): the connection is ended, which makes
+                // the memory unreachable (windows deallocated) and delivers the RPC.
+                let since = *s.invalidating_since.get_or_insert(now);
+                if now.saturating_duration_since(since) > invalidate_limit(self.config.ack_timeout)
+                {
+                    bump(&self.stats.stalls, 1);
+                    self.lose(f);
+                    return;
+                }
+                continue;
+            }
             if s.state != State::Sent {
                 continue;
             }
             let deadline = *s.deadline.get_or_insert_with(|| now + s.timeout);
+            if let (Some(policy), false) = (self.config.retransmit, self.closing) {
+                let due = *s.reply_due.get_or_insert(now + policy.reply_timeout);
+                if due <= now && now < deadline {
+                    // No reply on this connection for `reply_timeout`: it is taken as
+                    // silent and replaced, and the pending Calls are sent again.
+                    bump(&self.stats.stalls, 1);
+                    self.lose(f);
+                    return;
+                }
+            }
             if deadline <= now {
                 bump(&self.stats.timeouts, 1);
                 s.outcome = Outcome::Error(RpcError::Timeout);
@@ -435,4 +460,16 @@ impl<P: Provider> Client<P> {
             next_at: now,
         });
     }
+}
+
+/// How long a slot's Local Invalidates may wait before its send queue is taken as stuck:
+/// one and a half times what a reliable connection takes to exhaust its 7 retries at
+/// `ack_timeout` (8 × 4.096 µs × 2^`ack_timeout`), at least a second; 20 s when the
+/// connection manager chose the timeout (rdma_cm's RoCE default exhausts in 17 s).
+pub(super) fn invalidate_limit(ack_timeout: u8) -> Duration {
+    if ack_timeout == 0 {
+        return Duration::from_secs(20);
+    }
+    let retries = Duration::from_nanos((8 * 4096) << ack_timeout.min(31));
+    (retries * 3 / 2).max(Duration::from_secs(1))
 }

@@ -1,3 +1,4 @@
+use super::recovery::invalidate_limit;
 use super::*;
 use crate::fabric::soft::Soft;
 use rpcrdma_proto::header::Header;
@@ -333,4 +334,56 @@ fn xids_repeat_only_after_a_slot_generation_wraps() {
     // Two clients do not start at the same XIDs.
     let (mut d, _t) = pair(8);
     assert_ne!(d.next_xid(3), first);
+}
+
+/// A send queue that stops retiring work without an error (its completions held back, as
+/// when a peer neither acknowledges nor fails): the Local Invalidate of a timed-out RPC
+/// never completes, and the requester ends the connection once it has waited past the
+/// transport's retry bound, delivering the RPC (`Timeout`) instead of holding it forever.
+#[test]
+fn a_stuck_send_queue_ends_the_connection_and_delivers_the_rpc() {
+    use crate::fabric::soft::Delay;
+    let dispatch = Arc::new(crate::dispatch::Dispatch::new());
+    let cfg = ConnConfig::default();
+    // The server is never polled: the Call is never answered.
+    let (mut c, _s) = crate::loopback::soft_pair(dispatch, cfg, cfg).unwrap();
+    let mut call = CallArgs::new(11, 2, 3, &[], 0);
+    call.bulk_results = &[4096];
+    call.timeout = Duration::from_millis(20);
+    c.submit(&call, 7).unwrap();
+    // Every completion of the client's queue pair from now on stays invisible for a minute.
+    c.qp.as_ref()
+        .unwrap()
+        .faults()
+        .delay_completions(Some(Delay::For(Duration::from_secs(60))));
+    let limit = invalidate_limit(cfg.ack_timeout);
+    let give_up = Instant::now() + limit + Duration::from_secs(20);
+    let mut got = Vec::new();
+    while got.is_empty() {
+        c.poll_completions(|x| got.push((x.tag, x.result.err())));
+        assert!(
+            Instant::now() < give_up,
+            "the RPC was not delivered: {:?}",
+            c.snapshot()
+        );
+    }
+    assert_eq!(got, vec![(7, Some(RpcError::Timeout))]);
+    let s = c.snapshot();
+    assert_eq!((s.stalls, s.conn_lost, s.timeouts), (1, 1, 1));
+    assert!(c.is_dead());
+    assert_eq!(c.in_flight(), 0);
+}
+
+/// The stall bound follows the acknowledgement timeout: 1.5 × the 8 transmissions a
+/// reliable connection makes before failing, at least a second, 20 s when rdma_cm chose.
+#[test]
+fn the_invalidate_limit_follows_the_ack_timeout() {
+    assert_eq!(invalidate_limit(0), Duration::from_secs(20));
+    // 14: 8 × 67.1 ms = 0.54 s, × 1.5 = 0.8 s, raised to 1 s.
+    assert_eq!(invalidate_limit(14), Duration::from_secs(1));
+    // 19: 8 × 2.147 s = 17.18 s, × 1.5 = 25.77 s.
+    let l = invalidate_limit(19);
+    assert_eq!(l, Duration::from_nanos((8 * 4096) << 19) * 3 / 2);
+    assert!(l > Duration::from_secs(25) && l < Duration::from_secs(26));
+    assert!(invalidate_limit(31) > invalidate_limit(30));
 }

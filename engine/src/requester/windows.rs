@@ -24,6 +24,7 @@ impl<P: Provider> Client<P> {
         // Before posting: a loss while posting then delivers the reply already in hand
         // (`lose`'s Invalidating arm) instead of sending the Call again.
         slot.state = State::Invalidating;
+        slot.invalidating_since = None;
         let pending: [Option<u32>; 2] = slot.bound;
         let count = pending.iter().flatten().count();
         if count == 0 {

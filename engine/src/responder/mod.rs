@@ -404,7 +404,10 @@ impl<P: Provider> ServerConn<P> {
             max_recv_sge: 1,
             max_inline_data: conn::inline_cap(&config, device.attr().max_inline_data),
         };
-        let init = QpInit::new(&cq, &cq, caps);
+        let init = QpInit {
+            ack_timeout: config.ack_timeout,
+            ..QpInit::new(&cq, &cq, caps)
+        };
         let qp = req.accept(&pd, init, &local.encode(), timeout, |qp| {
             conn::post_all_recvs::<P>(qp, &recv)
         })?;

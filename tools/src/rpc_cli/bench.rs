@@ -393,6 +393,7 @@ fn report(
             "completed": v.client.completed,
             "completed_twice": v.client.completed_twice,
             "lost": v.client.lost,
+            "failed": v.client.failed,
             "server": v.server.map(|c| json!({
                 "xids": c.xids, "executions": c.executions,
                 "repeated": c.repeated, "lost_track": c.lost_track,
@@ -473,12 +474,13 @@ fn report(
         };
         let problems = v.problems();
         println!(
-            "      faults: {} connection(s) dropped, {} reconnects, {} retransmissions; {} RPCs submitted, {} completed, {} lost, {} completed twice{server}: {}",
+            "      faults: {} connection(s) dropped, {} reconnects, {} retransmissions; {} RPCs submitted, {} completed, {} failed, {} lost, {} completed twice{server}: {}",
             v.client.severed,
             v.reconnects,
             v.retransmits,
             v.client.submitted,
             v.client.completed,
+            v.client.failed,
             v.client.lost,
             v.client.completed_twice,
             if problems.is_empty() {

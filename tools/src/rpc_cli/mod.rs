@@ -74,11 +74,20 @@ pub struct ConnOpts {
     /// Buffers of --bulk-size a connection's RPCs share (at least 3).
     #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_LARGE_BUFS)]
     large_bufs: u32,
+    /// The reliable connection's acknowledgement timeout exponent (verbs): an
+    /// unacknowledged packet is sent again after 4.096 us x 2^N, and 7 retries fail the
+    /// connection. 0 keeps rdma_cm's (19 for RoCE on Linux 6.1: 2.1 s a retry).
+    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_ACK_TIMEOUT, value_parser = clap::value_parser!(u8).range(0..=31))]
+    ack_timeout: u8,
     /// Client: after a lost connection, reconnect (at most this many attempts per loss) and
     /// retransmit the pending Calls with their XIDs and fresh registrations (0: off, pending
     /// RPCs fail with ConnectionLost). Needs per-RPC windows (not --persistent).
     #[arg(long, default_value_t = 0)]
     retransmit: u32,
+    /// Client with --retransmit: seconds an RPC waits for its reply on one connection
+    /// before the connection is taken as silent, replaced, and its Calls sent again.
+    #[arg(long, default_value_t = 2.0)]
+    reply_timeout: f64,
     /// RPC-over-RDMA version: 1 (RFC 8166), 2 (draft-cel-nfsv4-rpcrdma-version-two-09) or
     /// auto. Client: 2 opens with RDMA2_CONNPROP and fails on a server without version 2;
     /// auto falls back to version 1 on it. Server: auto takes each connection in its
@@ -113,6 +122,7 @@ impl ConnOpts {
             slot_bulk_size: self.slot_bulk_size,
             large_bufs: self.large_bufs,
             inline_sends: self.inline_sends,
+            ack_timeout: self.ack_timeout,
             registration: if self.persistent {
                 Registration::Persistent
             } else {
@@ -120,6 +130,7 @@ impl ConnOpts {
             },
             retransmit: (self.retransmit > 0).then(|| RetransmitPolicy {
                 max_attempts: self.retransmit,
+                reply_timeout: Duration::from_secs_f64(self.reply_timeout.clamp(0.001, 1e6)),
                 ..RetransmitPolicy::default()
             }),
             version: self.version.unwrap_or_default(),

@@ -680,3 +680,24 @@ fn the_workers_cached_reach_answers_as_the_pool_does_or_defers() {
     // Other procedures never run there.
     assert!(call_cached(&e, proc::READ, &fh_arg(&root)).is_none());
 }
+
+/// Not a test: the cost of listing 2,000 entries with READDIRPLUS in replies of about the
+/// kernel client's size (`cargo test --release --example nfs3d listing_cost -- --ignored
+/// --nocapture`), for profiling.
+#[test]
+#[ignore]
+fn listing_cost() {
+    let d = Dir::new("cost");
+    let e = d.open();
+    let root = e.root_fh().as_bytes().to_vec();
+    for i in 0..2000 {
+        std::fs::write(d.export().join(format!("entry-{i:05}")), b"").unwrap();
+    }
+    let rounds = 200;
+    let t0 = std::time::Instant::now();
+    for _ in 0..rounds {
+        assert_eq!(list_all(&e, &root, 128 * 1024).len(), 2000);
+    }
+    let per = t0.elapsed() / rounds;
+    println!("listing of 2000 entries: {per:?} ({:?} per entry)", per / 2000);
+}

@@ -26,6 +26,7 @@ fn retransmitted_non_idempotent_calls_execute_once() {
             max_attempts: 20,
             attempt_timeout: Duration::from_secs(1),
             backoff: Duration::from_millis(20),
+            ..RetransmitPolicy::default()
         }),
         ..client_config()
     };

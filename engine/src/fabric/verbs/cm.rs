@@ -31,6 +31,10 @@ const RETRY_COUNT: u8 = 7;
 /// Receiver-not-ready retries: none. A Send that finds no posted receive fails at once with
 /// `RnrRetryExcErr` (RPC-over-RDMA's credits must prevent it; the Linux client sets 0 too).
 const RNR_RETRY_COUNT: u8 = 0;
+/// `rdma_set_option` level and option of the acknowledgement timeout (`rdma_cma.h`:
+/// `RDMA_OPTION_ID`, `RDMA_OPTION_ID_ACK_TIMEOUT`, a `uint8_t`).
+const RDMA_OPTION_ID: i32 = 0;
+const RDMA_OPTION_ID_ACK_TIMEOUT: i32 = 3;
 /// Pending connection requests a listener queues.
 const BACKLOG: i32 = 128;
 
@@ -231,6 +235,26 @@ impl CmEvent {
     }
 }
 
+/// Sets the acknowledgement timeout (`QpInit::ack_timeout`) rdma_cm gives the queue pair
+/// when it moves it to ready-to-send; must precede `rdma_connect` or `rdma_accept`. A
+/// kernel without the option (before 4.14) keeps its own: not an error.
+fn set_ack_timeout(id: *mut rdma_cm_id, exponent: u8) {
+    if exponent == 0 {
+        return;
+    }
+    let mut v = exponent.min(31);
+    // SAFETY: the id is live; the option value is one byte, valid for the call.
+    let _ = unsafe {
+        rdma_set_option(
+            id,
+            RDMA_OPTION_ID,
+            RDMA_OPTION_ID_ACK_TIMEOUT,
+            (&mut v as *mut u8).cast(),
+            1,
+        )
+    };
+}
+
 fn conn_param(private: &PrivateData, responder: u8, initiator: u8) -> rdma_conn_param {
     rdma_conn_param {
         private_data: if private.is_empty() {
@@ -333,6 +357,7 @@ where
 
     let mut qp = VerbsQp::create(id, pd, init)?;
     prepare(&mut qp).map_err(ConnectError::Prepare)?;
+    set_ack_timeout(qp.cm_id(), init.ack_timeout);
 
     let ctx: &Context = &pd.inner.ctx;
     let mut param = conn_param(&mine, ctx.max_qp_rd_atom, ctx.max_qp_init_rd_atom);
@@ -501,6 +526,7 @@ impl ConnRequest<Verbs> for VerbsConnRequest {
         // rejects the request.
         let mut qp = VerbsQp::create(id, pd, init)?;
         prepare(&mut qp).map_err(ConnectError::Prepare)?;
+        set_ack_timeout(qp.cm_id(), init.ack_timeout);
         let ctx: &Context = &pd.inner.ctx;
         // The request's event reports the peer's offer from this side's point of view
         // (the IB CM swaps them: its `responder_resources` is the peer's initiator depth,
