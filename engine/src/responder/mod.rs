@@ -38,7 +38,7 @@ use version::{Mode, Refused};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use std::ops::Range;
 
@@ -329,6 +329,8 @@ pub struct ServerConn<P: Provider> {
     /// regions alive while one is out, even past this connection.
     loans: Arc<LoanBoard>,
     echo: Box<Echo>,
+    /// How long [`accept`](Self::accept) took.
+    setup: Duration,
     _pd: P::Pd,
 }
 
@@ -353,6 +355,7 @@ impl<P: Provider> ServerConn<P> {
         timeout: Duration,
     ) -> Result<ServerConn<P>, ConnError> {
         config.validate()?;
+        let started = Instant::now();
         let credits = config.credits;
         // Receives: one per credit, and one per reverse-direction Call this end may have
         // outstanding, for its Reply (version 2; they are not part of the grant, so the
@@ -468,8 +471,17 @@ impl<P: Provider> ServerConn<P> {
             _pools: pools,
             loans,
             echo: Echo::new(),
+            setup: started.elapsed(),
             _pd: pd,
         })
+    }
+
+    /// How long accepting this connection took once its request was in hand: the
+    /// domain, queues and buffers made and registered, the receives posted and the
+    /// rdma_cm exchange done. Most of it is memory registration, which grows with the
+    /// credits and the bulk sizes ([`registered_bytes`](Self::registered_bytes)).
+    pub fn setup_time(&self) -> Duration {
+        self.setup
     }
 
     /// Answers the deferred Call `ticket` names ([`Outcome::Deferred`]): `answer` runs in

@@ -699,5 +699,8 @@ fn listing_cost() {
         assert_eq!(list_all(&e, &root, 128 * 1024).len(), 2000);
     }
     let per = t0.elapsed() / rounds;
-    println!("listing of 2000 entries: {per:?} ({:?} per entry)", per / 2000);
+    println!(
+        "listing of 2000 entries: {per:?} ({:?} per entry)",
+        per / 2000
+    );
 }
