@@ -327,6 +327,34 @@ impl Export {
         Ok(self.key.handle(id))
     }
 
+    /// The handle of the object `id`, without remembering where it is (a listing
+    /// remembers its entries together: [`remember_listed`](Self::remember_listed)).
+    pub fn handle_of(&self, id: Id) -> Fh {
+        self.key.handle(id)
+    }
+
+    /// Remembers that each of `entries` (an object and its name) is in the directory at
+    /// `dir`: one lock for them all, and a path made only for an entry whose remembered
+    /// path is another (a listing of a directory whose entries are known allocates
+    /// nothing).
+    pub fn remember_listed<'a>(&self, dir: &Path, entries: impl Iterator<Item = (Id, &'a OsStr)>) {
+        let Ok(mut c) = self.cache.lock() else {
+            return;
+        };
+        for (id, name) in entries {
+            let known = c
+                .get(&(id.dev, id.ino))
+                .is_some_and(|p| p.file_name() == Some(name) && p.parent() == Some(dir));
+            if known {
+                continue;
+            }
+            if c.len() >= CACHE_MAX {
+                c.clear();
+            }
+            c.insert((id.dev, id.ino), dir.join(name));
+        }
+    }
+
     /// Forgets where an object was (it was removed): a directory empties the cache of
     /// directory descriptors too.
     pub fn forget(&self, st: &Statx) {

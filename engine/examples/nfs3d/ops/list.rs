@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
 use rustix::fs::{Mode, OFlags, Statx};
 
-use super::export::{dev_of, fattr, stat_at, Export};
+use super::export::{dev_of, fattr, id_of, stat_at, Export};
 use super::{Fail, Res};
 use crate::xdr::{self, put_post_op_attr, put_post_op_fh, Stat, POST_OP_ATTR_LEN};
 
@@ -80,6 +80,8 @@ pub fn readdir(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>, plus: b
     let mut used = head;
     let mut dir_used = 0usize;
     let mut sent = 0usize;
+    // The objects sent with handles, and where their names are, remembered at the end.
+    let mut listed = Vec::new();
     for &(c, ino, at) in entries {
         let name = snap.name(at);
         let info = 8 + str_len(name.to_bytes().len()) + 8;
@@ -90,20 +92,22 @@ pub fn readdir(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>, plus: b
             let Ok(st) = stat_at(&listing, name) else {
                 continue;
             };
-            let fh = e.handle_for(&d.rel.join(OsStr::from_bytes(name.to_bytes())), &st);
+            let id = id_of(&st);
+            let fh = e.handle_of(id);
             size += POST_OP_ATTR_LEN + 4 + str_len(fh.as_bytes().len());
-            extra = Some((fattr(&st), fh));
+            extra = Some((fattr(&st), fh, id));
         }
         if used + size + tail > limit || dir_used + info > dircount {
             break;
         }
         w.put_bool(true)?;
-        w.put_u64(extra.as_ref().map_or(ino, |(a, _)| a.fileid))?;
+        w.put_u64(extra.as_ref().map_or(ino, |(a, _, _)| a.fileid))?;
         w.put_opaque_var(name.to_bytes(), xdr::NAME_MAX)?;
         w.put_u64(c)?;
-        if let Some((a, fh)) = &extra {
+        if let Some((a, fh, id)) = &extra {
             put_post_op_attr(w, Some(a))?;
             put_post_op_fh(w, Some(fh.as_bytes()))?;
+            listed.push((*id, at));
         }
         used += size;
         dir_used += info;
@@ -113,6 +117,12 @@ pub fn readdir(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>, plus: b
         // Not even one entry fits what the client allows.
         return Err(Fail::Status(Stat::TooSmall));
     }
+    e.remember_listed(
+        &d.rel,
+        listed
+            .iter()
+            .map(|&(id, at)| (id, OsStr::from_bytes(snap.name(at).to_bytes()))),
+    );
     w.put_bool(false)?;
     let eof = sent == entries.len();
     w.put_bool(eof)?;

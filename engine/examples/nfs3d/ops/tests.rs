@@ -704,3 +704,62 @@ fn listing_cost() {
         per / 2000
     );
 }
+
+/// Lists `dir` with READDIRPLUS in one reply: each entry's name and handle.
+fn list_handles(e: &Export, dir: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let a = args(|w| {
+        w.put_opaque_var(dir, 64).unwrap();
+        w.put_u64(0).unwrap();
+        w.put_u64(0).unwrap();
+        w.put_u32(32 * 1024).unwrap();
+        w.put_u32(64 * 1024).unwrap();
+    });
+    let (res, _) = call(e, proc::READDIRPLUS, &a);
+    let mut r = XdrReader::new(&res);
+    assert_eq!(r.u32().unwrap(), 0);
+    assert!(r.bool().unwrap());
+    r.skip(84 + 8).unwrap();
+    let mut out = Vec::new();
+    while r.bool().unwrap() {
+        r.u64().unwrap();
+        let name = r.string(255).unwrap().to_vec();
+        r.u64().unwrap();
+        assert!(r.bool().unwrap());
+        r.skip(84).unwrap();
+        assert!(r.bool().unwrap());
+        out.push((name, r.opaque_var(64).unwrap().to_vec()));
+    }
+    assert!(r.bool().unwrap(), "one reply holds them all");
+    out.sort();
+    out
+}
+
+/// A listing remembers where the objects it names are: their handles resolve without a
+/// search of the export, for objects the server had never seen and after a rename behind
+/// its back (the next listing remembers the new name).
+#[test]
+fn listed_handles_resolve_without_a_search() {
+    let d = Dir::new("listed");
+    let e = d.open();
+    let root = e.root_fh().as_bytes().to_vec();
+    let (_, sub) = mkdir(&e, &root, b"sub");
+    let sub = sub.unwrap();
+    for n in ["x", "y", "z"] {
+        std::fs::write(d.export().join("sub").join(n), n).unwrap();
+    }
+    let before = e.searches();
+    let listed = list_handles(&e, &sub);
+    assert_eq!(listed.len(), 3);
+    for (name, fh) in &listed {
+        assert_eq!(getattr(&e, fh).0, 0, "{name:?}");
+    }
+    assert_eq!(e.searches(), before, "every listed handle was remembered");
+    std::fs::rename(d.export().join("sub/x"), d.export().join("sub/w")).unwrap();
+    let again = list_handles(&e, &sub);
+    let names: Vec<&[u8]> = again.iter().map(|(n, _)| n.as_slice()).collect();
+    assert_eq!(names, [b"w".as_slice(), b"y", b"z"]);
+    assert_eq!(again[0].1, listed[0].1, "the same object, the same handle");
+    let (st, attr) = getattr(&e, &again[0].1);
+    assert_eq!((st, attr.map(|a| a.size)), (0, Some(1)));
+    assert_eq!(e.searches(), before, "the new name was remembered");
+}
