@@ -491,36 +491,50 @@ fn read_write_commit() {
     assert_eq!(read(&e, &root, 0, 10).0, Stat::IsDir as u32);
 }
 
+/// One READDIRPLUS page of `dir` from `cookie`: each entry's name, cookie and handle, the
+/// cookie verifier and eof; the reply is at most `maxcount` bytes.
+type Page = (Vec<(Vec<u8>, u64, Vec<u8>)>, [u8; 8], bool);
+
+fn readdirplus(e: &Export, dir: &[u8], cookie: u64, verf: [u8; 8], maxcount: u32) -> Page {
+    let a = args(|w| {
+        w.put_opaque_var(dir, 64).unwrap();
+        w.put_u64(cookie).unwrap();
+        w.put_opaque_fixed(&verf).unwrap();
+        w.put_u32(maxcount / 2).unwrap();
+        w.put_u32(maxcount).unwrap();
+    });
+    let (res, _) = call(e, proc::READDIRPLUS, &a);
+    assert!(res.len() <= maxcount as usize, "{} > {maxcount}", res.len());
+    let mut r = XdrReader::new(&res);
+    assert_eq!(r.u32().unwrap(), 0);
+    assert!(r.bool().unwrap());
+    r.skip(84).unwrap();
+    let verf = crate::xdr::verf(&mut r).unwrap();
+    let mut entries = Vec::new();
+    while r.bool().unwrap() {
+        r.u64().unwrap();
+        let name = r.string(255).unwrap().to_vec();
+        let cookie = r.u64().unwrap();
+        assert!(r.bool().unwrap());
+        r.skip(84).unwrap();
+        assert!(r.bool().unwrap());
+        entries.push((name, cookie, r.opaque_var(64).unwrap().to_vec()));
+    }
+    (entries, verf, r.bool().unwrap())
+}
+
 /// Lists `dir` with READDIRPLUS in replies of at most `maxcount` bytes; every name.
 fn list_all(e: &Export, dir: &[u8], maxcount: u32) -> Vec<Vec<u8>> {
     let (mut cookie, mut verf, mut names, mut eof) = (0u64, [0u8; 8], Vec::new(), false);
     while !eof {
-        let a = args(|w| {
-            w.put_opaque_var(dir, 64).unwrap();
-            w.put_u64(cookie).unwrap();
-            w.put_opaque_fixed(&verf).unwrap();
-            w.put_u32(maxcount / 2).unwrap();
-            w.put_u32(maxcount).unwrap();
-        });
-        let (res, _) = call(e, proc::READDIRPLUS, &a);
-        assert!(res.len() <= maxcount as usize, "{} > {maxcount}", res.len());
-        let mut r = XdrReader::new(&res);
-        assert_eq!(r.u32().unwrap(), 0);
-        assert!(r.bool().unwrap());
-        r.skip(84).unwrap();
-        verf = crate::xdr::verf(&mut r).unwrap();
-        let before = names.len();
-        while r.bool().unwrap() {
-            r.u64().unwrap();
-            names.push(r.string(255).unwrap().to_vec());
-            cookie = r.u64().unwrap();
-            assert!(r.bool().unwrap());
-            r.skip(84).unwrap();
-            assert!(r.bool().unwrap());
-            r.opaque_var(64).unwrap();
+        let (entries, v, end) = readdirplus(e, dir, cookie, verf, maxcount);
+        assert!(end || !entries.is_empty(), "progress");
+        verf = v;
+        eof = end;
+        for (name, c, _) in entries {
+            names.push(name);
+            cookie = c;
         }
-        eof = r.bool().unwrap();
-        assert!(eof || names.len() > before, "progress");
     }
     names
 }
@@ -705,31 +719,11 @@ fn listing_cost() {
     );
 }
 
-/// Lists `dir` with READDIRPLUS in one reply: each entry's name and handle.
+/// Lists `dir` with READDIRPLUS in one reply: each entry's name and handle, by name.
 fn list_handles(e: &Export, dir: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let a = args(|w| {
-        w.put_opaque_var(dir, 64).unwrap();
-        w.put_u64(0).unwrap();
-        w.put_u64(0).unwrap();
-        w.put_u32(32 * 1024).unwrap();
-        w.put_u32(64 * 1024).unwrap();
-    });
-    let (res, _) = call(e, proc::READDIRPLUS, &a);
-    let mut r = XdrReader::new(&res);
-    assert_eq!(r.u32().unwrap(), 0);
-    assert!(r.bool().unwrap());
-    r.skip(84 + 8).unwrap();
-    let mut out = Vec::new();
-    while r.bool().unwrap() {
-        r.u64().unwrap();
-        let name = r.string(255).unwrap().to_vec();
-        r.u64().unwrap();
-        assert!(r.bool().unwrap());
-        r.skip(84).unwrap();
-        assert!(r.bool().unwrap());
-        out.push((name, r.opaque_var(64).unwrap().to_vec()));
-    }
-    assert!(r.bool().unwrap(), "one reply holds them all");
+    let (entries, _, eof) = readdirplus(e, dir, 0, [0; 8], 64 * 1024);
+    assert!(eof, "one reply holds them all");
+    let mut out: Vec<_> = entries.into_iter().map(|(n, _, fh)| (n, fh)).collect();
     out.sort();
     out
 }

@@ -46,29 +46,20 @@ pub(super) struct Mapping {
     map_len: usize,
 }
 
-/// The transparent huge page size on x86-64 and arm64 with 4 KiB pages.
-const HUGE: usize = 2 << 20;
-
 impl Mapping {
-    /// Maps at least `len` bytes (rounded up to whole pages). A mapping of 2 MiB or more
-    /// starts on a 2 MiB boundary and asks for transparent huge pages: registering it
-    /// then faults in and pins a few huge pages instead of thousands of small ones (a
-    /// server's 12 MiB of buffers took 55 to 78 ms to accept under QEMU's emulation).
+    /// Maps at least `len` bytes (rounded up to whole pages).
     pub(super) fn new(len: usize) -> Result<Mapping, FabricError> {
         let page = page_size();
         let map_len = len
             .checked_add(page - 1)
             .map(|n| n / page * page)
             .ok_or(FabricError::InvalidArgument("region length overflows"))?;
-        let huge = map_len >= HUGE && page < HUGE;
-        // Room to move the start to a 2 MiB boundary; the excess is unmapped below.
-        let ask = if huge { map_len + HUGE } else { map_len };
         // SAFETY: a fresh anonymous mapping at an address of the kernel's choice; it aliases
         // no Rust object.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                ask,
+                map_len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 -1,
@@ -78,27 +69,7 @@ impl Mapping {
         if p == libc::MAP_FAILED {
             return Err(FabricError::last_os("mmap"));
         }
-        let mut start = p as usize;
-        if huge {
-            let aligned = (start + HUGE - 1) & !(HUGE - 1);
-            let head = aligned - start;
-            let tail = ask - head - map_len;
-            // SAFETY: both spans lie inside the mapping just made, which nothing uses yet;
-            // the kept span [aligned, aligned + map_len) stays mapped.
-            unsafe {
-                if head > 0 {
-                    libc::munmap(p, head);
-                }
-                if tail > 0 {
-                    libc::munmap((aligned + map_len) as *mut libc::c_void, tail);
-                }
-                // Advice only: without transparent huge pages the mapping stays as it is.
-                libc::madvise(aligned as *mut libc::c_void, map_len, libc::MADV_HUGEPAGE);
-            }
-            start = aligned;
-        }
-        let ptr =
-            NonNull::new(start as *mut u8).ok_or(FabricError::InvalidArgument("mmap null"))?;
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or(FabricError::InvalidArgument("mmap null"))?;
         Ok(Mapping { ptr, map_len })
     }
 
@@ -207,31 +178,4 @@ pub(super) fn wait_readable(fd: i32, deadline: Instant) -> Result<bool, FabricEr
 pub(super) fn millis_ceil(d: Duration) -> i32 {
     let ms = d.as_nanos().div_ceil(1_000_000);
     ms.min(i32::MAX as u128) as i32
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Small mappings are page-aligned; those of 2 MiB or more start on a 2 MiB boundary.
-    /// Every byte of each is zero and writable, and unmapping leaves no fault behind.
-    #[test]
-    fn mappings_are_aligned_zeroed_and_writable() {
-        let page = page_size();
-        for len in [1, 4096, 100_000, HUGE - 1, HUGE, 5 * HUGE / 2 + 12_345] {
-            let m = Mapping::new(len).unwrap();
-            let p = m.ptr() as usize;
-            assert_eq!(p % page, 0, "{len}");
-            if len >= HUGE {
-                assert_eq!(p % HUGE, 0, "{len}");
-            }
-            // SAFETY: the mapping covers `len` bytes and nothing else uses it.
-            let bytes = unsafe { std::slice::from_raw_parts_mut(m.ptr(), len) };
-            assert!(bytes.iter().all(|&b| b == 0));
-            bytes.fill(0xa5);
-            assert!(bytes.iter().all(|&b| b == 0xa5));
-            // SAFETY: no registration and no reference reach it any more.
-            unsafe { m.unmap() };
-        }
-    }
 }
