@@ -132,6 +132,11 @@ struct Cli {
     /// than 64 KiB (at least 3): the most such RPCs in process at once per connection.
     #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_LARGE_BUFS)]
     large_bufs: u32,
+    /// Bytes of the pull and bulk buffers each credit owns: READs and WRITEs whose data
+    /// fits (with their headers) use them, larger ones the shared --large-bufs. Their
+    /// registration is most of what accepting a connection costs (credits x 2 x this).
+    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_SLOT_BULK_SIZE)]
+    slot_bulk_size: u32,
     /// Largest READ or WRITE (rtmax/wtmax in FSINFO), in bytes.
     #[arg(long, default_value_t = 1 << 20)]
     max_io: u32,
@@ -267,6 +272,7 @@ where
     let cfg = ConnConfig {
         version: cli.version,
         large_bufs: cli.large_bufs.max(3),
+        slot_bulk_size: cli.slot_bulk_size,
         ..cfg
     };
     let dispatch = Arc::new(server::dispatch(&nfs));
