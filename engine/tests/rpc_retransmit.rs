@@ -644,6 +644,16 @@ fn retransmission_needs_windows() {
         ..RetransmitPolicy::default()
     };
     assert!(retransmitting(zero).validate().is_err());
+    let instant = RetransmitPolicy {
+        reply_timeout: Duration::ZERO,
+        ..RetransmitPolicy::default()
+    };
+    assert!(retransmitting(instant).validate().is_err());
+    let never = RetransmitPolicy {
+        reply_timeout: Duration::MAX,
+        ..RetransmitPolicy::default()
+    };
+    assert!(retransmitting(never).validate().is_ok());
 }
 
 /// RFC 8166 §3.3.1, §3.3.3: an RPC that timed out keeps its credit until a late reply
@@ -827,4 +837,32 @@ fn a_silent_connection_is_replaced_and_its_calls_sent_again() {
         ),
         (1, 1, 1, 1, 0)
     );
+}
+
+/// A reply timeout too large for the clock never acts: the RPC waits for its reply (here
+/// through thousands of polls, each timeout check among them) and completes.
+#[test]
+fn an_unbounded_reply_timeout_never_replaces_the_connection() {
+    let (mut c, mut e, _rs) = connect_raw(RetransmitPolicy {
+        reply_timeout: Duration::MAX,
+        ..RetransmitPolicy::default()
+    });
+    c.submit(&CallArgs::new(PROG, VERS, NULL, &[], 0), 3)
+        .unwrap();
+    let xid = HeaderView::parse(&next_call(&mut c, &mut e)).unwrap().xid();
+    for _ in 0..10_000 {
+        c.poll_completions(|x| panic!("completion {}", x.xid));
+    }
+    assert!(!c.is_dead());
+    assert_eq!(e.send(&reply(xid, Chunks::NONE, &[])), WcStatus::Success);
+    let mut done = false;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done {
+        c.poll_completions(|x| {
+            assert_eq!((x.tag, x.result.map(|r| r.is_success())), (3, Ok(true)));
+            done = true;
+        });
+        assert!(Instant::now() < deadline, "no completion");
+    }
+    assert_eq!(c.snapshot().stalls, 0);
 }

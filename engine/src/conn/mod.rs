@@ -330,6 +330,11 @@ impl ConnConfig {
                     "retransmission needs at least one attempt of non-zero length",
                 ));
             }
+            if r.reply_timeout.is_zero() {
+                return Err(ConnError::Config(
+                    "a zero reply timeout would replace the connection at every check",
+                ));
+            }
             if self.registration != Registration::Windows {
                 return Err(ConnError::Config(
                     "retransmission needs Registration::Windows (fresh rkeys per connection)",

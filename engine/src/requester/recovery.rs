@@ -105,7 +105,10 @@ impl<P: Provider> Client<P> {
             }
             let deadline = *s.deadline.get_or_insert_with(|| now + s.timeout);
             if let (Some(policy), false) = (self.config.retransmit, self.closing) {
-                let due = *s.reply_due.get_or_insert(now + policy.reply_timeout);
+                // A timeout too large for the clock never acts before the deadline.
+                let due = *s.reply_due.get_or_insert_with(|| {
+                    now.checked_add(policy.reply_timeout).unwrap_or(deadline)
+                });
                 if due <= now && now < deadline {
                     // No reply on this connection for `reply_timeout`: it is taken as
                     // silent and replaced, and the pending Calls are sent again.
