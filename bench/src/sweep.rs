@@ -48,6 +48,8 @@ pub struct Settings {
     pub slot_bulk_size: u32,
     /// Large buffers each connection shares (`ConnConfig::large_bufs`).
     pub large_bufs: u32,
+    /// The transport's acknowledgement timeout exponent (`ConnConfig::ack_timeout`).
+    pub ack_timeout: u8,
     /// The core of the first client thread; server workers take the next ones.
     pub first_core: usize,
     /// How long one RPC may take before the point fails.
@@ -158,6 +160,7 @@ pub fn conn_config(c: &PointConfig, s: &Settings) -> Result<ConnConfig, SweepErr
         bulk_size,
         slot_bulk_size: s.slot_bulk_size,
         large_bufs: s.large_bufs,
+        ack_timeout: s.ack_timeout,
         inline_sends: c.inline_sends,
         registration: if c.registration == "persistent" {
             Registration::Persistent
@@ -467,6 +470,7 @@ mod tests {
             bulk_size: None,
             slot_bulk_size: rpcrdma_engine::conn::DEFAULT_SLOT_BULK_SIZE,
             large_bufs: rpcrdma_engine::conn::DEFAULT_LARGE_BUFS,
+            ack_timeout: rpcrdma_engine::conn::DEFAULT_ACK_TIMEOUT,
             first_core: 0,
             timeout: Duration::from_secs(5),
             client_threads: None,

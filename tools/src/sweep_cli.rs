@@ -94,6 +94,10 @@ pub struct Args {
     /// Buffers of the bulk size each connection's RPCs share (at least 3).
     #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_LARGE_BUFS)]
     large_bufs: u32,
+    /// The reliable connection's acknowledgement timeout exponent (verbs): an
+    /// unacknowledged packet is sent again after 4.096 us x 2^N. 0 keeps rdma_cm's.
+    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_ACK_TIMEOUT, value_parser = clap::value_parser!(u8).range(0..=31))]
+    ack_timeout: u8,
     /// The fabric.
     #[arg(long, value_enum, default_value_t = Which::Soft)]
     provider: Which,
@@ -303,6 +307,7 @@ where
         bulk_size: args.bulk_size,
         slot_bulk_size: args.slot_bulk_size,
         large_bufs: args.large_bufs,
+        ack_timeout: args.ack_timeout,
         first_core: args.first_core,
         timeout: Duration::from_secs(5),
         client_threads: args.client_threads,
