@@ -95,7 +95,8 @@ pub struct Args {
     #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_LARGE_BUFS)]
     large_bufs: u32,
     /// The reliable connection's acknowledgement timeout exponent (verbs): an
-    /// unacknowledged packet is sent again after 4.096 us x 2^N. 0 keeps rdma_cm's.
+    /// unacknowledged packet is sent again after 4.096 us x 2^N. 0 (the default) keeps
+    /// rdma_cm's.
     #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_ACK_TIMEOUT, value_parser = clap::value_parser!(u8).range(0..=31))]
     ack_timeout: u8,
     /// The fabric.

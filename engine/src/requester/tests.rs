@@ -344,7 +344,11 @@ fn xids_repeat_only_after_a_slot_generation_wraps() {
 fn a_stuck_send_queue_ends_the_connection_and_delivers_the_rpc() {
     use crate::fabric::soft::Delay;
     let dispatch = Arc::new(crate::dispatch::Dispatch::new());
-    let cfg = ConnConfig::default();
+    // perftest's ACK timeout: the bound is a second.
+    let cfg = ConnConfig {
+        ack_timeout: 14,
+        ..ConnConfig::default()
+    };
     // The server is never polled: the Call is never answered.
     let (mut c, _s) = crate::loopback::soft_pair(dispatch, cfg, cfg).unwrap();
     let mut call = CallArgs::new(11, 2, 3, &[], 0);

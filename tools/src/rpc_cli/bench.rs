@@ -196,6 +196,25 @@ where
                 Err(e) => {
                     ok = false;
                     eprintln!("bench rpc {}: {e}", w.name());
+                    // What the requesters saw go wrong, to tell a lost connection's cause.
+                    let mut s = Snapshot::default();
+                    for c in clients.iter() {
+                        s.add(&c.snapshot());
+                    }
+                    let errors: Vec<String> = s
+                        .fields()
+                        .filter(|&(k, v)| {
+                            v > 0 && (ERROR_COUNTERS.contains(&k) || k == "reconnects")
+                        })
+                        .map(|(k, v)| format!("{k} {v}"))
+                        .collect();
+                    if !errors.is_empty() {
+                        eprintln!(
+                            "bench rpc {}: the clients counted {}",
+                            w.name(),
+                            errors.join(", ")
+                        );
+                    }
                 }
             }
         }

@@ -76,7 +76,8 @@ pub struct ConnOpts {
     large_bufs: u32,
     /// The reliable connection's acknowledgement timeout exponent (verbs): an
     /// unacknowledged packet is sent again after 4.096 us x 2^N, and 7 retries fail the
-    /// connection. 0 keeps rdma_cm's (19 for RoCE on Linux 6.1: 2.1 s a retry).
+    /// connection. 0 (the default) keeps rdma_cm's (19 for RoCE on Linux 6.1: 2.1 s a
+    /// retry); perftest uses 14.
     #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_ACK_TIMEOUT, value_parser = clap::value_parser!(u8).range(0..=31))]
     ack_timeout: u8,
     /// Client: after a lost connection, reconnect (at most this many attempts per loss) and
