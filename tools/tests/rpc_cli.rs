@@ -290,3 +290,20 @@ fn a_server_whose_workers_wait_between_calls_answers_every_form() {
     assert!(w["wakeups"].as_u64().unwrap() > 0, "events woke it: {w}");
     assert_eq!(w["counters"]["rpcs"], 8, "{w}");
 }
+
+/// A reply timeout that is not a positive, finite number of seconds is refused when the
+/// command line is read (clap's usage error, status 2), never a panic later.
+#[test]
+fn bad_reply_timeouts_are_refused_on_the_command_line() {
+    for bad in ["0", "-1", "nan", "inf", "1e300", "soon"] {
+        let out = bin()
+            .args(["bench", "rpc", "--retransmit", "3"])
+            .arg(format!("--reply-timeout={bad}"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "--reply-timeout {bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--reply-timeout"), "{bad}: {err}");
+        assert!(!err.contains("panicked"), "{bad}: {err}");
+    }
+}

@@ -76,6 +76,7 @@ impl<P: Provider> Client<P> {
             return;
         }
         let now = Instant::now();
+        let stuck_after = invalidate_limit(self.config.ack_timeout);
         for i in 0..self.slots.len() {
             let s = &mut self.slots[i];
             if s.state == State::Resend {
@@ -92,8 +93,7 @@ impl<P: Provider> Client<P> {
                 // neither acknowledges nor fails): the connection is ended, which makes
                 // the memory unreachable (windows deallocated) and delivers the RPC.
                 let since = *s.invalidating_since.get_or_insert(now);
-                if now.saturating_duration_since(since) > invalidate_limit(self.config.ack_timeout)
-                {
+                if now.saturating_duration_since(since) > stuck_after {
                     bump(&self.stats.stalls, 1);
                     self.lose(f);
                     return;

@@ -201,20 +201,11 @@ where
                     for c in clients.iter() {
                         s.add(&c.snapshot());
                     }
-                    let errors: Vec<String> = s
-                        .fields()
-                        .filter(|&(k, v)| {
-                            v > 0 && (ERROR_COUNTERS.contains(&k) || k == "reconnects")
-                        })
-                        .map(|(k, v)| format!("{k} {v}"))
-                        .collect();
-                    if !errors.is_empty() {
-                        eprintln!(
-                            "bench rpc {}: the clients counted {}",
-                            w.name(),
-                            errors.join(", ")
-                        );
-                    }
+                    eprintln!(
+                        "bench rpc {}: the clients' error counters: {}",
+                        w.name(),
+                        snapshot_json(&s)["errors"]
+                    );
                 }
             }
         }

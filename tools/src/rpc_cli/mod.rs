@@ -87,7 +87,7 @@ pub struct ConnOpts {
     retransmit: u32,
     /// Client with --retransmit: seconds an RPC waits for its reply on one connection
     /// before the connection is taken as silent, replaced, and its Calls sent again.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = positive_seconds)]
     reply_timeout: f64,
     /// RPC-over-RDMA version: 1 (RFC 8166), 2 (draft-cel-nfsv4-rpcrdma-version-two-09) or
     /// auto. Client: 2 opens with RDMA2_CONNPROP and fails on a server without version 2;
@@ -131,7 +131,7 @@ impl ConnOpts {
             },
             retransmit: (self.retransmit > 0).then(|| RetransmitPolicy {
                 max_attempts: self.retransmit,
-                reply_timeout: Duration::from_secs_f64(self.reply_timeout.clamp(0.001, 1e6)),
+                reply_timeout: Duration::from_secs_f64(self.reply_timeout),
                 ..RetransmitPolicy::default()
             }),
             version: self.version.unwrap_or_default(),
@@ -324,6 +324,17 @@ where
 }
 
 /// A snapshot as JSON: every counter the engine keeps, the error counters grouped.
+/// A positive, finite number of seconds that a `Duration` holds (the parser refuses the
+/// rest with a message, never a panic later).
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if v > 0.0 && Duration::try_from_secs_f64(v).is_ok() {
+        Ok(v)
+    } else {
+        Err("a positive, finite number of seconds".into())
+    }
+}
+
 fn snapshot_json(s: &Snapshot) -> Value {
     let mut top = serde_json::Map::new();
     let mut errors = serde_json::Map::new();
