@@ -181,15 +181,9 @@ impl Drc {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// [`begin`](Self::begin) for a polling worker, which never waits: `None` when the
-    /// cache is busy or the request's original is still in progress (an I/O thread takes
-    /// it then, and waits as it may).
-    pub fn try_begin(&self, key: DrcKey) -> Option<Begin> {
-        let mut inner = match self.inner.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return None,
-        };
+    /// What `key` finds in `inner`: a new request is marked in progress (`Execute`), a
+    /// finished one replayed; `None` while its original is in progress.
+    fn lookup(&self, inner: &mut Inner, key: DrcKey) -> Option<Begin> {
         match inner.map.get(&key) {
             None => {
                 inner.map.insert(key, State::InProgress);
@@ -204,6 +198,18 @@ impl Drc {
         }
     }
 
+    /// [`begin`](Self::begin) for a polling worker, which never waits: `None` when the
+    /// cache is busy or the request's original is still in progress (an I/O thread takes
+    /// it then, and waits as it may).
+    pub fn try_begin(&self, key: DrcKey) -> Option<Begin> {
+        let mut inner = match self.inner.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        self.lookup(&mut inner, key)
+    }
+
     /// Looks `key` up: a new request is marked in progress and executed by the caller; a
     /// finished one is replayed; one in progress is waited for, at most `wait`.
     pub fn begin(&self, key: DrcKey, wait: Duration) -> Begin {
@@ -211,33 +217,23 @@ impl Drc {
         let mut inner = self.lock();
         let mut waited = false;
         loop {
-            match inner.map.get(&key) {
-                None => {
-                    inner.map.insert(key, State::InProgress);
-                    bump(&self.stats.misses);
-                    return Begin::Execute;
-                }
-                Some(State::Done(c)) => {
-                    bump(&self.stats.hits);
-                    return Begin::Replay(c.clone());
-                }
-                Some(State::InProgress) => {
-                    if !waited {
-                        waited = true;
-                        bump(&self.stats.waits);
-                    }
-                    let now = Instant::now();
-                    if now >= deadline {
-                        bump(&self.stats.wait_timeouts);
-                        return Begin::StillRunning;
-                    }
-                    inner = self
-                        .finished
-                        .wait_timeout(inner, deadline - now)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
-                }
+            if let Some(b) = self.lookup(&mut inner, key) {
+                return b;
             }
+            if !waited {
+                waited = true;
+                bump(&self.stats.waits);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                bump(&self.stats.wait_timeouts);
+                return Begin::StillRunning;
+            }
+            inner = self
+                .finished
+                .wait_timeout(inner, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 

@@ -94,10 +94,18 @@ thread_local! {
 /// second value says whether that happened (the caller then discards `f`'s answer and
 /// hands the procedure to an I/O thread). A search may read every directory of the export.
 pub fn without_search<R>(f: impl FnOnce() -> R) -> (R, bool) {
+    /// Lets searches happen again when dropped, even if `f` unwinds.
+    struct Allow;
+    impl Drop for Allow {
+        fn drop(&mut self) {
+            NO_SEARCH.set(false);
+        }
+    }
     NO_SEARCH.set(true);
     SEARCH_REFUSED.set(false);
+    let allow = Allow;
     let r = f();
-    NO_SEARCH.set(false);
+    drop(allow);
     (r, SEARCH_REFUSED.replace(false))
 }
 

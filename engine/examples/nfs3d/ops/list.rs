@@ -37,19 +37,15 @@ pub fn readdir(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>, plus: b
         let c = r.u32()? as usize;
         (usize::MAX, c)
     };
-    let (d, _) = e.dir(fh)?;
+    // The directory's descriptor (O_PATH) serves its entries' statx; reading the directory
+    // needs a readable one, opened only when it is read.
+    let (d, dfd) = e.dir(fh)?;
     let dattr = fattr(&d.st);
     if cookie != 0 && verf != [0; 8] && verf != e.cookie_verf {
         w.put_u32(Stat::BadCookie as u32)?;
         put_post_op_attr(w, Some(&dattr))?;
         return Ok(());
     }
-    let listing = rustix::fs::openat(
-        &d.parent,
-        d.name.as_c_str(),
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
     // A continuation may use the snapshot a listing of the unchanged directory took.
     let kept = if cookie != 0 {
         e.listings.get(&d.st)
@@ -59,7 +55,15 @@ pub fn readdir(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>, plus: b
     let fresh = kept.is_none();
     let snap = match kept {
         Some(s) => s,
-        None => Arc::new(Snapshot::read(e, &listing)?),
+        None => {
+            let listing = rustix::fs::openat(
+                &dfd,
+                c".",
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?;
+            Arc::new(Snapshot::read(e, &listing)?)
+        }
     };
     let from = snap.entries.partition_point(|x| x.0 <= cookie);
     let entries = &snap.entries[from..];
@@ -89,7 +93,7 @@ pub fn readdir(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>, plus: b
         let mut extra = None;
         if plus {
             // Attributes and handle: an entry whose object went away meanwhile is left out.
-            let Ok(st) = stat_at(&listing, name) else {
+            let Ok(st) = stat_at(&dfd, name) else {
                 continue;
             };
             let id = id_of(&st);
@@ -168,7 +172,7 @@ impl Snapshot {
 
     /// Bytes it holds (for the cache's bound).
     fn bytes(&self) -> usize {
-        self.names.len() + self.entries.len() * 24
+        self.names.len() + self.entries.len() * std::mem::size_of::<(u64, u64, u32)>()
     }
 }
 
