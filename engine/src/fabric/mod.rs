@@ -58,6 +58,8 @@ pub mod conn;
 pub mod error;
 #[allow(unsafe_code)]
 pub mod soft;
+#[allow(unsafe_code)]
+pub mod stream;
 #[cfg(feature = "verbs")]
 #[allow(unsafe_code)]
 pub mod verbs;

@@ -3,6 +3,7 @@
 //! list.
 
 use super::*;
+use crate::fabric::stream;
 
 impl<P: Provider> Client<P> {
     /// Sends a Call if a credit allows (RFC 8166 §3.3.1), choosing its form (§3.5) and
@@ -206,7 +207,8 @@ impl<P: Provider> Client<P> {
             } else {
                 0
             };
-            view::bytes_mut(&mut slot.arg)[off..off + b.len()].copy_from_slice(b);
+            // Bytes the server will read, not this core: streamed when large.
+            stream::copy_for_wire(&mut view::bytes_mut(&mut slot.arg)[off..off + b.len()], b);
         }
 
         // Expose the memory: windows bound for this RPC, or the regions' own keys.

@@ -9,6 +9,7 @@ use crate::fabric::soft::arena::{ArenaView, RegionMemo};
 use crate::fabric::soft::rq::Claimed;
 use crate::fabric::soft::sys::copy_bytes;
 use crate::fabric::soft::MAX_SGE;
+use crate::fabric::stream::copy_to_peer;
 use crate::fabric::{Access, Sge};
 
 /// Scatter-gather elements resolved to addresses; only the first `n` entries are set (no
@@ -59,7 +60,9 @@ pub(super) fn place(src: &Segs, d: Sge, arena: &ArenaView, memo: &Cell<RegionMem
     true
 }
 
-/// Copies the gathered `src` to `dst`, its segments laid end to end.
+/// Copies the gathered `src` to `dst` in the peer's memory, its segments laid end to end,
+/// as a NIC's DMA would place them (large segments streamed past this core's cache, see
+/// `fabric::stream`).
 ///
 /// # Safety
 ///
@@ -71,7 +74,11 @@ pub(super) unsafe fn copy_gathered(src: &Segs, mut dst: *mut u8) {
         // SAFETY: `p..p+len` is a checked span of a local registration (or the inline slice);
         // the segments add up to `src.total`, which the caller's `dst` can take.
         unsafe {
-            copy_bytes(p, dst, len as usize);
+            if len <= 128 {
+                copy_bytes(p, dst, len as usize);
+            } else {
+                copy_to_peer(p, dst, len as usize);
+            }
             dst = dst.add(len as usize);
         }
     }

@@ -1,0 +1,170 @@
+//! Copies into memory another agent will read next: a peer's receive buffer or RDMA Write
+//! target on the soft fabric, or a requester's registered buffer that the server's RDMA
+//! Read will take. A large payload is written with non-temporal (streaming) stores, as a
+//! NIC's DMA places it: the lines are not kept in this core's cache, and taking them from
+//! another core's cache does not wait for each line's invalidation in turn.
+//!
+//! Measured on the development machine (AMD EPYC, two cores of one complex, `rpcrdma bench
+//! rpc`, soft fabric, depth 1): an RDMA Write of 64 KiB into a requester that had read the
+//! previous result, 9.8 µs cached against 2.0 µs streamed (READ of 64 KiB: p50 10.0 µs to
+//! 4.9; of 1 MiB: 127 µs to 63); the writer's copy plus the reader's read of every byte
+//! after it, 11.7 µs against 7.9 at 64 KiB and 3.8 against 11.4 at 16 KiB, where the
+//! reader's fetch of streamed bytes from memory costs more than the invalidations saved.
+
+/// Payloads of at least this many bytes are streamed (the crossover measured above lies
+/// between 32 and 48 KiB).
+pub const STREAM_MIN: usize = 48 * 1024;
+
+/// Bulk arguments a requester copies into its registered memory are streamed up to this
+/// size. Above it the server's RDMA Read of the bytes from memory costs more than the
+/// invalidations the streaming saves, because a server core reading that much has evicted
+/// most of the previous payload's lines from its own cache anyway: a WRITE of 1 MiB took
+/// 111 µs streamed against 96 µs cached, one of 256 KiB 32 µs against 44, one of 64 KiB
+/// 8.2 µs against 11.4.
+pub const STREAM_MAX_ARGS: usize = 512 * 1024;
+
+/// Copies `src` into `dst` (the same length), a requester's registered buffer whose bytes
+/// the server will read: streamed from [`STREAM_MIN`] to [`STREAM_MAX_ARGS`] bytes, copied
+/// plainly otherwise.
+///
+/// # Panics
+///
+/// If the lengths differ, as `copy_from_slice`.
+pub fn copy_for_wire(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(dst.len(), src.len(), "copy_for_wire: lengths differ");
+    if (STREAM_MIN..=STREAM_MAX_ARGS).contains(&src.len()) {
+        // SAFETY: `src` and `dst` are valid for `len` bytes each, and a shared and a
+        // mutable borrow cannot overlap.
+        unsafe { stream_copy(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
+/// Copies `len` bytes into a peer's memory as a NIC's DMA would: streamed when `len` is at
+/// least [`STREAM_MIN`] and the spans do not overlap, by `ptr::copy` otherwise. Every byte
+/// is visible before any store that follows (the completion that announces it).
+///
+/// # Safety
+///
+/// `src` must be valid for reads and `dst` for writes of `len` bytes (they may overlap).
+/// The bytes may be accessed concurrently by a peer; they are plain bytes, so a race can
+/// only tear the data, as on a NIC.
+#[inline]
+pub(crate) unsafe fn copy_to_peer(src: *const u8, dst: *mut u8, len: usize) {
+    let (s, d) = (src as usize, dst as usize);
+    if len >= STREAM_MIN && (s + len <= d || d + len <= s) {
+        // SAFETY: forwarded to the caller's contract; the spans do not overlap.
+        unsafe { stream_copy(src, dst, len) }
+    } else {
+        // SAFETY: forwarded to the caller's contract.
+        unsafe { std::ptr::copy(src, dst, len) }
+    }
+}
+
+/// Copies `len` bytes with streaming stores of 16 bytes (SSE2, which every x86-64 CPU has)
+/// from the first 16-byte boundary of `dst`, the unaligned head and the tail by plain
+/// copies, then `SFENCE`: streaming stores are weakly ordered, and the fence makes them
+/// visible before any later store. A plain copy on other architectures.
+///
+/// # Safety
+///
+/// `src` must be valid for reads and `dst` for writes of `len` bytes, and the two spans
+/// must not overlap.
+#[inline(never)]
+unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+        let head = dst.align_offset(16).min(len);
+        // SAFETY: every access stays within the caller's `len` bytes at `src` and `dst`,
+        // which do not overlap; the streamed stores are to 16-byte aligned addresses
+        // (`dst + head` is aligned and each step adds 64); loads may be unaligned.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, dst, head);
+            let mut i = head;
+            while i + 64 <= len {
+                let s = src.add(i).cast::<__m128i>();
+                let d = dst.add(i).cast::<__m128i>();
+                let (a, b, c, e) = (
+                    _mm_loadu_si128(s),
+                    _mm_loadu_si128(s.add(1)),
+                    _mm_loadu_si128(s.add(2)),
+                    _mm_loadu_si128(s.add(3)),
+                );
+                _mm_stream_si128(d, a);
+                _mm_stream_si128(d.add(1), b);
+                _mm_stream_si128(d.add(2), c);
+                _mm_stream_si128(d.add(3), e);
+                i += 64;
+            }
+            std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), len - i);
+            _mm_sfence();
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: forwarded to the caller's contract.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, dst, len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Streamed copies give the same bytes as `memmove` at the sizes around the streaming
+    /// threshold, at several alignments of source and destination within 16 bytes, and
+    /// leave the bytes just outside the span alone; overlapping spans are copied as
+    /// `memmove`.
+    #[test]
+    fn copy_to_peer_is_memmove() {
+        let big = STREAM_MIN + 300;
+        let init: Vec<u8> = (0..3 * big as u32).map(|i| (i * 13 + 5) as u8).collect();
+        for len in [
+            0,
+            100,
+            STREAM_MIN - 1,
+            STREAM_MIN,
+            STREAM_MIN + 1,
+            STREAM_MIN + 63,
+            big,
+        ] {
+            for (s, d) in [(0, big + 64), (3, big + 71), (17, big + 80), (big + 5, 9)] {
+                let mut want = init.clone();
+                want.copy_within(s..s + len, d);
+                let mut got = init.clone();
+                let p = got.as_mut_ptr();
+                // SAFETY: both spans lie within `got` (at most big + 80 + big of 3 big).
+                unsafe { copy_to_peer(p.add(s), p.add(d), len) };
+                assert!(got == want, "len {len}, from {s} to {d}");
+            }
+        }
+        let mut want = init.clone();
+        want.copy_within(0..big, 100);
+        let mut got = init.clone();
+        let p = got.as_mut_ptr();
+        // SAFETY: both spans lie within `got`.
+        unsafe { copy_to_peer(p, p.add(100), big) };
+        assert!(got == want, "overlapping spans");
+    }
+
+    /// The safe form copies every size exactly, streamed or not.
+    #[test]
+    fn copy_for_wire_copies() {
+        for len in [
+            0,
+            64,
+            STREAM_MIN,
+            STREAM_MIN + 5,
+            STREAM_MAX_ARGS,
+            STREAM_MAX_ARGS + 3,
+        ] {
+            let src: Vec<u8> = (0..len as u32).map(|i| (i * 7 + 1) as u8).collect();
+            let mut dst = vec![0u8; len + 1];
+            copy_for_wire(&mut dst[1..], &src);
+            assert!(dst[1..] == src[..], "len {len}");
+            assert_eq!(dst[0], 0);
+        }
+    }
+}
