@@ -41,6 +41,19 @@ pub fn copy_for_wire(dst: &mut [u8], src: &[u8]) {
     }
 }
 
+/// Copies `src` into `dst` (the same length), memory another core or agent reads next, as
+/// the soft fabric places RDMA Writes and Sends ([`copy_to_peer`]): streamed from
+/// [`STREAM_MIN`] bytes. Benchmarks use it for the same-run limit of such a copy.
+///
+/// # Panics
+///
+/// If the lengths differ, as `copy_from_slice`.
+pub fn copy_to_reader(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(dst.len(), src.len(), "copy_to_reader: lengths differ");
+    // SAFETY: `src` and `dst` are valid for `len` bytes each (and cannot overlap).
+    unsafe { copy_to_peer(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
+}
+
 /// Copies `len` bytes into a peer's memory as a NIC's DMA would: streamed when `len` is at
 /// least [`STREAM_MIN`] and the spans do not overlap, by `ptr::copy` otherwise. Every byte
 /// is visible before any store that follows (the completion that announces it).
@@ -149,9 +162,9 @@ mod tests {
         assert!(got == want, "overlapping spans");
     }
 
-    /// The safe form copies every size exactly, streamed or not.
+    /// The safe forms copy every size exactly, streamed or not.
     #[test]
-    fn copy_for_wire_copies() {
+    fn safe_forms_copy() {
         for len in [
             0,
             64,
@@ -165,6 +178,9 @@ mod tests {
             copy_for_wire(&mut dst[1..], &src);
             assert!(dst[1..] == src[..], "len {len}");
             assert_eq!(dst[0], 0);
+            let mut again = vec![0u8; len + 1];
+            copy_to_reader(&mut again[1..], &src);
+            assert!(again == dst, "len {len}");
         }
     }
 }
