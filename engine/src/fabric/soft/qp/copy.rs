@@ -9,7 +9,7 @@ use crate::fabric::soft::arena::{ArenaView, RegionMemo};
 use crate::fabric::soft::rq::Claimed;
 use crate::fabric::soft::sys::copy_bytes;
 use crate::fabric::soft::MAX_SGE;
-use crate::fabric::stream::copy_to_peer;
+use crate::fabric::stream::{copy_to_peer, STREAM_MIN};
 use crate::fabric::{Access, Sge};
 
 /// Scatter-gather elements resolved to addresses; only the first `n` entries are set (no
@@ -61,24 +61,44 @@ pub(super) fn place(src: &Segs, d: Sge, arena: &ArenaView, memo: &Cell<RegionMem
 }
 
 /// Copies the gathered `src` to `dst` in the peer's memory, its segments laid end to end,
-/// as a NIC's DMA would place them (large segments streamed past this core's cache, see
-/// `fabric::stream`).
+/// as a NIC's DMA would place them: a payload of at least `STREAM_MIN` bytes streamed past
+/// this core's cache (`fabric::stream`), out of line so that a small message's copy stays
+/// in line.
 ///
 /// # Safety
 ///
 /// `dst` must be valid for writes of `src.total` bytes.
 #[inline]
 pub(super) unsafe fn copy_gathered(src: &Segs, mut dst: *mut u8) {
+    if src.total >= STREAM_MIN as u64 {
+        // SAFETY: forwarded to the caller's contract.
+        unsafe { copy_gathered_large(src, dst) };
+        return;
+    }
     for i in 0..src.n {
         let (p, len) = src.get(i);
         // SAFETY: `p..p+len` is a checked span of a local registration (or the inline slice);
         // the segments add up to `src.total`, which the caller's `dst` can take.
         unsafe {
-            if len <= 128 {
-                copy_bytes(p, dst, len as usize);
-            } else {
-                copy_to_peer(p, dst, len as usize);
-            }
+            copy_bytes(p, dst, len as usize);
+            dst = dst.add(len as usize);
+        }
+    }
+}
+
+/// [`copy_gathered`] of a large payload, each segment by `copy_to_peer` (streamed when it
+/// is large itself).
+///
+/// # Safety
+///
+/// As [`copy_gathered`].
+#[inline(never)]
+unsafe fn copy_gathered_large(src: &Segs, mut dst: *mut u8) {
+    for i in 0..src.n {
+        let (p, len) = src.get(i);
+        // SAFETY: as in `copy_gathered`.
+        unsafe {
+            copy_to_peer(p, dst, len as usize);
             dst = dst.add(len as usize);
         }
     }
