@@ -117,58 +117,78 @@ test)
     nfs_tests
     ;;
 bench)
-    # Rounds alternate the engine's verbs fabric with perftest's ib_*_lat on the same device
-    # (this host's speed changes within a minute: only same-run ratios mean something); the
-    # medians and their ratios end the log. Both report the same sample: half a round trip
-    # for SEND and WRITE, a whole one for READ.
+    # Each round measures every operation and size with the engine's verbs fabric and with
+    # perftest's ib_*_lat on the same device, back to back, the one going first alternating
+    # from round to round (this host's speed changes within seconds: only ratios of
+    # neighbouring runs mean something). The log ends with the medians of the two, the
+    # ratio of the medians and the median of the per-round ratios. Both report the same
+    # sample: half a round trip for SEND and WRITE, a whole one for READ.
     SIZES=(8 64 512 4096 65536)
     ITERS=${ITERS:-5000}
     ROUNDS=${ROUNDS:-3}
     : >"$WORK/lat.tsv"
+    # One engine run of OP at size S, its p50 in microseconds appended to lat.tsv.
+    engine_lat() { # ROUND OP S
+        local out ns
+        banner "rpcrdma bench fabric --op $2 --size $3"
+        if out=$(timeout "$STEP_TIMEOUT" rpcrdma bench fabric --provider verbs --device "$DEV" \
+            --addr "$IP:18900" --op "$2" --size "$3" --iters "$ITERS" --json 2>&1) &&
+            ns=$(sed -n 's/.*"p50":\([0-9]*\),.*/\1/p' <<<"$out" | head -1) && [ -n "$ns" ]; then
+            echo "$out"
+            printf 'rpcrdma\t%s\t%s\t%s\t%s\n' "$2" "$3" \
+                "$(awk -v v="$ns" 'BEGIN { printf "%.3f", v / 1000 }')" "$1" >>"$WORK/lat.tsv"
+            pass "rpcrdma-$2-$3 round $1"
+        else
+            echo "$out"
+            fail "rpcrdma-$2-$3 round $1"
+        fi
+    }
+    # One perftest run of OP at size S, its typical latency appended to lat.tsv.
+    perftest_lat() { # ROUND OP S
+        local lat
+        banner "ib_${2}_lat -s $3 -n $ITERS"
+        SRV=("ib_${2}_lat" -d "$DEV" -x 1 -n "$ITERS" -s "$3")
+        CLI=("ib_${2}_lat" -d "$DEV" -x 1 -n "$ITERS" -s "$3" "$IP")
+        if pair >/dev/null && lat=$(typical_lat "$WORK/client.log" "$3" "$ITERS"); then
+            echo "ib_${2}_lat $3 B: t_typical $lat usec"
+            printf 'perftest\t%s\t%s\t%s\t%s\n' "$2" "$3" "$lat" "$1" >>"$WORK/lat.tsv"
+            pass "ib_${2}_lat-$3 round $1"
+        elif grep -q "^ *$3  *$ITERS  *inf" "$WORK/client.log"; then
+            # perftest ran but its CPU clock estimate failed under emulation: no sample this
+            # round (the medians take the others).
+            echo "ib_${2}_lat $3 B: perftest printed inf (its clock estimate failed); no sample"
+        else
+            cat "$WORK/client.log"
+            fail "ib_${2}_lat-$3 round $1"
+        fi
+    }
     for ((r = 1; r <= ROUNDS; r++)); do
         banner "round $r of $ROUNDS"
         for op in send write read; do
-            banner "rpcrdma bench fabric --op $op"
-            if out=$(timeout "$STEP_TIMEOUT" rpcrdma bench fabric --provider verbs --device "$DEV" \
-                --addr "$IP:18900" --op "$op" --size "$(IFS=,; echo "${SIZES[*]}")" \
-                --iters "$ITERS" --json 2>&1); then
-                echo "$out"
-                sed -n 's/.*"size":\([0-9]*\),.*"p50":\([0-9]*\),.*/\1 \2/p' <<<"$out" |
-                    while read -r s ns; do
-                        printf 'rpcrdma\t%s\t%s\t%s\n' "$op" "$s" "$(awk -v v="$ns" 'BEGIN { printf "%.3f", v / 1000 }')"
-                    done >>"$WORK/lat.tsv"
-                pass "rpcrdma-$op round $r"
-            else
-                echo "$out"
-                fail "rpcrdma-$op round $r"
-            fi
             for s in "${SIZES[@]}"; do
-                banner "ib_${op}_lat -s $s -n $ITERS"
-                SRV=("ib_${op}_lat" -d "$DEV" -x 1 -n "$ITERS" -s "$s")
-                CLI=("ib_${op}_lat" -d "$DEV" -x 1 -n "$ITERS" -s "$s" "$IP")
-                if pair >/dev/null && lat=$(typical_lat "$WORK/client.log" "$s" "$ITERS"); then
-                    echo "ib_${op}_lat $s B: t_typical $lat usec"
-                    printf 'perftest\t%s\t%s\t%s\n' "$op" "$s" "$lat" >>"$WORK/lat.tsv"
-                    pass "ib_${op}_lat-$s round $r"
-                elif grep -q "^ *$s  *$ITERS  *inf" "$WORK/client.log"; then
-                    # perftest ran but its CPU clock estimate failed under emulation: no
-                    # sample this round (the medians take the others).
-                    echo "ib_${op}_lat $s B: perftest printed inf (its clock estimate failed); no sample"
+                if ((r % 2)); then
+                    engine_lat "$r" "$op" "$s"
+                    perftest_lat "$r" "$op" "$s"
                 else
-                    cat "$WORK/client.log"
-                    fail "ib_${op}_lat-$s round $r"
+                    perftest_lat "$r" "$op" "$s"
+                    engine_lat "$r" "$op" "$s"
                 fi
             done
         done
     done
-    banner "medians of $ROUNDS rounds (usec): rpcrdma, perftest, rpcrdma/perftest"
+    banner "medians of $ROUNDS rounds (usec): rpcrdma, perftest, their ratio, median of the per-round ratios"
+    # Median of the numbers on standard input.
+    median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
     for op in send write read; do
         for s in "${SIZES[@]}"; do
-            med() { awk -F'\t' -v t="$1" -v o="$op" -v s="$s" '$1 == t && $2 == o && $3 == s { print $4 }' "$WORK/lat.tsv" |
-                sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+            med() { awk -F'\t' -v t="$1" -v o="$op" -v s="$s" '$1 == t && $2 == o && $3 == s { print $4 }' "$WORK/lat.tsv" | median; }
             a=$(med rpcrdma) b=$(med perftest)
-            awk -v o="$op" -v s="$s" -v a="${a:-0}" -v b="${b:-0}" \
-                'BEGIN { printf "%-6s %6s B  %9.3f %9.3f  %s\n", o, s, a, b, (a > 0 && b > 0 ? sprintf("%.2f", a / b) : "-") }'
+            # The ratio of each round where both ran.
+            per=$(awk -F'\t' -v o="$op" -v s="$s" '$2 == o && $3 == s { v[$1, $5] = $4; r[$5] = 1 }
+                END { for (k in r) if ((("rpcrdma", k) in v) && (("perftest", k) in v) && v["perftest", k] > 0)
+                    print v["rpcrdma", k] / v["perftest", k] }' "$WORK/lat.tsv" | median)
+            awk -v o="$op" -v s="$s" -v a="${a:-0}" -v b="${b:-0}" -v p="${per:-}" \
+                'BEGIN { printf "%-6s %6s B  %9.3f %9.3f  %s  %s\n", o, s, a, b, (a > 0 && b > 0 ? sprintf("%.2f", a / b) : "-"), (p != "" ? sprintf("%.2f", p) : "-") }'
         done
     done
     ;;
