@@ -505,10 +505,10 @@ fn wait_mark<P: Provider>(
         }
         idle = idle.wrapping_add(1);
         // The completion queue is looked at rarely while waiting, to notice a failed write
-        // (both sides drain it after each of their own posts): as perftest's write_lat,
-        // which polls it only after posting. On rxe a poll takes the queue's lock, and one
-        // every 64 spins delayed the detection of the mark in the TCG guest (8-byte writes:
-        // p50 19.5 µs in two rounds of three against a minimum of 11.1).
+        // (both sides drain it after each of their own posts), as perftest's write_lat
+        // polls it only after posting: on rxe a poll takes the queue's lock. (In the TCG
+        // guest some runs' p50 still sits 60–70% above their minimum, with this as with a
+        // poll every 64 spins; perftest's typical latency varies as much between runs.)
         if idle.is_multiple_of(4096) {
             drain(cq, wc)?;
             let start = *since.get_or_insert_with(Instant::now);
