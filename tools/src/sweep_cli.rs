@@ -97,7 +97,7 @@ pub struct Args {
     /// The reliable connection's acknowledgement timeout exponent (verbs): an
     /// unacknowledged packet is sent again after 4.096 us x 2^N. 0 (the default) keeps
     /// rdma_cm's.
-    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_ACK_TIMEOUT, value_parser = clap::value_parser!(u8).range(0..=31))]
+    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_ACK_TIMEOUT, value_parser = clap::value_parser!(u8).range(0..=i64::from(rpcrdma_engine::conn::MAX_ACK_TIMEOUT)))]
     ack_timeout: u8,
     /// The fabric.
     #[arg(long, value_enum, default_value_t = Which::Soft)]

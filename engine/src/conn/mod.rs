@@ -195,7 +195,8 @@ pub struct ConnConfig {
     /// client and server do; perftest uses 14 (67 ms). A short one recovers a lost packet
     /// sooner but ends a connection whose peer is merely slow to acknowledge (in the
     /// emulated two-guest link under load, 14 lost a connection that 19 kept). The
-    /// software fabric loses nothing and ignores it.
+    /// software fabric loses nothing and ignores it. At most [`MAX_ACK_TIMEOUT`]
+    /// ([`validate`](Self::validate) refuses more).
     pub ack_timeout: u8,
     /// Requester: retransmit pending Calls on a new connection after a loss; `None` (the
     /// default) completes them with `ConnectionLost` and leaves reconnecting to the caller.
@@ -249,6 +250,9 @@ pub const DEFAULT_INLINE_SENDS: u32 = 256;
 
 /// The default [`ConnConfig::ack_timeout`]: the connection manager's own.
 pub const DEFAULT_ACK_TIMEOUT: u8 = 0;
+
+/// The largest [`ConnConfig::ack_timeout`]: the queue pair attribute is 5 bits wide.
+pub const MAX_ACK_TIMEOUT: u8 = 31;
 
 /// The default [`ConnConfig::bulk_size`]: NFS's usual 1 MiB transfer with room for its
 /// headers (a Long Call's Position-Zero chunk carries them beside the data).
@@ -319,6 +323,11 @@ impl ConnConfig {
         }
         if self.credits == 0 || self.credits > 4096 {
             return Err(ConnError::Config("credits must be 1 ..= 4096"));
+        }
+        if self.ack_timeout > MAX_ACK_TIMEOUT {
+            return Err(ConnError::Config(
+                "the ACK timeout exponent must be 0 ..= 31 (IB spec. 5-bit field)",
+            ));
         }
         if self.bulk_size < 4096 || self.max_segment == 0 || self.max_reads == 0 {
             return Err(ConnError::Config(

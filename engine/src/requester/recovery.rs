@@ -473,6 +473,6 @@ pub(super) fn invalidate_limit(ack_timeout: u8) -> Duration {
     if ack_timeout == 0 {
         return Duration::from_secs(20);
     }
-    let retries = Duration::from_nanos((8 * 4096) << ack_timeout.min(31));
+    let retries = Duration::from_nanos((8 * 4096) << ack_timeout.min(crate::conn::MAX_ACK_TIMEOUT));
     (retries * 3 / 2).max(Duration::from_secs(1))
 }

@@ -391,3 +391,23 @@ fn the_invalidate_limit_follows_the_ack_timeout() {
     assert!(l > Duration::from_secs(25) && l < Duration::from_secs(26));
     assert!(invalidate_limit(31) > invalidate_limit(30));
 }
+
+/// The ACK timeout is a 5-bit queue pair attribute: a larger exponent is refused with a
+/// typed error before anything is set up, at either end, instead of being cut down.
+#[test]
+fn an_ack_timeout_beyond_its_field_is_refused() {
+    use crate::conn::MAX_ACK_TIMEOUT;
+    let widest = ConnConfig {
+        ack_timeout: MAX_ACK_TIMEOUT,
+        ..ConnConfig::default()
+    };
+    assert!(widest.validate().is_ok());
+    let beyond = ConnConfig {
+        ack_timeout: MAX_ACK_TIMEOUT + 1,
+        ..ConnConfig::default()
+    };
+    assert!(matches!(beyond.validate(), Err(ConnError::Config(_))));
+    let dispatch = Arc::new(crate::dispatch::Dispatch::new());
+    assert!(crate::loopback::soft_pair(Arc::clone(&dispatch), beyond, widest).is_err());
+    assert!(crate::loopback::soft_pair(dispatch, widest, beyond).is_err());
+}

@@ -78,7 +78,7 @@ pub struct ConnOpts {
     /// unacknowledged packet is sent again after 4.096 us x 2^N, and 7 retries fail the
     /// connection. 0 (the default) keeps rdma_cm's (19 for RoCE on Linux 6.1: 2.1 s a
     /// retry); perftest uses 14.
-    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_ACK_TIMEOUT, value_parser = clap::value_parser!(u8).range(0..=31))]
+    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_ACK_TIMEOUT, value_parser = clap::value_parser!(u8).range(0..=i64::from(rpcrdma_engine::conn::MAX_ACK_TIMEOUT)))]
     ack_timeout: u8,
     /// Client: after a lost connection, reconnect (at most this many attempts per loss) and
     /// retransmit the pending Calls with their XIDs and fresh registrations (0: off, pending
@@ -323,7 +323,6 @@ where
         .map_err(|e| format!("bad address {s:?}: {e}"))
 }
 
-/// A snapshot as JSON: every counter the engine keeps, the error counters grouped.
 /// A positive, finite number of seconds that a `Duration` holds (the parser refuses the
 /// rest with a message, never a panic later).
 fn positive_seconds(s: &str) -> Result<f64, String> {
@@ -335,6 +334,7 @@ fn positive_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A snapshot as JSON: every counter the engine keeps, the error counters grouped.
 fn snapshot_json(s: &Snapshot) -> Value {
     let mut top = serde_json::Map::new();
     let mut errors = serde_json::Map::new();
