@@ -34,6 +34,9 @@ pub enum AxisError {
     },
     /// Every combination was skipped.
     Empty,
+    /// Persistent registration with remote invalidation forced on, and nothing else asked:
+    /// persistent regions are never offered for invalidation (RFC 8797 §4.1).
+    PersistentInvalidation,
 }
 
 impl core::fmt::Display for AxisError {
@@ -52,6 +55,9 @@ impl core::fmt::Display for AxisError {
             AxisError::Bounds { axis, value, rule } => write!(f, "--{axis}: {value} {rule}"),
             AxisError::Empty => f.write_str(
                 "no combination of these axes can run (every Short form is over its threshold, or no operation has the forms asked for)",
+            ),
+            AxisError::PersistentInvalidation => f.write_str(
+                "--registration persistent never offers remote invalidation (RFC 8797 §4.1): use --remote-invalidation auto or off",
             ),
         }
     }
@@ -197,6 +203,42 @@ pub fn parse_ops(s: &str) -> Result<Vec<String>, AxisError> {
 pub const FORMS: &str = "auto,short,chunked,long";
 /// The registration modes.
 pub const REGISTRATIONS: &str = "windows,persistent";
+/// The remote invalidation choices.
+pub const REMOTE_INVALIDATIONS: &str = "auto,on,off";
+
+/// Whether a point offers remote invalidation (RFC 8797 §4.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemoteInvalidation {
+    /// Where its registration allows: with memory windows, not with persistent regions.
+    Auto,
+    /// Offered (points with persistent registration are skipped).
+    On,
+    /// Not offered.
+    Off,
+}
+
+impl RemoteInvalidation {
+    /// Parses `auto`, `on` or `off`.
+    pub fn parse(word: &str) -> Option<RemoteInvalidation> {
+        match word {
+            "auto" => Some(RemoteInvalidation::Auto),
+            "on" => Some(RemoteInvalidation::On),
+            "off" => Some(RemoteInvalidation::Off),
+            _ => None,
+        }
+    }
+
+    /// Whether a point with `registration` offers it; `None` for a combination that cannot
+    /// run.
+    fn resolve(self, registration: &str) -> Option<bool> {
+        let persistent = registration == "persistent";
+        match self {
+            RemoteInvalidation::Auto => Some(!persistent),
+            RemoteInvalidation::On => (!persistent).then_some(true),
+            RemoteInvalidation::Off => Some(false),
+        }
+    }
+}
 
 /// Every axis of a sweep, each a list of values.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -217,8 +259,8 @@ pub struct Axes {
     pub inline_sends: Vec<u32>,
     /// `windows`, `persistent`.
     pub registration: Vec<String>,
-    /// Remote invalidation offered or not.
-    pub remote_invalidation: Vec<bool>,
+    /// Remote invalidation offered, not offered, or as the registration allows.
+    pub remote_invalidation: Vec<RemoteInvalidation>,
     /// Connections.
     pub conns: Vec<u32>,
     /// Server workers.
@@ -300,10 +342,8 @@ impl Axes {
                             for &depth in &self.depth {
                                 for &inline_sends in &self.inline_sends {
                                     for registration in &self.registration {
-                                        for &ri in &self.remote_invalidation {
-                                            if ri && registration == "persistent" {
-                                                continue;
-                                            }
+                                        let offered = self.offered(registration);
+                                        for &ri in offered.iter().flatten() {
                                             for &conns in &self.conns {
                                                 for &workers in &self.workers {
                                                     for &size in sizes {
@@ -338,9 +378,31 @@ impl Axes {
             }
         }
         if out.is_empty() {
-            return Err(AxisError::Empty);
+            let forced_on = self.registration.iter().all(|r| r == "persistent")
+                && self.remote_invalidation == [RemoteInvalidation::On];
+            return Err(if forced_on {
+                AxisError::PersistentInvalidation
+            } else {
+                AxisError::Empty
+            });
         }
         Ok(out)
+    }
+
+    /// The remote invalidation settings of the points with `registration`, each once, in
+    /// the axis's order (`None`: none can run).
+    fn offered(&self, registration: &str) -> [Option<bool>; 2] {
+        let mut out = [None; 2];
+        let mut n = 0;
+        for ri in &self.remote_invalidation {
+            if let Some(v) = ri.resolve(registration) {
+                if !out[..n].contains(&Some(v)) {
+                    out[n] = Some(v);
+                    n += 1;
+                }
+            }
+        }
+        out
     }
 }
 
@@ -388,7 +450,7 @@ mod tests {
             depth: vec![1],
             inline_sends: vec![256],
             registration: vec!["windows".into(), "persistent".into()],
-            remote_invalidation: vec![true, false],
+            remote_invalidation: vec![RemoteInvalidation::On, RemoteInvalidation::Off],
             conns: vec![1],
             workers: vec![1],
             forms: vec!["short".into(), "chunked".into()],
@@ -424,6 +486,42 @@ mod tests {
             parse_choices("op", "reed", OPS),
             Err(AxisError::Choice { axis: "op", .. })
         ));
+    }
+
+    #[test]
+    fn remote_invalidation_follows_the_registration_unless_forced() {
+        let mut a = axes();
+        a.ops = vec!["null".into()];
+        a.forms = vec!["short".into()];
+        let offered = |a: &Axes| -> Vec<(String, bool)> {
+            a.points()
+                .unwrap()
+                .iter()
+                .map(|p| (p.registration.clone(), p.remote_invalidation))
+                .collect()
+        };
+        a.remote_invalidation = vec![RemoteInvalidation::Auto];
+        assert_eq!(
+            offered(&a),
+            [("windows".into(), true), ("persistent".into(), false)]
+        );
+        // Auto and off: persistent registration once, windows both ways.
+        a.remote_invalidation = vec![RemoteInvalidation::Auto, RemoteInvalidation::Off];
+        assert_eq!(
+            offered(&a),
+            [
+                ("windows".into(), true),
+                ("windows".into(), false),
+                ("persistent".into(), false)
+            ]
+        );
+        // Forced on: persistent points cannot run, and alone they say why.
+        a.remote_invalidation = vec![RemoteInvalidation::On];
+        assert_eq!(offered(&a), [("windows".into(), true)]);
+        a.registration = vec!["persistent".into()];
+        assert_eq!(a.points(), Err(AxisError::PersistentInvalidation));
+        a.remote_invalidation = vec![RemoteInvalidation::Auto];
+        assert_eq!(offered(&a), [("persistent".into(), false)]);
     }
 
     #[test]

@@ -488,7 +488,7 @@ mod tests {
             depth: vec![2],
             inline_sends: vec![256],
             registration: vec!["windows".into()],
-            remote_invalidation: vec![true],
+            remote_invalidation: vec![crate::axes::RemoteInvalidation::On],
             conns: vec![2],
             workers: vec![1],
             forms: vec!["short".into(), "chunked".into(), "long".into()],

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use rpcrdma_engine::conn::ConnConfig;
+use rpcrdma_engine::conn::{ConnConfig, Registration};
 use rpcrdma_engine::fabric::soft::Soft;
 use rpcrdma_engine::loopback::soft_pair;
 use rpcrdma_engine::requester::{CallArgs, Client, SubmitError};
@@ -265,4 +265,48 @@ fn the_client_registers_large_buffers_as_its_calls_need_them() {
     run(&mut c, &mut s, 200, 32);
     assert!(c.snapshot().large_registered <= u64::from(cfg.large_bufs) - 2);
     assert_eq!(c.snapshot().err_chunk + s.snapshot().system_err, 0);
+}
+
+#[test]
+fn eight_mib_reads_and_writes_travel_in_longer_segments() {
+    // 8 MiB in segments of 64 KiB would be 128 in a Write chunk, twice what a list holds:
+    // the requester lengthens the Call's segments instead (64 of 128 KiB).
+    let len = 8 * MIB;
+    let read_args = [(len as u32).to_be_bytes(), 21u32.to_be_bytes()].concat();
+    let write_args = 22u32.to_be_bytes();
+    let data = pattern(22, len);
+    for registration in [Registration::Windows, Registration::Persistent] {
+        let cfg = ConnConfig {
+            credits: 4,
+            initial_grant: 4,
+            // The server pulls the whole Call, its header and the 8 MiB, into one buffer.
+            bulk_size: len as u32 + 4096,
+            registration,
+            ..ConnConfig::default()
+        };
+        let (mut c, mut s) = soft_pair(dispatch(), cfg, cfg).expect("pair");
+        let mut r = CallArgs::new(PROG, VERS, READ, &read_args, 4);
+        let lens = [len as u32];
+        r.bulk_results = &lens;
+        r.timeout = Duration::from_secs(20);
+        let mut w = CallArgs::new(PROG, VERS, WRITE, &write_args, 8);
+        w.bulk_arg = Some(&data);
+        w.timeout = Duration::from_secs(20);
+        for _ in 0..2 {
+            let read_ok = call(&mut c, &mut s, &r, |comp| {
+                comp.result
+                    .is_ok_and(|rep| rep.bulk()[0] == pattern(21, len).as_slice())
+            });
+            assert!(read_ok, "{registration:?}: READ of 8 MiB");
+            let write_ok = call(&mut c, &mut s, &w, |comp| {
+                comp.result.is_ok_and(|rep| {
+                    rep.results == [1u32.to_be_bytes(), (len as u32).to_be_bytes()].concat()
+                })
+            });
+            assert!(write_ok, "{registration:?}: WRITE of 8 MiB");
+        }
+        let ss = s.snapshot();
+        assert_eq!(ss.write_chunks, 2, "{registration:?}: {ss:?}");
+        assert_eq!(ss.err_chunk + ss.system_err, 0, "{registration:?}: {ss:?}");
+    }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rpcrdma_bench::axes::{self, Axes, AxisError};
+use rpcrdma_bench::axes::{self, Axes, AxisError, RemoteInvalidation};
 use rpcrdma_bench::crossover::{crossovers, recommended_threshold};
 use rpcrdma_bench::point::{Point, PointConfig};
 use rpcrdma_bench::sweep::{self, Settings, Target};
@@ -57,8 +57,9 @@ pub struct Args {
     /// windows (per-RPC memory windows), persistent (regions exposed once).
     #[arg(long, default_value = "windows")]
     registration: String,
-    /// on, off.
-    #[arg(long, default_value = "on")]
+    /// auto (offered with windows, not with persistent regions, which never offer it:
+    /// RFC 8797 §4.1), on, off.
+    #[arg(long, default_value = "auto")]
     remote_invalidation: String,
     /// Connections, each with its own client thread.
     #[arg(long, default_value = "1")]
@@ -131,13 +132,6 @@ pub struct Args {
     plot: Option<PathBuf>,
 }
 
-fn bools(axis: &'static str, s: &str) -> Result<Vec<bool>, AxisError> {
-    Ok(axes::parse_choices(axis, s, "on,off")?
-        .iter()
-        .map(|w| w == "on")
-        .collect())
-}
-
 fn u32s(axis: &'static str, s: &str) -> Result<Vec<u32>, AxisError> {
     axes::parse_values(s)?
         .into_iter()
@@ -177,7 +171,14 @@ impl Args {
                 &self.registration,
                 axes::REGISTRATIONS,
             )?,
-            remote_invalidation: bools("remote-invalidation", &self.remote_invalidation)?,
+            remote_invalidation: axes::parse_choices(
+                "remote-invalidation",
+                &self.remote_invalidation,
+                axes::REMOTE_INVALIDATIONS,
+            )?
+            .iter()
+            .filter_map(|w| RemoteInvalidation::parse(w))
+            .collect(),
             conns: u32s("conns", &self.conns)?,
             workers: u32s("workers", &self.workers)?,
             forms: axes::parse_choices("force-form", &self.force_form, axes::FORMS)?,

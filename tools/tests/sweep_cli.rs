@@ -240,6 +240,16 @@ fn settings_that_cannot_work_are_refused_before_the_run() {
             vec!["--op", "echo", "--force-form", "chunked"],
             "no combination",
         ),
+        (
+            vec![
+                "--registration",
+                "persistent",
+                "--remote-invalidation",
+                "on",
+            ],
+            "--remote-invalidation auto or off",
+        ),
+        (vec!["--remote-invalidation", "maybe"], "is not one of"),
     ] {
         let out = run(&[&["sweep"][..], &args].concat());
         assert_eq!(out.status.code(), Some(2), "{args:?}");

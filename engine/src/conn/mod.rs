@@ -174,7 +174,8 @@ pub struct ConnConfig {
     /// `large_registered`), keeping them for the connection's life.
     pub large_bufs: u32,
     /// Requester: longest segment it advertises; longer chunks are split into several
-    /// segments of one window.
+    /// segments of one window. A Call whose chunk would need more segments than a list
+    /// holds (64: a result over 4 MiB at 64 KiB) has longer ones, as few KiB longer as do.
     pub max_segment: u32,
     /// Responder: most RDMA Reads outstanding at once (ORD, RFC 8166 §3.3.1).
     pub max_reads: u32,

@@ -68,20 +68,33 @@ impl<P: Provider> Client<P> {
         let call_header_len = CALL_HEADER_LEN + pad4(call.cred.body.len());
         let args_end = call_header_len + call.args.len();
         let call_len = args_end + bulk.map_or(0, |b| 4 + pad4(b.len()));
+        let mut write_segs = [0u32; MAX_WRITE_CHUNKS];
+        let mut max_reply = u64::from(REPLY_HEADER_LEN) + u64::from(call.max_results);
+        for &r in call.bulk_results {
+            max_reply += 4 + pad4(r as usize) as u64;
+        }
+        let reduced = REPLY_HEADER_LEN + call.max_results + 4 * call.bulk_results.len() as u32;
+        let max_reply = u32::try_from(max_reply).map_err(|_| SubmitError::TooLarge(None))?;
+        // Segments are `max_segment` long, or longer where a chunk would otherwise need more
+        // segments than a list holds: an 8 MiB result goes in 64 segments of 128 KiB. RFC
+        // 8166 bounds a segment's length only by its 32-bit field.
+        let largest = call
+            .bulk_results
+            .iter()
+            .copied()
+            .chain([bulk.map_or(0, |b| b.len() as u32), max_reply])
+            .max()
+            .unwrap_or(0);
+        let max_seg = segment_len(max_seg, largest);
         let item = bulk.filter(|b| !b.is_empty()).map(|b| DdpItem {
             offset: (args_end + 4) as u32,
             len: b.len() as u32,
             segments: segs_needed(b.len() as u32, max_seg),
         });
         let items = item.as_slice();
-        let mut write_segs = [0u32; MAX_WRITE_CHUNKS];
-        let mut max_reply = u64::from(REPLY_HEADER_LEN) + u64::from(call.max_results);
         for (i, &r) in call.bulk_results.iter().enumerate() {
             write_segs[i] = if r == 0 { 0 } else { segs_needed(r, max_seg) };
-            max_reply += 4 + pad4(r as usize) as u64;
         }
-        let reduced = REPLY_HEADER_LEN + call.max_results + 4 * call.bulk_results.len() as u32;
-        let max_reply = u32::try_from(max_reply).map_err(|_| SubmitError::TooLarge(None))?;
         let shape = CallShape {
             call_len: call_len as u32,
             items,
@@ -617,6 +630,15 @@ pub(super) fn call_send<P: Provider>(
     }
 }
 
-pub(super) fn segs_needed(len: u32, max: u32) -> u32 {
+pub(crate) fn segs_needed(len: u32, max: u32) -> u32 {
     len.div_ceil(max).max(1)
+}
+
+/// The segment length of a Call whose longest chunk is `largest` bytes: `max_segment`, or
+/// the least whole number of KiB that splits `largest` into at most [`MAX_SEGMENTS`]
+/// segments (a Long Call's read list then holds its position-zero chunk and its item within
+/// [`MAX_READ_SEGMENTS`]).
+pub(crate) fn segment_len(max_segment: u32, largest: u32) -> u32 {
+    let need = largest.div_ceil(MAX_SEGMENTS as u32).next_multiple_of(1024);
+    max_segment.max(need)
 }

@@ -411,3 +411,24 @@ fn an_ack_timeout_beyond_its_field_is_refused() {
     assert!(crate::loopback::soft_pair(Arc::clone(&dispatch), beyond, widest).is_err());
     assert!(crate::loopback::soft_pair(dispatch, widest, beyond).is_err());
 }
+
+#[test]
+fn segments_grow_only_where_a_chunk_would_overflow_its_list() {
+    use super::submit::{segment_len, segs_needed};
+    let seg = 64 * 1024;
+    // Up to 64 segments of max_segment: unchanged.
+    for len in [0, 1, seg, 4 << 20] {
+        assert_eq!(segment_len(seg, len), seg, "{len}");
+    }
+    // Beyond: the least whole KiB that keeps the chunk within 64 segments.
+    for len in [(4 << 20) + 1, 8 << 20, (8 << 20) + 100, 1 << 30, u32::MAX] {
+        let l = segment_len(seg, len);
+        assert_eq!(l % 1024, 0, "{len}");
+        assert!(segs_needed(len, l) as usize <= MAX_SEGMENTS, "{len}: {l}");
+        assert!(
+            segs_needed(len, l - 1024) as usize > MAX_SEGMENTS,
+            "{len}: {l}"
+        );
+    }
+    assert_eq!(segment_len(seg, 8 << 20), 128 * 1024);
+}
