@@ -8,7 +8,7 @@
 //!   buffer (the cross-core read; the destination stays in the copier's cache);
 //! - [`copy_to_reader_ns`]: the copier's own bytes copied into a buffer another core just
 //!   read (the cross-core write: every line of the destination is taken from the reader's
-//!   cache first), made as the soft fabric makes an RDMA Write (streamed from 48 KiB, as
+//!   cache first), made as the soft fabric makes an RDMA Write (streamed from 24 KiB, as
 //!   a NIC's DMA places data). This is what an RDMA Write of READ data into a requester
 //!   that checks its data costs.
 
@@ -44,7 +44,7 @@ pub fn cross_core_copy_ns(size: usize, iters: usize, cores: Option<(usize, usize
 /// read: a thread pinned to `cores.1` reads a byte of every cache line of the destination,
 /// then a thread pinned to `cores.0` fills its own source (not timed) and copies it into
 /// the destination (timed) as the soft fabric places an RDMA Write
-/// (`fabric::stream::copy_to_reader`: streaming stores from 48 KiB), `iters` times after a
+/// (`fabric::stream::copy_to_reader`: streaming stores from 24 KiB), `iters` times after a
 /// few rounds of warm-up. `None` for a size of 0.
 pub fn copy_to_reader_ns(size: usize, iters: usize, cores: Option<(usize, usize)>) -> Option<u64> {
     let mut src = vec![0u8; size];

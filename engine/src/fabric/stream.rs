@@ -7,13 +7,31 @@
 //! Measured on the development machine (AMD EPYC, two cores of one complex, `rpcrdma bench
 //! rpc`, soft fabric, depth 1): an RDMA Write of 64 KiB into a requester that had read the
 //! previous result, 9.8 µs cached against 2.0 µs streamed (READ of 64 KiB: p50 10.0 µs to
-//! 4.9; of 1 MiB: 127 µs to 63); the writer's copy plus the reader's read of every byte
-//! after it, 11.7 µs against 7.9 at 64 KiB and 3.8 against 11.4 at 16 KiB, where the
-//! reader's fetch of streamed bytes from memory costs more than the invalidations saved.
+//! 4.9; of 1 MiB: 127 µs to 63). The writer's copy into a buffer the reader has just read,
+//! plus the reader's read of every byte after it (four independent loads per 32 bytes),
+//! cached against streamed, in a quiet phase of the host: 16 KiB 1.5–1.7 µs against
+//! 2.1–2.5, where fetching streamed bytes from memory costs the reader more than the
+//! invalidations save; 24 KiB 2.9–3.1 against 2.6–2.7; 32 KiB 4.3–5.4 against 2.9–3.8;
+//! 64 KiB 8.2–10.5 against 4.9. So RDMA Writes and bulk arguments, whose targets are such
+//! buffers, are streamed from 24 KiB ([`STREAM_MIN`]): a soft READ of 24 KiB and 32 KiB
+//! (Write chunk) and a WRITE of the same sizes (Read chunk) took 0.24–0.56 times as long.
+//! Sends fill receives that rotate through a ring, and the receiver reads them at once: a
+//! WRITE of 24–40 KiB sent inline took 20–34% longer streamed in a quiet phase, so Sends
+//! are streamed from 48 KiB ([`STREAM_MIN_SEND`]). When the host is busy, cached copies of
+//! 16–48 KiB between the two cores take three to four times as long; streamed ones do not.
 
-/// Payloads of at least this many bytes are streamed (the crossover measured above lies
-/// between 32 and 48 KiB).
-pub const STREAM_MIN: usize = 48 * 1024;
+/// RDMA Write payloads, and bulk arguments a requester copies for the server's RDMA Read,
+/// of at least this many bytes are streamed: their target is a buffer its reader used a
+/// moment ago (a requester's result buffer, read after each reply; its argument buffer,
+/// pulled by each Call's RDMA Read), whose lines a cached copy must take from the reader's
+/// cache one invalidation at a time.
+pub const STREAM_MIN: usize = 24 * 1024;
+
+/// Sends of at least this many bytes are streamed into the receive they fill. Receives
+/// rotate through a ring of many buffers, so a cached copy mostly finds a receive's lines
+/// out of its reader's private cache and is cheaper than into a buffer just read; the
+/// reader then reads every byte at once, in the round trip.
+pub const STREAM_MIN_SEND: usize = 48 * 1024;
 
 /// Bulk arguments a requester copies into its registered memory are streamed up to this
 /// size. Above it the server's RDMA Read of the bytes from memory costs more than the
@@ -42,8 +60,8 @@ pub fn copy_for_wire(dst: &mut [u8], src: &[u8]) {
 }
 
 /// Copies `src` into `dst` (the same length), memory another core or agent reads next, as
-/// the soft fabric places RDMA Writes and Sends ([`copy_to_peer`]): streamed from
-/// [`STREAM_MIN`] bytes. Benchmarks use it for the same-run limit of such a copy.
+/// the soft fabric places RDMA Writes ([`copy_to_peer`]): streamed from [`STREAM_MIN`]
+/// bytes. Benchmarks use it for the same-run limit of such a copy.
 ///
 /// # Panics
 ///
@@ -51,11 +69,12 @@ pub fn copy_for_wire(dst: &mut [u8], src: &[u8]) {
 pub fn copy_to_reader(dst: &mut [u8], src: &[u8]) {
     assert_eq!(dst.len(), src.len(), "copy_to_reader: lengths differ");
     // SAFETY: `src` and `dst` are valid for `len` bytes each (and cannot overlap).
-    unsafe { copy_to_peer(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
+    unsafe { copy_to_peer(src.as_ptr(), dst.as_mut_ptr(), src.len(), STREAM_MIN) }
 }
 
 /// Copies `len` bytes into a peer's memory as a NIC's DMA would: streamed when `len` is at
-/// least [`STREAM_MIN`] and the spans do not overlap, by `ptr::copy` otherwise. Every byte
+/// least `min` ([`STREAM_MIN`] or [`STREAM_MIN_SEND`]) and the spans do not overlap, by
+/// `ptr::copy` otherwise. Every byte
 /// is visible before any store that follows (the completion that announces it).
 ///
 /// # Safety
@@ -64,9 +83,9 @@ pub fn copy_to_reader(dst: &mut [u8], src: &[u8]) {
 /// The bytes may be accessed concurrently by a peer; they are plain bytes, so a race can
 /// only tear the data, as on a NIC.
 #[inline]
-pub(crate) unsafe fn copy_to_peer(src: *const u8, dst: *mut u8, len: usize) {
+pub(crate) unsafe fn copy_to_peer(src: *const u8, dst: *mut u8, len: usize, min: usize) {
     let (s, d) = (src as usize, dst as usize);
-    if len >= STREAM_MIN && (s + len <= d || d + len <= s) {
+    if len >= min && (s + len <= d || d + len <= s) {
         // SAFETY: forwarded to the caller's contract; the spans do not overlap.
         unsafe { stream_copy(src, dst, len) }
     } else {
@@ -141,6 +160,7 @@ mod tests {
             STREAM_MIN,
             STREAM_MIN + 1,
             STREAM_MIN + 63,
+            STREAM_MIN_SEND,
             big,
         ] {
             for (s, d) in [(0, big + 64), (3, big + 71), (17, big + 80), (big + 5, 9)] {
@@ -149,7 +169,7 @@ mod tests {
                 let mut got = init.clone();
                 let p = got.as_mut_ptr();
                 // SAFETY: both spans lie within `got` (at most big + 80 + big of 3 big).
-                unsafe { copy_to_peer(p.add(s), p.add(d), len) };
+                unsafe { copy_to_peer(p.add(s), p.add(d), len, STREAM_MIN) };
                 assert!(got == want, "len {len}, from {s} to {d}");
             }
         }
@@ -158,7 +178,7 @@ mod tests {
         let mut got = init.clone();
         let p = got.as_mut_ptr();
         // SAFETY: both spans lie within `got`.
-        unsafe { copy_to_peer(p, p.add(100), big) };
+        unsafe { copy_to_peer(p, p.add(100), big, STREAM_MIN) };
         assert!(got == want, "overlapping spans");
     }
 

@@ -9,7 +9,7 @@ use crate::fabric::soft::arena::{ArenaView, RegionMemo};
 use crate::fabric::soft::rq::Claimed;
 use crate::fabric::soft::sys::copy_bytes;
 use crate::fabric::soft::MAX_SGE;
-use crate::fabric::stream::{copy_to_peer, STREAM_MIN};
+use crate::fabric::stream::{copy_to_peer, STREAM_MIN_SEND};
 use crate::fabric::{Access, Sge};
 
 /// Scatter-gather elements resolved to addresses; only the first `n` entries are set (no
@@ -56,23 +56,23 @@ pub(super) fn place(src: &Segs, d: Sge, arena: &ArenaView, memo: &Cell<RegionMem
     };
     // SAFETY: the `src.total` bytes from `dp` lie in the checked part of the peer's receive
     // buffer, kept mapped by `arena`.
-    unsafe { copy_gathered(src, dp) };
+    unsafe { copy_gathered::<STREAM_MIN_SEND>(src, dp) };
     true
 }
 
 /// Copies the gathered `src` to `dst` in the peer's memory, its segments laid end to end,
-/// as a NIC's DMA would place them: a payload of at least `STREAM_MIN` bytes streamed past
-/// this core's cache (`fabric::stream`), out of line so that a small message's copy stays
-/// in line.
+/// as a NIC's DMA would place them: a payload of at least `MIN` bytes (`STREAM_MIN` for an
+/// RDMA Write, `STREAM_MIN_SEND` for a Send) streamed past this core's cache
+/// (`fabric::stream`), out of line so that a small message's copy stays in line.
 ///
 /// # Safety
 ///
 /// `dst` must be valid for writes of `src.total` bytes.
 #[inline]
-pub(super) unsafe fn copy_gathered(src: &Segs, mut dst: *mut u8) {
-    if src.total >= STREAM_MIN as u64 {
+pub(super) unsafe fn copy_gathered<const MIN: usize>(src: &Segs, mut dst: *mut u8) {
+    if src.total >= MIN as u64 {
         // SAFETY: forwarded to the caller's contract.
-        unsafe { copy_gathered_large(src, dst) };
+        unsafe { copy_gathered_large(src, dst, MIN) };
         return;
     }
     for i in 0..src.n {
@@ -87,18 +87,18 @@ pub(super) unsafe fn copy_gathered(src: &Segs, mut dst: *mut u8) {
 }
 
 /// [`copy_gathered`] of a large payload, each segment by `copy_to_peer` (streamed when it
-/// is large itself).
+/// is `min` bytes or more itself).
 ///
 /// # Safety
 ///
 /// As [`copy_gathered`].
 #[inline(never)]
-unsafe fn copy_gathered_large(src: &Segs, mut dst: *mut u8) {
+unsafe fn copy_gathered_large(src: &Segs, mut dst: *mut u8, min: usize) {
     for i in 0..src.n {
         let (p, len) = src.get(i);
         // SAFETY: as in `copy_gathered`.
         unsafe {
-            copy_to_peer(p, dst, len as usize);
+            copy_to_peer(p, dst, len as usize, min);
             dst = dst.add(len as usize);
         }
     }

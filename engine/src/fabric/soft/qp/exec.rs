@@ -15,6 +15,7 @@ use crate::fabric::soft::cq::Cqe0;
 use crate::fabric::soft::rq::{S_RTR, S_RTS};
 use crate::fabric::soft::sys::copy_bytes;
 use crate::fabric::soft::{Soft, MAX_MSG_SZ};
+use crate::fabric::stream::STREAM_MIN;
 use crate::fabric::{Access, MwBind, Payload, RemoteAddr, SendWr, WcOpcode, WcStatus};
 
 impl SoftQp {
@@ -172,7 +173,7 @@ impl SoftQp {
         };
         // SAFETY: `dst..dst+total` is a checked span of the peer's arena, which `peer.arena`
         // keeps mapped.
-        unsafe { copy_gathered(&src, dst) };
+        unsafe { copy_gathered::<STREAM_MIN>(&src, dst) };
         if let (Some((w, slot)), Some(imm)) = (recv, imm) {
             let mut cqe = peer.mem.recv_cqe(w.wr_id(), WcStatus::Success);
             cqe.opcode = WcOpcode::RecvRdmaWithImm;
