@@ -14,7 +14,7 @@ use hdrhistogram::Histogram;
 use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::program::{self, encode_opaque, encode_words, fill_pattern, word};
 use rpcrdma_engine::proto::plan::Forced;
-use rpcrdma_engine::proto::rpc::{AuthSys, Gids, OpaqueAuth, AUTH_SYS};
+use rpcrdma_engine::proto::rpc::{AcceptStat, AuthSys, Gids, OpaqueAuth, ReplyBody, AUTH_SYS};
 use rpcrdma_engine::requester::{CallArgs, Client, Reply, RpcError, SubmitError};
 use rpcrdma_engine::stats::Snapshot;
 
@@ -209,9 +209,36 @@ impl Prepared {
 
     /// Checks a reply: success, and every byte of the results as the program defines them.
     pub fn verify(&self, result: &Result<Reply<'_>, RpcError>) -> Result<(), ReplyError> {
-        let r = result.as_ref().map_err(|e| ReplyError::Rpc(*e))?;
-        if !r.is_success() {
-            return Err(ReplyError::NotSuccess);
+        let need = self.workload.bulk_needed();
+        let r = match result {
+            Ok(r) => r,
+            // A responder refuses a payload larger than its buffers with ERR_CHUNK (RFC
+            // 8166 §8.1.4).
+            Err(RpcError::ErrChunk) if need != 0 => {
+                return Err(ReplyError::TooLarge {
+                    answer: "ERR_CHUNK",
+                    need,
+                })
+            }
+            Err(e) => return Err(ReplyError::Rpc(*e)),
+        };
+        match r.rpc.body {
+            ReplyBody::Accepted {
+                stat: AcceptStat::Success,
+                ..
+            } => {}
+            // The built-in program's READ answers SYSTEM_ERR when its result does not fit.
+            ReplyBody::Accepted {
+                stat: AcceptStat::SystemErr,
+                ..
+            } if need != 0 => {
+                return Err(ReplyError::TooLarge {
+                    answer: "SYSTEM_ERR",
+                    need,
+                })
+            }
+            ReplyBody::Accepted { stat, .. } => return Err(ReplyError::NotSuccess(stat.name())),
+            ReplyBody::Denied(d) => return Err(ReplyError::NotSuccess(d.name())),
         }
         let ok = match self.workload {
             Workload::Null => r.results.is_empty(),
@@ -244,8 +271,16 @@ impl Prepared {
 pub enum ReplyError {
     /// The RPC failed at the transport.
     Rpc(RpcError),
-    /// The server did not answer SUCCESS.
-    NotSuccess,
+    /// The server answered this status (its RFC 5531 name) instead of SUCCESS.
+    NotSuccess(&'static str),
+    /// The server refused a payload with `answer` (ERR_CHUNK, or the built-in program's
+    /// SYSTEM_ERR), as a server whose buffers are smaller than `need` bytes does.
+    TooLarge {
+        /// What the server answered.
+        answer: &'static str,
+        /// The bulk buffer size the payload needs ([`Workload::bulk_needed`]).
+        need: u32,
+    },
     /// The results are not what the program returns.
     WrongData,
 }
@@ -254,7 +289,13 @@ impl core::fmt::Display for ReplyError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             ReplyError::Rpc(e) => write!(f, "RPC failed: {e}"),
-            ReplyError::NotSuccess => f.write_str("the server did not answer SUCCESS"),
+            ReplyError::NotSuccess(status) => {
+                write!(f, "the server answered {status}, not SUCCESS")
+            }
+            ReplyError::TooLarge { answer, need } => write!(
+                f,
+                "the server answered {answer}: a server's buffers must hold {need} bytes for this payload (`rpcrdma serve --bulk-size {need}`)"
+            ),
             ReplyError::WrongData => f.write_str("the results are wrong"),
         }
     }

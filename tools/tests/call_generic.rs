@@ -229,6 +229,10 @@ fn any_program_from_the_command_line() {
         .output()
         .expect("bench rpc");
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("did not answer SUCCESS"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the server answered PROG_UNAVAIL, not SUCCESS"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -233,6 +233,39 @@ fn a_workload_the_bulk_buffers_cannot_hold_is_refused_before_the_run() {
     );
 }
 
+/// A server whose buffers are smaller than the client's payload refuses it (READ: the
+/// program's SYSTEM_ERR; WRITE: ERR_CHUNK); the client says which --bulk-size would take it.
+#[test]
+fn a_payload_larger_than_the_servers_buffers_names_the_size_it_needs() {
+    let addr = unique("small-server");
+    let _server = serve(&addr, &[]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for (workload, answer) in [("read:2m", "SYSTEM_ERR"), ("write:2m", "ERR_CHUNK")] {
+        let out = loop {
+            let out = bin()
+                .args(["call", "--connect", &addr, "--workload", workload])
+                .args(["--bulk-size", "2101248"])
+                .output()
+                .expect("run rpcrdma call");
+            let err = String::from_utf8_lossy(&out.stderr).to_string();
+            if !(err.contains("connect") && Instant::now() < deadline) {
+                break out;
+            }
+            // The server is still starting.
+            thread::sleep(Duration::from_millis(100));
+        };
+        assert!(!out.status.success(), "{workload}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let first: Value = serde_json::from_str(text.lines().next().unwrap_or("{}")).unwrap();
+        let error = first["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains(&format!("the server answered {answer}"))
+                && error.contains("--bulk-size 2101248"),
+            "{workload}: {text}"
+        );
+    }
+}
+
 /// NFS's usual 1 MiB READs and WRITEs with the credits the Linux client asks for (128), on
 /// every default: the connection's RPCs share large buffers (32 in flight, more than the 16
 /// large buffers; a second of it, which a debug build on a loaded machine needs to finish
