@@ -173,26 +173,54 @@ pub fn svg(points: &[Point], crossovers: &[Crossover], title: &str) -> Result<St
     Ok(text)
 }
 
+/// What a plot file holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// An SVG image (`.svg`).
+    Svg,
+    /// An HTML page holding the SVG (`.html`, `.htm`).
+    Html,
+}
+
+impl Format {
+    /// The format a file name asks for by its extension; `None` for any other name.
+    pub fn of(path: &Path) -> Option<Format> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "svg" => Some(Format::Svg),
+            "html" | "htm" => Some(Format::Html),
+            _ => None,
+        }
+    }
+}
+
+/// The plot as the bytes of a file in `format`.
+pub fn render(
+    format: Format,
+    points: &[Point],
+    crossovers: &[Crossover],
+    title: &str,
+) -> Result<String, PlotError> {
+    let svg = svg(points, crossovers, title)?;
+    Ok(match format {
+        Format::Html => format!(
+            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\
+             <body>\n{svg}\n</body></html>\n"
+        ),
+        Format::Svg => svg,
+    })
+}
+
 /// Writes the plot to `path`: SVG, or an HTML page holding it when the name ends in
-/// `.html`.
+/// `.html` (any other name is taken as SVG).
 pub fn write(
     path: &Path,
     points: &[Point],
     crossovers: &[Crossover],
     title: &str,
 ) -> Result<(), PlotError> {
-    let svg = svg(points, crossovers, title)?;
-    let html = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("html"));
-    let body = if html {
-        format!(
-            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\
-             <body>\n{svg}\n</body></html>\n"
-        )
-    } else {
-        svg
-    };
+    let format = Format::of(path).unwrap_or(Format::Svg);
+    let body = render(format, points, crossovers, title)?;
     std::fs::write(path, body).map_err(PlotError::Io)
 }
 
@@ -225,6 +253,16 @@ mod tests {
         write(&html, &pts, &c, "t").unwrap();
         assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn formats_follow_the_file_name() {
+        assert_eq!(Format::of(Path::new("a/b.svg")), Some(Format::Svg));
+        assert_eq!(Format::of(Path::new("b.HTML")), Some(Format::Html));
+        assert_eq!(Format::of(Path::new("b.htm")), Some(Format::Html));
+        for other in ["b.png", "b", "svg", "b.svg.txt"] {
+            assert_eq!(Format::of(Path::new(other)), None, "{other}");
+        }
     }
 
     #[test]

@@ -274,6 +274,15 @@ fn create(path: &PathBuf) -> Result<Box<dyn Write>, String> {
 
 /// Runs `rpcrdma sweep`.
 pub fn run(args: &Args) -> ExitCode {
+    if let Some(path) = &args.plot {
+        if plot::Format::of(path).is_none() {
+            eprintln!(
+                "sweep: --plot {}: the plot is an SVG image (FILE.svg) or a page holding one (FILE.html)",
+                path.display()
+            );
+            return ExitCode::from(2);
+        }
+    }
     let points = match args.axes().and_then(|a| a.points()) {
         Ok(p) => p,
         Err(e) => {
@@ -332,6 +341,15 @@ where
     let mut csv = match args.csv.as_ref().map(create).transpose() {
         Ok(c) => c,
         Err(e) => return fail(&e),
+    };
+    // The plot's file is made now, so that a name that cannot be written fails before the
+    // run rather than after it.
+    let mut plot_file = match &args.plot {
+        Some(path) => match File::create(path) {
+            Ok(f) => Some(f),
+            Err(e) => return fail(&format!("{}: {e}", path.display())),
+        },
+        None => None,
     };
     if let Some(c) = csv.as_mut() {
         if writeln!(c, "{}", Point::csv_header()).is_err() {
@@ -406,11 +424,20 @@ where
         }
         None => out.line("(add --force-form short,chunked to find the inline threshold)"),
     }
-    if let Some(path) = &args.plot {
+    if let (Some(path), Some(file)) = (&args.plot, plot_file.as_mut()) {
         let title = format!("rpcrdma sweep, {}", P::NAME);
-        match plot::write(path, &measured, &cross, &title) {
-            Ok(()) => out.line(&format!("plot: {}", path.display())),
-            Err(plot::PlotError::Nothing) => out.line("plot: nothing to plot (no payload)"),
+        let format = plot::Format::of(path).unwrap_or(plot::Format::Svg);
+        match plot::render(format, &measured, &cross, &title) {
+            Ok(body) => {
+                if let Err(e) = file.write_all(body.as_bytes()) {
+                    return fail(&format!("writing the plot: {e}"));
+                }
+                out.line(&format!("plot: {}", path.display()));
+            }
+            Err(plot::PlotError::Nothing) => {
+                let _ = std::fs::remove_file(path);
+                out.line("plot: nothing to plot (no payload)");
+            }
             Err(e) => return fail(&e.to_string()),
         }
     }

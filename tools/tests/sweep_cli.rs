@@ -250,6 +250,7 @@ fn settings_that_cannot_work_are_refused_before_the_run() {
             "--remote-invalidation auto or off",
         ),
         (vec!["--remote-invalidation", "maybe"], "is not one of"),
+        (vec!["--plot", "sweep.png"], "FILE.svg"),
     ] {
         let out = run(&[&["sweep"][..], &args].concat());
         assert_eq!(out.status.code(), Some(2), "{args:?}");
