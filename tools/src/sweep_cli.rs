@@ -402,10 +402,25 @@ where
                 "crossover: {} at inline {}: chunked at least as fast as inline from {s} B",
                 c.config.op, c.config.inline
             ),
-            None => format!(
-                "crossover: {} at inline {}: inline faster at every size measured",
-                c.config.op, c.config.inline
-            ),
+            None => {
+                let largest = c.compared.last().map_or(0, |x| x.0);
+                let swept = measured
+                    .iter()
+                    .filter(|p| p.config.op == c.config.op)
+                    .map(|p| p.config.size)
+                    .max()
+                    .unwrap_or(0);
+                format!(
+                    "crossover: {} at inline {}: inline faster at every size compared (up to {largest} B){}",
+                    c.config.op,
+                    c.config.inline,
+                    if swept > largest {
+                        "; larger sizes do not fit inline at this threshold: add a larger --inline to compare them"
+                    } else {
+                        ""
+                    }
+                )
+            }
         });
     }
     match recommended_threshold(&cross) {
@@ -414,7 +429,7 @@ where
             if t.at_least { "at least " } else { "" },
             t.bytes,
             if t.at_least {
-                "; inline won at every size compared: sweep larger sizes to find the crossover"
+                "; inline won at every size compared: sweep larger sizes, with an --inline that holds them, to find the crossover"
             } else {
                 ""
             }
