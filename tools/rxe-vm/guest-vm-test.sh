@@ -123,7 +123,8 @@ bench)
     # neighbouring runs mean something). The log ends with the medians of the two, the
     # ratio of the medians and the median of the per-round ratios. Both report the same
     # sample: half a round trip for SEND and WRITE, a whole one for READ.
-    SIZES=(8 64 512 4096 65536)
+    read -r -a SIZES <<<"${SIZES:-8 64 512 4096 65536}"
+    read -r -a OPS <<<"${OPS:-send write read}"
     ITERS=${ITERS:-5000}
     ROUNDS=${ROUNDS:-3}
     : >"$WORK/lat.tsv"
@@ -164,7 +165,7 @@ bench)
     }
     for ((r = 1; r <= ROUNDS; r++)); do
         banner "round $r of $ROUNDS"
-        for op in send write read; do
+        for op in "${OPS[@]}"; do
             for s in "${SIZES[@]}"; do
                 if ((r % 2)); then
                     engine_lat "$r" "$op" "$s"
@@ -179,7 +180,7 @@ bench)
     banner "medians of $ROUNDS rounds (usec): rpcrdma, perftest, their ratio, median of the per-round ratios"
     # Median of the numbers on standard input.
     median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
-    for op in send write read; do
+    for op in "${OPS[@]}"; do
         for s in "${SIZES[@]}"; do
             med() { awk -F'\t' -v t="$1" -v o="$op" -v s="$s" '$1 == t && $2 == o && $3 == s { print $4 }' "$WORK/lat.tsv" | median; }
             a=$(med rpcrdma) b=$(med perftest)

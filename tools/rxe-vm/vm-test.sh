@@ -19,7 +19,8 @@
 # Environment: RXE_VM_IMAGE (image folder, default target/rxe-vm),
 # VM_TEST_TIMEOUT (seconds for the guest run, default 1200), NFS_ROUNDS (rounds of
 # the NFS workload on each server, alternating; the table gives medians; default 1),
-# CARGO.
+# BENCH_ROUNDS, BENCH_ITERS, BENCH_OPS and BENCH_SIZES (`bench`: rounds, iterations, the
+# operations and the sizes, space-separated), CARGO.
 
 set -euo pipefail
 HERE=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
@@ -74,6 +75,7 @@ rc=0
     --mem 3G --bin "$BIN" --bin "$NFS3D" --bin "$NFS3PROBE" --bin "$HERE/guest-vm-test.sh" --bin "$HERE/guest-lib.sh" \
     --bin "$HERE/guest-nfs.sh" --env "NFS_ROUNDS=${NFS_ROUNDS:-1}" \
     --env "ROUNDS=${BENCH_ROUNDS:-3}" --env "ITERS=${BENCH_ITERS:-5000}" \
+    --env "OPS=${BENCH_OPS:-send write read}" --env "SIZES=${BENCH_SIZES:-8 64 512 4096 65536}" \
     -- guest-vm-test.sh "$MODE" || rc=$?
 echo "vm-test: $MODE finished after $(secs) s with exit code $rc" >&2
 if [ "$MODE" = test ] && [ "${VM_TEST_TWO_HOST:-1}" = 1 ]; then

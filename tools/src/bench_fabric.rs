@@ -67,6 +67,10 @@ pub struct Args {
     /// Print one JSON object per size instead of a line of text.
     #[arg(long)]
     json: bool,
+    /// Leave the two threads where the scheduler puts them instead of pinning them to the
+    /// first two cores (perftest's `ib_*_lat` pin nothing unless run under `taskset`).
+    #[arg(long)]
+    no_pin: bool,
 }
 
 /// Runs the probe for each size; exit status 0 when every run finished, 1 when one failed,
@@ -93,6 +97,7 @@ pub fn run(args: &Args) -> ExitCode {
 
 fn sweep<P: Provider, E: Env<P>>(env: &E, args: &Args) -> ExitCode {
     let op = Op::from(args.op);
+    bench::set_pinning(!args.no_pin);
     for &size in &args.size {
         // The reference first and last, so that a change of machine load during the run
         // shows as a spread between the two.
@@ -133,6 +138,7 @@ fn print_report(
             "size": size,
             "iters": args.iters,
             "inline_max": args.inline,
+            "pinned": !args.no_pin,
             "lat_ns": {
                 "min": lat.min_ns,
                 "p50": lat.p50_ns,

@@ -141,7 +141,20 @@ fn run_length(iters: usize) -> (usize, usize) {
 }
 
 /// Two distinct cores to pin the two sides on, if the machine has two.
+/// Whether the probes pin their two threads to the first two cores (see [`set_pinning`]).
+static PINNING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Pins the probes' two threads to the first two cores (the default), or leaves them where
+/// the scheduler puts them, as perftest's `ib_*_lat` are unless run under `taskset`. Applies
+/// to every probe started afterwards in this process.
+pub fn set_pinning(on: bool) {
+    PINNING.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 fn two_cores() -> Option<(core_affinity::CoreId, core_affinity::CoreId)> {
+    if !PINNING.load(std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
     let ids = core_affinity::get_core_ids()?;
     match ids.as_slice() {
         [a, b, ..] => Some((*a, *b)),

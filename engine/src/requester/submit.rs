@@ -76,13 +76,14 @@ impl<P: Provider> Client<P> {
         let reduced = REPLY_HEADER_LEN + call.max_results + 4 * call.bulk_results.len() as u32;
         let max_reply = u32::try_from(max_reply).map_err(|_| SubmitError::TooLarge(None))?;
         // Segments are `max_segment` long, or longer where a chunk would otherwise need more
-        // segments than a list holds: an 8 MiB result goes in 64 segments of 128 KiB. RFC
-        // 8166 bounds a segment's length only by its 32-bit field.
+        // segments than a list holds: an 8 MiB result goes in 64 segments of 128 KiB. The
+        // whole Call bounds a Long Call's position-zero chunk and its item alike. RFC 8166
+        // bounds a segment's length only by its 32-bit field.
         let largest = call
             .bulk_results
             .iter()
             .copied()
-            .chain([bulk.map_or(0, |b| b.len() as u32), max_reply])
+            .chain([u32::try_from(call_len).unwrap_or(u32::MAX), max_reply])
             .max()
             .unwrap_or(0);
         let max_seg = segment_len(max_seg, largest);
