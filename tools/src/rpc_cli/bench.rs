@@ -493,10 +493,16 @@ fn report(
             v.client.failed,
             v.client.lost,
             v.client.completed_twice,
-            if problems.is_empty() {
-                "exactly once".to_string()
-            } else {
+            if !problems.is_empty() {
                 problems.join("; ")
+            } else {
+                match v.server.map(|c| u64::from(c.executions).saturating_sub(v.client.completed)) {
+                    Some(0) => "every RPC completed and ran exactly once".to_string(),
+                    Some(extra) => format!(
+                        "every RPC completed exactly once; {extra} retransmitted Call(s) ran again (the built-in program keeps no duplicate request cache)"
+                    ),
+                    None => "every RPC completed exactly once".to_string(),
+                }
             }
         );
     }
