@@ -205,7 +205,13 @@ impl<P: Provider> Client<P> {
                 self.spare.put(idx, &mut self.slots[idx as usize]);
                 return Err(SubmitError::Invalid("call header"));
             }
-            s[call_header_len..args_end].copy_from_slice(call.args);
+            if plan.form == CallForm::Long {
+                // A Long Call's arguments are bytes the server will read (its RDMA Read of
+                // the position-zero chunk), not this core: streamed when large.
+                stream::copy_call_for_wire(&mut s[call_header_len..args_end], call.args);
+            } else {
+                s[call_header_len..args_end].copy_from_slice(call.args);
+            }
             if let Some(b) = bulk {
                 s[args_end..args_end + 4].copy_from_slice(&(b.len() as u32).to_be_bytes());
                 if plan.form == CallForm::Short {
