@@ -140,7 +140,6 @@ fn run_length(iters: usize) -> (usize, usize) {
     (warmup, warmup + iters)
 }
 
-/// Two distinct cores to pin the two sides on, if the machine has two.
 /// Whether the probes pin their two threads to the first two cores (see [`set_pinning`]).
 static PINNING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
@@ -151,6 +150,7 @@ pub fn set_pinning(on: bool) {
     PINNING.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Two distinct cores to pin the two sides on, if the machine has two and pinning is on.
 fn two_cores() -> Option<(core_affinity::CoreId, core_affinity::CoreId)> {
     if !PINNING.load(std::sync::atomic::Ordering::Relaxed) {
         return None;

@@ -44,9 +44,9 @@ pub const STREAM_MAX_ARGS: usize = 512 * 1024;
 /// The arguments of a Long Call (RFC 8166 §3.5.3: the whole Call in a position-zero Read
 /// chunk) are streamed up to this size. The server pulls the Call and then works through
 /// it, and beyond this the fetch of streamed bytes from memory cost it more than the
-/// invalidations saved: ECHOs sent as Long Calls of 32 and 64 KiB took 0.73–0.90 times as
-/// long streamed, of 96 KiB 1.17–1.43 times, of 256 KiB 1.40–1.59 times (three alternated
-/// rounds).
+/// invalidations saved: ECHOs sent as Long Calls took, streamed, 0.79–0.90 times as long at
+/// 32 KiB and 0.73–1.13 times (median 0.86) at 64 KiB in six alternated rounds, but 1.17–1.43
+/// times at 96 KiB and 1.40–1.59 times at 256 KiB in three.
 pub const STREAM_MAX_LONG: usize = 64 * 1024;
 
 /// Copies `src` into `dst` (the same length), a requester's registered buffer whose bytes
