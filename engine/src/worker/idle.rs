@@ -49,6 +49,8 @@ pub(super) struct Rest {
     unarmable: bool,
     /// The worker's epoll set, made at the first wait.
     epoll: Option<OwnedFd>,
+    /// The settings generation taken by the last `configure`.
+    settings_seen: u64,
 }
 
 impl Rest {
@@ -57,6 +59,8 @@ impl Rest {
 
     /// Takes the settings published in `shared`.
     pub(super) fn configure(&mut self, shared: &Shared) {
+        // Read before the values: a change stored after this is seen at the next look.
+        self.settings_seen = shared.settings.load(Ordering::Acquire);
         let ns = |a: &std::sync::atomic::AtomicU64| Duration::from_nanos(a.load(Ordering::Relaxed));
         self.nap_after = ns(&shared.nap_after_ns);
         self.nap = ns(&shared.nap_ns);
@@ -148,7 +152,8 @@ impl Rest {
         }
         let outcome = if !armed {
             None
-        } else if shared.mail.load(Ordering::Acquire) {
+        } else if shared.has_news(self.settings_seen) {
+            // A connection, a stop or new settings: the worker's housekeeping takes them now.
             Some(0)
         } else {
             // The last look: anything that came before the arming is found here, anything

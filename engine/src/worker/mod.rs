@@ -233,6 +233,9 @@ struct Shared {
     /// looks: a worker about to wait sees it (or is rung) and looks instead.
     mail: AtomicBool,
     stop: AtomicBool,
+    /// Bumped by every change of the settings below, so that a worker about to wait sees a
+    /// change whose ring came while it was not armed.
+    settings: AtomicU64,
     loops: AtomicU64,
     busy_loops: AtomicU64,
     conns: AtomicU64,
@@ -401,6 +404,7 @@ impl<T: Drive> Workers<T> {
         for w in &self.workers {
             w.shared.nap_ns.store(nap, Ordering::Relaxed);
             w.shared.nap_after_ns.store(after, Ordering::Relaxed);
+            w.shared.settings.fetch_add(1, Ordering::Release);
             w.shared.wake();
         }
     }
@@ -418,6 +422,7 @@ impl<T: Drive> Workers<T> {
         });
         for w in &self.workers {
             w.shared.wait_after_ns.store(ns, Ordering::Relaxed);
+            w.shared.settings.fetch_add(1, Ordering::Release);
             w.shared.wake();
         }
     }
@@ -429,6 +434,7 @@ impl<T: Drive> Workers<T> {
         let ns = u64::try_from(limit.max(Duration::from_millis(1)).as_nanos()).unwrap_or(u64::MAX);
         for w in &self.workers {
             w.shared.wait_max_ns.store(ns, Ordering::Relaxed);
+            w.shared.settings.fetch_add(1, Ordering::Release);
             w.shared.wake();
         }
     }
@@ -465,6 +471,16 @@ impl<T: Drive> Drop for Workers<T> {
 }
 
 impl Shared {
+    /// Whether something came that the worker's housekeeping must see before it waits: a
+    /// connection in the inbox, a stop, or settings changed since it took them
+    /// (`settings_seen`). Its ring may have come while the worker was busy and not armed:
+    /// this look, after arming, sees it (the bell's fences order the two).
+    pub(super) fn has_news(&self, settings_seen: u64) -> bool {
+        self.mail.load(Ordering::Acquire)
+            || self.stop.load(Ordering::Acquire)
+            || self.settings.load(Ordering::Acquire) != settings_seen
+    }
+
     /// Wakes the worker if it waits.
     fn wake(&self) {
         if let Some(b) = &self.bell {

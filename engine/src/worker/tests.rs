@@ -342,3 +342,90 @@ fn a_waiting_worker_adopts_new_connections_and_stops_when_told() {
     wait_for("the wake-up", || w.stats()[0].wakeups > woken);
     w.shutdown(Duration::from_secs(1)).unwrap();
 }
+
+/// A connection whose one item holds the worker in `poll` until `release` is set.
+struct Held {
+    item: Arc<AtomicBool>,
+    inside: Arc<AtomicBool>,
+    release: Arc<AtomicBool>,
+    bell: Arc<Bell>,
+}
+
+impl Drive for Held {
+    fn poll(&mut self) -> usize {
+        if !self.item.swap(false, Ordering::AcqRel) {
+            return 0;
+        }
+        self.inside.store(true, Ordering::Release);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.release.load(Ordering::Acquire) && Instant::now() < deadline {
+            thread::yield_now();
+        }
+        1
+    }
+    fn is_dead(&self) -> bool {
+        false
+    }
+    fn busy(&self) -> bool {
+        false
+    }
+    fn close(&mut self) {}
+    fn counters(&self) -> Snapshot {
+        Snapshot::default()
+    }
+    fn arm(&mut self) -> bool {
+        self.bell.arm();
+        true
+    }
+    fn wake_fds(&self) -> WakeFds<'_> {
+        [Some(self.bell.fd()), None]
+    }
+    fn disarm(&mut self) {
+        self.bell.clear();
+    }
+}
+
+#[test]
+fn a_stop_that_comes_while_the_worker_is_busy_is_not_slept_through() {
+    let (item, inside, release) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let mut w = Workers::<Held>::start(&[unpinned(2)]).unwrap();
+    w.set_wait(Some(Duration::from_nanos(1)));
+    // A wait ends only when something rings: a stop the worker misses hangs it.
+    w.set_wait_limit(Duration::from_secs(600));
+    w.assign(Held {
+        item: item.clone(),
+        inside: inside.clone(),
+        release: release.clone(),
+        bell: Arc::new(Bell::new().unwrap()),
+    })
+    .unwrap();
+    wait_for("the adoption", || w.stats()[0].conns == 1);
+    wait_for("a wait", || w.stats()[0].waits > 0);
+    // An item, and a ring (a setting, through the inbox's bell) to wake the worker for it:
+    // it is then held inside its poll, not armed, so that the stop's ring finds nobody to
+    // wake.
+    item.store(true, Ordering::Release);
+    w.set_wait_limit(Duration::from_secs(600));
+    wait_for("the worker inside the item", || {
+        inside.load(Ordering::Acquire)
+    });
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let stopper = thread::spawn(move || {
+        let r = w.shutdown(Duration::from_secs(1));
+        let _ = done_tx.send(());
+        r
+    });
+    // Let the stop land (flag set, ring lost) before the worker leaves the item.
+    thread::sleep(Duration::from_millis(100));
+    release.store(true, Ordering::Release);
+    // Its next turn is idle and it rests: it must see the stop instead of waiting.
+    assert!(
+        done_rx.recv_timeout(Duration::from_secs(30)).is_ok(),
+        "the worker slept through the stop"
+    );
+    stopper.join().unwrap().unwrap();
+}
