@@ -365,7 +365,7 @@ where
         match listener.accept(Duration::from_millis(200)) {
             Ok(conn) => {
                 eprintln!(
-                    "nfs3d: accepted a connection ({:?}) in {:.1} ms, {:.1} MiB registered",
+                    "nfs3d: accepted a connection ({}) in {:.1} ms, {:.1} MiB registered",
                     conn.negotiation(),
                     conn.setup_time().as_secs_f64() * 1e3,
                     conn.registered_bytes() as f64 / f64::from(1 << 20)

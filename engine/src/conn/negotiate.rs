@@ -64,6 +64,29 @@ impl PeerProps {
     }
 }
 
+/// One line for a log: the version spoken, the two inline thresholds, remote invalidation and,
+/// on version 2, the peer's receive size.
+impl core::fmt::Display for Negotiation {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let n = &self.negotiated;
+        write!(
+            f,
+            "version {}, inline thresholds {} B for Calls and {} B for Replies, remote invalidation {}",
+            match self.wire {
+                Wire::V1 => 1,
+                Wire::V2 => 2,
+            },
+            n.call_threshold,
+            n.reply_threshold,
+            if n.remote_invalidation { "on" } else { "off" }
+        )?;
+        if self.wire == Wire::V2 {
+            write!(f, ", the peer's receives {} B", self.peer.recv_size)?;
+        }
+        Ok(())
+    }
+}
+
 impl Negotiation {
     /// The private data this end advertises for `config`. A persistent-registration end
     /// never sets R: its rkeys are regions, which must not be remotely invalidated.
@@ -120,5 +143,39 @@ impl Negotiation {
     /// Whether Replies may use Send With Invalidate (both ends set R, RFC 8797 §4.1).
     pub fn remote_invalidation(&self) -> bool {
         self.negotiated.remote_invalidation
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_negotiation_reads_as_one_line() {
+        let config = ConnConfig::default();
+        let local = Negotiation::advertise(&config);
+        let peer = PrivateData::new(2048, 8192, false).encode();
+        let mut n = Negotiation::complete(Role::Client, local, &peer);
+        assert_eq!(
+            n.to_string(),
+            format!(
+                "version 1, inline thresholds {} B for Calls and {} B for Replies, remote invalidation off",
+                config.send_size.min(8192),
+                config.recv_size.min(2048)
+            )
+        );
+        n.adopt_v2(
+            Role::Client,
+            &config,
+            PeerProps {
+                recv_size: 16384,
+                reverse: ReverseRequests::Inline,
+            },
+        );
+        let line = n.to_string();
+        assert!(
+            line.starts_with("version 2,") && line.ends_with("the peer's receives 16384 B"),
+            "{line}"
+        );
     }
 }

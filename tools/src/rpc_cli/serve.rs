@@ -86,7 +86,7 @@ where
             Ok(conn) => {
                 let n = conn.negotiation();
                 eprintln!(
-                    "rpcrdma serve: accepted a connection ({n:?}) in {:.1} ms, {:.1} MiB registered",
+                    "rpcrdma serve: accepted a connection ({n}) in {:.1} ms, {:.1} MiB registered",
                     conn.setup_time().as_secs_f64() * 1e3,
                     conn.registered_bytes() as f64 / f64::from(1 << 20)
                 );
