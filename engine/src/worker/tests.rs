@@ -211,21 +211,45 @@ fn bad_settings_are_refused() {
     ));
 }
 
-/// A connection whose work is items another thread queues, ringing its bell.
+/// Work that is items another thread queues, ringing the connection's bell.
 struct Rung {
     queued: Arc<AtomicU64>,
     taken: Arc<AtomicU64>,
-    bell: Arc<Bell>,
 }
 
-impl Drive for Rung {
-    fn poll(&mut self) -> usize {
+impl Rung {
+    /// Takes what was queued since the last poll.
+    fn take(&mut self) -> usize {
         let q = self.queued.load(Ordering::Acquire);
         let t = self.taken.load(Ordering::Relaxed);
         if q > t {
             self.taken.store(q, Ordering::Release);
         }
         (q - t) as usize
+    }
+}
+
+/// A connection with a bell of its own (so that a worker can wait on it) whose polls `work`
+/// decides.
+struct Armed<W> {
+    work: W,
+    bell: Arc<Bell>,
+}
+
+/// What an [`Armed`] connection does when polled.
+trait Work: Send + 'static {
+    fn poll(&mut self) -> usize;
+}
+
+impl Work for Rung {
+    fn poll(&mut self) -> usize {
+        self.take()
+    }
+}
+
+impl<W: Work> Drive for Armed<W> {
+    fn poll(&mut self) -> usize {
+        self.work.poll()
     }
     fn is_dead(&self) -> bool {
         false
@@ -254,14 +278,16 @@ fn a_waiting_worker_sleeps_and_each_ring_wakes_it() {
     let queued = Arc::new(AtomicU64::new(0));
     let taken = Arc::new(AtomicU64::new(0));
     let bell = Arc::new(Bell::new().unwrap());
-    let mut w = Workers::<Rung>::start(&[unpinned(2)]).unwrap();
+    let mut w = Workers::<Armed<Rung>>::start(&[unpinned(2)]).unwrap();
     w.set_wait(Some(Duration::from_micros(200)));
     // No wait ends by its limit here: every item must be taken because its ring woke the
     // worker (a lost ring hangs the test until `wait_for` fails it).
     w.set_wait_limit(Duration::from_secs(600));
-    w.assign(Rung {
-        queued: queued.clone(),
-        taken: taken.clone(),
+    w.assign(Armed {
+        work: Rung {
+            queued: queued.clone(),
+            taken: taken.clone(),
+        },
         bell: bell.clone(),
     })
     .unwrap();
@@ -315,19 +341,21 @@ fn a_connection_that_cannot_be_armed_keeps_its_worker_polling() {
 
 #[test]
 fn a_waiting_worker_adopts_new_connections_and_stops_when_told() {
-    let mk = || Rung {
-        queued: Arc::new(AtomicU64::new(0)),
-        taken: Arc::new(AtomicU64::new(0)),
+    let mk = || Armed {
+        work: Rung {
+            queued: Arc::new(AtomicU64::new(0)),
+            taken: Arc::new(AtomicU64::new(0)),
+        },
         bell: Arc::new(Bell::new().unwrap()),
     };
-    let mut w = Workers::<Rung>::start(&[unpinned(4)]).unwrap();
+    let mut w = Workers::<Armed<Rung>>::start(&[unpinned(4)]).unwrap();
     w.set_wait(Some(Duration::from_micros(100)));
     w.assign(mk()).unwrap();
     wait_for("a wait", || w.stats()[0].waits > 0);
     let second = mk();
     let (q, t, b) = (
-        second.queued.clone(),
-        second.taken.clone(),
+        second.work.queued.clone(),
+        second.work.taken.clone(),
         second.bell.clone(),
     );
     w.assign(second).unwrap();
@@ -343,15 +371,14 @@ fn a_waiting_worker_adopts_new_connections_and_stops_when_told() {
     w.shutdown(Duration::from_secs(1)).unwrap();
 }
 
-/// A connection whose one item holds the worker in `poll` until `release` is set.
+/// Work of one item that holds the worker in `poll` until `release` is set.
 struct Held {
     item: Arc<AtomicBool>,
     inside: Arc<AtomicBool>,
     release: Arc<AtomicBool>,
-    bell: Arc<Bell>,
 }
 
-impl Drive for Held {
+impl Work for Held {
     fn poll(&mut self) -> usize {
         if !self.item.swap(false, Ordering::AcqRel) {
             return 0;
@@ -363,26 +390,6 @@ impl Drive for Held {
         }
         1
     }
-    fn is_dead(&self) -> bool {
-        false
-    }
-    fn busy(&self) -> bool {
-        false
-    }
-    fn close(&mut self) {}
-    fn counters(&self) -> Snapshot {
-        Snapshot::default()
-    }
-    fn arm(&mut self) -> bool {
-        self.bell.arm();
-        true
-    }
-    fn wake_fds(&self) -> WakeFds<'_> {
-        [Some(self.bell.fd()), None]
-    }
-    fn disarm(&mut self) {
-        self.bell.clear();
-    }
 }
 
 #[test]
@@ -392,14 +399,16 @@ fn a_stop_that_comes_while_the_worker_is_busy_is_not_slept_through() {
         Arc::new(AtomicBool::new(false)),
         Arc::new(AtomicBool::new(false)),
     );
-    let mut w = Workers::<Held>::start(&[unpinned(2)]).unwrap();
+    let mut w = Workers::<Armed<Held>>::start(&[unpinned(2)]).unwrap();
     w.set_wait(Some(Duration::from_nanos(1)));
     // A wait ends only when something rings: a stop the worker misses hangs it.
     w.set_wait_limit(Duration::from_secs(600));
-    w.assign(Held {
-        item: item.clone(),
-        inside: inside.clone(),
-        release: release.clone(),
+    w.assign(Armed {
+        work: Held {
+            item: item.clone(),
+            inside: inside.clone(),
+            release: release.clone(),
+        },
         bell: Arc::new(Bell::new().unwrap()),
     })
     .unwrap();
