@@ -637,7 +637,7 @@ pub(super) fn call_send<P: Provider>(
     }
 }
 
-pub(crate) fn segs_needed(len: u32, max: u32) -> u32 {
+pub(super) fn segs_needed(len: u32, max: u32) -> u32 {
     len.div_ceil(max).max(1)
 }
 
@@ -645,7 +645,7 @@ pub(crate) fn segs_needed(len: u32, max: u32) -> u32 {
 /// the least whole number of KiB that splits `largest` into at most [`MAX_SEGMENTS`]
 /// segments (a Long Call's read list then holds its position-zero chunk and its item within
 /// [`MAX_READ_SEGMENTS`]).
-pub(crate) fn segment_len(max_segment: u32, largest: u32) -> u32 {
+pub(super) fn segment_len(max_segment: u32, largest: u32) -> u32 {
     let need = largest.div_ceil(MAX_SEGMENTS as u32).next_multiple_of(1024);
     max_segment.max(need)
 }
