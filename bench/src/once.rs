@@ -76,6 +76,14 @@ pub struct Verdict {
 pub const XID_WRAP: u64 = 1 << 20;
 
 impl Verdict {
+    /// Executions beyond the RPCs completed, when the server counts them: retransmitted
+    /// Calls it ran again (legitimate without a duplicate request cache, up to the
+    /// retransmissions).
+    pub fn repeated_runs(&self) -> Option<u64> {
+        self.server
+            .map(|s| u64::from(s.executions).saturating_sub(self.client.completed))
+    }
+
     /// What is wrong with the run, if anything: an RPC lost or completed twice, an XID
     /// count that is not the number of RPCs completed, more repeated executions than
     /// retransmissions, or a server table that lost track.
@@ -111,7 +119,7 @@ impl Verdict {
                     c.completed
                 ));
             }
-            let extra = runs.saturating_sub(c.completed);
+            let extra = self.repeated_runs().unwrap_or(0);
             if extra > self.retransmits {
                 out.push(format!(
                     "{extra} repeated execution(s) but only {} retransmission(s)",
@@ -159,6 +167,8 @@ mod tests {
             unique_xids: true,
         };
         assert!(ok.problems().is_empty(), "{:?}", ok.problems());
+        assert_eq!(ok.repeated_runs(), Some(2));
+        assert_eq!(Verdict { server: None, ..ok }.repeated_runs(), None);
 
         let lost = Verdict {
             client: Faults {

@@ -72,7 +72,7 @@ pub fn copy_call_for_wire(dst: &mut [u8], src: &[u8]) {
 
 /// Copies `src` into `dst`, streamed from [`STREAM_MIN`] to `max` bytes.
 fn copy_streamed_within(dst: &mut [u8], src: &[u8], max: usize) {
-    assert_eq!(dst.len(), src.len(), "copy_for_wire: lengths differ");
+    assert_eq!(dst.len(), src.len(), "copy for the wire: lengths differ");
     if (STREAM_MIN..=max).contains(&src.len()) {
         // SAFETY: `src` and `dst` are valid for `len` bytes each, and a shared and a
         // mutable borrow cannot overlap.
@@ -97,8 +97,8 @@ pub fn copy_to_reader(dst: &mut [u8], src: &[u8]) {
 
 /// Copies `len` bytes into a peer's memory as a NIC's DMA would: streamed when `len` is at
 /// least `min` ([`STREAM_MIN`] or [`STREAM_MIN_SEND`]) and the spans do not overlap, by
-/// `ptr::copy` otherwise. Every byte
-/// is visible before any store that follows (the completion that announces it).
+/// `ptr::copy` otherwise. Every byte is visible before any store that follows (the
+/// completion that announces it).
 ///
 /// # Safety
 ///

@@ -404,8 +404,7 @@ impl<T: Drive> Workers<T> {
         for w in &self.workers {
             w.shared.nap_ns.store(nap, Ordering::Relaxed);
             w.shared.nap_after_ns.store(after, Ordering::Relaxed);
-            w.shared.settings.fetch_add(1, Ordering::Release);
-            w.shared.wake();
+            w.shared.settings_changed();
         }
     }
 
@@ -422,8 +421,7 @@ impl<T: Drive> Workers<T> {
         });
         for w in &self.workers {
             w.shared.wait_after_ns.store(ns, Ordering::Relaxed);
-            w.shared.settings.fetch_add(1, Ordering::Release);
-            w.shared.wake();
+            w.shared.settings_changed();
         }
     }
 
@@ -434,8 +432,7 @@ impl<T: Drive> Workers<T> {
         let ns = u64::try_from(limit.max(Duration::from_millis(1)).as_nanos()).unwrap_or(u64::MAX);
         for w in &self.workers {
             w.shared.wait_max_ns.store(ns, Ordering::Relaxed);
-            w.shared.settings.fetch_add(1, Ordering::Release);
-            w.shared.wake();
+            w.shared.settings_changed();
         }
     }
 
@@ -479,6 +476,12 @@ impl Shared {
         self.mail.load(Ordering::Acquire)
             || self.stop.load(Ordering::Acquire)
             || self.settings.load(Ordering::Acquire) != settings_seen
+    }
+
+    /// Publishes settings just stored: bumps their generation, then wakes the worker.
+    fn settings_changed(&self) {
+        self.settings.fetch_add(1, Ordering::Release);
+        self.wake();
     }
 
     /// Wakes the worker if it waits.

@@ -217,9 +217,9 @@ struct Rung {
     taken: Arc<AtomicU64>,
 }
 
-impl Rung {
-    /// Takes what was queued since the last poll.
-    fn take(&mut self) -> usize {
+/// Takes what was queued since the last poll.
+impl Work for Rung {
+    fn poll(&mut self) -> usize {
         let q = self.queued.load(Ordering::Acquire);
         let t = self.taken.load(Ordering::Relaxed);
         if q > t {
@@ -239,12 +239,6 @@ struct Armed<W> {
 /// What an [`Armed`] connection does when polled.
 trait Work: Send + 'static {
     fn poll(&mut self) -> usize;
-}
-
-impl Work for Rung {
-    fn poll(&mut self) -> usize {
-        self.take()
-    }
 }
 
 impl<W: Work> Drive for Armed<W> {

@@ -496,7 +496,7 @@ fn report(
             if !problems.is_empty() {
                 problems.join("; ")
             } else {
-                match v.server.map(|c| u64::from(c.executions).saturating_sub(v.client.completed)) {
+                match v.repeated_runs() {
                     Some(0) => "every RPC completed and ran exactly once".to_string(),
                     Some(extra) => format!(
                         "every RPC completed exactly once; {extra} retransmitted Call(s) ran again (the built-in program keeps no duplicate request cache)"
