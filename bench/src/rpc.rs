@@ -207,6 +207,22 @@ impl Prepared {
         c
     }
 
+    /// The length of a DDP-eligible argument the load generator writes in place
+    /// (`Client::submit_in_place`, [`Prepared::fill_bulk`]): a WRITE's data, made where the
+    /// responder reads it from, as a storage client reading a file into registered memory
+    /// makes it. `None` for workloads without one.
+    pub fn in_place(&self) -> Option<usize> {
+        match self.workload {
+            Workload::Write(n) => Some(n as usize),
+            _ => None,
+        }
+    }
+
+    /// Writes the DDP-eligible argument [`Prepared::in_place`] announces into `dst`.
+    pub fn fill_bulk(&self, dst: &mut [u8]) {
+        fill_pattern(SEED, dst);
+    }
+
     /// Checks a reply: success, and every byte of the results as the program defines them.
     pub fn verify(&self, result: &Result<Reply<'_>, RpcError>) -> Result<(), ReplyError> {
         let need = self.workload.bulk_needed();
@@ -540,11 +556,15 @@ impl Lane {
 
     /// Submits every free tag (corked when more than one), stamping them with one clock
     /// reading taken before the first: each round trip counts its submission, and a Call
-    /// later in the batch is charged for the ones before it (never flattered).
+    /// later in the batch is charged for the ones before it (never flattered). A WRITE's
+    /// data is written in place ([`Prepared::in_place`]); making it is the load
+    /// generator's work, not the transport's, and is left out of the round trips (each
+    /// Call's stamp moves on by the time the fills up to its own took).
     fn submit<P: Provider>(
         &mut self,
         client: &mut Client<P>,
         call: &CallArgs<'_>,
+        prepared: &Prepared,
         faults: &mut Faults,
         clock: &Clock,
     ) -> Result<(), LoadError> {
@@ -560,11 +580,23 @@ impl Lane {
         }
         let mut k = 0;
         let mut failed = None;
+        // Ticks spent making WRITE data so far in this batch.
+        let mut filling = 0u64;
+        let in_place = prepared.in_place();
         while k < self.free.len() {
             let tag = self.free[k];
-            match client.submit(call, tag) {
+            let submitted = match in_place {
+                Some(n) => client.submit_in_place(call, tag, n, |dst| {
+                    let from = clock.now();
+                    prepared.fill_bulk(dst);
+                    filling += clock.now().ticks().saturating_sub(from.ticks());
+                }),
+                None => client.submit(call, tag),
+            };
+            match submitted {
                 Ok(_) => {
-                    self.sent[tag as usize] = batch_start;
+                    self.sent[tag as usize] =
+                        Stamp::from_ticks(batch_start.ticks().wrapping_add(filling));
                     self.in_flight[tag as usize] = true;
                     faults.submitted += 1;
                     k += 1;
@@ -643,7 +675,11 @@ pub fn run_many<P: Provider>(
     if clients.is_empty() {
         return Err(LoadError::Config("no connection to load"));
     }
-    let call = prepared.call(cfg.timeout);
+    let mut call = prepared.call(cfg.timeout);
+    if prepared.in_place().is_some() {
+        // Written in place by each submission instead (`Lane::submit`).
+        call.bulk_arg = None;
+    }
     let depth = cfg.depth as usize;
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|_| LoadError::Config("histogram"))?;
@@ -676,7 +712,7 @@ pub fn run_many<P: Provider>(
     let outcome: Result<(), LoadError> = (|| {
         loop {
             for (client, lane) in clients.iter_mut().zip(lanes.iter_mut()) {
-                lane.submit(client, &call, &mut faults, &clock)?;
+                lane.submit(client, &call, prepared, &mut faults, &clock)?;
                 let mut first_at: Option<Stamp> = None;
                 let n = client.poll_completions(|c| {
                     // The round trip ends here, before the reply is checked.

@@ -32,6 +32,7 @@ fn steady_state_rpcs_do_not_allocate() {
     let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
     let mut write = CallArgs::new(PROG, VERS, WRITE, &seed, 8);
     write.bulk_arg = Some(&data);
+    let write_in_place = CallArgs::new(PROG, VERS, WRITE, &seed, 8);
     let mut read = CallArgs::new(PROG, VERS, READ, &read_args, 4);
     read.bulk_results = &[20_000];
     // Larger than both inline thresholds: a Position-Zero Long Call and a Long Reply.
@@ -51,6 +52,10 @@ fn steady_state_rpcs_do_not_allocate() {
             done += c_poll(c);
         }
         assert!(call(c, s, &write, |comp| comp.result.unwrap().results[3] == 1));
+        // The same WRITE with its data written in place (zero copy).
+        c.submit_in_place(&write_in_place, 97, 20_000, |d| fill_pattern(3, d))
+            .unwrap();
+        assert!(drive(c, s, |comp| comp.result.unwrap().results[3] == 1));
         assert!(call(c, s, &read, |comp| comp.result.unwrap().bulk()[0]
             .len()
             == 20_000));

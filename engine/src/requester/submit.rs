@@ -8,28 +8,11 @@ use crate::fabric::stream;
 impl<P: Provider> Client<P> {
     /// Sends a Call if a credit allows (RFC 8166 §3.3.1), choosing its form (§3.5) and
     /// exposing its chunk memory; returns its XID. Never blocks: without a credit it
-    /// returns [`SubmitError::WouldBlock`].
+    /// returns [`SubmitError::WouldBlock`]. A DDP-eligible argument (`call.bulk_arg`) is
+    /// copied into the Call's registered memory; [`submit_in_place`](Self::submit_in_place)
+    /// has it written there instead.
     pub fn submit(&mut self, call: &CallArgs<'_>, tag: u64) -> Result<u32, SubmitError> {
-        if self.dead {
-            // While reconnecting by itself the requester will take Calls again: poll.
-            return Err(if self.recovery.is_some() {
-                SubmitError::WouldBlock
-            } else {
-                SubmitError::Disconnected
-            });
-        }
-        if call.args.len() & 3 != 0 {
-            return Err(SubmitError::Invalid("arguments must be whole XDR units"));
-        }
-        if call.bulk_results.len() > MAX_WRITE_CHUNKS {
-            return Err(SubmitError::Invalid("too many DDP-eligible results"));
-        }
-        if call.cred.body.len() > MAX_AUTH_BYTES {
-            return Err(SubmitError::Invalid("credential body over 400 bytes"));
-        }
-        if self.sq.room() < 8 || self.spare.is_empty() || self.credits.available() == 0 {
-            return Err(SubmitError::WouldBlock);
-        }
+        self.admit(call)?;
         let max_seg = self.config.max_segment;
         // Version 2's message header is 8 bytes longer (flags, inv_handle): planned as version
         // 1's within thresholds 8 bytes smaller, laid out 8 bytes further on.
@@ -57,17 +40,101 @@ impl<P: Provider> Client<P> {
                 return self.submit_short(call, tag, send_len);
             }
         }
+        let bulk = call.bulk_arg;
+        self.submit_planned(call, tag, bulk.map(<[u8]>::len), |dst, wire| {
+            if let Some(b) = bulk {
+                if wire {
+                    // Bytes the server will read, not this core: streamed when large.
+                    stream::copy_for_wire(dst, b);
+                } else {
+                    dst.copy_from_slice(b);
+                }
+            }
+        })
+    }
+
+    /// [`submit`](Self::submit) of a Call whose DDP-eligible argument, `len` bytes, is
+    /// written by `fill` where it will be sent from: the registered memory the responder
+    /// reads through the Read chunk, or the send buffer when the Call goes inline. Zero
+    /// copy: a caller that makes its data (reads a file, encodes a block) makes it there,
+    /// and the engine moves it only as the RDMA Read or the Send does.
+    ///
+    /// `fill` is called once, with exactly `len` bytes, when the Call has its credit and
+    /// its form; not at all when the Call is refused before that (e.g.
+    /// [`SubmitError::WouldBlock`]). `call.bulk_arg` must be `None`. A retransmission
+    /// after a reconnection sends the same bytes again without calling `fill`.
+    pub fn submit_in_place(
+        &mut self,
+        call: &CallArgs<'_>,
+        tag: u64,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<u32, SubmitError> {
+        if call.bulk_arg.is_some() {
+            return Err(SubmitError::Invalid(
+                "a Call has one DDP-eligible argument: bulk_arg or one written in place",
+            ));
+        }
+        if u32::try_from(len).is_err() {
+            return Err(SubmitError::TooLarge(None));
+        }
+        self.admit(call)?;
+        self.submit_planned(call, tag, Some(len), |dst, _| fill(dst))
+    }
+
+    /// What every Call must pass before it is planned: a live (or reconnecting)
+    /// connection, whole XDR units, limits on results and credential, a credit and room to
+    /// post.
+    #[inline(always)]
+    fn admit(&self, call: &CallArgs<'_>) -> Result<(), SubmitError> {
+        if self.dead {
+            // While reconnecting by itself the requester will take Calls again: poll.
+            return Err(if self.recovery.is_some() {
+                SubmitError::WouldBlock
+            } else {
+                SubmitError::Disconnected
+            });
+        }
+        if call.args.len() & 3 != 0 {
+            return Err(SubmitError::Invalid("arguments must be whole XDR units"));
+        }
+        if call.bulk_results.len() > MAX_WRITE_CHUNKS {
+            return Err(SubmitError::Invalid("too many DDP-eligible results"));
+        }
+        if call.cred.body.len() > MAX_AUTH_BYTES {
+            return Err(SubmitError::Invalid("credential body over 400 bytes"));
+        }
+        if self.sq.room() < 8 || self.spare.is_empty() || self.credits.available() == 0 {
+            return Err(SubmitError::WouldBlock);
+        }
+        Ok(())
+    }
+
+    /// The general path of [`submit`](Self::submit) and
+    /// [`submit_in_place`](Self::submit_in_place), for an admitted Call whose DDP-eligible
+    /// argument, if any, has `bulk_len` bytes: `place` writes them into the slice given,
+    /// told whether it is memory the responder reads (`true`: a Read chunk's) or the send
+    /// buffer (`false`: an inline argument).
+    fn submit_planned(
+        &mut self,
+        call: &CallArgs<'_>,
+        tag: u64,
+        bulk_len: Option<usize>,
+        place: impl FnOnce(&mut [u8], bool),
+    ) -> Result<u32, SubmitError> {
+        let max_seg = self.config.max_segment;
+        let extra = self.wire.extra();
         // Work requests go out in the order their send-queue numbers were given.
         self.post_queued();
         // The DDP-eligible argument's opaque: its length word always inline, its bytes (when
         // there are any) moved by a Read chunk or inline as the plan says. An empty one is
         // its length word alone, inline: a Read chunk would carry nothing.
-        let bulk = call.bulk_arg;
+        let mut place = Some(place);
         // The RPC call header with this credential (its body padded) and an AUTH_NONE
         // verifier.
         let call_header_len = CALL_HEADER_LEN + pad4(call.cred.body.len());
         let args_end = call_header_len + call.args.len();
-        let call_len = args_end + bulk.map_or(0, |b| 4 + pad4(b.len()));
+        let call_len = args_end + bulk_len.map_or(0, |n| 4 + pad4(n));
         let mut write_segs = [0u32; MAX_WRITE_CHUNKS];
         let mut max_reply = u64::from(REPLY_HEADER_LEN) + u64::from(call.max_results);
         for &r in call.bulk_results {
@@ -87,10 +154,10 @@ impl<P: Provider> Client<P> {
             .max()
             .unwrap_or(0);
         let max_seg = segment_len(max_seg, largest);
-        let item = bulk.filter(|b| !b.is_empty()).map(|b| DdpItem {
+        let item = bulk_len.filter(|&n| n != 0).map(|n| DdpItem {
             offset: (args_end + 4) as u32,
-            len: b.len() as u32,
-            segments: segs_needed(b.len() as u32, max_seg),
+            len: n as u32,
+            segments: segs_needed(n as u32, max_seg),
         });
         let items = item.as_slice();
         for (i, &r) in call.bulk_results.iter().enumerate() {
@@ -130,8 +197,8 @@ impl<P: Provider> Client<P> {
         let item_off = (p0_len + 7) & !7;
         let arg_used = match plan.form {
             CallForm::Short => 0,
-            CallForm::Chunked => bulk.map_or(0, |b| b.len()),
-            CallForm::Long => item_off + bulk.map_or(0, |b| b.len()),
+            CallForm::Chunked => bulk_len.unwrap_or(0),
+            CallForm::Long => item_off + bulk_len.unwrap_or(0),
         };
         let mut res_used = 0usize;
         let mut write_off = [0u32; MAX_WRITE_CHUNKS];
@@ -212,23 +279,26 @@ impl<P: Provider> Client<P> {
             } else {
                 s[call_header_len..args_end].copy_from_slice(call.args);
             }
-            if let Some(b) = bulk {
-                s[args_end..args_end + 4].copy_from_slice(&(b.len() as u32).to_be_bytes());
+            if let Some(n) = bulk_len {
+                s[args_end..args_end + 4].copy_from_slice(&(n as u32).to_be_bytes());
                 if plan.form == CallForm::Short {
-                    let end = args_end + 4 + b.len();
-                    s[args_end + 4..end].copy_from_slice(b);
-                    s[end..args_end + 4 + pad4(b.len())].fill(0);
+                    let end = args_end + 4 + n;
+                    if let Some(place) = place.take() {
+                        place(&mut s[args_end + 4..end], false);
+                    }
+                    s[end..args_end + 4 + pad4(n)].fill(0);
                 }
             }
         }
-        if let (Some(b), CallForm::Chunked | CallForm::Long) = (bulk, plan.form) {
+        if let (Some(n), CallForm::Chunked | CallForm::Long) = (bulk_len, plan.form) {
             let off = if plan.form == CallForm::Long {
                 item_off
             } else {
                 0
             };
-            // Bytes the server will read, not this core: streamed when large.
-            stream::copy_for_wire(&mut view::bytes_mut(&mut slot.arg)[off..off + b.len()], b);
+            if let Some(place) = place.take() {
+                place(&mut view::bytes_mut(&mut slot.arg)[off..off + n], true);
+            }
         }
 
         // Expose the memory: windows bound for this RPC, or the regions' own keys.
@@ -300,13 +370,14 @@ impl<P: Provider> Client<P> {
         if plan.form == CallForm::Long {
             split(0, arg_addr, p0_len, reads, &mut nr);
         }
-        if let (Some(b), Some(it), CallForm::Chunked | CallForm::Long) = (bulk, item, plan.form) {
+        if let (Some(n), Some(it), CallForm::Chunked | CallForm::Long) = (bulk_len, item, plan.form)
+        {
             let off = if plan.form == CallForm::Long {
                 item_off
             } else {
                 0
             };
-            split(it.offset, arg_addr + off as u64, b.len(), reads, &mut nr);
+            split(it.offset, arg_addr + off as u64, n, reads, &mut nr);
         }
         let res_addr = slot.res.addr();
         slot.n_writes = call.bulk_results.len();
