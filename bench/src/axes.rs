@@ -406,9 +406,38 @@ impl Axes {
     }
 }
 
+/// The (depth, credits) pairs of `points` whose depth exceeds their credits, each once, in
+/// order. A connection has at most as many Calls in flight as it has credits (RFC 8166
+/// §3.3.1: each Call takes one), so such a point measures that many, not its depth.
+pub fn depth_beyond_credits(points: &[PointConfig]) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    for p in points.iter().filter(|p| p.depth > p.credits) {
+        if !out.contains(&(p.depth, p.credits)) {
+            out.push((p.depth, p.credits));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn depths_beyond_the_credits_are_found_once_each() {
+        let a = Axes {
+            credits: vec![16, 64],
+            depth: vec![1, 32, 64],
+            ..axes()
+        };
+        let pts = a.points().unwrap();
+        assert_eq!(depth_beyond_credits(&pts), vec![(32, 16), (64, 16)]);
+        let within = Axes {
+            credits: vec![64],
+            ..a
+        };
+        assert!(depth_beyond_credits(&within.points().unwrap()).is_empty());
+    }
 
     #[test]
     fn other_programs_procedures_are_operations() {

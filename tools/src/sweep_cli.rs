@@ -290,6 +290,11 @@ pub fn run(args: &Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    for (depth, credits) in axes::depth_beyond_credits(&points) {
+        eprintln!(
+            "sweep: note: at --depth {depth} with --credits {credits}, a connection has at most {credits} Calls in flight (one credit each, RFC 8166 §3.3.1): those points measure depth {credits}"
+        );
+    }
     match args.provider {
         Which::Soft => run_on::<Soft>(args, &points, "@rpcrdma-sweep", &|| {
             Soft::open_device(None).map_err(|e| e.to_string())
