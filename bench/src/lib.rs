@@ -1,6 +1,7 @@
 //! Measurement harness for rpcrdma: a closed-loop RPC load generator with latency
-//! histograms ([`rpc`]), the counting allocator that lets a benchmark report heap
-//! allocations per RPC ([`alloc`]), and what a sweep makes of its measurements: the points
+//! histograms ([`rpc`]) over workloads whose every reply is checked ([`workload`]), the
+//! counting allocator that lets a benchmark report heap allocations per RPC ([`alloc`]),
+//! and what a sweep makes of its measurements: the points
 //! and their JSON and CSV forms ([`point`]), the inline/chunked crossovers and the
 //! threshold they recommend ([`crossover`]), plots ([`plot`]) and the comparison of two
 //! runs ([`report`]).
@@ -18,5 +19,6 @@ pub mod point;
 pub mod report;
 pub mod rpc;
 pub mod sweep;
+pub mod workload;
 
 pub use rpcrdma_engine as engine;

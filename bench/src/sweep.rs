@@ -1,7 +1,7 @@
 //! The sweep runner (`rpcrdma sweep`): every point the [`axes`](crate::axes) span, run as
-//! a closed loop ([`rpc::run`]) on as many connections as the point asks, against a server
-//! started in this process for the point (its workers pinned) or one running elsewhere,
-//! repeated, and measured against same-run limits.
+//! a closed loop ([`rpc::run`](crate::rpc::run)) on as many connections as the point asks,
+//! against a server started in this process for the point (its workers pinned) or one
+//! running elsewhere, repeated, and measured against same-run limits.
 //!
 //! Per point it records ([`Point`]): latency percentiles, rate and bandwidth, the CPU time
 //! the client threads spent per RPC (and the in-process server's), the message forms the
@@ -10,7 +10,7 @@
 //!
 //! With several connections they are shared out among the client threads
 //! ([`Settings::client_threads`]; by default one thread per connection) by the
-//! [`fleet`](crate::fleet); every round trip of every connection goes into one histogram,
+//! [`fleet`]; every round trip of every connection goes into one histogram,
 //! whose percentiles are the point's; its rate is the connections' sum, and each
 //! connection's and each worker's rate is kept.
 
