@@ -133,19 +133,19 @@ counters! {
     /// needed them (responder: beyond the first three, up to
     /// [`ConnConfig::large_bufs`](crate::conn::ConnConfig)).
     large_registered,
-    /// Connections that speak RPC-over-RDMA version 2 ([V2] §7.1).
+    /// Connections that speak RPC-over-RDMA version 2 (\[V2\] §7.1).
     v2_connections,
     /// Version 2 openings answered ERR_VERS without 2 (or not at all), after which the
-    /// connection went on in version 1 (requester; [V2] §7.2).
+    /// connection went on in version 1 (requester; \[V2\] §7.2).
     version_fallbacks,
-    /// RDMA2_CONNPROP messages sent ([V2] §5.3.4).
+    /// RDMA2_CONNPROP messages sent (\[V2\] §5.3.4).
     connprops_sent,
     /// RDMA2_CONNPROP messages received.
     connprops_received,
     /// RDMA2_ERROR messages other than RDMA2_ERR_VERS sent (responder) or received
-    /// (requester) ([V2] §5.3.3).
+    /// (requester) (\[V2\] §5.3.3).
     rdma2_errors,
-    /// Reverse-direction Calls sent (responder) or served (requester) ([V2] §3.2).
+    /// Reverse-direction Calls sent (responder) or served (requester) (\[V2\] §3.2).
     reverse_calls,
     /// Reverse-direction Replies received (responder) or sent (requester).
     reverse_replies,

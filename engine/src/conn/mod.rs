@@ -41,13 +41,13 @@ pub enum Registration {
     /// Both, chosen per RPC ([`CallArgs::persistent`](crate::requester::CallArgs)): the
     /// regions are registered with remote rights and for binding windows. On version 2 a
     /// windowed RPC names its window in `rdma_inv_handle` and a persistent one names none,
-    /// so the responder invalidates only per-RPC memory ([V2] §3.3, §8.4); on version 1,
+    /// so the responder invalidates only per-RPC memory (\[V2\] §3.3, §8.4); on version 1,
     /// which cannot say which handles may be invalidated, remote invalidation is not
     /// offered (RFC 8797 R clear) and windows are invalidated locally.
     Mixed,
 }
 
-/// Which RPC-over-RDMA versions an end speaks (RFC 8166 §4.2.2; [V2] §7: version 2 is
+/// Which RPC-over-RDMA versions an end speaks (RFC 8166 §4.2.2; \[V2\] §7: version 2 is
 /// negotiated per connection by the client's first message).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Version {
@@ -56,12 +56,12 @@ pub enum Version {
     #[default]
     V1,
     /// Version 2 only. A requester opens each connection with RDMA2_CONNPROP (within 1024
-    /// bytes, [V2] §7) and fails the connection ([`ConnError::Version`]) when the server
+    /// bytes, \[V2\] §7) and fails the connection ([`ConnError::Version`]) when the server
     /// answers ERR_VERS without 2; a responder answers version 1 with ERR_VERS 2..2.
     V2,
     /// Either. A requester tries version 2 and continues in version 1 on the same
     /// connection when the server answers ERR_VERS without 2, remembering that server
-    /// so that later connections to it start in version 1 ([V2] §7.2); a responder takes
+    /// so that later connections to it start in version 1 (\[V2\] §7.2); a responder takes
     /// each connection in the version of its first message.
     Auto,
 }
@@ -206,7 +206,7 @@ pub struct ConnConfig {
     pub retransmit: Option<RetransmitPolicy>,
     /// The RPC-over-RDMA versions this end speaks.
     pub version: Version,
-    /// Reverse-direction RPC on version 2 connections ([V2] §3.2, §4.2.2; inline messages
+    /// Reverse-direction RPC on version 2 connections (\[V2\] §3.2, §4.2.2; inline messages
     /// only, RDMA2_RVREQSUP_INLINE). Requester: the reverse Calls it serves at once (it
     /// posts as many receives more and advertises Reverse Request Support; 0: it takes
     /// none and says so). Responder: the reverse Calls it may have outstanding at once (it
@@ -372,14 +372,14 @@ pub enum ConnError {
     /// The connection is not usable (lost, or never established).
     Disconnected,
     /// Version 2 was required ([`Version::V2`]) and the server speaks only versions
-    /// `low..=high` ([V2] §7.2).
+    /// `low..=high` (\[V2\] §7.2).
     Version {
         /// Lowest version the server supports.
         low: u32,
         /// Highest.
         high: u32,
     },
-    /// The server did not answer the version 2 opening message in time ([V2] §7.2: it is
+    /// The server did not answer the version 2 opening message in time (\[V2\] §7.2: it is
     /// taken for a server without version 2).
     VersionTimeout,
 }

@@ -23,14 +23,14 @@ pub struct Negotiation {
     pub local: PrivateData,
     /// The thresholds and the remote-invalidation permission in force.
     pub negotiated: Negotiated,
-    /// The version the connection speaks (version 1 until a version 2 exchange, [V2] §7).
+    /// The version the connection speaks (version 1 until a version 2 exchange, \[V2\] §7).
     pub wire: Wire,
-    /// The peer's transport properties on a version 2 connection ([V2] §4.2, §5.3.4).
+    /// The peer's transport properties on a version 2 connection (\[V2\] §4.2, §5.3.4).
     pub peer: PeerProps,
 }
 
 /// What a version 2 peer said of itself in its RDMA2_CONNPROP, defaults for what it left
-/// out ([V2] §4.2: properties not sent keep their default and never change).
+/// out (\[V2\] §4.2: properties not sent keep their default and never change).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeerProps {
     /// Receive Buffer Size: the smallest of its posted receives (default 4096).
@@ -106,12 +106,12 @@ impl Negotiation {
         }
     }
 
-    /// Switches the connection to version 2 with the peer's properties `peer` ([V2] §4.2.1,
+    /// Switches the connection to version 2 with the peer's properties `peer` (\[V2\] §4.2.1,
     /// §7.1). What this end sends is bounded by the peer's Receive Buffer Size (4096 when
     /// its RDMA2_CONNPROP left it out), which replaces the RFC 8797 Receive Size; what it
     /// receives keeps the RFC 8797 value (the peer's Send Size, which version 2 does not
     /// exchange, within this end's own receives). Remote invalidation is then decided per
-    /// RPC by `rdma_inv_handle` ([V2] §3.3), not by the R bit: allowed unless this end
+    /// RPC by `rdma_inv_handle` (\[V2\] §3.3), not by the R bit: allowed unless this end
     /// refuses it or advertises regions ([`Registration::Persistent`]).
     pub fn adopt_v2(&mut self, role: Role, config: &ConnConfig, peer: PeerProps) {
         let out = config.send_size.min(peer.recv_size);

@@ -6,7 +6,7 @@
 //! RDMA Read whole ones (a Read is a round trip); each sample includes one clock read, of the
 //! cycle counter where it is steady ([`crate::clock`]), as perftest's `get_cycles`.
 //! The ping-pongs can post messages inline ([`measure_inline`]); by default they do not,
-//! as perftest's `ib_send_lat` did not on soft-RoCE ("Max inline data: 0[B]" in its
+//! as perftest's `ib_send_lat` did not on soft-RoCE ("Max inline data: 0\[B\]" in its
 //! header).
 
 use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicU64, Ordering};

@@ -83,7 +83,7 @@ fn copy_streamed_within(dst: &mut [u8], src: &[u8], max: usize) {
 }
 
 /// Copies `src` into `dst` (the same length), memory another core or agent reads next, as
-/// the soft fabric places RDMA Writes ([`copy_to_peer`]): streamed from [`STREAM_MIN`]
+/// the soft fabric places RDMA Writes (`copy_to_peer`): streamed from [`STREAM_MIN`]
 /// bytes. Benchmarks use it for the same-run limit of such a copy.
 ///
 /// # Panics

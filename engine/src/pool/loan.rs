@@ -12,10 +12,10 @@
 //! # Why a loan is sound
 //!
 //! - **Nobody else touches the bytes while a loan is out.** A deferred Call keeps its
-//!   receive, pull and bulk buffers until it is completed; [`ServerConn::complete`]
-//!   (crate::responder::ServerConn::complete) refuses to complete it while the
-//!   [`LoanBoard`] counts a loan of its slot, and a handler that lent bytes has deferred,
-//!   whatever it returns. The count is decremented with `Release` when a loan is dropped and
+//!   receive, pull and bulk buffers until it is completed;
+//!   [`ServerConn::complete`](crate::responder::ServerConn::complete) refuses to complete
+//!   it while the `LoanBoard` counts a loan of its slot, and a handler that lent bytes
+//!   has deferred, whatever it returns. The count is decremented with `Release` when a loan is dropped and
 //!   read with `Acquire` before completing, so the borrower's writes are visible to the
 //!   thread that then sends them.
 //! - **The memory outlives the loan.** The board holds a reference to the shared state of

@@ -457,14 +457,14 @@ pub(super) enum Answer<'a> {
         xid: u32,
         err: RpcError,
     },
-    /// A reverse-direction Call to serve ([V2] §3.2).
+    /// A reverse-direction Call to serve (\[V2\] §3.2).
     ReverseCall,
 }
 
 /// Judges a message received on a connection speaking `wire` as a requester (RFC 8166
-/// §4.5; [V2] §3.2, §5.3.3): `None` drops it. Version 2: RDMA2_ERROR (other than ERR_VERS
+/// §4.5; \[V2\] §3.2, §5.3.3): `None` drops it. Version 2: RDMA2_ERROR (other than ERR_VERS
 /// with version 2 in its range) completes its RPC with the error; RDMA2_CONNPROP after the
-/// opening changes nothing ([V2] §4.2: properties do not change); a Call is not served.
+/// opening changes nothing (\[V2\] §4.2: properties do not change); a Call is not served.
 pub(super) fn judge_answer<'a>(
     wire: Wire,
     reverse: bool,

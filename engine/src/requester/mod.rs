@@ -193,7 +193,7 @@ pub enum RpcError {
     ErrChunk,
     /// A Long Reply whose RPC header does not decode.
     BadReply,
-    /// The responder answered with a version 2 RDMA2_ERROR ([V2] §5.3.3): its code and
+    /// The responder answered with a version 2 RDMA2_ERROR (\[V2\] §5.3.3): its code and
     /// details (the responder's limit, the length it needed).
     Rdma2(rpcrdma_proto::v2::Error2),
 }

@@ -1,4 +1,4 @@
-//! Reverse-direction RPC at the requester ([V2] §3.2, §4.2.2): on a version 2 connection
+//! Reverse-direction RPC at the requester (\[V2\] §3.2, §4.2.2): on a version 2 connection
 //! the client serves its server's Calls (callbacks) from a [`Dispatch`] table, inline
 //! messages only (RDMA2_RVREQSUP_INLINE, advertised in its RDMA2_CONNPROP).
 //!
@@ -9,7 +9,7 @@
 //! buffers and posted signaled: the buffer is reused once the Send is retired. A Call that
 //! finds every buffer still in flight waits, its receive held, for a later poll. A Call
 //! with chunks is refused (RDMA2_ERR_READ_CHUNKS 0 for Read chunks, RDMA2_ERR_REPLY_RESOURCE
-//! for Write or Reply chunks, [V2] §5.3.3); a deferring handler is answered SYSTEM_ERR (a
+//! for Write or Reply chunks, \[V2\] §5.3.3); a deferring handler is answered SYSTEM_ERR (a
 //! callback has no one to complete it later).
 
 use std::collections::VecDeque;
@@ -66,7 +66,7 @@ impl<P: Provider> Serving<P> {
 
 impl<P: Provider> Client<P> {
     /// Connects as [`connect`](Self::connect) does, and serves the server's reverse-direction
-    /// Calls ([V2] §3.2) from `dispatch` on version 2 connections: at most
+    /// Calls (\[V2\] §3.2) from `dispatch` on version 2 connections: at most
     /// `config.reverse_credits` at once (at least 1), inline only. Handlers run within
     /// [`poll_completions`](Self::poll_completions).
     pub fn connect_serving(

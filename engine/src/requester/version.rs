@@ -1,9 +1,9 @@
-//! Version negotiation at the requester ([V2] §7): a connection configured for version 2
+//! Version negotiation at the requester (\[V2\] §7): a connection configured for version 2
 //! opens with RDMA2_CONNPROP, the server's answer decides the connection's version, and
 //! servers found without version 2 are remembered.
 //!
 //! The opening message is this end's transport properties (Receive Buffer Size, Reverse
-//! Request Support; [V2] §4.2, §5.3.4), 36 bytes, well within the 1024 bytes a version 1
+//! Request Support; \[V2\] §4.2, §5.3.4), 36 bytes, well within the 1024 bytes a version 1
 //! server receives (§7). Decisions where the draft is silent (CHECKLIST G-13 f): the
 //! opening RDMA2_CONNPROP takes one credit and carries a fresh XID; the server answers it
 //! with its own RDMA2_CONNPROP echoing that XID with RPCRDMA2_F_RESPONSE and its grant in
@@ -20,7 +20,7 @@ use super::*;
 use crate::conn::{PeerProps, Version, Wire};
 
 /// Servers (by address) that answered a version 2 opening with ERR_VERS, or not at all:
-/// later connections to them start in version 1 ([V2] §7.2, to avoid a negotiation loop).
+/// later connections to them start in version 1 (\[V2\] §7.2, to avoid a negotiation loop).
 /// Touched only while connecting.
 static VERSION_1_SERVERS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 

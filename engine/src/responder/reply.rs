@@ -295,7 +295,7 @@ fn error_sent(
 }
 
 /// RDMA2_ERROR for the version 2 message `call`: its XID and version echoed, the current
-/// grant, RPCRDMA2_F_RESPONSE ([V2] §5.3.3).
+/// grant, RPCRDMA2_F_RESPONSE (\[V2\] §5.3.3).
 pub(super) fn rdma2_error<P: Provider>(
     io: &mut Io<P>,
     ring: &mut Buf<P>,
@@ -315,7 +315,7 @@ pub(super) fn rdma2_error<P: Provider>(
     )
 }
 
-/// Refuses the Call `call` for the reason `precise`: version 2 says it ([V2] §5.3.3: the
+/// Refuses the Call `call` for the reason `precise`: version 2 says it (\[V2\] §5.3.3: the
 /// responder's limit, the length it needed), version 1 can only say ERR_CHUNK (RFC 8166
 /// §4.5.2, §4.5.3).
 pub(super) fn refuse<P: Provider>(

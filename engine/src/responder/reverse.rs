@@ -1,4 +1,4 @@
-//! Reverse-direction RPC at the responder ([V2] §3.2, §4.2.2, §8.2): on a version 2
+//! Reverse-direction RPC at the responder (\[V2\] §3.2, §4.2.2, §8.2): on a version 2
 //! connection the server calls its client (callbacks), inline messages only
 //! (RDMA2_RVREQSUP_INLINE).
 //!
@@ -33,7 +33,7 @@ const REVERSE_INDEX: u32 = 1 << 19;
 /// Why a reverse-direction Call was not sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReverseCallError {
-    /// The connection speaks version 1 (reverse Calls need RPCRDMA2_F_RESPONSE, [V2] §3.2).
+    /// The connection speaks version 1 (reverse Calls need RPCRDMA2_F_RESPONSE, \[V2\] §3.2).
     NotVersion2,
     /// The client takes no reverse Calls (Reverse Request Support NONE), or this end was
     /// configured without reverse credits.
@@ -63,7 +63,7 @@ pub enum ReverseError {
     /// The client answered with an RPC error: its accept status, or `None` for a denial
     /// (RFC 5531 §9).
     Rpc(Option<AcceptStat>),
-    /// The client answered RDMA2_ERROR ([V2] §5.3.3).
+    /// The client answered RDMA2_ERROR (\[V2\] §5.3.3).
     Transport(Error2),
     /// The connection was lost before the Reply came.
     ConnectionLost,
@@ -160,7 +160,7 @@ fn first_gen() -> u32 {
 }
 
 impl<P: Provider> ServerConn<P> {
-    /// Calls the client (reverse direction, [V2] §3.2): sends `prog`/`vers`/`proc_num` with
+    /// Calls the client (reverse direction, \[V2\] §3.2): sends `prog`/`vers`/`proc_num` with
     /// `args` (XDR, whole units) and an AUTH_NONE credential inline, and returns its XID;
     /// the Reply is handed over by [`take_reverse`](Self::take_reverse) with `tag`. Never
     /// blocks.

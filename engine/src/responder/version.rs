@@ -1,4 +1,4 @@
-//! Versions at the responder ([V2] §7): a connection speaks the version of its first
+//! Versions at the responder (\[V2\] §7): a connection speaks the version of its first
 //! message when the server takes either, RDMA2_CONNPROP is noted and answered, and version
 //! 2's judging of Calls and its errors.
 //!
@@ -120,7 +120,7 @@ impl<P: Provider> ServerConn<P> {
 
 /// The verdict on the Call `bytes` in the connection's version: resumed from `summary` when
 /// it was judged as its pull started (the receive buffer is unchanged since), else judged
-/// now (RFC 8166 §4.5; [V2] §5).
+/// now (RFC 8166 §4.5; \[V2\] §5).
 pub(super) fn judged<'a>(
     bytes: &'a [u8],
     summary: Option<&CallSummary>,

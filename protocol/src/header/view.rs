@@ -437,7 +437,7 @@ impl<'a> HeaderView<'a> {
     }
 
     /// Decodes a version 1 header, or the chunk lists of a version 2 RDMA2_MSG or
-    /// RDMA2_NOMSG ([V2] §3.3, §5.3.1, §5.3.2: the same lists as version 1 after
+    /// RDMA2_NOMSG (\[V2\] §3.3, §5.3.1, §5.3.2: the same lists as version 1 after
     /// `rdma_flags` and `rdma_inv_handle`) as a view with `vers` 2, `proc` MSG or NOMSG and
     /// [`flags`](Self::flags) and [`inv_handle`](Self::inv_handle): what the engines' chunk
     /// handling reads alike in both versions. Every other version 2 message is an error
@@ -494,7 +494,7 @@ impl<'a> HeaderView<'a> {
     }
 
     /// Version 2's `rdma_inv_handle`: the handle the responder may invalidate with its
-    /// reply, 0 for none ([V2] §3.3; always 0 in version 1).
+    /// reply, 0 for none (\[V2\] §3.3; always 0 in version 1).
     pub fn inv_handle(&self) -> u32 {
         self.v2.1
     }

@@ -1,4 +1,4 @@
-//! Encoding a version 2 transport header into a caller-provided buffer ([V2] §3, §5, §6).
+//! Encoding a version 2 transport header into a caller-provided buffer (\[V2\] §3, §5, §6).
 
 use super::props::Property;
 use super::{flags, Error2, Htype, PREFIX_LEN, RPCRDMA_VERSION_TWO};
@@ -55,7 +55,7 @@ pub struct Header2<'s> {
     /// `rdma_xid`.
     pub xid: u32,
     /// `rdma_vers`: 2, except in an RDMA2_ERROR, which echoes the failing message's
-    /// ([V2] §5.3.3).
+    /// (\[V2\] §5.3.3).
     pub vers: u32,
     /// `rdma_credit`: a request, or a grant with RPCRDMA2_F_RESPONSE.
     pub credit: u32,
@@ -67,7 +67,7 @@ pub struct Header2<'s> {
 
 impl<'s> Header2<'s> {
     /// A Call (either direction): RDMA2_MSG, or RDMA2_NOMSG when `external` (the Call in a
-    /// Position-Zero Read chunk); the flags clear ([V2] §3.2: the XID is the sender's).
+    /// Position-Zero Read chunk); the flags clear (\[V2\] §3.2: the XID is the sender's).
     pub fn call(
         xid: u32,
         credit: u32,
@@ -98,7 +98,7 @@ impl<'s> Header2<'s> {
     }
 
     /// An RDMA2_ERROR about the message `xid` of version `vers` (both echoed), with the
-    /// connection's grant and RPCRDMA2_F_RESPONSE ([V2] §5.3.3).
+    /// connection's grant and RPCRDMA2_F_RESPONSE (\[V2\] §5.3.3).
     pub fn error(xid: u32, vers: u32, grant: u32, err: Error2) -> Self {
         Header2 {
             xid,
@@ -109,7 +109,7 @@ impl<'s> Header2<'s> {
         }
     }
 
-    /// An RDMA2_CONNPROP with `props` ([V2] §5.3.4).
+    /// An RDMA2_CONNPROP with `props` (\[V2\] §5.3.4).
     pub fn connprop(xid: u32, credit: u32, props: &'s [Property<'s>]) -> Self {
         Header2 {
             xid,

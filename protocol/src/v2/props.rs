@@ -1,7 +1,7 @@
-//! Transport properties ([V2] §4): a property list (`rpcrdma2_propset`) is a count and that
+//! Transport properties (\[V2\] §4): a property list (`rpcrdma2_propset`) is a count and that
 //! many `{rdma_which, opaque rdma_data<>}` pairs. Zero-length data means the property's
 //! default; a known property whose data does not fit its type is RDMA2_ERR_BAD_XDR; an
-//! unknown one is skipped without an error ([V2] §4.1).
+//! unknown one is skipped without an error (\[V2\] §4.1).
 //!
 //! [`Props`] validates a list in place once (every length against the message, every known
 //! value against its type) and then hands out [`PropVal`]s and decoded [`Property`]s
@@ -12,15 +12,15 @@ use core::fmt;
 use crate::error::{DecodeError, EncodeError};
 use crate::xdr::{pad4, XdrReader, XdrWriter};
 
-/// Receive Buffer Size, `RDMA2_PROPID_RBSIZ` ([V2] §4.2.1): `uint32`, default 4096.
+/// Receive Buffer Size, `RDMA2_PROPID_RBSIZ` (\[V2\] §4.2.1): `uint32`, default 4096.
 pub const PROPID_RBSIZ: u32 = 1;
-/// Reverse Request Support, `RDMA2_PROPID_BRS` ([V2] §4.2.2): `enum rpcrdma2_rvreqsup`,
+/// Reverse Request Support, `RDMA2_PROPID_BRS` (\[V2\] §4.2.2): `enum rpcrdma2_rvreqsup`,
 /// default `RDMA2_RVREQSUP_INLINE`.
 pub const PROPID_BRS: u32 = 2;
 /// The default Receive Buffer Size.
 pub const DEFAULT_RBSIZ: u32 = 4096;
 
-/// Reverse Request Support levels, `rpcrdma2_rvreqsup` ([V2] §4.2.2).
+/// Reverse Request Support levels, `rpcrdma2_rvreqsup` (\[V2\] §4.2.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReverseRequests {
     /// RDMA2_RVREQSUP_NONE (0): no reverse-direction requests.
@@ -162,7 +162,7 @@ impl<'a> Property<'a> {
     }
 }
 
-/// Why a property list is refused: each is RDMA2_ERR_BAD_XDR ([V2] §4.1).
+/// Why a property list is refused: each is RDMA2_ERR_BAD_XDR (\[V2\] §4.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PropError {
     /// The list's structure does not decode: a count or a data length runs past the

@@ -1,11 +1,11 @@
 //! The version 2 receive-path decision, from the bytes alone, for either end of a
-//! connection ([V2] §3.2, §5.2, §5.3, §7; RFC 8166 §4.5 for what version 2 keeps).
+//! connection (\[V2\] §3.2, §5.2, §5.3, §7; RFC 8166 §4.5 for what version 2 keeps).
 //!
 //! In version 2 both ends may be requester and responder (reverse-direction RPC), so the
 //! decision starts from RPCRDMA2_F_RESPONSE: set, the message answers one of the receiver's
 //! (a Reply, or an error about its Call); clear, it is a Call to the receiver (or its
 //! transport properties). A receiver answers with RDMA2_ERROR only a message that was not
-//! itself a response ("MUST NOT be transmitted by a requester", [V2] §5.3.3), and never an
+//! itself a response ("MUST NOT be transmitted by a requester", \[V2\] §5.3.3), and never an
 //! RDMA2_ERROR.
 
 use super::{Error2, Header2Error, HeaderView2, Htype, MIN_MSG_LEN, RPCRDMA_VERSION_TWO};
@@ -27,7 +27,7 @@ pub enum Action2 {
     /// The peer reports an error about this end's message `rdma_xid`: complete that RPC
     /// with it (or, for RDMA2_ERR_VERS, fall back; see [`Action2::FallBack`]).
     PeerError(Error2),
-    /// The peer speaks only versions `low..=high`, without 2 ([V2] §7.2): continue the
+    /// The peer speaks only versions `low..=high`, without 2 (\[V2\] §7.2): continue the
     /// connection in version 1 and remember the server.
     FallBack {
         /// Lowest version the peer supports.
@@ -414,7 +414,7 @@ pub fn judge_reply2(buf: &[u8], role: Role, reverse: bool) -> Result<AcceptedRep
     }
 }
 
-/// The fixed words of a bare version 2 RDMA2_MSG ([V2] §3.2, §3.3, §5.3.1): version 2,
+/// The fixed words of a bare version 2 RDMA2_MSG (\[V2\] §3.2, §3.3, §5.3.1): version 2,
 /// RDMA2_MSG, `rdma_flags` exactly `flags`, `rdma_inv_handle` 0 and the three lists absent,
 /// followed by an RPC XID equal to `rdma_xid` (CHECKLIST G-9): `(xid, credit, payload)`.
 #[inline(always)]

@@ -1,4 +1,4 @@
-//! Decoding a version 2 transport header in place ([V2] §3, §5, §6).
+//! Decoding a version 2 transport header in place (\[V2\] §3, §5, §6).
 
 use core::fmt;
 
@@ -19,12 +19,12 @@ pub enum Header2Error {
         /// The version received.
         vers: u32,
     },
-    /// `rdma_htype` is none of the four header types ([V2] §5.2).
+    /// `rdma_htype` is none of the four header types (\[V2\] §5.2).
     UnknownHtype {
         /// The value received.
         htype: u32,
     },
-    /// Reserved `rdma_flags` bits are set ([V2] §3.2, §9.4; see the module's decisions).
+    /// Reserved `rdma_flags` bits are set (\[V2\] §3.2, §9.4; see the module's decisions).
     ReservedFlags {
         /// The whole flags word.
         flags: u32,
@@ -32,9 +32,9 @@ pub enum Header2Error {
     /// The body does not decode: a list discriminator other than 0 or 1, a count larger
     /// than the message.
     Malformed(DecodeError),
-    /// The property list of an RDMA2_CONNPROP is refused ([V2] §4.1).
+    /// The property list of an RDMA2_CONNPROP is refused (\[V2\] §4.1).
     Props(PropError),
-    /// `rdma_inv_handle` is not zero and names none of the header's handles ([V2] §3.3;
+    /// `rdma_inv_handle` is not zero and names none of the header's handles (\[V2\] §3.3;
     /// CHECKLIST G-13 e).
     InvHandle {
         /// The handle named.
