@@ -126,3 +126,41 @@ fn a_refused_call_never_runs_its_fill() {
         "both Calls within the credits answered"
     );
 }
+
+#[test]
+fn a_fill_that_panics_gives_its_credit_back() {
+    let cfg = ConnConfig {
+        credits: 2,
+        initial_grant: 2,
+        ..config()
+    };
+    let (mut c, mut s) = soft_pair(dispatch(), cfg, cfg).expect("pair");
+    let seed_arg = 6u32.to_be_bytes();
+    let w = CallArgs::new(PROG, VERS, WRITE, &seed_arg, 8);
+    c.submit_in_place(&w, 9, 64, |d| fill_pattern(6, d))
+        .expect("submit");
+    assert!(drive(&mut c, &mut s, |comp| comp.result.is_ok()));
+    // A panic while writing an inline argument and one while writing a Read chunk's.
+    for n in [100, 64 << 10] {
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = c.submit_in_place(&w, 1, n, |_| panic!("the caller's data source failed"));
+        }));
+        assert!(unwound.is_err(), "{n} B: the panic reaches the caller");
+        assert_eq!(c.in_flight(), 0, "{n} B: nothing was sent");
+    }
+    // Both credits are there: two Calls go out at once and are answered.
+    for tag in 0..2 {
+        c.submit_in_place(&w, tag, 64 << 10, |d| fill_pattern(6, d))
+            .expect("submit within the credits");
+    }
+    let (mut done, mut right) = (0, 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while done < 2 && std::time::Instant::now() < deadline {
+        s.poll();
+        c.poll_completions(|comp| {
+            done += 1;
+            right += usize::from(comp.result.is_ok_and(|r| r.results == written(64 << 10)));
+        });
+    }
+    assert_eq!((done, right), (2, 2), "both Calls answered");
+}

@@ -2,6 +2,8 @@
 //! path written word by word, chunk memory exposed, Sends held while corked and posted as a
 //! list.
 
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+
 use super::*;
 use crate::fabric::stream;
 
@@ -62,7 +64,8 @@ impl<P: Provider> Client<P> {
     /// `fill` is called once, with exactly `len` bytes, when the Call has its credit and
     /// its form; not at all when the Call is refused before that (e.g.
     /// [`SubmitError::WouldBlock`]). `call.bulk_arg` must be `None`. A retransmission
-    /// after a reconnection sends the same bytes again without calling `fill`.
+    /// after a reconnection sends the same bytes again without calling `fill`. A panic in
+    /// `fill` unwinds out of this call with the Call unsent and its credit free again.
     pub fn submit_in_place(
         &mut self,
         call: &CallArgs<'_>,
@@ -284,7 +287,11 @@ impl<P: Provider> Client<P> {
                 if plan.form == CallForm::Short {
                     let end = args_end + 4 + n;
                     if let Some(place) = place.take() {
-                        place(&mut s[args_end + 4..end], false);
+                        let dst = &mut s[args_end + 4..end];
+                        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| place(dst, false))) {
+                            self.spare.put(idx, &mut self.slots[idx as usize]);
+                            resume_unwind(panic);
+                        }
                     }
                     s[end..args_end + 4 + pad4(n)].fill(0);
                 }
@@ -297,7 +304,11 @@ impl<P: Provider> Client<P> {
                 0
             };
             if let Some(place) = place.take() {
-                place(&mut view::bytes_mut(&mut slot.arg)[off..off + n], true);
+                let dst = &mut view::bytes_mut(&mut slot.arg)[off..off + n];
+                if let Err(panic) = catch_unwind(AssertUnwindSafe(|| place(dst, true))) {
+                    self.spare.put(idx, &mut self.slots[idx as usize]);
+                    resume_unwind(panic);
+                }
             }
         }
 
