@@ -8,14 +8,50 @@ mod common;
 
 use common::*;
 use rpcrdma_engine::conn::{ConnConfig, Registration};
+use rpcrdma_engine::fabric::soft::Soft;
 use rpcrdma_engine::loopback::soft_pair;
 use rpcrdma_engine::proto::plan::{CallForm, Forced};
-use rpcrdma_engine::requester::{CallArgs, SubmitError};
-use std::time::Duration;
+use rpcrdma_engine::requester::{CallArgs, Client, SubmitError};
+use rpcrdma_engine::responder::ServerConn;
+use std::time::{Duration, Instant};
 
 /// The built-in WRITE's answer for `n` bytes of its pattern: `ok` 1 and the length.
 fn written(n: usize) -> Vec<u8> {
     [1u32.to_be_bytes(), (n as u32).to_be_bytes()].concat()
+}
+
+/// A connection of 2 credits whose requester has them both: one exchange brings the grant
+/// (a requester starts from one credit).
+fn granted_two() -> (Client<Soft>, ServerConn<Soft>) {
+    let cfg = ConnConfig {
+        credits: 2,
+        initial_grant: 2,
+        ..config()
+    };
+    let (mut c, mut s) = soft_pair(dispatch(), cfg, cfg).expect("pair");
+    let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
+    assert!(call(&mut c, &mut s, &null, |comp| comp.result.is_ok()));
+    (c, s)
+}
+
+/// Drives both ends until `n` Calls completed or 10 s passed: how many completed, and how
+/// many of those with the built-in WRITE's answer for `len` bytes of its pattern.
+fn answered(
+    c: &mut Client<Soft>,
+    s: &mut ServerConn<Soft>,
+    n: usize,
+    len: usize,
+) -> (usize, usize) {
+    let (mut done, mut right) = (0, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while done < n && Instant::now() < deadline {
+        s.poll();
+        c.poll_completions(|comp| {
+            done += 1;
+            right += usize::from(comp.result.is_ok_and(|r| r.results == written(len)));
+        });
+    }
+    (done, right)
 }
 
 #[test]
@@ -79,18 +115,9 @@ fn arguments_written_in_place_arrive_in_every_form() {
 
 #[test]
 fn a_refused_call_never_runs_its_fill() {
-    let cfg = ConnConfig {
-        credits: 2,
-        initial_grant: 2,
-        ..config()
-    };
-    let (mut c, mut s) = soft_pair(dispatch(), cfg, cfg).expect("pair");
+    let (mut c, mut s) = granted_two();
     let seed_arg = 5u32.to_be_bytes();
     let w = CallArgs::new(PROG, VERS, WRITE, &seed_arg, 8);
-    // A first exchange brings the grant of 2 (a requester starts from one credit).
-    c.submit_in_place(&w, 9, 4096, |d| fill_pattern(5, d))
-        .expect("submit");
-    assert!(drive(&mut c, &mut s, |comp| comp.result.is_ok()));
     // Both credits taken, the third Call must wait, and its data is not asked for.
     for tag in 0..2 {
         c.submit_in_place(&w, tag, 4096, |d| fill_pattern(5, d))
@@ -111,17 +138,8 @@ fn a_refused_call_never_runs_its_fill() {
         Err(SubmitError::Invalid(_))
     ));
     assert!(!ran, "an invalid Call ran its fill");
-    let (mut done, mut right) = (0, 0);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while done < 2 && std::time::Instant::now() < deadline {
-        s.poll();
-        c.poll_completions(|comp| {
-            done += 1;
-            right += usize::from(comp.result.is_ok_and(|r| r.results == written(4096)));
-        });
-    }
     assert_eq!(
-        (done, right),
+        answered(&mut c, &mut s, 2, 4096),
         (2, 2),
         "both Calls within the credits answered"
     );
@@ -129,17 +147,9 @@ fn a_refused_call_never_runs_its_fill() {
 
 #[test]
 fn a_fill_that_panics_gives_its_credit_back() {
-    let cfg = ConnConfig {
-        credits: 2,
-        initial_grant: 2,
-        ..config()
-    };
-    let (mut c, mut s) = soft_pair(dispatch(), cfg, cfg).expect("pair");
+    let (mut c, mut s) = granted_two();
     let seed_arg = 6u32.to_be_bytes();
     let w = CallArgs::new(PROG, VERS, WRITE, &seed_arg, 8);
-    c.submit_in_place(&w, 9, 64, |d| fill_pattern(6, d))
-        .expect("submit");
-    assert!(drive(&mut c, &mut s, |comp| comp.result.is_ok()));
     // A panic while writing an inline argument and one while writing a Read chunk's.
     for n in [100, 64 << 10] {
         let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -153,14 +163,9 @@ fn a_fill_that_panics_gives_its_credit_back() {
         c.submit_in_place(&w, tag, 64 << 10, |d| fill_pattern(6, d))
             .expect("submit within the credits");
     }
-    let (mut done, mut right) = (0, 0);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while done < 2 && std::time::Instant::now() < deadline {
-        s.poll();
-        c.poll_completions(|comp| {
-            done += 1;
-            right += usize::from(comp.result.is_ok_and(|r| r.results == written(64 << 10)));
-        });
-    }
-    assert_eq!((done, right), (2, 2), "both Calls answered");
+    assert_eq!(
+        answered(&mut c, &mut s, 2, 64 << 10),
+        (2, 2),
+        "both Calls answered"
+    );
 }
