@@ -129,10 +129,6 @@ impl<P: Provider> Client<P> {
         let extra = self.wire.extra();
         // Work requests go out in the order their send-queue numbers were given.
         self.post_queued();
-        // The DDP-eligible argument's opaque: its length word always inline, its bytes (when
-        // there are any) moved by a Read chunk or inline as the plan says. An empty one is
-        // its length word alone, inline: a Read chunk would carry nothing.
-        let mut place = Some(place);
         // The RPC call header with this credential (its body padded) and an AUTH_NONE
         // verifier.
         let call_header_len = CALL_HEADER_LEN + pad4(call.cred.body.len());
@@ -285,30 +281,26 @@ impl<P: Provider> Client<P> {
             if let Some(n) = bulk_len {
                 s[args_end..args_end + 4].copy_from_slice(&(n as u32).to_be_bytes());
                 if plan.form == CallForm::Short {
-                    let end = args_end + 4 + n;
-                    if let Some(place) = place.take() {
-                        let dst = &mut s[args_end + 4..end];
-                        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| place(dst, false))) {
-                            self.spare.put(idx, &mut self.slots[idx as usize]);
-                            resume_unwind(panic);
-                        }
-                    }
-                    s[end..args_end + 4 + pad4(n)].fill(0);
+                    s[args_end + 4 + n..args_end + 4 + pad4(n)].fill(0);
                 }
             }
         }
-        if let (Some(n), CallForm::Chunked | CallForm::Long) = (bulk_len, plan.form) {
-            let off = if plan.form == CallForm::Long {
-                item_off
-            } else {
-                0
+        // The DDP-eligible argument's opaque: its length word always inline (above), its
+        // bytes after it in the send buffer or where the Read chunk exposes them in the
+        // argument buffer, as the plan says. An empty one is its length word alone: a Read
+        // chunk would carry nothing. A panic in `place` (a caller's fill) leaves the Call
+        // unsent and its slot free.
+        if let Some(n) = bulk_len {
+            let (buf, at) = match plan.form {
+                CallForm::Short => (&mut slot.send, hlen + args_end + 4),
+                CallForm::Chunked => (&mut slot.arg, 0),
+                CallForm::Long => (&mut slot.arg, item_off),
             };
-            if let Some(place) = place.take() {
-                let dst = &mut view::bytes_mut(&mut slot.arg)[off..off + n];
-                if let Err(panic) = catch_unwind(AssertUnwindSafe(|| place(dst, true))) {
-                    self.spare.put(idx, &mut self.slots[idx as usize]);
-                    resume_unwind(panic);
-                }
+            let dst = &mut view::bytes_mut(buf)[at..at + n];
+            let wire = plan.form != CallForm::Short;
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| place(dst, wire))) {
+                self.spare.put(idx, &mut self.slots[idx as usize]);
+                resume_unwind(panic);
             }
         }
 
