@@ -89,10 +89,17 @@ fn dispatch(store: Arc<RwLock<Vec<u8>>>) -> Dispatch {
     d
 }
 
+/// Writes block `b`'s contents into `out`.
+fn fill_block(b: u32, out: &mut [u8]) {
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = (i as u32 ^ b.wrapping_mul(31)) as u8;
+    }
+}
+
 fn block_data(b: u32) -> Vec<u8> {
-    (0..BLOCK)
-        .map(|i| (i as u32 ^ b.wrapping_mul(31)) as u8)
-        .collect()
+    let mut v = vec![0; BLOCK];
+    fill_block(b, &mut v);
+    v
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -112,14 +119,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         core_affinity::set_for_current(cores[0]);
     }
 
-    // The blocks' contents, made before the clock starts.
+    // The blocks' contents, made before the clock starts, to check what READ returns.
     let blocks: Vec<Vec<u8>> = (0..BLOCKS as u32).map(block_data).collect();
+    // Each WRITE's block is made where it is sent from: the registered buffer the server's
+    // RDMA Read pulls it out of (zero copy; `call.bulk_arg = Some(&data)` would copy a block
+    // that already exists into it).
     let write_all = |client: &mut rpcrdma_engine::requester::Client<_>| {
-        for (b, data) in blocks.iter().enumerate() {
-            let arg = (b as u32).to_be_bytes();
-            let mut call = CallArgs::new(PROG, VERS, WRITE, &arg, 4);
-            call.bulk_arg = Some(data); // sent through a Read chunk
-            let status = client.call(&call, |r| r.map(|r| word(r.results, 0)))??;
+        for b in 0..BLOCKS as u32 {
+            let arg = b.to_be_bytes();
+            let call = CallArgs::new(PROG, VERS, WRITE, &arg, 4);
+            let status = client.call_in_place(
+                &call,
+                BLOCK,
+                |buf| fill_block(b, buf),
+                |r| r.map(|r| word(r.results, 0)),
+            )??;
             assert_eq!(status, Some(OK), "write block {b}");
         }
         Ok::<(), Box<dyn std::error::Error>>(())

@@ -406,11 +406,53 @@ impl<P: Provider> Client<P> {
     where
         F: FnOnce(Result<Reply<'_>, RpcError>) -> R,
     {
+        self.call_with(call, |c, tag| c.submit(call, tag), f)
+    }
+
+    /// [`call`](Self::call) of a Call whose DDP-eligible argument, `len` bytes, `fill`
+    /// writes where it is sent from ([`submit_in_place`](Self::submit_in_place): zero copy).
+    pub fn call_in_place<R, F>(
+        &mut self,
+        call: &CallArgs<'_>,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+        f: F,
+    ) -> Result<R, RpcError>
+    where
+        F: FnOnce(Result<Reply<'_>, RpcError>) -> R,
+    {
+        // Called only by the submission that sends the Call; one refused for want of a
+        // credit leaves it for the next.
+        let mut fill = Some(fill);
+        self.call_with(
+            call,
+            |c, tag| {
+                c.submit_in_place(call, tag, len, |d| {
+                    if let Some(fill) = fill.take() {
+                        fill(d);
+                    }
+                })
+            },
+            f,
+        )
+    }
+
+    /// [`call`](Self::call) with the submission `submit` makes (tagged with the tag it is
+    /// given), retried while it would block.
+    fn call_with<R, F>(
+        &mut self,
+        call: &CallArgs<'_>,
+        mut submit: impl FnMut(&mut Self, u64) -> Result<u32, SubmitError>,
+        f: F,
+    ) -> Result<R, RpcError>
+    where
+        F: FnOnce(Result<Reply<'_>, RpcError>) -> R,
+    {
         const TAG: u64 = u64::MAX;
         let start = Instant::now();
         let hard = start + call.timeout + Duration::from_secs(1);
         let xid = loop {
-            match self.submit(call, TAG) {
+            match submit(self, TAG) {
                 Ok(xid) => break xid,
                 Err(SubmitError::WouldBlock) => {
                     if Instant::now() > start + call.timeout {
