@@ -314,17 +314,8 @@ fn rpc_level_errors() {
 /// The blocking convenience.
 #[test]
 fn blocking_call_with_server_thread() {
-    let (mut c, mut s) = pair(config());
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop2 = stop.clone();
-    let t = std::thread::spawn(move || {
-        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
-            if s.poll() == 0 {
-                std::thread::yield_now();
-            }
-        }
-        s.snapshot()
-    });
+    let (mut c, s) = pair(config());
+    let server = ServedThread::start(s);
     for i in 0..200u32 {
         let data = pattern(i, 100 + i as usize * 37);
         let args = opaque(&data);
@@ -332,8 +323,7 @@ fn blocking_call_with_server_thread() {
         let echoed = c.call(&a, |r| r.unwrap().results.to_vec()).unwrap();
         assert_eq!(echoed, args);
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let st = t.join().unwrap();
+    let st = server.stop();
     assert_eq!(st.rpcs, 200);
 }
 

@@ -173,17 +173,8 @@ fn a_fill_that_panics_gives_its_credit_back() {
 #[test]
 fn blocking_calls_write_their_arguments_in_place() {
     let cfg = ConnConfig::default();
-    let (mut c, mut s) = soft_pair(dispatch(), cfg, cfg).expect("pair");
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop2 = stop.clone();
-    let server = std::thread::spawn(move || {
-        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
-            if s.poll() == 0 {
-                std::thread::yield_now();
-            }
-        }
-        s.snapshot()
-    });
+    let (mut c, s) = soft_pair(dispatch(), cfg, cfg).expect("pair");
+    let server = ServedThread::start(s);
     let seed_arg = 8u32.to_be_bytes();
     let w = CallArgs::new(PROG, VERS, WRITE, &seed_arg, 8);
     for n in [0, 100, 64 << 10, 1 << 20] {
@@ -202,7 +193,6 @@ fn blocking_calls_write_their_arguments_in_place() {
         assert!(ok, "{n} B: WRITE saw its pattern");
         assert_eq!(fills, 1, "{n} B: one fill");
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let st = server.join().expect("server thread");
+    let st = server.stop();
     assert_eq!((st.rpcs, st.err_chunk + st.system_err), (4, 0), "{st:?}");
 }

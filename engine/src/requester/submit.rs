@@ -63,9 +63,11 @@ impl<P: Provider> Client<P> {
     ///
     /// `fill` is called once, with exactly `len` bytes, when the Call has its credit and
     /// its form; not at all when the Call is refused before that (e.g.
-    /// [`SubmitError::WouldBlock`]). `call.bulk_arg` must be `None`. A retransmission
-    /// after a reconnection sends the same bytes again without calling `fill`. A panic in
-    /// `fill` unwinds out of this call with the Call unsent and its credit free again.
+    /// [`SubmitError::WouldBlock`]). A Call that fails after its fill ran (a connection
+    /// lost while its memory is exposed) takes its bytes with it: submitting it again fills
+    /// again. `call.bulk_arg` must be `None`. A retransmission after a reconnection sends
+    /// the same bytes again without calling `fill`. A panic in `fill` unwinds out of this
+    /// call with the Call unsent and its credit free again.
     pub fn submit_in_place(
         &mut self,
         call: &CallArgs<'_>,

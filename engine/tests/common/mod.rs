@@ -1,12 +1,16 @@
 //! Procedures and helpers shared by the RPC tests.
 #![allow(dead_code)]
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rpcrdma_engine::conn::ConnConfig;
 use rpcrdma_engine::fabric::soft::Soft;
 use rpcrdma_engine::requester::{CallArgs, Client, Completion};
 use rpcrdma_engine::responder::ServerConn;
+use rpcrdma_engine::stats::Snapshot;
 
 #[allow(unused_imports)]
 pub use rpcrdma_engine::program::{
@@ -59,4 +63,34 @@ pub fn call<R>(
 ) -> R {
     client.submit(args, 7).expect("submit");
     drive(client, server, f)
+}
+
+/// A server connection polled on a thread of its own, for blocking calls from the test's
+/// thread; [`ServedThread::stop`] ends it and returns its counters.
+pub struct ServedThread {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Snapshot>,
+}
+
+impl ServedThread {
+    /// Polls `server` on a new thread until stopped.
+    pub fn start(mut server: ServerConn<Soft>) -> ServedThread {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let handle = std::thread::spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                if server.poll() == 0 {
+                    std::thread::yield_now();
+                }
+            }
+            server.snapshot()
+        });
+        ServedThread { stop, handle }
+    }
+
+    /// Stops the thread; the server's counters.
+    pub fn stop(self) -> Snapshot {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.join().expect("server thread")
+    }
 }
