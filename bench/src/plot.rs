@@ -19,8 +19,6 @@ pub enum PlotError {
     Nothing,
     /// The drawing failed.
     Draw(String),
-    /// Writing the file failed.
-    Io(std::io::Error),
 }
 
 impl core::fmt::Display for PlotError {
@@ -28,7 +26,6 @@ impl core::fmt::Display for PlotError {
         match self {
             PlotError::Nothing => f.write_str("nothing to plot: no point with a payload"),
             PlotError::Draw(e) => write!(f, "drawing the plot: {e}"),
-            PlotError::Io(e) => write!(f, "writing the plot: {e}"),
         }
     }
 }
@@ -211,19 +208,6 @@ pub fn render(
     })
 }
 
-/// Writes the plot to `path`: SVG, or an HTML page holding it when the name ends in
-/// `.html` (any other name is taken as SVG).
-pub fn write(
-    path: &Path,
-    points: &[Point],
-    crossovers: &[Crossover],
-    title: &str,
-) -> Result<(), PlotError> {
-    let format = Format::of(path).unwrap_or(Format::Svg);
-    let body = render(format, points, crossovers, title)?;
-    std::fs::write(path, body).map_err(PlotError::Io)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,12 +231,12 @@ mod tests {
             "legend"
         );
         assert!(s.contains("crossover 4096 B"), "crossover marked");
-        let dir = std::env::temp_dir().join(format!("rpcrdma-plot-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let html = dir.join("p.html");
-        write(&html, &pts, &c, "t").unwrap();
-        assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
-        std::fs::remove_dir_all(&dir).unwrap();
+        let html = render(Format::Html, &pts, &c, "t").unwrap();
+        assert!(html.starts_with("<!doctype html>") && html.contains("<svg"));
+        assert_eq!(
+            render(Format::Svg, &pts, &c, "t").unwrap(),
+            svg(&pts, &c, "t").unwrap()
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use rpcrdma_engine::conn::{ConnConfig, Registration};
 use rpcrdma_engine::fabric::soft::Soft;
 use rpcrdma_engine::loopback::soft_pair;
 use rpcrdma_engine::proto::plan::{CallForm, Forced};
-use rpcrdma_engine::requester::{CallArgs, Client, SubmitError};
+use rpcrdma_engine::requester::{CallArgs, Client, RpcError, SubmitError};
 use rpcrdma_engine::responder::ServerConn;
 use std::time::{Duration, Instant};
 
@@ -193,6 +193,15 @@ fn blocking_calls_write_their_arguments_in_place() {
         assert!(ok, "{n} B: WRITE saw its pattern");
         assert_eq!(fills, 1, "{n} B: one fill");
     }
+    // A Call the blocking form cannot send says why, and sends nothing.
+    let data = pattern(8, 16);
+    let mut both = w;
+    both.bulk_arg = Some(&data);
+    let refused = c.call_in_place(&both, 16, |_| {}, |_| ());
+    assert!(
+        matches!(refused, Err(RpcError::NotSent(SubmitError::Invalid(_)))),
+        "{refused:?}"
+    );
     let st = server.stop();
     assert_eq!((st.rpcs, st.err_chunk + st.system_err), (4, 0), "{st:?}");
 }

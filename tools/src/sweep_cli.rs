@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::str::FromStr;
 use std::time::Duration;
@@ -274,15 +274,20 @@ fn create(path: &PathBuf) -> Result<Box<dyn Write>, String> {
 
 /// Runs `rpcrdma sweep`.
 pub fn run(args: &Args) -> ExitCode {
-    if let Some(path) = &args.plot {
-        if plot::Format::of(path).is_none() {
-            eprintln!(
-                "sweep: --plot {}: the plot is an SVG image (FILE.svg) or a page holding one (FILE.html)",
-                path.display()
-            );
-            return ExitCode::from(2);
-        }
-    }
+    // The plot's format, from its file name, refused before anything runs.
+    let plot = match &args.plot {
+        Some(path) => match plot::Format::of(path) {
+            Some(format) => Some((path.as_path(), format)),
+            None => {
+                eprintln!(
+                    "sweep: --plot {}: the plot is an SVG image (FILE.svg) or a page holding one (FILE.html)",
+                    path.display()
+                );
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
     let points = match args.axes().and_then(|a| a.points()) {
         Ok(p) => p,
         Err(e) => {
@@ -296,10 +301,10 @@ pub fn run(args: &Args) -> ExitCode {
         );
     }
     match args.provider {
-        Which::Soft => run_on::<Soft>(args, &points, "@rpcrdma-sweep", &|| {
+        Which::Soft => run_on::<Soft>(args, &points, plot, "@rpcrdma-sweep", &|| {
             Soft::open_device(None).map_err(|e| e.to_string())
         }),
-        Which::Verbs => run_on::<Verbs>(args, &points, "0.0.0.0:20100", &|| {
+        Which::Verbs => run_on::<Verbs>(args, &points, plot, "0.0.0.0:20100", &|| {
             open_verbs(args.device.as_deref())
         }),
     }
@@ -308,6 +313,7 @@ pub fn run(args: &Args) -> ExitCode {
 fn run_on<P: Provider>(
     args: &Args,
     points: &[PointConfig],
+    plot: Option<(&Path, plot::Format)>,
     default_listen: &str,
     open: &(dyn Fn() -> Result<P::Device, String> + Sync),
 ) -> ExitCode
@@ -349,9 +355,9 @@ where
     };
     // The plot's file is made now, so that a name that cannot be written fails before the
     // run rather than after it.
-    let mut plot_file = match &args.plot {
-        Some(path) => match File::create(path) {
-            Ok(f) => Some(f),
+    let mut plot_file = match plot {
+        Some((path, format)) => match File::create(path) {
+            Ok(f) => Some((path, format, f)),
             Err(e) => return fail(&format!("{}: {e}", path.display())),
         },
         None => None,
@@ -444,10 +450,9 @@ where
         }
         None => out.line("(add --force-form short,chunked to find the inline threshold)"),
     }
-    if let (Some(path), Some(file)) = (&args.plot, plot_file.as_mut()) {
+    if let Some((path, format, file)) = plot_file.as_mut() {
         let title = format!("rpcrdma sweep, {}", P::NAME);
-        let format = plot::Format::of(path).unwrap_or(plot::Format::Svg);
-        match plot::render(format, &measured, &cross, &title) {
+        match plot::render(*format, &measured, &cross, &title) {
             Ok(body) => {
                 if let Err(e) = file.write_all(body.as_bytes()) {
                     return fail(&format!("writing the plot: {e}"));

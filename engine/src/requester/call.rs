@@ -85,6 +85,10 @@ pub enum RpcError {
     /// The responder answered with a version 2 RDMA2_ERROR (\[V2\] §5.3.3): its code and
     /// details (the responder's limit, the length it needed).
     Rdma2(rpcrdma_proto::v2::Error2),
+    /// The blocking [`Client::call`] (or `call_in_place`) did not send the Call: it is too
+    /// large for any form or the buffers, or invalid ([`SubmitError::TooLarge`],
+    /// [`SubmitError::Invalid`]).
+    NotSent(SubmitError),
 }
 
 impl core::fmt::Display for RpcError {

@@ -401,7 +401,8 @@ impl<P: Provider> Client<P> {
     /// Sends one RPC and waits for its reply, at most `call.timeout` (plus the time to get a
     /// credit, bounded by the same timeout); hands the reply to `f` and returns what it
     /// returns. Must not be mixed with RPCs submitted with [`submit`](Self::submit) and not
-    /// yet completed (their completions would be dropped).
+    /// yet completed (their completions would be dropped). A Call that cannot be sent at
+    /// all (too large, invalid) is [`RpcError::NotSent`].
     pub fn call<R, F>(&mut self, call: &CallArgs<'_>, f: F) -> Result<R, RpcError>
     where
         F: FnOnce(Result<Reply<'_>, RpcError>) -> R,
@@ -461,7 +462,7 @@ impl<P: Provider> Client<P> {
                     self.poll_completions(|_| {});
                 }
                 Err(SubmitError::Disconnected) => return Err(RpcError::ConnectionLost),
-                Err(_) => return Err(RpcError::BadReply),
+                Err(e) => return Err(RpcError::NotSent(e)),
             }
         };
         let mut f = Some(f);
