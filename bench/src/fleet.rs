@@ -162,6 +162,7 @@ fn merge(mut reports: Vec<LoadReport>) -> LoadReport {
     for r in &reports {
         // Same bounds everywhere: adding cannot fail.
         let _ = total.hist.add(&r.hist);
+        let _ = total.server_work.add(&r.server_work);
         total.rpcs += r.rpcs;
         total.seconds = total.seconds.max(r.seconds);
         total.client.add(&r.client);

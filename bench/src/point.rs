@@ -132,8 +132,13 @@ pub struct Point {
     pub rate_rps: f64,
     /// Payload bytes per second.
     pub bandwidth_bps: f64,
-    /// Round-trip percentiles.
+    /// Round-trip percentiles, less the server's time on the data (`server_work_ns`).
     pub lat_ns: Latency,
+    /// The time the server said it spent on each RPC's data, left out of `lat_ns`: the
+    /// built-in program's timed READ making it and WRITE checking it (`None` for other
+    /// points, for data under 512 bytes, and in files written before it was measured).
+    #[serde(default)]
+    pub server_work_ns: Option<Latency>,
     /// CPU time per RPC.
     pub cpu_ns_per_rpc: CpuPerRpc,
     /// The forms actually used.
@@ -224,7 +229,7 @@ impl Point {
          lat_p90_ns,lat_p99_ns,lat_p999_ns,lat_max_ns,cpu_client_ns,cpu_server_ns,short_calls,\
          chunked_calls,long_calls,short_replies,long_replies,write_chunks,remote_invalidations,\
          cacheline_rtt_ns,copy_ns,p50_to_cacheline,p50_to_copy,copy_to_reader_ns,\
-         p50_to_copy_to_reader"
+         p50_to_copy_to_reader,server_work_p50_ns,server_work_p99_ns"
     }
 
     /// The point as one CSV row (no field needs quoting: names are plain words).
@@ -234,7 +239,7 @@ impl Point {
         let l = &self.lat_ns;
         let f = &self.forms;
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.1},{:.1},{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.1},{:.1},{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{}",
             c.provider,
             c.op,
             c.size,
@@ -277,6 +282,10 @@ impl Point {
                 .copy_to_reader_ns
                 .map_or(String::new(), |v| v.to_string()),
             opt(self.ratios.p50_to_copy_to_reader),
+            self.server_work_ns
+                .map_or(String::new(), |w| w.p50.to_string()),
+            self.server_work_ns
+                .map_or(String::new(), |w| w.p99.to_string()),
         )
     }
 }
@@ -316,6 +325,7 @@ pub(crate) mod tests {
                 p999: p50 + 30,
                 max: p50 * 10,
             },
+            server_work_ns: None,
             cpu_ns_per_rpc: CpuPerRpc {
                 client: 100.0,
                 server: Some(90.0),
@@ -375,5 +385,18 @@ pub(crate) mod tests {
         let row = p.csv_row();
         assert_eq!(row.split(',').count(), columns, "{row}");
         assert!(row.starts_with("soft,echo,1024,4096,"));
+        assert!(row.ends_with(",,"), "no server work: {row}");
+        let mut timed = point("read", 65536, "chunked", 0, 3000, 1e5);
+        timed.server_work_ns = Some(Latency {
+            p50: 1200,
+            p99: 1500,
+            ..Latency::default()
+        });
+        let row = timed.csv_row();
+        assert_eq!(row.split(',').count(), columns, "{row}");
+        assert!(row.ends_with(",1200,1500"), "{row}");
+        // And it travels through JSON.
+        let back = Point::read_all(&timed.to_json()).unwrap();
+        assert_eq!(back[0].server_work_ns, timed.server_work_ns);
     }
 }

@@ -21,6 +21,9 @@ pub struct Summary {
     /// Half the range of the repetitions' median round trips, in percent of their median:
     /// how much this run moved by itself (0 with one repetition).
     pub spread_pct: f64,
+    /// Whether the round trips leave out the server's time on the data
+    /// ([`Point::server_work_ns`]; runs from before it was measured include it).
+    pub work_left_out: bool,
 }
 
 /// One configuration in both runs.
@@ -94,6 +97,7 @@ fn summarise(points: &[Point]) -> BTreeMap<PointConfig, Summary> {
                 p50_ns: p50,
                 rate_rps: median(ps.iter().map(|p| p.rate_rps).collect()),
                 spread_pct: spread,
+                work_left_out: ps.iter().any(|p| p.server_work_ns.is_some()),
             };
             (k, s)
         })
@@ -191,6 +195,21 @@ impl Report {
                 if r.regression { "REGRESSION" } else { "ok" }
             ));
         }
+        for r in self
+            .rows
+            .iter()
+            .filter(|r| r.a.work_left_out != r.b.work_left_out)
+        {
+            let (left_out, kept) = if r.b.work_left_out {
+                ("B", "A")
+            } else {
+                ("A", "B")
+            };
+            out.push_str(&format!(
+                "note: {}: {left_out}'s round trips leave out the server's time on the data (server_work_ns), {kept}'s include it: the two measure different things\n",
+                label(&r.config)
+            ));
+        }
         for c in &self.only_a {
             out.push_str(&format!("only in A: {}\n", label(c)));
         }
@@ -246,6 +265,23 @@ mod tests {
         // Same median, a third less rate: a regression.
         let slower_rate = vec![point("write", 65536, "chunked", 0, 10_000, 0.66e5)];
         assert_eq!(compare(&a, &slower_rate, 10.0).regressions().count(), 1);
+    }
+
+    #[test]
+    fn runs_timed_differently_are_told_apart() {
+        let old = vec![point("read", 65536, "auto", 0, 6_000, 1e5)];
+        let mut new = vec![point("read", 65536, "auto", 0, 4_000, 1e5)];
+        let text = compare(&old, &new, 5.0).render();
+        assert!(!text.contains("note:"), "{text}");
+        new[0].server_work_ns = Some(crate::point::Latency {
+            p50: 1_500,
+            ..Default::default()
+        });
+        let text = compare(&old, &new, 5.0).render();
+        assert!(
+            text.contains("note: read 65536 B") && text.contains("B's round trips leave out"),
+            "{text}"
+        );
     }
 
     #[test]

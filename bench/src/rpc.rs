@@ -134,6 +134,11 @@ pub struct LoadReport {
     pub lat_ns: Percentiles,
     /// Every round trip of the measured phase (for merging runs of several threads).
     pub hist: Histogram<u64>,
+    /// The time the server said it spent on each RPC's data (the built-in program's timed
+    /// READ making it, WRITE checking it; [`program::VERS_TIMED`](rpcrdma_engine::program::VERS_TIMED)), which the round trips
+    /// leave out; empty for the other workloads and for data under
+    /// [`program::TIMED_MIN`](rpcrdma_engine::program::TIMED_MIN) bytes.
+    pub server_work: Histogram<u64>,
     /// Heap allocations per RPC in the measured phase, if counted.
     pub allocs_per_rpc: Option<f64>,
     /// The client connections' counters at the end, summed.
@@ -182,20 +187,21 @@ impl core::fmt::Display for LoadError {
 impl std::error::Error for LoadError {}
 
 /// Records in `hist` the round trip, ending at `now`, of each Call submitted at the
-/// instants `sent` gives. Calls submitted together carry the same stamp and mostly
-/// complete together, so runs of equal stamps are recorded with one count each (the
-/// histogram ends up the same; its update and the clock arithmetic were a few percent of
-/// the client thread's time at depth 32).
+/// instant `sent` gives with it, less the time the server spent on its data (also given).
+/// Calls submitted together carry the same stamp and mostly complete together, so runs of
+/// equal stamps are recorded with one count each (the histogram ends up the same; its
+/// update and the clock arithmetic were a few percent of the client thread's time at depth
+/// 32).
 fn record_round_trips(
     hist: &mut Histogram<u64>,
     clock: &Clock,
     now: Stamp,
-    sent: impl Iterator<Item = Stamp>,
+    sent: impl Iterator<Item = (Stamp, u32)>,
 ) {
-    let mut run: Option<(Stamp, u64)> = None;
-    let mut flush = |run: Option<(Stamp, u64)>| {
-        if let Some((at, n)) = run {
-            let ns = clock.nanos(at, now);
+    let mut run: Option<((Stamp, u32), u64)> = None;
+    let mut flush = |run: Option<((Stamp, u32), u64)>| {
+        if let Some(((at, work), n)) = run {
+            let ns = clock.nanos(at, now).saturating_sub(u64::from(work));
             let _ = hist.record_n(ns.max(1), n);
         }
     };
@@ -237,6 +243,8 @@ struct Lane {
     finished: Vec<u64>,
     /// When each tag was last submitted.
     sent: Vec<Stamp>,
+    /// The server's time on the data of each tag's last reply, in nanoseconds.
+    work: Vec<u32>,
     /// Whether each tag is in flight.
     in_flight: Vec<bool>,
     /// RPCs completed in the measured phase.
@@ -249,6 +257,7 @@ impl Lane {
             free: (0..depth as u64).collect(),
             finished: Vec::with_capacity(depth),
             sent: vec![now; depth],
+            work: vec![0; depth],
             in_flight: vec![false; depth],
             rpcs: 0,
         }
@@ -383,6 +392,7 @@ pub fn run_many<P: Provider>(
     let depth = cfg.depth as usize;
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|_| LoadError::Config("histogram"))?;
+    let mut server_work = hist.clone();
     // Round trips are stamped with the cycle counter where it is steady (see
     // `rpcrdma_engine::clock`): the clock's own cost stays out of what is measured.
     let clock = Clock::get();
@@ -422,8 +432,11 @@ pub fn run_many<P: Provider>(
                         return;
                     }
                     faults.completed += 1;
-                    if let Err(e) = prepared.verify(&c.result) {
-                        failure.get_or_insert(e);
+                    match prepared.verify(&c.result) {
+                        Ok(work) => lane.work[c.tag as usize] = work,
+                        Err(e) => {
+                            failure.get_or_insert(e);
+                        }
                     }
                     lane.finished.push(c.tag);
                 });
@@ -437,8 +450,16 @@ pub fn run_many<P: Provider>(
                             &mut hist,
                             &clock,
                             now,
-                            lane.finished.iter().map(|&t| lane.sent[t as usize]),
+                            lane.finished
+                                .iter()
+                                .map(|&t| (lane.sent[t as usize], lane.work[t as usize])),
                         );
+                        for &t in &lane.finished {
+                            let w = lane.work[t as usize];
+                            if w > 0 {
+                                let _ = server_work.record(u64::from(w));
+                            }
+                        }
                         lane.rpcs += lane.finished.len() as u64;
                     }
                     lane.free.extend_from_slice(&lane.finished);
@@ -457,6 +478,7 @@ pub fn run_many<P: Provider>(
                     measuring = true;
                     allocs_at_start = allocations();
                     hist.reset();
+                    server_work.reset();
                     for lane in lanes.iter_mut() {
                         lane.rpcs = 0;
                     }
@@ -536,6 +558,7 @@ pub fn run_many<P: Provider>(
         rate_rps: rpcs as f64 / seconds.max(1e-9),
         lat_ns: Percentiles::of(&hist),
         hist,
+        server_work,
         allocs_per_rpc: allocs,
         client: client_counters,
         per_conn: lanes.iter().map(|l| l.rpcs).collect(),
@@ -560,11 +583,19 @@ mod tests {
             .map(|&us| at(us))
             .collect();
         let new = || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        // The server's time on the data, left out of each round trip; equal stamps with
+        // different times are not one run.
+        let work: [u32; 13] = [0, 0, 0, 0, 0, 0, 100, 100, 300, 300, 0, 0, 0];
         let mut runs = new();
-        record_round_trips(&mut runs, &clock, now, stamps.iter().copied());
+        record_round_trips(
+            &mut runs,
+            &clock,
+            now,
+            stamps.iter().copied().zip(work.iter().copied()),
+        );
         let mut single = new();
-        for &s in &stamps {
-            single.record(clock.nanos(s, now)).unwrap();
+        for (&s, &w) in stamps.iter().zip(work.iter()) {
+            single.record(clock.nanos(s, now) - u64::from(w)).unwrap();
         }
         assert_eq!(runs.len(), stamps.len() as u64);
         assert_eq!(runs, single);

@@ -392,14 +392,17 @@ fn combine(
 ) -> Point {
     let r = &run.total;
     let (rpcs, seconds, rate) = (r.rpcs, r.seconds, r.rate_rps);
-    let lat = Latency {
-        min: r.lat_ns.min,
-        p50: r.lat_ns.p50,
-        p90: r.lat_ns.p90,
-        p99: r.lat_ns.p99,
-        p999: r.lat_ns.p999,
-        max: r.lat_ns.max,
+    let latency = |p: crate::rpc::Percentiles| Latency {
+        min: p.min,
+        p50: p.p50,
+        p90: p.p90,
+        p99: p.p99,
+        p999: p.p999,
+        max: p.max,
     };
+    let lat = latency(r.lat_ns);
+    let server_work =
+        (!r.server_work.is_empty()).then(|| latency(crate::rpc::Percentiles::of(&r.server_work)));
     let client_cpu: Duration = run.threads.iter().filter_map(|t| t.cpu).sum();
     let per_rpc = |d: Duration| d.as_nanos() as f64 / rpcs.max(1) as f64;
     let server = if per_worker_rpcs.is_empty() {
@@ -426,6 +429,7 @@ fn combine(
         rate_rps: rate,
         bandwidth_bps: rate * payload as f64,
         lat_ns: lat,
+        server_work_ns: server_work,
         cpu_ns_per_rpc: CpuPerRpc {
             client: per_rpc(client_cpu),
             server,

@@ -170,13 +170,16 @@ impl Prepared {
     pub fn call(&self, timeout: Duration) -> CallArgs<'_> {
         let (prog, vers) = match self.workload {
             Workload::Proc { prog, vers, .. } => (prog, vers),
+            // The server answers how long it spent on the data, which the round trip then
+            // leaves out (`verify`).
+            Workload::Read(_) | Workload::Write(_) => (program::PROG, program::VERS_TIMED),
             _ => (program::PROG, program::VERS),
         };
         let (proc_num, max_results) = match self.workload {
             Workload::Null => (program::NULL, 0),
             Workload::Echo(n) => (program::ECHO, program::opaque_len(n as usize) as u32),
-            Workload::Read(_) => (program::READ, 4),
-            Workload::Write(_) => (program::WRITE, 8),
+            Workload::Read(_) => (program::READ, 8),
+            Workload::Write(_) => (program::WRITE, 12),
             // Room for whatever the procedure answers inline.
             Workload::Proc { proc_num, .. } => (proc_num, 1024),
         };
@@ -215,7 +218,9 @@ impl Prepared {
     }
 
     /// Checks a reply: success, and every byte of the results as the program defines them.
-    pub fn verify(&self, result: &Result<Reply<'_>, RpcError>) -> Result<(), ReplyError> {
+    /// Returns the nanoseconds the server says it spent on the data (its timed READ and
+    /// WRITE, [`program::VERS_TIMED`]; 0 for the other workloads).
+    pub fn verify(&self, result: &Result<Reply<'_>, RpcError>) -> Result<u32, ReplyError> {
         let need = self.workload.bulk_needed();
         let r = match result {
             Ok(r) => r,
@@ -251,25 +256,32 @@ impl Prepared {
             Workload::Null => r.results.is_empty(),
             Workload::Echo(_) => r.results == self.args.as_slice(),
             Workload::Read(n) => {
-                // Through the Write chunk (`bulk`), or inline after the count when the Call
-                // asked for it so: the opaque's length word, then its bytes.
+                // Through the Write chunk (`bulk`), or inline after the count and the time
+                // when the Call asked for it so: the opaque's length word, then its bytes.
                 let data = match r.bulk().first().filter(|b| !b.is_empty()) {
                     Some(b) => Some(*b),
-                    None if word(r.results, 4) == Some(n) => r.results.get(8..8 + n as usize),
+                    None if word(r.results, 8) == Some(n) => r.results.get(12..12 + n as usize),
                     None => None,
                 };
                 word(r.results, 0) == Some(n)
                     && data.is_some_and(|b| program::is_pattern(SEED, b) && b.len() == n as usize)
             }
-            Workload::Write(n) => word(r.results, 0) == Some(1) && word(r.results, 4) == Some(n),
+            Workload::Write(n) => {
+                word(r.results, 0) == Some(1)
+                    && word(r.results, 4) == Some(n)
+                    && r.results.len() == 12
+            }
             // Accepted SUCCESS, checked above: nothing is known of the results.
             Workload::Proc { .. } => true,
         };
-        if ok {
-            Ok(())
-        } else {
-            Err(ReplyError::WrongData)
+        if !ok {
+            return Err(ReplyError::WrongData);
         }
+        Ok(match self.workload {
+            Workload::Read(_) => word(r.results, 4).unwrap_or(0),
+            Workload::Write(_) => word(r.results, 8).unwrap_or(0),
+            _ => 0,
+        })
     }
 }
 

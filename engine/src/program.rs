@@ -10,6 +10,13 @@
 //! | `MULTI` (4) | `u32 k, u32 n` | `u32 k`, then `k` DDP-eligible results of `n` bytes | several Write chunks |
 //! | `EXECUTIONS` (5) | `u32 stamp` | `u32 xids, u32 executions, u32 repeated, u32 lost_track` | counting, below |
 //!
+//! Version [`VERS_TIMED`] (2) has the same procedures; its READ results are `u32 n, u32
+//! work_ns`, then the data, and its WRITE results `u32 ok, u32 n, u32 work_ns`: the
+//! nanoseconds the handler spent making READ's data or checking WRITE's (0 under
+//! [`TIMED_MIN`] bytes). `rpcrdma bench rpc` and `sweep` call it and leave that time out of
+//! their round trips, reporting it apart (the load-generator work, not the
+//! transport's).
+//!
 //! With [`register_counted`] (`rpcrdma serve --count-executions`; [`register`] has no
 //! `EXECUTIONS` and counts nothing), every Call with an AUTH_SYS credential is counted by
 //! its stamp (exactly, however long the run) and by its (stamp, XID) while a bounded table
@@ -32,12 +39,20 @@ use std::sync::{Arc, OnceLock};
 
 use rpcrdma_proto::rpc::AUTH_SYS;
 
+use crate::clock::Clock;
 use crate::dispatch::{Dispatch, Outcome, ProcSpec, Request, Response};
 
 /// The program number (in the range RFC 5531 leaves to users).
 pub const PROG: u32 = 400_100;
 /// Its version.
 pub const VERS: u32 = 1;
+/// The timed version: the same procedures, but READ and WRITE also answer how long the
+/// server spent on the data (making READ's, checking WRITE's), so that a load generator can
+/// leave that work out of the transport's round trip and report it apart.
+pub const VERS_TIMED: u32 = 2;
+/// Data shorter than this is not timed (`work_ns` is 0): reading the clock would cost as
+/// much as the work.
+pub const TIMED_MIN: u32 = 512;
 /// No arguments, no results.
 pub const NULL: u32 = 0;
 /// Arguments `opaque<>`; results the same opaque, inline.
@@ -74,28 +89,67 @@ fn pattern_table(seed: u32) -> [u8; 256] {
     t
 }
 
+/// The pattern's first 256 bytes for `seed` as 32 native-endian words, so that filling
+/// and comparing go a word (and, vectorised, several) at a time.
+fn pattern_words(table: &[u8; 256]) -> [u64; 32] {
+    let mut w = [0u64; 32];
+    for (word, bytes) in w.iter_mut().zip(table.chunks_exact(8)) {
+        *word = u64::from_ne_bytes(bytes.try_into().unwrap_or([0; 8]));
+    }
+    w
+}
+
+/// Block `k`'s mask: the pattern's 256-byte block `k` is the first block with every byte
+/// XORed with `k as u8`.
+fn block_mask(k: usize) -> u64 {
+    u64::from(k as u8) * 0x0101_0101_0101_0101
+}
+
 /// Fills `out` with the pattern for `seed`.
 pub fn fill_pattern(seed: u32, out: &mut [u8]) {
     let table = pattern_table(seed);
-    for (k, block) in out.chunks_mut(256).enumerate() {
-        let hi = k as u8;
-        for (b, &t) in block.iter_mut().zip(table.iter()) {
-            *b = t ^ hi;
+    let words = pattern_words(&table);
+    let mut blocks = out.chunks_exact_mut(256);
+    let mut k = 0;
+    for block in &mut blocks {
+        let m = block_mask(k);
+        for (dst, &w) in block.chunks_exact_mut(8).zip(words.iter()) {
+            dst.copy_from_slice(&(w ^ m).to_ne_bytes());
         }
+        k += 1;
+    }
+    let hi = k as u8;
+    for (b, &t) in blocks.into_remainder().iter_mut().zip(table.iter()) {
+        *b = t ^ hi;
     }
 }
 
 /// Whether `data` is the pattern for `seed`.
 pub fn is_pattern(seed: u32, data: &[u8]) -> bool {
     let table = pattern_table(seed);
-    data.chunks(256).enumerate().all(|(k, block)| {
-        let hi = k as u8;
-        block
-            .iter()
-            .zip(table.iter())
-            .fold(0u8, |acc, (&b, &t)| acc | (b ^ t ^ hi))
-            == 0
-    })
+    let words = pattern_words(&table);
+    let mut blocks = data.chunks_exact(256);
+    let mut k = 0;
+    for block in &mut blocks {
+        let m = block_mask(k);
+        // Differences are gathered over the block without a branch, then tested once.
+        let diff = block
+            .chunks_exact(8)
+            .zip(words.iter())
+            .fold(0u64, |acc, (src, &w)| {
+                acc | (u64::from_ne_bytes(src.try_into().unwrap_or([0; 8])) ^ w ^ m)
+            });
+        if diff != 0 {
+            return false;
+        }
+        k += 1;
+    }
+    let hi = k as u8;
+    blocks
+        .remainder()
+        .iter()
+        .zip(table.iter())
+        .all(|(&b, &t)| b == t ^ hi)
 }
 
 /// The big-endian word at `at`, if the bytes are there.
@@ -139,8 +193,11 @@ pub fn dispatch() -> Arc<Dispatch> {
 /// A procedure's handler.
 type HandlerFn = fn(&Request<'_>, &mut Response<'_>) -> Outcome;
 
-/// The program's procedures: number, what the transport knows of it, its handler.
-fn procedures() -> [(u32, ProcSpec, HandlerFn); 5] {
+/// The program's procedures in version `vers`: number, what the transport knows of it, its
+/// handler (which reads the version from the Call).
+fn procedures(vers: u32) -> [(u32, ProcSpec, HandlerFn); 5] {
+    // The timed version's READ and WRITE results have one more word.
+    let timed = if vers == VERS_TIMED { 4 } else { 0 };
     [
         (NULL, ProcSpec::plain(0), null),
         (
@@ -151,7 +208,7 @@ fn procedures() -> [(u32, ProcSpec, HandlerFn); 5] {
         (
             READ,
             ProcSpec {
-                max_results: 4,
+                max_results: 4 + timed,
                 ddp_arg: false,
                 ddp_results: 1,
             },
@@ -160,7 +217,7 @@ fn procedures() -> [(u32, ProcSpec, HandlerFn); 5] {
         (
             WRITE,
             ProcSpec {
-                max_results: 8,
+                max_results: 8 + timed,
                 ddp_arg: true,
                 ddp_results: 0,
             },
@@ -178,10 +235,14 @@ fn procedures() -> [(u32, ProcSpec, HandlerFn); 5] {
     ]
 }
 
-/// Registers the program's procedures in `d`.
+/// Registers the program's procedures, both versions, in `d`.
 pub fn register(d: &mut Dispatch) {
-    for (p, spec, f) in procedures() {
-        d.register(PROG, VERS, p, spec, f);
+    // Calibrated now rather than by the first timed Call (it takes about 20 ms).
+    let _ = Clock::get();
+    for vers in [VERS, VERS_TIMED] {
+        for (p, spec, f) in procedures(vers) {
+            d.register(PROG, vers, p, spec, f);
+        }
     }
 }
 
@@ -189,35 +250,38 @@ pub fn register(d: &mut Dispatch) {
 /// to report them (`rpcrdma serve --count-executions`); returns the count.
 pub fn register_counted(d: &mut Dispatch) -> Arc<Executions> {
     let log = Arc::new(Executions::default());
-    for (p, spec, f) in procedures() {
+    let _ = Clock::get();
+    for vers in [VERS, VERS_TIMED] {
+        for (p, spec, f) in procedures(vers) {
+            let l = Arc::clone(&log);
+            d.register(PROG, vers, p, spec, move |req, resp| {
+                l.record(req);
+                f(req, resp)
+            });
+        }
         let l = Arc::clone(&log);
-        d.register(PROG, VERS, p, spec, move |req, resp| {
-            l.record(req);
-            f(req, resp)
-        });
+        d.register(
+            PROG,
+            vers,
+            EXECUTIONS,
+            ProcSpec::plain(16),
+            move |req, resp| {
+                let Some(stamp) = word(req.args, 0) else {
+                    return Outcome::GarbageArgs;
+                };
+                let c = l.of(stamp);
+                let mut out = [0u8; 16];
+                for (k, v) in [c.xids, c.executions, c.repeated, c.lost_track]
+                    .into_iter()
+                    .enumerate()
+                {
+                    out[4 * k..4 * k + 4].copy_from_slice(&v.to_be_bytes());
+                }
+                resp.write_results(&out);
+                Outcome::Success
+            },
+        );
     }
-    let l = Arc::clone(&log);
-    d.register(
-        PROG,
-        VERS,
-        EXECUTIONS,
-        ProcSpec::plain(16),
-        move |req, resp| {
-            let Some(stamp) = word(req.args, 0) else {
-                return Outcome::GarbageArgs;
-            };
-            let c = l.of(stamp);
-            let mut out = [0u8; 16];
-            for (k, v) in [c.xids, c.executions, c.repeated, c.lost_track]
-                .into_iter()
-                .enumerate()
-            {
-                out[4 * k..4 * k + 4].copy_from_slice(&v.to_be_bytes());
-            }
-            resp.write_results(&out);
-            Outcome::Success
-        },
-    );
     log
 }
 
@@ -244,15 +308,32 @@ fn echo(req: &Request<'_>, resp: &mut Response<'_>) -> Outcome {
     Outcome::Success
 }
 
+/// Runs `work` on `n` bytes of data and returns its time in nanoseconds when the Call is of
+/// the timed version and the data at least [`TIMED_MIN`] bytes; 0 otherwise.
+fn data_work(req: &Request<'_>, n: u32, work: impl FnOnce()) -> u32 {
+    if req.vers != VERS_TIMED || n < TIMED_MIN {
+        work();
+        return 0;
+    }
+    let clock = Clock::get();
+    let from = clock.now();
+    work();
+    u32::try_from(clock.nanos_since(from)).unwrap_or(u32::MAX)
+}
+
 /// The `READ` procedure's handler.
 fn read(req: &Request<'_>, resp: &mut Response<'_>) -> Outcome {
     let (Some(n), Some(seed)) = (word(req.args, 0), word(req.args, 4)) else {
         return Outcome::GarbageArgs;
     };
-    resp.write_results(&n.to_be_bytes());
-    match resp.push_bulk(n as usize) {
-        Some(b) => fill_pattern(seed, b),
-        None => return Outcome::SystemErr,
+    let Some(b) = resp.push_bulk(n as usize) else {
+        return Outcome::SystemErr;
+    };
+    let work = data_work(req, n, || fill_pattern(seed, b));
+    if req.vers == VERS_TIMED {
+        resp.write_results(&encode_words(n, work));
+    } else {
+        resp.write_results(&n.to_be_bytes());
     }
     Outcome::Success
 }
@@ -265,8 +346,17 @@ fn write(req: &Request<'_>, resp: &mut Response<'_>) -> Outcome {
     let Some(data) = req.args.get(8..8 + n as usize) else {
         return Outcome::GarbageArgs;
     };
-    let ok = is_pattern(seed, data);
-    resp.write_results(&encode_words(ok as u32, n));
+    let mut ok = false;
+    let work = data_work(req, n, || ok = is_pattern(seed, data));
+    let results = encode_words(ok as u32, n);
+    if req.vers == VERS_TIMED {
+        let mut timed = [0u8; 12];
+        timed[..8].copy_from_slice(&results);
+        timed[8..].copy_from_slice(&work.to_be_bytes());
+        resp.write_results(&timed);
+    } else {
+        resp.write_results(&results);
+    }
     Outcome::Success
 }
 

@@ -333,7 +333,7 @@ fn malformed_headers_get_their_verdict_and_the_connection_survives() {
         ),
         Expect::Accepted(AcceptStat::ProgMismatch {
             low: VERS,
-            high: VERS,
+            high: VERS_TIMED,
         }),
     ));
     cases.push((

@@ -211,9 +211,9 @@ impl Out {
 
 fn header() -> String {
     format!(
-        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>1} {:>5} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>1} {:>5} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
         "op", "bytes", "inline", "cred", "depth", "con", "form", "v", "reg", "rep", "p50 ns", "p99 ns", "p99.9 ns",
-        "max ns", "RPC/s", "MB/s", "cpu c ns", "cpu s ns", "p50/line", "p50/copy", "MiB/conn"
+        "max ns", "RPC/s", "MB/s", "cpu c ns", "cpu s ns", "p50/line", "p50/copy", "MiB/conn", "work ns"
     )
 }
 
@@ -226,7 +226,7 @@ fn row(p: &Point) -> String {
         .p50_to_copy
         .map_or("-".to_string(), |r| format!("{r:.2}"));
     format!(
-        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>1} {:>5} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11.0} {:>11.1} {:>8.0} {:>8} {:>8.2} {:>8} {:>8.1}",
+        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>1} {:>5} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11.0} {:>11.1} {:>8.0} {:>8} {:>8.2} {:>8} {:>8.1} {:>8}",
         c.op,
         c.size,
         c.inline,
@@ -259,7 +259,10 @@ fn row(p: &Point) -> String {
         p.ratios.p50_to_cacheline,
         copy,
         (p.memory_per_conn.client + p.memory_per_conn.server.unwrap_or(0)) as f64
-            / f64::from(1 << 20)
+            / f64::from(1 << 20),
+        // The server's time on the data (median), which the round trips leave out.
+        p.server_work_ns
+            .map_or("-".to_string(), |w| w.p50.to_string()),
     )
 }
 

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use rpcrdma_engine::fabric::soft::SoftAddr;
 use rpcrdma_engine::fabric::{ConnectError, MemoryRegion, QueuePair, WcStatus};
-use rpcrdma_engine::program::{ECHO, MULTI, NULL, PROG, READ, VERS, WRITE};
+use rpcrdma_engine::program::{ECHO, MULTI, NULL, PROG, READ, VERS, VERS_TIMED, WRITE};
 use rpcrdma_proto::header::{Body, Chunks, Header, HeaderView, RdmaError, ReadSegment, Segment};
 use rpcrdma_proto::private_data;
 use rpcrdma_proto::rpc::{AcceptStat, ReplyHeader};
@@ -434,7 +434,7 @@ fn malformed_messages_get_their_verdict_from_the_process() {
         ),
         Expect::Accepted(AcceptStat::ProgMismatch {
             low: VERS,
-            high: VERS,
+            high: VERS_TIMED,
         }),
     );
     case(

@@ -14,7 +14,8 @@ use rpcrdma_engine::stats::Snapshot;
 
 #[allow(unused_imports)]
 pub use rpcrdma_engine::program::{
-    dispatch, fill_pattern, opaque_len, word, ECHO, MULTI, NULL, PROG, READ, VERS, WRITE,
+    dispatch, fill_pattern, opaque_len, word, ECHO, MULTI, NULL, PROG, READ, VERS, VERS_TIMED,
+    WRITE,
 };
 
 pub fn pattern(seed: u32, len: usize) -> Vec<u8> {

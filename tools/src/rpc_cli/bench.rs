@@ -394,6 +394,9 @@ fn report(
             })
         })
         .collect();
+    // The server's time on the data, which the round trips leave out (READ and WRITE).
+    let work =
+        (!r.server_work.is_empty()).then(|| rpcrdma_bench::rpc::Percentiles::of(&r.server_work));
     let faults = m.once.as_ref().map(|v| {
         json!({
             "severed": v.client.severed,
@@ -431,6 +434,10 @@ fn report(
                     "min": r.lat_ns.min, "p50": r.lat_ns.p50, "p90": r.lat_ns.p90,
                     "p99": r.lat_ns.p99, "p999": r.lat_ns.p999, "max": r.lat_ns.max,
                 },
+                "server_work_ns": work.map(|w| json!({
+                    "min": w.min, "p50": w.p50, "p90": w.p90,
+                    "p99": w.p99, "p999": w.p999, "max": w.max,
+                })),
                 "allocs_per_rpc": r.allocs_per_rpc,
                 "limit_ns_p50": limit_rtt,
                 "ratio_p50": (ratio * 100.0).round() / 100.0,
@@ -456,6 +463,12 @@ fn report(
         r.lat_ns.max,
         r.allocs_per_rpc.map_or("n/a".to_string(), |a| format!("{a:.3}")),
     );
+    if let Some(w) = work {
+        println!(
+            "      the server's time on the data, left out of the round trips above: p50 {} p99 {} ns",
+            w.p50, w.p99
+        );
+    }
     if args.conns > 1 || per_worker.len() > 1 || threads > 1 {
         let list = |v: &[f64]| {
             v.iter()

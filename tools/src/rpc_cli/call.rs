@@ -48,10 +48,11 @@ where
         let t = Instant::now();
         let verdict = client.call(&call, |r| prepared.verify(&r).map_err(|e| e.to_string()));
         let ns = t.elapsed().as_nanos() as u64;
-        let (status, error) = match verdict {
-            Ok(Ok(())) => ("ok", None),
-            Ok(Err(e)) => ("bad_reply", Some(e)),
-            Err(e) => ("rpc_error", Some(e.to_string())),
+        // The server's time on READ's or WRITE's data, which `latency_ns` includes.
+        let (status, error, work) = match verdict {
+            Ok(Ok(work)) => ("ok", None, work),
+            Ok(Err(e)) => ("bad_reply", Some(e), 0),
+            Err(e) => ("rpc_error", Some(e.to_string()), 0),
         };
         ok &= status == "ok";
         println!(
@@ -60,6 +61,7 @@ where
                 "call": i, "provider": P::NAME, "proc": args.workload.0.name(),
                 "arg_size": args.workload.0.arg_size(), "res_size": args.workload.0.res_size(),
                 "status": status, "error": error, "latency_ns": ns,
+                "server_work_ns": work,
             })
         );
     }
