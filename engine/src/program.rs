@@ -107,6 +107,13 @@ fn block_mask(k: usize) -> u64 {
 
 /// Fills `out` with the pattern for `seed`.
 pub fn fill_pattern(seed: u32, out: &mut [u8]) {
+    // Short data byte by byte: the table would cost more than it saves.
+    if out.len() < 256 {
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = pattern_byte(seed, i);
+        }
+        return;
+    }
     let table = pattern_table(seed);
     let words = pattern_words(&table);
     let mut blocks = out.chunks_exact_mut(256);
@@ -126,6 +133,12 @@ pub fn fill_pattern(seed: u32, out: &mut [u8]) {
 
 /// Whether `data` is the pattern for `seed`.
 pub fn is_pattern(seed: u32, data: &[u8]) -> bool {
+    if data.len() < 256 {
+        return data
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == pattern_byte(seed, i));
+    }
     let table = pattern_table(seed);
     let words = pattern_words(&table);
     let mut blocks = data.chunks_exact(256);
@@ -549,6 +562,21 @@ mod tests {
 
     #[test]
     fn the_table_form_is_the_byte_definition() {
+        for seed in [3, 0x5eed] {
+            for n in [0, 1, 8, 255, 256, 257, 511, 512] {
+                let mut a = vec![0u8; n];
+                fill_pattern(seed, &mut a);
+                assert!(a
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &b)| b == pattern_byte(seed, i)));
+                assert!(is_pattern(seed, &a), "{n} B");
+                if let Some(last) = a.last_mut() {
+                    *last ^= 1;
+                    assert!(!is_pattern(seed, &a), "{n} B, last byte flipped");
+                }
+            }
+        }
         for seed in [0, 1, 0x5eed, u32::MAX] {
             let mut a = vec![0u8; 70_001];
             fill_pattern(seed, &mut a);
