@@ -135,9 +135,11 @@ pub struct LoadReport {
     /// Every round trip of the measured phase (for merging runs of several threads).
     pub hist: Histogram<u64>,
     /// The time the server said it spent on each RPC's data (the built-in program's timed
-    /// READ making it, WRITE checking it; [`program::VERS_TIMED`](rpcrdma_engine::program::VERS_TIMED)), which the round trips
-    /// leave out; empty for the other workloads and for data under
-    /// [`program::TIMED_MIN`](rpcrdma_engine::program::TIMED_MIN) bytes.
+    /// READ making it, WRITE checking it: [`VERS_TIMED`]), which the round trips leave out;
+    /// empty for the other workloads and for data under [`TIMED_MIN`] bytes.
+    ///
+    /// [`VERS_TIMED`]: rpcrdma_engine::program::VERS_TIMED
+    /// [`TIMED_MIN`]: rpcrdma_engine::program::TIMED_MIN
     pub server_work: Histogram<u64>,
     /// Heap allocations per RPC in the measured phase, if counted.
     pub allocs_per_rpc: Option<f64>,

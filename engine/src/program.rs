@@ -14,8 +14,8 @@
 //! work_ns`, then the data, and its WRITE results `u32 ok, u32 n, u32 work_ns`: the
 //! nanoseconds the handler spent making READ's data or checking WRITE's (0 under
 //! [`TIMED_MIN`] bytes). `rpcrdma bench rpc` and `sweep` call it and leave that time out of
-//! their round trips, reporting it apart (the load-generator work, not the
-//! transport's).
+//! their round trips, reporting it apart: it is the work of the load generator's server
+//! half, not the transport's.
 //!
 //! With [`register_counted`] (`rpcrdma serve --count-executions`; [`register`] has no
 //! `EXECUTIONS` and counts nothing), every Call with an AUTH_SYS credential is counted by

@@ -366,6 +366,14 @@ fn progress_bar(w: Workload, args: &BenchArgs) -> ProgressBar {
     bar
 }
 
+/// `{min, p50, p90, p99, p999, max}`.
+fn percentiles_json(p: &rpcrdma_bench::rpc::Percentiles) -> Value {
+    json!({
+        "min": p.min, "p50": p.p50, "p90": p.p90,
+        "p99": p.p99, "p999": p.p999, "max": p.max,
+    })
+}
+
 fn report(
     provider: &str,
     args: &BenchArgs,
@@ -430,14 +438,8 @@ fn report(
                 "rpcs": r.rpcs,
                 "seconds": (r.seconds * 1000.0).round() / 1000.0,
                 "rate_rps": r.rate_rps.round(),
-                "lat_ns": {
-                    "min": r.lat_ns.min, "p50": r.lat_ns.p50, "p90": r.lat_ns.p90,
-                    "p99": r.lat_ns.p99, "p999": r.lat_ns.p999, "max": r.lat_ns.max,
-                },
-                "server_work_ns": work.map(|w| json!({
-                    "min": w.min, "p50": w.p50, "p90": w.p90,
-                    "p99": w.p99, "p999": w.p999, "max": w.max,
-                })),
+                "lat_ns": percentiles_json(&r.lat_ns),
+                "server_work_ns": work.as_ref().map(percentiles_json),
                 "allocs_per_rpc": r.allocs_per_rpc,
                 "limit_ns_p50": limit_rtt,
                 "ratio_p50": (ratio * 100.0).round() / 100.0,
