@@ -138,8 +138,8 @@ impl Prepared {
     }
 
     /// The same workload sent in the forms `forced` asks for (`CallArgs::forced`); with
-    /// `inline_result`, a READ asks for its result inline (an empty Write chunk, RFC 8166
-    /// §4.3.2.3) instead of through a Write chunk.
+    /// `inline_result`, a READ asks for its result inline (a Call without a Write list,
+    /// RFC 8166 §4.3.2) instead of through a Write chunk.
     pub fn forced(mut self, forced: Forced, inline_result: bool) -> Prepared {
         self.forced = forced;
         if inline_result {
@@ -195,8 +195,14 @@ impl Prepared {
         if let Workload::Write(_) = self.workload {
             c.bulk_arg = Some(&self.bulk);
         }
-        if let Workload::Read(_) = self.workload {
-            c.bulk_results = &self.bulk_results;
+        // A READ asked for inline provides no Write list at all: with one DDP-eligible
+        // result and no chunk for it, the result comes inline (RFC 8166 §4.3.2), as the
+        // Linux client asks when the reply fits inline; an empty Write chunk would say the
+        // same (§4.3.2.3) at the cost of a list to encode, parse and echo.
+        if let (Workload::Read(_), [r]) = (self.workload, self.bulk_results) {
+            if r != 0 {
+                c.bulk_results = &self.bulk_results;
+            }
         }
         c
     }

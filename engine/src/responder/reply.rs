@@ -123,12 +123,15 @@ pub(super) fn short_reply_prefix(xid: u32, grant: u32, stat: AcceptStat) -> [u32
 }
 
 /// The Short-reply fast path: answers a Short RDMA_MSG Call without any chunk whose
-/// procedure is registered (RPC version 2) and takes no DDP-eligible result, when the
-/// largest reply it can make fits the reply threshold (RFC 8166 §3.5.1, §4.3.3 — the form
+/// procedure is registered (RPC version 2), when the largest reply it can make without its
+/// DDP-eligible results fits the reply threshold (RFC 8166 §3.5.1, §4.3.3 — the form
 /// [`build`] would choose). The transport header and the accepted RPC Reply header are
 /// written word by word at fixed offsets, the handler writes its results after them, and
-/// nothing is planned, matched or echoed. The bytes and counters are those [`build`]
-/// produces for the same Call (tested below).
+/// nothing is planned, matched or echoed. DDP-eligible results go inline after the results,
+/// as a Call without a Write list asks (§4.3.2: no chunk to put them in); a reply they make
+/// too large for the threshold is refused as [`build`] refuses it (ERR_CHUNK, or version
+/// 2's RDMA2_ERR_REPLY_RESOURCE). The bytes and counters are those [`build`] produces for
+/// the same Call (tested below).
 ///
 /// `None` before anything was run or written: the Call is not one of these (or is
 /// malformed), and the caller takes the general path, which gives every other answer and
@@ -166,7 +169,7 @@ pub(super) fn short<P: Provider>(
     let out = view::bytes_mut(ring);
     // As in `build`: the results slice and the room it checks (`hlen + 64`, hlen = 28, or
     // 36 in version 2).
-    if entry.spec.ddp_results != 0 || out.len() < MIN_HEADER_LEN + extra + 64 {
+    if out.len() < MIN_HEADER_LEN + extra + 64 {
         return None;
     }
     let max = (entry.spec.max_results as usize).min(out.len() - results_at) & !3;
@@ -184,11 +187,26 @@ pub(super) fn short<P: Provider>(
         args: sc.args,
     };
     let (out_head, results) = out.split_at_mut(results_at);
-    let (outcome, len, _, _) = run_handler(entry, run, &req, results, view::bytes_mut(bulk));
+    let (outcome, len, items, n_items) =
+        run_handler(entry, run, &req, results, view::bytes_mut(bulk));
     let (stat, len) = match outcome {
         // Counted when answered.
         Outcome::Deferred => return Some(Built::Deferred),
-        Outcome::Success => (AcceptStat::Success, len),
+        Outcome::Success if n_items == 0 => (AcceptStat::Success, len),
+        Outcome::Success => {
+            match place_inline(results, len, &items[..n_items], bulk) {
+                Ok(end) if results_at + end <= threshold as usize => (AcceptStat::Success, end),
+                // As `build` refuses: the reply would pass the threshold, with no Reply
+                // chunk to carry it (its payload's length), or would not fit the buffer.
+                Ok(end) => {
+                    let e = Error2::ReplyResource {
+                        length_needed: (RPC_LEN + end) as u32,
+                    };
+                    return Some(refuse_short(io, ring, call, grant, e));
+                }
+                Err(e) => return Some(refuse_short(io, ring, call, grant, e)),
+            }
+        }
         Outcome::GarbageArgs => {
             bump(&io.stats.garbage_args, 1);
             (AcceptStat::GarbageArgs, 0)
@@ -223,6 +241,54 @@ pub(super) fn short<P: Provider>(
         len: (results_at + len) as u32,
         inv: None,
     })
+}
+
+/// The accepted RPC Reply header's length with the AUTH_NONE verifier (RFC 5531 §9).
+const RPC_LEN: usize = AUTH_NONE_ACCEPTED_LEN;
+
+/// Places a Short Reply's DDP-eligible results `items` (offset and length in `bulk`) inline
+/// after its `len` bytes of results in `results`, each an XDR opaque (RFC 8166 §4.3.2:
+/// the Call provided no Write chunk); returns where the results end, or the refusal
+/// `build` gives when they do not fit the buffer: no room for a length word, or the
+/// payload (the RPC Reply header, the results and the opaques up to this one) too long.
+fn place_inline<P: Provider>(
+    results: &mut [u8],
+    len: usize,
+    items: &[(u32, u32)],
+    bulk: &Buf<P>,
+) -> Result<usize, Error2> {
+    let mut at = len;
+    for &(off, n) in items {
+        let (off, n) = (off as usize, n as usize);
+        if at + 4 > results.len() {
+            return Err(Error2::System);
+        }
+        results[at..at + 4].copy_from_slice(&(n as u32).to_be_bytes());
+        at += 4;
+        let padded = pad4(n);
+        if at + padded > results.len() {
+            return Err(Error2::ReplyResource {
+                length_needed: (RPC_LEN + at + padded) as u32,
+            });
+        }
+        results[at..at + n].copy_from_slice(&view::bytes(bulk, off + n)[off..]);
+        results[at + n..at + padded].fill(0);
+        at += padded;
+    }
+    Ok(at)
+}
+
+/// A Short Call's refusal `e` (a reply no chunk can carry), as `build` gives it, and
+/// counted as it counts it: a Short Call, answered.
+fn refuse_short<P: Provider>(
+    io: &mut Io<P>,
+    ring: &mut Buf<P>,
+    call: &[u8],
+    grant: u32,
+    e: Error2,
+) -> Built {
+    io.tally.short_calls += 1;
+    refuse(io, ring, call, grant, e)
 }
 
 /// Writes a Short Reply's words (version 1's layout) at the start of `out`; with `extra`

@@ -42,7 +42,21 @@ fn dispatch() -> Arc<Dispatch> {
         ddp_arg: false,
         ddp_results: 1,
     };
-    d.register(PROG, 1, BULKY, bulky, body);
+    // BULKY: word 2 the length of its DDP-eligible result (a SYSTEM_ERR when the bulk
+    // buffer cannot hold it).
+    d.register(PROG, 1, BULKY, bulky, move |req, resp| {
+        let outcome = body(req, resp);
+        let n = u32::from_be_bytes(req.args[8..12].try_into().unwrap()) as usize;
+        match resp.push_bulk(n) {
+            Some(b) => {
+                for (k, x) in b.iter_mut().enumerate() {
+                    *x = (k as u8).wrapping_mul(7) ^ (req.xid as u8);
+                }
+                outcome
+            }
+            None => Outcome::SystemErr,
+        }
+    });
     Arc::new(d)
 }
 
@@ -213,6 +227,55 @@ fn fast_path_answers_byte_for_byte_as_the_general_path() {
     assert_eq!(taken, 150);
 }
 
+/// A procedure with a DDP-eligible result, called without a Write list: the result goes
+/// inline after the results, or the reply is refused when that passes the threshold or
+/// the buffer, as the general path does.
+#[test]
+fn fast_path_places_ddp_results_inline_as_the_general_path() {
+    let (_client, mut s) = server();
+    let threshold = s.negotiation.reply_threshold();
+    let ring = s.ring[0].size() as u32;
+    let mut refused = 0;
+    for outcome in [0u32, 1, 2, 3] {
+        for len in [0u32, 4, 64] {
+            for n in [
+                0,
+                1,
+                5,
+                100,
+                threshold - 120,
+                threshold - 52,
+                threshold,
+                ring,
+                70_000,
+            ] {
+                let xid = 0x51 + n;
+                let rpc = CallHeader::new(xid, PROG, 1, BULKY, OpaqueAuth::NONE, OpaqueAuth::NONE);
+                let args: Vec<u8> = [outcome, len, n]
+                    .iter()
+                    .flat_map(|w| w.to_be_bytes())
+                    .collect();
+                let call = call_bytes(xid, 8, rpc, &args);
+                let f = fast(&mut s, &call, 8).expect("taken by the fast path");
+                let g = general(&mut s, &call, 8);
+                assert_eq!(f, g, "outcome {outcome} results {len} bulk {n}");
+                if outcome == 0 && n == 5 {
+                    // The results, then the opaque: its length word and 5 bytes padded to 8.
+                    assert_eq!(f.0, Some((52 + len + 4 + 8, None)));
+                    let at = (52 + len) as usize;
+                    assert_eq!(f.1[at..at + 4], 5u32.to_be_bytes());
+                    assert_eq!(f.1[at + 9..at + 12], [0, 0, 0]);
+                }
+                if outcome == 0 && f.3.err_chunk == 1 {
+                    refused += 1;
+                }
+            }
+        }
+    }
+    // The larger results passed the threshold (or the buffer) and were refused.
+    assert!(refused >= 9, "{refused} refused");
+}
+
 #[test]
 fn fast_path_declines_what_it_does_not_answer() {
     let (_client, mut s) = server();
@@ -232,21 +295,12 @@ fn fast_path_declines_what_it_does_not_answer() {
             &args,
         ),
         call_bytes(9, 1, CallHeader { rpcvers: 3, ..good }, &args),
-        // Results that may not fit inline; a DDP-eligible result.
+        // Results that may not fit inline.
         call_bytes(
             9,
             1,
             CallHeader {
                 proc_num: HUGE,
-                ..good
-            },
-            &args,
-        ),
-        call_bytes(
-            9,
-            1,
-            CallHeader {
-                proc_num: BULKY,
                 ..good
             },
             &args,
