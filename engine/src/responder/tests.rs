@@ -67,12 +67,28 @@ fn server() -> (crate::requester::Client<Soft>, ServerConn<Soft>) {
 
 /// A Short RDMA_MSG Call without chunks (built by the protocol crate's encoders).
 fn call_bytes(xid: u32, credit: u32, rpc: CallHeader<'_>, args: &[u8]) -> Vec<u8> {
-    let mut m = vec![0u8; 28 + rpc.encoded_len() + args.len()];
-    Header::msg(xid, credit, Chunks::default())
-        .encode(&mut m)
-        .unwrap();
-    let n = rpc.encode(&mut m[28..]).unwrap();
-    m[28 + n..].copy_from_slice(args);
+    call_bytes_in(Wire::V1, xid, credit, rpc, args)
+}
+
+/// [`call_bytes`] in version `wire`: version 2's RDMA2_MSG header (no flags, no
+/// inv_handle) is 8 bytes longer.
+fn call_bytes_in(wire: Wire, xid: u32, credit: u32, rpc: CallHeader<'_>, args: &[u8]) -> Vec<u8> {
+    let hlen = 28 + wire.extra();
+    let mut m = vec![0u8; hlen + rpc.encoded_len() + args.len()];
+    let n = rpcrdma_proto::v2::encode_message_header(
+        wire,
+        &mut m,
+        xid,
+        credit,
+        false,
+        0,
+        Chunks::default(),
+        false,
+    )
+    .unwrap();
+    assert_eq!(n, hlen);
+    let r = rpc.encode(&mut m[hlen..]).unwrap();
+    m[hlen + r..].copy_from_slice(args);
     m
 }
 
@@ -236,7 +252,13 @@ fn fast_path_places_ddp_results_inline_as_the_general_path() {
     let threshold = s.negotiation.reply_threshold();
     let ring = s.ring[0].size() as u32;
     let mut refused = 0;
-    for outcome in [0u32, 1, 2, 3] {
+    for (wire, outcome) in [Wire::V1, Wire::V2]
+        .into_iter()
+        .flat_map(|w| [0u32, 1, 2, 3].map(|o| (w, o)))
+    {
+        // Version 2's header is 8 bytes longer, its refusals RDMA2_ERROR.
+        s.io.wire = wire;
+        let extra = wire.extra() as u32;
         for len in [0u32, 4, 64] {
             for n in [
                 0,
@@ -255,25 +277,27 @@ fn fast_path_places_ddp_results_inline_as_the_general_path() {
                     .iter()
                     .flat_map(|w| w.to_be_bytes())
                     .collect();
-                let call = call_bytes(xid, 8, rpc, &args);
+                let call = call_bytes_in(wire, xid, 8, rpc, &args);
                 let f = fast(&mut s, &call, 8).expect("taken by the fast path");
                 let g = general(&mut s, &call, 8);
-                assert_eq!(f, g, "outcome {outcome} results {len} bulk {n}");
+                assert_eq!(f, g, "{wire:?} outcome {outcome} results {len} bulk {n}");
                 if outcome == 0 && n == 5 {
                     // The results, then the opaque: its length word and 5 bytes padded to 8.
-                    assert_eq!(f.0, Some((52 + len + 4 + 8, None)));
-                    let at = (52 + len) as usize;
+                    assert_eq!(f.0, Some((52 + extra + len + 4 + 8, None)));
+                    let at = (52 + extra + len) as usize;
                     assert_eq!(f.1[at..at + 4], 5u32.to_be_bytes());
                     assert_eq!(f.1[at + 9..at + 12], [0, 0, 0]);
                 }
-                if outcome == 0 && f.3.err_chunk == 1 {
+                // A refusal: RDMA_ERROR (ERR_CHUNK) or RDMA2_ERROR, proc 4 either way.
+                if outcome == 0 && f.1.get(12..16) == Some(&4u32.to_be_bytes()[..]) {
                     refused += 1;
                 }
             }
         }
     }
     // The larger results passed the threshold (or the buffer) and were refused.
-    assert!(refused >= 9, "{refused} refused");
+    assert!(refused >= 18, "{refused} refused");
+    s.io.wire = Wire::V1;
 }
 
 #[test]
