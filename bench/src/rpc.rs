@@ -387,6 +387,12 @@ pub fn run_many<P: Provider>(
         return Err(LoadError::Config("no connection to load"));
     }
     let mut call = prepared.call(cfg.timeout);
+    let negotiation = clients[0].negotiation();
+    prepared.fit_to(
+        &mut call,
+        negotiation.reply_threshold(),
+        negotiation.wire().extra(),
+    );
     if prepared.in_place().is_some() {
         // Written in place by each submission instead (`Lane::submit`).
         call.bulk_arg = None;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use rpcrdma_engine::program::{self, encode_opaque, encode_words, fill_pattern, word};
 use rpcrdma_engine::proto::plan::Forced;
 use rpcrdma_engine::proto::rpc::{AcceptStat, AuthSys, Gids, OpaqueAuth, ReplyBody, AUTH_SYS};
+use rpcrdma_engine::proto::xdr::pad4;
 use rpcrdma_engine::requester::{CallArgs, Reply, RpcError};
 
 /// What each RPC of a run does (procedures of [`program`]).
@@ -223,6 +224,27 @@ impl Prepared {
         fill_pattern(SEED, dst);
     }
 
+    /// Fits `call` (made by [`Prepared::call`]) to a connection whose reply threshold is
+    /// `reply_threshold` and whose transport header is `header_extra` bytes longer than
+    /// version 1's: a READ in the automatic form asks for its result inline — no Write
+    /// list — when the largest reply fits the threshold, as the Linux client does
+    /// (`rpcrdma_results_inline`): a Write chunk would cost a window and an RDMA Write and
+    /// save nothing. Forced forms keep what they ask for.
+    pub fn fit_to(&self, call: &mut CallArgs<'_>, reply_threshold: u32, header_extra: usize) {
+        let Workload::Read(n) = self.workload else {
+            return;
+        };
+        if self.forced != Forced::default() || call.bulk_results.is_empty() {
+            return;
+        }
+        // RDMA_MSG with three empty lists, the accepted RPC Reply header, the results and
+        // the data's opaque.
+        let largest = 28 + header_extra + 24 + call.max_results as usize + 4 + pad4(n as usize);
+        if largest <= reply_threshold as usize {
+            call.bulk_results = &[];
+        }
+    }
+
     /// Checks a reply: success, and every byte of the results as the program defines them.
     /// Returns the nanoseconds the server says it spent on the data (its timed READ and
     /// WRITE, [`program::VERS_TIMED`]; 0 for the other workloads).
@@ -323,5 +345,48 @@ impl core::fmt::Display for ReplyError {
             ),
             ReplyError::WrongData => f.write_str("the results are wrong"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rpcrdma_engine::proto::plan::CallForm;
+
+    /// Whether `w`, fitted to a 4 KiB threshold with `extra` more header bytes, still asks
+    /// for a Write chunk.
+    fn chunked(p: &Prepared, extra: usize) -> bool {
+        let mut call = p.call(Duration::from_secs(1));
+        p.fit_to(&mut call, 4096, extra);
+        !call.bulk_results.is_empty()
+    }
+
+    #[test]
+    fn an_automatic_read_asks_inline_when_its_reply_fits() {
+        // 28 + 24 + 8 bytes of results + 4 + the data: 4032 bytes of data make 4096.
+        for (n, v1, v2) in [
+            (8, false, false),
+            (4032, false, true),
+            (4033, true, true),
+            (65536, true, true),
+        ] {
+            let p = Prepared::new(Workload::Read(n));
+            assert_eq!(chunked(&p, 0), v1, "{n} B, version 1");
+            assert_eq!(chunked(&p, 8), v2, "{n} B, version 2");
+        }
+        // A forced form keeps its Write chunk; asked inline, none; other workloads none.
+        let forced = Forced {
+            min_form: Some(CallForm::Chunked),
+            reply_chunk: false,
+        };
+        assert!(chunked(
+            &Prepared::new(Workload::Read(8)).forced(forced, false),
+            0
+        ));
+        assert!(!chunked(
+            &Prepared::new(Workload::Read(65536)).forced(forced, true),
+            0
+        ));
+        assert!(!chunked(&Prepared::new(Workload::Write(8)), 0));
     }
 }

@@ -119,7 +119,14 @@ fn every_message_form_between_two_processes() {
             let chunked = c["chunked_calls"].as_u64().unwrap() + c["long_calls"].as_u64().unwrap();
             let big_arg = matches!(w, "echo:8000" | "write:4060" | "write:65536");
             assert_eq!(chunked > 0, big_arg, "{w}: calls through chunks: {c}");
-            if mode.is_empty() && (big_arg || w.starts_with("read") || w == "echo:8000") {
+            // A READ whose reply fits inline asks for it so, without a Write chunk.
+            let write_chunk = w == "read:65536";
+            assert_eq!(
+                c["write_chunks"].as_u64().unwrap() > 0,
+                write_chunk,
+                "{w}: results through Write chunks: {c}"
+            );
+            if mode.is_empty() && (big_arg || write_chunk || w == "echo:8000") {
                 assert!(
                     c["remote_invalidations"].as_u64().unwrap() > 0,
                     "{w}: exposed memory retired by the server's Send With Invalidate: {c}"

@@ -42,7 +42,13 @@ where
         return code;
     }
     let prepared = Prepared::new(args.workload.0);
-    let call = prepared.call(Duration::from_millis(args.timeout_ms));
+    let mut call = prepared.call(Duration::from_millis(args.timeout_ms));
+    let negotiation = client.negotiation();
+    prepared.fit_to(
+        &mut call,
+        negotiation.reply_threshold(),
+        negotiation.wire().extra(),
+    );
     let mut ok = true;
     for i in 0..args.count.max(1) {
         let t = Instant::now();
