@@ -5,8 +5,11 @@
 use std::time::Duration;
 
 use rpcrdma_engine::program::{self, encode_opaque, encode_words, fill_pattern, word};
+use rpcrdma_engine::proto::header::MIN_HEADER_LEN;
 use rpcrdma_engine::proto::plan::Forced;
-use rpcrdma_engine::proto::rpc::{AcceptStat, AuthSys, Gids, OpaqueAuth, ReplyBody, AUTH_SYS};
+use rpcrdma_engine::proto::rpc::{
+    AcceptStat, AuthSys, Gids, OpaqueAuth, ReplyBody, AUTH_NONE_ACCEPTED_LEN, AUTH_SYS,
+};
 use rpcrdma_engine::proto::xdr::pad4;
 use rpcrdma_engine::requester::{CallArgs, Reply, RpcError};
 
@@ -239,7 +242,12 @@ impl Prepared {
         }
         // RDMA_MSG with three empty lists, the accepted RPC Reply header, the results and
         // the data's opaque.
-        let largest = 28 + header_extra + 24 + call.max_results as usize + 4 + pad4(n as usize);
+        let largest = MIN_HEADER_LEN
+            + header_extra
+            + AUTH_NONE_ACCEPTED_LEN
+            + call.max_results as usize
+            + 4
+            + pad4(n as usize);
         if largest <= reply_threshold as usize {
             call.bulk_results = &[];
         }
