@@ -391,6 +391,33 @@ fn expect_status(wc: &Wc, wr_id: u64, status: WcStatus, what: &str) -> Result<()
     Ok(())
 }
 
+/// Checks that the next completion on `cq` is `wr_id`'s, with `status`.
+fn expect_next<P: Provider>(
+    cq: &mut P::Cq,
+    wr_id: u64,
+    status: WcStatus,
+    what: &str,
+    timeout: Duration,
+) -> Result<(), String> {
+    expect_status(&poll_one::<P>(cq, timeout)?, wr_id, status, what)
+}
+
+/// Posts `wr` (signaled) on `qp` and checks that the next completion on `cq` is its own,
+/// with `status`; returns it.
+fn post_expect<P: Provider>(
+    qp: &mut P::Qp,
+    cq: &mut P::Cq,
+    wr: &SendWr<'_, P>,
+    status: WcStatus,
+    what: &str,
+    timeout: Duration,
+) -> Result<Wc, String> {
+    post_send::<P>(qp, wr)?;
+    let wc = poll_one::<P>(cq, timeout)?;
+    expect_status(&wc, wr.wr_id, status, what)?;
+    Ok(wc)
+}
+
 /// Checks a queue pair is in the error state: a send posted now completes with a flush.
 fn expect_flushing<P: Provider>(
     qp: &mut P::Qp,

@@ -28,12 +28,14 @@ pub(super) fn write_read_data<P: Provider, E: Env<P>>(env: &E) -> Result<(), Str
     let data = pattern(42, 5000);
     local.write_at(0, &data);
     let sges = [local.sge(0, 1000), local.sge(1000, 4000)];
-    post_send::<P>(
+    let wc = post_expect::<P>(
         &mut p.qa,
+        &mut p.a.scq,
         &SendWr::write(1, &sges, remote.remote(3000)).signaled(),
+        WcStatus::Success,
+        "RDMA Write",
+        t,
     )?;
-    let wc = poll_one::<P>(&mut p.a.scq, t)?;
-    expect_status(&wc, 1, WcStatus::Success, "RDMA Write")?;
     ensure_eq!(wc.opcode, WcOpcode::RdmaWrite, "write opcode");
     ensure_eq!(
         read_back(&remote, 3000, 5000),
@@ -47,26 +49,26 @@ pub(super) fn write_read_data<P: Provider, E: Env<P>>(env: &E) -> Result<(), Str
     );
     ensure_eq!(read_back(&remote, 8000, 1), vec![0], "byte after the write");
     let back = [local.sge(8192, 2500), local.sge(12288, 2500)];
-    post_send::<P>(
+    let wc = post_expect::<P>(
         &mut p.qa,
+        &mut p.a.scq,
         &SendWr::read(2, &back, remote.remote(3000)).signaled(),
+        WcStatus::Success,
+        "RDMA Read",
+        t,
     )?;
-    let wc = poll_one::<P>(&mut p.a.scq, t)?;
-    expect_status(&wc, 2, WcStatus::Success, "RDMA Read")?;
     ensure_eq!(wc.opcode, WcOpcode::RdmaRead, "read opcode");
     let mut got = read_back(&local, 8192, 2500);
     got.extend(read_back(&local, 12288, 2500));
     ensure_eq!(got, data, "read bytes");
     // Zero-length operations need no valid key, as on verbs.
-    post_send::<P>(
+    post_expect::<P>(
         &mut p.qa,
+        &mut p.a.scq,
         &SendWr::write(3, &[], RemoteAddr::new(0, 0)).signaled(),
-    )?;
-    expect_status(
-        &poll_one::<P>(&mut p.a.scq, t)?,
-        3,
         WcStatus::Success,
         "zero-length write",
+        t,
     )?;
     // One-sided: the target saw nothing.
     expect_quiet::<P>(&mut p.b.rcq, env.quiet_period())?;
@@ -93,11 +95,12 @@ pub(super) fn expect_access_error<P: Provider>(
         WcStatus::RemAccessErr,
         what,
     )?;
-    expect_status(
-        &poll_one::<P>(&mut p.a.rcq, t)?,
+    expect_next::<P>(
+        &mut p.a.rcq,
         900,
         WcStatus::WrFlushErr,
         "initiator's receive",
+        t,
     )?;
     let flushed = poll_n::<P>(&mut p.b.rcq, 2, t)?;
     expect_status(
@@ -169,12 +172,14 @@ pub(super) fn write_with_imm<P: Provider, E: Env<P>>(env: &E) -> Result<(), Stri
     local.write_at(0, &data);
     post_recv::<P>(&mut p.qb, 7, &[])?;
     let sges = [local.sge(0, 100)];
-    post_send::<P>(
+    let wc = post_expect::<P>(
         &mut p.qa,
+        &mut p.a.scq,
         &SendWr::write_with_imm(1, &sges, remote.remote(200), 0xdead_beef).signaled(),
+        WcStatus::Success,
+        "write with immediate",
+        t,
     )?;
-    let wc = poll_one::<P>(&mut p.a.scq, t)?;
-    expect_status(&wc, 1, WcStatus::Success, "write with immediate")?;
     ensure_eq!(wc.opcode, WcOpcode::RdmaWrite, "initiator opcode");
     let wc = poll_one::<P>(&mut p.b.rcq, t)?;
     expect_status(&wc, 7, WcStatus::Success, "target receive")?;

@@ -23,12 +23,13 @@ pub(super) fn unsignaled_sends<P: Provider, E: Env<P>>(env: &E) -> Result<(), St
         )?;
     }
     expect_quiet::<P>(&mut p.a.scq, env.quiet_period())?;
-    post_send::<P>(&mut p.qa, &SendWr::send_inline(13, b"loud").signaled())?;
-    expect_status(
-        &poll_one::<P>(&mut p.a.scq, t)?,
-        13,
+    post_expect::<P>(
+        &mut p.qa,
+        &mut p.a.scq,
+        &SendWr::send_inline(13, b"loud").signaled(),
         WcStatus::Success,
         "signaled send",
+        t,
     )?;
     poll_one::<P>(&mut p.b.rcq, t)?;
     expect_quiet::<P>(&mut p.a.scq, env.quiet_period())
@@ -117,12 +118,7 @@ pub(super) fn recv_queue_depth<P: Provider, E: Env<P>>(env: &E) -> Result<(), St
     }
     post_send::<P>(&mut p.qa, &SendWr::send_inline(1, b"one").signaled())?;
     poll_one::<P>(&mut p.a.scq, t)?;
-    expect_status(
-        &poll_one::<P>(&mut p.b.rcq, t)?,
-        0,
-        WcStatus::Success,
-        "first receive",
-    )?;
+    expect_next::<P>(&mut p.b.rcq, 0, WcStatus::Success, "first receive", t)?;
     post_recv::<P>(&mut p.qb, depth, &[dst.sge(0, 64)])
 }
 

@@ -164,12 +164,13 @@ pub(super) fn send_inline<P: Provider, E: Env<P>>(env: &E) -> Result<(), String>
     ensure!(max >= 64, "max_inline_data {max} below the 64 asked");
     let data = pattern(9, 64);
     post_recv::<P>(&mut p.qb, 1, &[dst.sge(0, 4096)])?;
-    post_send::<P>(&mut p.qa, &SendWr::send_inline(2, &data).signaled())?;
-    expect_status(
-        &poll_one::<P>(&mut p.a.scq, t)?,
-        2,
+    post_expect::<P>(
+        &mut p.qa,
+        &mut p.a.scq,
+        &SendWr::send_inline(2, &data).signaled(),
         WcStatus::Success,
         "inline send",
+        t,
     )?;
     let wc = poll_one::<P>(&mut p.b.rcq, t)?;
     expect_status(&wc, 1, WcStatus::Success, "inline receive")?;
@@ -217,21 +218,20 @@ pub(super) fn rnr_without_receive<P: Provider, E: Env<P>>(env: &E) -> Result<(),
     let t = env.timeout();
     let own = p.a.region(4096, Access::LOCAL_WRITE)?;
     post_recv::<P>(&mut p.qa, 77, &[own.sge(0, 64)])?;
-    post_send::<P>(
+    post_expect::<P>(
         &mut p.qa,
+        &mut p.a.scq,
         &SendWr::send_inline(1, b"nobody listens").signaled(),
-    )?;
-    expect_status(
-        &poll_one::<P>(&mut p.a.scq, t)?,
-        1,
         WcStatus::RnrRetryExcErr,
         "send without a receive",
+        t,
     )?;
-    expect_status(
-        &poll_one::<P>(&mut p.a.rcq, t)?,
+    expect_next::<P>(
+        &mut p.a.rcq,
         77,
         WcStatus::WrFlushErr,
         "sender's own receive",
+        t,
     )?;
     expect_flushing::<P>(&mut p.qa, &mut p.a.scq, t, "sender after RNR")
 }
@@ -256,11 +256,12 @@ pub(super) fn receive_too_small<P: Provider, E: Env<P>>(env: &E) -> Result<(), S
             ),
         "receiver of an oversized message: {wc:?}"
     );
-    expect_status(
-        &poll_one::<P>(&mut p.b.rcq, t)?,
+    expect_next::<P>(
+        &mut p.b.rcq,
         2,
         WcStatus::WrFlushErr,
         "receiver's next receive",
+        t,
     )?;
     // NICs, newer rxe and the soft provider: remote invalid request; rxe on Linux 6.1:
     // remote operational error.
@@ -286,12 +287,7 @@ pub(super) fn receive_into_unwritable_region<P: Provider, E: Env<P>>(
         wc.wr_id == 1 && !wc.status.is_ok(),
         "receive into an unwritable region: {wc:?}"
     );
-    expect_status(
-        &poll_one::<P>(&mut p.a.scq, t)?,
-        2,
-        WcStatus::RemOpErr,
-        "sender",
-    )?;
+    expect_next::<P>(&mut p.a.scq, 2, WcStatus::RemOpErr, "sender", t)?;
     expect_flushing::<P>(&mut p.qb, &mut p.b.scq, t, "receiver")
 }
 
@@ -303,12 +299,13 @@ pub(super) fn local_protection_error<P: Provider, E: Env<P>>(env: &E) -> Result<
     post_recv::<P>(&mut p.qb, 1, &[dst.sge(0, 4096)])?;
     // One byte past the end of the region.
     let bad = Sge::new(src.addr() + 4096 - 8, 9, src.lkey());
-    post_send::<P>(&mut p.qa, &SendWr::send(2, &[bad]).signaled())?;
-    expect_status(
-        &poll_one::<P>(&mut p.a.scq, t)?,
-        2,
+    post_expect::<P>(
+        &mut p.qa,
+        &mut p.a.scq,
+        &SendWr::send(2, &[bad]).signaled(),
         WcStatus::LocProtErr,
         "send from outside the region",
+        t,
     )?;
     expect_flushing::<P>(&mut p.qa, &mut p.a.scq, t, "sender")?;
     // A wrong lkey on a fresh pair.

@@ -28,6 +28,7 @@ pub(super) fn bind<P: Provider>(
     poll_one::<P>(cq, t)
 }
 
+/// [`bind`], which must succeed: returns the window's new rkey (the old one rotated).
 pub(super) fn bind_ok<P: Provider>(
     qp: &mut P::Qp,
     cq: &mut P::Cq,
@@ -90,15 +91,13 @@ pub(super) fn send_with_invalidate<P: Provider, E: Env<P>>(env: &E) -> Result<()
     );
     post_recv::<P>(&mut p.qb, 2, &[rbuf.sge(0, 64)])?;
     let reply = [src.sge(0, 16)];
-    post_send::<P>(
+    post_expect::<P>(
         &mut p.qa,
+        &mut p.a.scq,
         &SendWr::send_with_inv(3, &reply, rkey).signaled(),
-    )?;
-    expect_status(
-        &poll_one::<P>(&mut p.a.scq, t)?,
-        3,
         WcStatus::Success,
         "send with invalidate",
+        t,
     )?;
     let wc = poll_one::<P>(&mut p.b.rcq, t)?;
     expect_status(&wc, 2, WcStatus::Success, "receive of send with invalidate")?;
@@ -136,9 +135,14 @@ pub(super) fn local_invalidate<P: Provider, E: Env<P>>(env: &E) -> Result<(), St
         WcStatus::Success,
         "write before"
     );
-    post_send::<P>(&mut p.qb, &SendWr::local_inv(2, rkey).signaled())?;
-    let wc = poll_one::<P>(&mut p.b.scq, t)?;
-    expect_status(&wc, 2, WcStatus::Success, "local invalidate")?;
+    let wc = post_expect::<P>(
+        &mut p.qb,
+        &mut p.b.scq,
+        &SendWr::local_inv(2, rkey).signaled(),
+        WcStatus::Success,
+        "local invalidate",
+        t,
+    )?;
     ensure_eq!(wc.opcode, WcOpcode::LocalInv, "local invalidate opcode");
     ensure_eq!(
         write_through::<P>(&mut p.qa, &mut p.a.scq, &src, at, 3, t)?,
@@ -195,27 +199,26 @@ pub(super) fn mw_rkey_rotation<P: Provider, E: Env<P>>(env: &E) -> Result<(), St
         WcStatus::Success,
         "write via window"
     );
-    post_send::<P>(
+    post_expect::<P>(
         &mut p.qa,
+        &mut p.a.scq,
         &SendWr::read(2, &[dst.sge(0, 16)], at1).signaled(),
-    )?;
-    expect_status(
-        &poll_one::<P>(&mut p.a.scq, t)?,
-        2,
         WcStatus::Success,
         "read via window",
+        t,
     )?;
     ensure_eq!(
         read_back(&dst, 0, 16),
         pattern(8, 16),
         "bytes read via window"
     );
-    post_send::<P>(&mut p.qb, &SendWr::local_inv(3, k1).signaled())?;
-    expect_status(
-        &poll_one::<P>(&mut p.b.scq, t)?,
-        3,
+    post_expect::<P>(
+        &mut p.qb,
+        &mut p.b.scq,
+        &SendWr::local_inv(3, k1).signaled(),
         WcStatus::Success,
         "invalidate",
+        t,
     )?;
     let k2 = bind_ok::<P>(
         &mut p.qb,
@@ -227,15 +230,13 @@ pub(super) fn mw_rkey_rotation<P: Provider, E: Env<P>>(env: &E) -> Result<(), St
     )?;
     ensure_eq!(k2, inc_rkey(k1), "second bind's rkey");
     let at2 = RemoteAddr::new(exposed.addr() + 8192, k2);
-    post_send::<P>(
+    post_expect::<P>(
         &mut p.qa,
+        &mut p.a.scq,
         &SendWr::read(4, &[dst.sge(0, 16)], at2).signaled(),
-    )?;
-    expect_status(
-        &poll_one::<P>(&mut p.a.scq, t)?,
-        4,
         WcStatus::Success,
         "read via rebound window",
+        t,
     )?;
     ensure_eq!(
         write_through::<P>(&mut p.qa, &mut p.a.scq, &src, at1, 5, t)?,
