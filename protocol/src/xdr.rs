@@ -209,6 +209,48 @@ impl<'a> XdrReader<'a> {
     }
 }
 
+/// A cursor that writes big-endian words into a buffer its caller has already sized: the
+/// encoders' fast form of [`XdrWriter`], for headers whose exact length was computed and
+/// checked first. A word past the end is not written (never a panic); the caller's
+/// `position` check finds it.
+#[derive(Debug)]
+pub(crate) struct Words<'a> {
+    buf: &'a mut [u8],
+    at: usize,
+}
+
+impl<'a> Words<'a> {
+    /// A cursor at the start of `buf`.
+    #[inline]
+    pub(crate) fn new(buf: &'a mut [u8]) -> Self {
+        Words { buf, at: 0 }
+    }
+
+    /// Writes an unsigned int.
+    #[inline(always)]
+    pub(crate) fn put(&mut self, v: u32) {
+        if let Some(d) = self.buf.get_mut(self.at..self.at + 4) {
+            d.copy_from_slice(&v.to_be_bytes());
+        }
+        self.at += 4;
+    }
+
+    /// Writes an unsigned hyper.
+    #[inline(always)]
+    pub(crate) fn put_u64(&mut self, v: u64) {
+        if let Some(d) = self.buf.get_mut(self.at..self.at + 8) {
+            d.copy_from_slice(&v.to_be_bytes());
+        }
+        self.at += 8;
+    }
+
+    /// Bytes written (or skipped past the end) so far.
+    #[inline]
+    pub(crate) fn position(&self) -> usize {
+        self.at
+    }
+}
+
 /// A cursor that encodes XDR items into a caller-provided buffer.
 ///
 /// Nothing is allocated: an item that does not fit is an [`EncodeError::BufferTooSmall`] and the

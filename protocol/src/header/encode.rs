@@ -2,7 +2,7 @@
 
 use super::{Proc, RdmaError, ReadSegment, Segment, FIXED_PREFIX_LEN, RPCRDMA_VERSION};
 use crate::error::EncodeError;
-use crate::xdr::XdrWriter;
+use crate::xdr::{Words, XdrWriter};
 
 /// The three chunk lists of an RDMA_MSG, RDMA_NOMSG or RDMA_MSGP header, borrowed from the
 /// caller.
@@ -35,6 +35,32 @@ impl Chunks<'_> {
             Some(c) => 8 + 16 * c.len(),
         };
         reads + writes + reply
+    }
+
+    /// [`encode`](Self::encode) into a cursor over a buffer already checked to hold
+    /// [`encoded_len`](Self::encoded_len) bytes.
+    #[inline]
+    pub(crate) fn put_words(&self, w: &mut Words<'_>) {
+        for rs in self.reads {
+            w.put(1);
+            w.put(rs.position);
+            put_segment_word(w, &rs.segment);
+        }
+        w.put(0);
+        for chunk in self.writes {
+            w.put(1);
+            w.put(chunk.len() as u32);
+            chunk.iter().for_each(|s| put_segment_word(w, s));
+        }
+        w.put(0);
+        match self.reply {
+            None => w.put(0),
+            Some(c) => {
+                w.put(1);
+                w.put(c.len() as u32);
+                c.iter().for_each(|s| put_segment_word(w, s));
+            }
+        }
     }
 
     pub(crate) fn encode(&self, w: &mut XdrWriter<'_>) -> Result<(), EncodeError> {
@@ -190,6 +216,13 @@ impl<'s> Header<'s> {
         debug_assert_eq!(w.position(), needed);
         Ok(needed)
     }
+}
+
+#[inline(always)]
+fn put_segment_word(w: &mut Words<'_>, s: &Segment) {
+    w.put(s.handle);
+    w.put(s.length);
+    w.put_u64(s.offset);
 }
 
 fn put_segment(w: &mut XdrWriter<'_>, s: &Segment) -> Result<(), EncodeError> {

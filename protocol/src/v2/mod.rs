@@ -320,6 +320,10 @@ impl Wire {
 /// `out`: version 1's RDMA_MSG / RDMA_NOMSG (`nomsg`), or version 2's RDMA2_MSG /
 /// RDMA2_NOMSG with RPCRDMA2_F_RESPONSE when `response` (a Reply) and `inv_handle` (0 for
 /// none; version 1 has neither). Returns the bytes written.
+///
+/// The same bytes as [`Header::encode`](crate::header::Header::encode) and
+/// [`Header2::encode`] of that message (tested in `tests/v2.rs`), written word by word
+/// after one length check: both ends encode a header like this for every chunked message.
 #[allow(clippy::too_many_arguments)]
 pub fn encode_message_header(
     wire: Wire,
@@ -331,21 +335,28 @@ pub fn encode_message_header(
     chunks: crate::header::Chunks<'_>,
     nomsg: bool,
 ) -> Result<usize, crate::error::EncodeError> {
-    use crate::header::Header;
+    use crate::header::Proc;
+    let prefix = crate::header::FIXED_PREFIX_LEN + wire.extra();
+    let needed = prefix + chunks.encoded_len();
+    let Some(out) = out.get_mut(..needed) else {
+        return Err(crate::error::EncodeError::BufferTooSmall {
+            needed,
+            available: out.len(),
+        });
+    };
+    let mut w = crate::xdr::Words::new(out);
+    w.put(xid);
+    w.put(wire.vers());
+    w.put(credit);
     match wire {
-        Wire::V1 if nomsg => Header::nomsg(xid, credit, chunks).encode(out),
-        Wire::V1 => Header::msg(xid, credit, chunks).encode(out),
-        Wire::V2 => Header2 {
-            xid,
-            vers: RPCRDMA_VERSION_TWO,
-            credit,
-            flags: if response { flags::RESPONSE } else { 0 },
-            body: if nomsg {
-                Body2::NoMsg { inv_handle, chunks }
-            } else {
-                Body2::Msg { inv_handle, chunks }
-            },
+        Wire::V1 => w.put(if nomsg { Proc::NoMsg } else { Proc::Msg }.to_u32()),
+        Wire::V2 => {
+            w.put(if nomsg { Htype::NoMsg } else { Htype::Msg }.to_u32());
+            w.put(if response { flags::RESPONSE } else { 0 });
+            w.put(inv_handle);
         }
-        .encode(out),
     }
+    chunks.put_words(&mut w);
+    debug_assert_eq!(w.position(), needed);
+    Ok(needed)
 }
