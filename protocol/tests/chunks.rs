@@ -3,9 +3,10 @@
 
 use proptest::prelude::*;
 use rpcrdma_proto::chunks::{
-    check_returned, check_returned_reply, check_returned_write_list, echo_lengths, match_results,
-    place_reply, place_write, ChunkError, ChunkErrorClass, Piece, Placement, ReadChunk, ReadLimits,
-    ReadPlan, ReassembleError, ResultTarget, ReturnedChunk, ReturnedError, ReturnedForm,
+    check_returned, check_returned_reply, check_returned_write_list, echo_lengths, echo_write_list,
+    match_results, place_reply, place_write, ChunkError, ChunkErrorClass, Piece, Placement,
+    ReadChunk, ReadLimits, ReadPlan, ReassembleError, ResultTarget, ReturnedChunk, ReturnedError,
+    ReturnedForm,
 };
 use rpcrdma_proto::header::{Chunks, Header, HeaderView, ReadSegment, Segment};
 
@@ -1429,5 +1430,62 @@ proptest! {
             let got = p.reassemble(&inline, |i, b| b.fill(i as u8), &mut out);
             prop_assert_eq!(got, Ok(p.total_len() as usize));
         }
+    }
+
+    /// `echo_write_list` writes the Write list entries the encoder writes for the segments
+    /// `echo_lengths` gives, chunk by chunk (unused chunks: every length zero), and refuses
+    /// a chunk said to hold more than it can, or an output too short.
+    #[test]
+    fn the_direct_write_list_echo_matches_the_encoder(
+        writes in prop::collection::vec(
+            prop::collection::vec(
+                (any::<u32>(), prop_oneof![0u32..600, Just(0), any::<u32>()], any::<u64>()),
+                0..5,
+            ),
+            1..5,
+        ),
+        fractions in prop::collection::vec((0u32..=100, any::<bool>()), 0..5),
+    ) {
+        let writes: Vec<Vec<Segment>> = writes
+            .iter()
+            .map(|c| c.iter().map(|&(h, l, o)| Segment::new(h, l, o)).collect())
+            .collect();
+        let slices: Vec<&[Segment]> = writes.iter().map(|c| c.as_slice()).collect();
+        let call = encode(&[], &slices, None);
+        let view = HeaderView::parse(&call).unwrap();
+        let wl = view.write_list();
+        // What each chunk was filled with: a fraction of its capacity, or one byte too many.
+        let mut written = Vec::new();
+        let mut over = false;
+        for (c, &(pct, too_many)) in writes.iter().zip(&fractions) {
+            let cap: u64 = c.iter().map(|s| u64::from(s.length)).sum();
+            let n = (cap.min(u64::from(u32::MAX)) * u64::from(pct) / 100) as u32;
+            if too_many && cap < u64::from(u32::MAX) {
+                written.push(cap as u32 + 1);
+                over = true;
+            } else {
+                written.push(n);
+            }
+        }
+        let len = wl.encoded_len() - 4;
+        let mut out = vec![0xa5u8; len + 4];
+        let got = echo_write_list(wl, &written, &mut out);
+        if over {
+            prop_assert_eq!(got, None);
+            return Ok(());
+        }
+        prop_assert_eq!(got, Some(len));
+        prop_assert_eq!(&out[len..], &[0xa5u8; 4][..]);
+        let mut echoes: Vec<Vec<Segment>> = Vec::new();
+        for (k, c) in wl.iter().enumerate() {
+            let mut e = vec![Segment::default(); c.len()];
+            let n = echo_lengths(c, written.get(k).copied().unwrap_or(0), &mut e).unwrap().len();
+            echoes.push(e[..n].to_vec());
+        }
+        let echo_slices: Vec<&[Segment]> = echoes.iter().map(|c| c.as_slice()).collect();
+        let reply = encode(&[], &echo_slices, None);
+        // The entries sit after the fixed words and the empty Read list's zero.
+        prop_assert_eq!(&out[..len], &reply[20..20 + len]);
+        prop_assert_eq!(echo_write_list(wl, &written, &mut out[..len - 1]), None);
     }
 }

@@ -371,7 +371,8 @@ mod fast_path {
     use rpcrdma_proto::header::Proc;
     use rpcrdma_proto::verdict::{
         accept_short_call, accept_short_reply, judge_call, judge_call_full, judge_reply,
-        judge_reply_full, resume_call, short_call, short_reply, AcceptedCall, AcceptedReply,
+        judge_reply_full, resume_call, short_call, short_reply, write_call, AcceptedCall,
+        AcceptedReply,
     };
 
     /// Calls: Short (AUTH_NONE), Short with AUTH_SYS and arguments, chunked, Long, Short with
@@ -404,8 +405,41 @@ mod fast_path {
             ),
         ]
         .iter()
+        .chain(&write_seeds())
         .map(|m| super::hex(m))
         .collect()
+    }
+
+    /// Calls whose only chunks are Write chunks: two chunks (two segments, then one), a
+    /// chunk whose second segment wraps past 2^64, an empty chunk after a full one, and
+    /// three one-segment chunks with AUTH_SYS.
+    fn write_seeds() -> Vec<String> {
+        let null = super::null_call("00000042");
+        let sys = "00000042 00000000 00000002 00061a84 00000001 00000002 \
+                   00000001 00000018 00000007 00000003 61626300 00000000 00000000 00000000 \
+                   00000000 00000000 00000004 01020304";
+        let seg = "00000012 00000200 00000000 00002000";
+        vec![
+            format!(
+                "00000042 00000001 00000020 00000000 00000000 \
+                 00000001 00000002 {seg} 00000013 00000100 00000000 00003000 \
+                 00000001 00000001 {seg} 00000000 00000000 {null}"
+            ),
+            format!(
+                "00000042 00000001 00000020 00000000 00000000 \
+                 00000001 00000002 {seg} 00000013 00000100 ffffffff ffffff80 \
+                 00000000 00000000 {null}"
+            ),
+            format!(
+                "00000042 00000001 00000020 00000000 00000000 \
+                 00000001 00000001 {seg} 00000001 00000000 00000000 00000000 {null}"
+            ),
+            format!(
+                "00000042 00000001 00000001 00000000 00000000 \
+                 00000001 00000001 {seg} 00000001 00000001 {seg} \
+                 00000001 00000001 {seg} 00000000 00000000 {sys}"
+            ),
+        ]
     }
 
     /// Replies: Short SUCCESS with results, Short denied, with a Write chunk, Long (NOMSG),
@@ -454,6 +488,23 @@ mod fast_path {
             let mut longer = m.to_vec();
             longer.push(0);
             prop_assert!(resume_call(&longer, &a.summary()).is_none());
+        }
+        // The Write-list fast path takes exactly the accepted Calls of its shape, and finds
+        // what the full verdict finds.
+        match write_call(m) {
+            Some(w) => {
+                let Ok(a) = &full else {
+                    return Err(TestCaseError::fail("write_call took a refused Call"));
+                };
+                prop_assert!(is_write_call(a));
+                prop_assert_eq!(w.xid, a.header.xid());
+                prop_assert_eq!(w.credit, a.header.credit());
+                prop_assert_eq!(w.writes, a.header.write_list());
+                prop_assert_eq!(w.header_len, a.header.header_len());
+                prop_assert_eq!(Some((w.call, w.call_len)), a.call);
+                prop_assert_eq!(w.args, &a.header.payload()[w.call_len..]);
+            }
+            None => prop_assert!(!full.as_ref().is_ok_and(is_write_call)),
         }
         let lean = short_call(m);
         match accept_short_call(m) {
@@ -507,6 +558,17 @@ mod fast_path {
             && a.header.reply_chunk().is_none()
     }
 
+    /// The shape `write_call` takes: RDMA_MSG, no Read list, a Write list of non-empty
+    /// chunks, no Reply chunk, the Call inline.
+    fn is_write_call(a: &AcceptedCall<'_>) -> bool {
+        a.header.proc() == Proc::Msg
+            && a.header.read_list().is_empty()
+            && !a.header.write_list().is_empty()
+            && a.header.write_list().iter().all(|c| !c.is_empty())
+            && a.header.reply_chunk().is_none()
+            && a.call.is_some()
+    }
+
     fn is_bare_reply(a: &AcceptedReply<'_>) -> bool {
         a.header.proc() == Proc::Msg
             && a.header.read_list().is_empty()
@@ -520,8 +582,20 @@ mod fast_path {
         assert!(accept_short_call(&c[0]).is_some() && accept_short_call(&c[1]).is_some());
         for m in &c[2..] {
             assert!(accept_short_call(m).is_none());
+        }
+        for m in &c[2..6] {
             assert!(judge_call_full(m).is_ok());
         }
+        // The Write-list seeds: all accepted but the wrapping segment's (ERR_CHUNK), all
+        // taken by the Write-list fast path but that one and the empty chunk's; of the
+        // others, only the Short Call with a Write chunk (seed 4).
+        let accepted: Vec<bool> = c[6..].iter().map(|m| judge_call_full(m).is_ok()).collect();
+        assert_eq!(accepted, [true, false, true, true]);
+        let taken: Vec<bool> = c.iter().map(|m| write_call(m).is_some()).collect();
+        assert_eq!(
+            taken,
+            [false, false, false, false, true, false, true, false, false, true]
+        );
         let r = reply_seeds();
         assert!(accept_short_reply(&r[0]).is_some() && accept_short_reply(&r[1]).is_some());
         assert!(accept_short_reply(&r[6]).is_some() && accept_short_reply(&r[7]).is_some());
@@ -555,7 +629,7 @@ mod fast_path {
         #[test]
         fn fast_path_agrees_on_mutated_messages(
             call in any::<bool>(),
-            which in 0usize..8,
+            which in 0usize..12,
             edits in proptest::collection::vec(
                 (prop_oneof![0usize..28, 0usize..128], any::<u8>()), 0..4),
             small in proptest::collection::vec((0usize..28, 0u8..6), 0..2),

@@ -638,6 +638,13 @@ impl<P: Provider> Client<P> {
         Ok(())
     }
 
+    /// The protection domain of the client's memory (tests expose memory of their own in
+    /// it to a responder).
+    #[cfg(test)]
+    pub(crate) fn pd(&self) -> &P::Pd {
+        &self.pd
+    }
+
     /// What was negotiated with the responder.
     pub fn negotiation(&self) -> &Negotiation {
         &self.negotiation

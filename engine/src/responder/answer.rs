@@ -82,6 +82,7 @@ impl<P: Provider> ServerConn<P> {
         };
         // The fast path answers Calls in the connection's version only (a version 1 Call on
         // a version 2 connection is refused by the general path).
+        let swi = self.negotiation.remote_invalidation();
         let short = match judged {
             None => reply::short(
                 &mut self.io,
@@ -92,7 +93,20 @@ impl<P: Provider> ServerConn<P> {
                 &self.dispatch,
                 &mut self.bulk[i],
                 &mut run,
-            ),
+            )
+            .or_else(|| {
+                written::written(
+                    &mut self.io,
+                    &mut *ring,
+                    bytes,
+                    grant,
+                    reply_threshold,
+                    swi,
+                    &self.dispatch,
+                    &mut self.bulk[i],
+                    &mut run,
+                )
+            }),
             _ => None,
         };
         let built = match short {
@@ -107,7 +121,7 @@ impl<P: Provider> ServerConn<P> {
                     grant,
                     reply_threshold,
                     recv_size: self.config.recv_size,
-                    swi: self.negotiation.remote_invalidation(),
+                    swi,
                     dispatch: &self.dispatch,
                     judged,
                 },

@@ -29,6 +29,7 @@ mod reply;
 mod reverse;
 mod state;
 mod version;
+mod written;
 
 pub use reverse::{ReverseCallError, ReverseError, ReverseReply, MAX_REVERSE};
 

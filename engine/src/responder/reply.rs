@@ -280,7 +280,7 @@ fn place_inline<P: Provider>(
 
 /// A Short Call's refusal `e` (a reply no chunk can carry), as `build` gives it, and
 /// counted as it counts it: a Short Call, answered.
-fn refuse_short<P: Provider>(
+pub(super) fn refuse_short<P: Provider>(
     io: &mut Io<P>,
     ring: &mut Buf<P>,
     call: &[u8],
@@ -399,7 +399,12 @@ pub(super) fn refuse<P: Provider>(
 
 /// Posts the RDMA Writes of `fill`, whose item starts at byte `at` of `src`; false if the
 /// queue pair refused one.
-fn post_fill<P: Provider>(io: &mut Io<P>, src: &Buf<P>, at: usize, fill: &ChunkFill<'_>) -> bool {
+pub(super) fn post_fill<P: Provider>(
+    io: &mut Io<P>,
+    src: &Buf<P>,
+    at: usize,
+    fill: &ChunkFill<'_>,
+) -> bool {
     fill.placements().all(|p| {
         let sge = src.sge_span(at + p.src_offset as usize, p.len);
         post_write(io, sge, RemoteAddr::new(p.segment.offset, p.segment.handle))

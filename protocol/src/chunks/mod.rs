@@ -85,6 +85,6 @@ pub use returned::{
     ReturnedForm, ReturnedList,
 };
 pub use write::{
-    echo_lengths, match_results, place_reply, place_write, ChunkFill, Placement, Placements,
-    ResultMatch, ResultTarget,
+    echo_lengths, echo_write_list, match_results, place_reply, place_write, ChunkFill, Placement,
+    Placements, ResultMatch, ResultTarget,
 };

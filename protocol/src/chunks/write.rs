@@ -273,3 +273,41 @@ fn check_wraps(chunk: &Segments<'_>) -> Result<(), ChunkError> {
         None => Ok(()),
     }
 }
+
+/// Writes at the start of `out` the entries of the Write list a Reply echoes (RFC 8166
+/// §3.4.6, §4.3.2.2): for each chunk of the Call's `writes`, its discriminator, its segment
+/// count, and each segment with its handle and offset and, as its length, the bytes written
+/// into it when `written[k]` bytes went into chunk `k` (filling in array order; a chunk
+/// past `written` is unused, every length zero). The list's terminating zero is not
+/// written. Returns the bytes written: `writes.encoded_len() - 4`.
+///
+/// The bytes the header encoder writes for the segments [`echo_lengths`] gives (tested in
+/// `tests/chunks.rs`), without building them first: the responder's fast path for Calls
+/// whose only chunks are Write chunks. `None`, with `out` unspecified, when `out` is
+/// shorter than the entries or a chunk is shorter than what was written into it.
+pub fn echo_write_list(writes: WriteList<'_>, written: &[u32], out: &mut [u8]) -> Option<usize> {
+    let len = writes.encoded_len() - 4;
+    let out = out.get_mut(..len)?;
+    let mut at = 0;
+    let mut put = |v: u32| {
+        out[at..at + 4].copy_from_slice(&v.to_be_bytes());
+        at += 4;
+    };
+    for (k, chunk) in writes.iter().enumerate() {
+        let mut left = written.get(k).copied().unwrap_or(0);
+        if u64::from(left) > chunk.total_len() {
+            return None;
+        }
+        put(1);
+        put(chunk.len() as u32);
+        for s in chunk.iter() {
+            let length = s.length.min(left);
+            left -= length;
+            put(s.handle);
+            put(length);
+            put((s.offset >> 32) as u32);
+            put(s.offset as u32);
+        }
+    }
+    Some(len)
+}

@@ -20,6 +20,9 @@ use crate::header::{
 use crate::rpc::{CallHeader, ReplyHeader, RpcMessage};
 use crate::xdr::XdrReader;
 
+mod written;
+pub use written::{write_call, WriteCall};
+
 /// Which end of the connection received the message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {

@@ -1,0 +1,188 @@
+//! The Write-list fast path: answers a version 1 Call whose only chunks are Write chunks —
+//! the shape of an NFS READ whose data does not fit inline (RFC 8267 §4.2) — without the
+//! general path's verdict, planning and header encoder. The Call is accepted by
+//! [`verdict::write_call`] (the full verdict's checks for this shape), each DDP-eligible
+//! result goes by RDMA Write into its Write chunk (RFC 8166 §4.3.2.1, §3.4.6), and the
+//! Reply header echoes the Write list with the lengths written (§4.3.2.2) by
+//! [`chunks::echo_write_list`]. The bytes, RDMA Writes, invalidation and counters are those
+//! [`reply::build`](super::reply::build) produces for the same Call (tested in
+//! `responder/tests.rs`).
+
+use rpcrdma_proto::chunks::{self, ChunkFill};
+use rpcrdma_proto::header::{Proc, RPCRDMA_VERSION};
+use rpcrdma_proto::rpc::{AcceptStat, AUTH_NONE_ACCEPTED_LEN, MSG_ACCEPTED, REPLY};
+use rpcrdma_proto::v2::{Error2, Wire};
+use rpcrdma_proto::verdict;
+
+use super::reply::{self, Built, MAX_SEGMENTS, MAX_WRITE_CHUNKS};
+use super::{run_handler, Io, Run};
+use crate::conn::view;
+use crate::dispatch::{Dispatch, Lookup, Outcome, Request};
+use crate::fabric::Provider;
+use crate::pool::Buf;
+use crate::stats::bump;
+
+/// Where the echoed Write list starts in the Reply header: after `rdma_xid`, `rdma_vers`,
+/// `rdma_credit`, `rdma_proc` and the empty Read list's zero.
+const LIST_AT: usize = 20;
+
+/// Answers the Call `call` when it is a version 1 RDMA_MSG with an empty Read list, a Write
+/// list of 1 to [`MAX_WRITE_CHUNKS`] chunks of 1 to [`MAX_SEGMENTS`] segments each and no
+/// Reply chunk, to a registered procedure (RPC version 2) whose DDP-eligible results all
+/// have a chunk and whose largest reply fits the reply threshold: the reply is then Short
+/// whatever the handler answers (RFC 8166 §3.5.1, `plan::plan_reply`), and nothing but a
+/// result longer than its chunk can refuse it (ERR_CHUNK, as `build` refuses it).
+///
+/// `None` before anything was run or written: the general path answers the Call.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn written<P: Provider>(
+    io: &mut Io<P>,
+    ring: &mut Buf<P>,
+    call: &[u8],
+    grant: u32,
+    threshold: u32,
+    swi: bool,
+    dispatch: &Dispatch,
+    bulk: &mut Buf<P>,
+    run: &mut Run<'_, '_>,
+) -> Option<Built> {
+    if io.wire != Wire::V1 {
+        return None;
+    }
+    let wc = verdict::write_call(call)?;
+    let c = &wc.call;
+    let n_chunks = wc.writes.len();
+    if !c.is_rpc_v2()
+        || n_chunks > MAX_WRITE_CHUNKS
+        || wc.writes.iter().any(|ch| ch.len() > MAX_SEGMENTS)
+    {
+        return None;
+    }
+    let Lookup::Found(entry) = dispatch.lookup(c.prog, c.vers, c.proc_num) else {
+        return None;
+    };
+    let ddp = entry.spec.ddp_results as usize;
+    let hlen = wc.header_len;
+    let results_at = hlen + AUTH_NONE_ACCEPTED_LEN;
+    let out = view::bytes_mut(ring);
+    // As in `build`: the room it checks (`hlen + 64`), and a length word for each result
+    // after the results.
+    if ddp > n_chunks || out.len() < hlen + 64 {
+        return None;
+    }
+    let max = (entry.spec.max_results as usize).min(out.len() - results_at) & !3;
+    let largest = results_at + max + 4 * ddp;
+    if largest > out.len() || largest as u64 > u64::from(threshold) {
+        return None;
+    }
+    let req = Request {
+        xid: wc.xid,
+        prog: c.prog,
+        vers: c.vers,
+        proc_num: c.proc_num,
+        cred: c.cred,
+        args: wc.args,
+    };
+    let (outcome, len, items, n_items) = run_handler(
+        entry,
+        run,
+        &req,
+        &mut out[results_at..],
+        view::bytes_mut(bulk),
+    );
+    // The reply's RPC words after the transport header, and its length.
+    let (rpc, rpc_words, end) = match outcome {
+        Outcome::Deferred => return Some(Built::Deferred),
+        Outcome::Success => (
+            accepted(wc.xid, AcceptStat::Success),
+            6,
+            results_at + len + 4 * n_items,
+        ),
+        Outcome::GarbageArgs => {
+            bump(&io.stats.garbage_args, 1);
+            (accepted(wc.xid, AcceptStat::GarbageArgs), 6, results_at)
+        }
+        Outcome::SystemErr => {
+            bump(&io.stats.system_err, 1);
+            (accepted(wc.xid, AcceptStat::SystemErr), 6, results_at)
+        }
+        Outcome::AuthError(a) => {
+            bump(&io.stats.auth_errors, 1);
+            // MSG_DENIED / AUTH_ERROR: five words, no results (RFC 5531 §9).
+            ([wc.xid, REPLY, 1, 1, a.0, 0], 5, hlen + 20)
+        }
+    };
+    // Each DDP-eligible result into its chunk, in order (§4.3.2.1): its length word stays
+    // inline after the results, its bytes leave the Payload stream (§3.4.6). Every chunk is
+    // checked before any RDMA Write is posted.
+    let n_items = if matches!(outcome, Outcome::Success) {
+        n_items
+    } else {
+        0
+    };
+    let mut written = [0u32; MAX_WRITE_CHUNKS];
+    let mut fills: [Option<(ChunkFill<'_>, u32)>; MAX_WRITE_CHUNKS] =
+        [const { None }; MAX_WRITE_CHUNKS];
+    let mut cursor = results_at + len;
+    for (k, chunk) in wc.writes.iter().take(n_items).enumerate() {
+        let (off, n) = items[k];
+        out[cursor..cursor + 4].copy_from_slice(&n.to_be_bytes());
+        cursor += 4;
+        match chunks::place_write(chunk, n) {
+            Ok(fill) => {
+                written[k] = n;
+                fills[k] = Some((fill, off));
+            }
+            Err(_) => {
+                // [V2] §5.3.3's reason; version 1 says ERR_CHUNK.
+                let e = Error2::WriteResource {
+                    chunk_index: k as u32 + 1,
+                    length_needed: n,
+                };
+                return Some(reply::refuse_short(io, ring, call, grant, e));
+            }
+        }
+    }
+    for (fill, off) in fills.iter().flatten() {
+        if !reply::post_fill(io, bulk, *off as usize, fill) {
+            return Some(Built::Fatal);
+        }
+        bump(&io.stats.write_chunks, 1);
+    }
+    // The transport header: the Call's XID and version, the grant, RDMA_MSG, the empty Read
+    // list, the Write list echoed, and the absent Reply chunk (§4.2, §4.3.2.2).
+    let out = view::bytes_mut(ring);
+    let list_end = hlen - 8;
+    let head = [wc.xid, RPCRDMA_VERSION, grant, Proc::Msg.to_u32(), 0];
+    for (k, w) in head.iter().enumerate() {
+        out[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
+    }
+    if chunks::echo_write_list(wc.writes, &written[..n_chunks], &mut out[LIST_AT..list_end])
+        != Some(list_end - LIST_AT)
+    {
+        return Some(Built::Fatal);
+    }
+    out[list_end..hlen].fill(0);
+    for (k, w) in rpc[..rpc_words].iter().enumerate() {
+        out[hlen + 4 * k..hlen + 4 * k + 4].copy_from_slice(&w.to_be_bytes());
+    }
+    io.tally.short_calls += 1;
+    io.tally.short_replies += 1;
+    // RFC 8797 §4.1: the Call's first handle, its first Write chunk's first segment.
+    let inv = swi.then(|| wc.writes.iter().next().and_then(|ch| ch.get(0)));
+    let inv = inv.flatten().map(|s| s.handle);
+    if inv.is_some() {
+        bump(&io.stats.remote_invalidations, 1);
+    }
+    Some(Built::Send {
+        len: end as u32,
+        inv,
+    })
+}
+
+/// The accepted RPC Reply header with the AUTH_NONE verifier and `stat` (RFC 5531 §9,
+/// §10.1), as words.
+fn accepted(xid: u32, stat: AcceptStat) -> [u32; 6] {
+    [xid, REPLY, MSG_ACCEPTED, 0, 0, stat.code()]
+}
