@@ -371,8 +371,8 @@ mod fast_path {
     use rpcrdma_proto::header::Proc;
     use rpcrdma_proto::verdict::{
         accept_short_call, accept_short_reply, judge_call, judge_call_full, judge_reply,
-        judge_reply_full, resume_call, short_call, short_reply, write_call, AcceptedCall,
-        AcceptedReply,
+        judge_reply_full, resume_call, short_call, short_reply, write_call, write_reply,
+        AcceptedCall, AcceptedReply,
     };
 
     /// Calls: Short (AUTH_NONE), Short with AUTH_SYS and arguments, chunked, Long, Short with
@@ -469,6 +469,24 @@ mod fast_path {
             "00000042 00000001 00000020 00000000 00000000 00000000 00000000 \
              00000042 00000001 00000001 00000001 00000005"
                 .to_string(),
+            // Write lists: two chunks (two segments, then an empty chunk), a wrapping
+            // segment, and a Reply chunk beside the Write chunk.
+            format!(
+                "00000042 00000001 00000020 00000000 00000000 \
+                 00000001 00000002 00000012 00000010 00000000 00002000 \
+                 00000013 00000000 00000000 00003000 00000001 00000000 \
+                 00000000 00000000 {ok} 00000010"
+            ),
+            format!(
+                "00000042 00000001 00000020 00000000 00000000 \
+                 00000001 00000001 00000012 00000100 ffffffff ffffff80 \
+                 00000000 00000000 {ok} 00000010"
+            ),
+            format!(
+                "00000042 00000001 00000020 00000000 00000000 \
+                 00000001 00000001 00000012 00000010 00000000 00002000 00000000 \
+                 00000001 00000001 00000013 00000000 00000000 00003000 {ok} 00000010"
+            ),
         ]
         .iter()
         .map(|m| super::hex(m))
@@ -530,6 +548,22 @@ mod fast_path {
     fn check_reply(m: &[u8]) -> Result<(), TestCaseError> {
         let full = judge_reply_full(m);
         prop_assert_eq!(&judge_reply(m), &full);
+        // The Write-list fast path takes exactly the accepted Replies of its shape, and
+        // finds what the full verdict finds.
+        match write_reply(m) {
+            Some(w) => {
+                let Ok(a) = &full else {
+                    return Err(TestCaseError::fail("write_reply took a discarded Reply"));
+                };
+                prop_assert!(is_write_reply(a));
+                prop_assert_eq!(w.xid, a.header.xid());
+                prop_assert_eq!(w.credit, a.header.credit());
+                prop_assert_eq!(w.writes, a.header.write_list());
+                prop_assert_eq!(Some((w.reply, w.reply_len)), a.reply);
+                prop_assert_eq!(w.results, &a.header.payload()[w.reply_len..]);
+            }
+            None => prop_assert!(!full.as_ref().is_ok_and(is_write_reply)),
+        }
         let lean = short_reply(m);
         match accept_short_reply(m) {
             Some(fast) => {
@@ -569,6 +603,14 @@ mod fast_path {
             && a.call.is_some()
     }
 
+    /// The shape `write_reply` takes: RDMA_MSG, no Read list, a Write list, no Reply chunk.
+    fn is_write_reply(a: &AcceptedReply<'_>) -> bool {
+        a.header.proc() == Proc::Msg
+            && a.header.read_list().is_empty()
+            && !a.header.write_list().is_empty()
+            && a.header.reply_chunk().is_none()
+    }
+
     fn is_bare_reply(a: &AcceptedReply<'_>) -> bool {
         a.header.proc() == Proc::Msg
             && a.header.read_list().is_empty()
@@ -603,6 +645,16 @@ mod fast_path {
             assert!(accept_short_reply(m).is_none());
             assert!(judge_reply_full(m).is_ok());
         }
+        // The Write-list Replies: accepted but the wrapping segment's; taken by the
+        // Write-list fast path: the Short one with a Write chunk (seed 2) and the two-chunk
+        // one (seed 8).
+        let accepted: Vec<bool> = r[8..].iter().map(|m| judge_reply_full(m).is_ok()).collect();
+        assert_eq!(accepted, [true, false, true]);
+        let taken: Vec<bool> = r.iter().map(|m| write_reply(m).is_some()).collect();
+        let mut want = [false; 11];
+        want[2] = true;
+        want[8] = true;
+        assert_eq!(taken, want);
         for m in c.iter().chain(&r) {
             check_call(m).unwrap();
             check_reply(m).unwrap();
@@ -629,7 +681,7 @@ mod fast_path {
         #[test]
         fn fast_path_agrees_on_mutated_messages(
             call in any::<bool>(),
-            which in 0usize..12,
+            which in 0usize..16,
             edits in proptest::collection::vec(
                 (prop_oneof![0usize..28, 0usize..128], any::<u8>()), 0..4),
             small in proptest::collection::vec((0usize..28, 0u8..6), 0..2),

@@ -194,6 +194,9 @@ impl<P: Provider> Client<P> {
                 return;
             }
         }
+        if self.complete_written(ridx, len, inv, f) {
+            return;
+        }
         self.on_reply_general(ridx, len, inv, f)
     }
 

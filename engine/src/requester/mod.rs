@@ -38,6 +38,7 @@ mod reverse;
 mod submit;
 mod version;
 mod windows;
+mod written;
 
 pub use call::{CallArgs, CancelError, Completion, Reply, RpcError, SubmitError};
 pub use reverse::MAX_REVERSE_SERVED;

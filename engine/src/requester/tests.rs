@@ -88,8 +88,8 @@ fn short_calls_with_a_credential_are_what_the_encoders_write() {
 }
 
 /// The completions one reply produced: tag, XID, and the reply's header, results and
-/// bulk count, or the error.
-type Seen = Vec<(u64, u32, Result<(String, Vec<u8>, usize), RpcError>)>;
+/// bulk data, or the error.
+type Seen = Vec<(u64, u32, Result<(String, Vec<u8>, Vec<Vec<u8>>), RpcError>)>;
 
 /// What one reply did to a client: the completions it produced (the reply's header,
 /// results and bulk count, or the error), the counters, credits, free slots, receives
@@ -126,6 +126,11 @@ fn effect(c: &mut Client<Soft>, completions: Seen) -> Effect {
 /// Hands `reply` to the client as if it arrived in receive buffer 0, through the fast
 /// path first (`fast`) or the general path alone.
 fn receive(c: &mut Client<Soft>, reply: &[u8], fast: bool) -> Effect {
+    receive_inv(c, reply, None, fast)
+}
+
+/// [`receive`] of a reply whose Send invalidated `inv`.
+fn receive_inv(c: &mut Client<Soft>, reply: &[u8], inv: Option<u32>, fast: bool) -> Effect {
     // The peer never sends in these tests, so nothing writes receive buffer 0.
     view::bytes_mut(&mut c.recv[0])[..reply.len()].copy_from_slice(reply);
     let mut seen = Vec::new();
@@ -133,16 +138,18 @@ fn receive(c: &mut Client<Soft>, reply: &[u8], fast: bool) -> Effect {
         seen.push((
             comp.tag,
             comp.xid,
-            comp.result
-                .map(|r| (format!("{:?}", r.rpc), r.results.to_vec(), r.bulk().len())),
+            comp.result.map(|r| {
+                let bulk = r.bulk().iter().map(|b| b.to_vec()).collect();
+                (format!("{:?}", r.rpc), r.results.to_vec(), bulk)
+            }),
         ))
     };
     if fast {
-        c.on_reply(0, reply.len() as u32, None, &mut f);
+        c.on_reply(0, reply.len() as u32, inv, &mut f);
     } else {
         // What `on_reply` counts before either path.
         c.batch[0] += reply.len() as u64;
-        c.on_reply_general(0, reply.len() as u32, None, &mut f);
+        c.on_reply_general(0, reply.len() as u32, inv, &mut f);
     }
     effect(c, seen)
 }
@@ -295,6 +302,209 @@ fn short_reply_fast_path_agrees_with_the_general_path() {
     assert!(
         checked > 2000 && fast_completions > 500,
         "{checked} {fast_completions}"
+    );
+}
+
+/// Puts a Call that provided the Write chunks `provided` (each at 8 KiB steps of the
+/// result buffer) in flight, its result window bound as `bound` says, as `submit` leaves
+/// it, without sending it.
+fn pending_written(
+    c: &mut Client<Soft>,
+    tag: u64,
+    provided: &[Vec<Segment>],
+    bound: Option<u32>,
+) -> u32 {
+    let idx = match c.slots.iter().position(|s| s.state == State::Sent) {
+        Some(i) => i as u32,
+        None => {
+            let idx = c.spare.pop().expect("a free slot");
+            let xid = c.next_xid(idx);
+            c.credits.take();
+            let slot = &mut c.slots[idx as usize];
+            slot.arm(xid, tag, Duration::from_secs(60), 0);
+            idx
+        }
+    };
+    let slot = &mut c.slots[idx as usize];
+    slot.clear_chunks();
+    for (k, chunk) in provided.iter().enumerate() {
+        slot.writes[k][..chunk.len()].copy_from_slice(chunk);
+        slot.write_n[k] = chunk.len();
+        slot.write_off[k] = 8192 * k as u32;
+    }
+    slot.n_writes = provided.len();
+    slot.bound = [None, bound];
+    slot.xid
+}
+
+/// Replies to a Call with `xid` that provided `provided`: the Write list echoed with each
+/// chunk filled, partly filled or unused, fewer or more chunks, a segment's handle,
+/// offset or length changed, a Reply chunk beside it, RDMA_NOMSG, every RPC status, and
+/// every byte changed.
+fn written_replies(xid: u32, credit: u32, provided: &[Vec<Segment>]) -> Vec<Vec<u8>> {
+    let echo = |fill: &[u32]| -> Vec<Vec<Segment>> {
+        provided
+            .iter()
+            .enumerate()
+            .map(|(k, c)| {
+                let mut left = fill.get(k).copied().unwrap_or(0);
+                c.iter()
+                    .map(|s| {
+                        let n = s.length.min(left);
+                        left -= n;
+                        Segment { length: n, ..*s }
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    let make = |writes: &[Vec<Segment>], reply: Option<&[Segment]>, rpc: ReplyHeader<'_>| {
+        let w: Vec<&[Segment]> = writes.iter().map(|c| c.as_slice()).collect();
+        let h = Header::msg(
+            xid,
+            credit,
+            Chunks {
+                reads: &[],
+                writes: &w,
+                reply,
+            },
+        );
+        let mut m = vec![0u8; h.encoded_len() + rpc.encoded_len()];
+        let n = h.encode(&mut m).unwrap();
+        rpc.encode(&mut m[n..]).unwrap();
+        m.extend_from_slice(&[0, 0, 0, 9]);
+        m
+    };
+    let ok = ReplyHeader::accepted_success(xid);
+    let mut out = Vec::new();
+    for fill in [
+        &[100u32, 0][..],
+        &[1, 1],
+        &[0, 0],
+        &[4000, 3000],
+        &[],
+        &[100],
+    ] {
+        let writes = echo(fill);
+        for rpc in [
+            ok,
+            ReplyHeader::garbage_args(xid),
+            ReplyHeader::auth_error(xid, AuthStat::AUTH_BADCRED),
+        ] {
+            out.push(make(&writes, None, rpc));
+        }
+        // Fewer chunks than provided (CHECKLIST G-17), one more (refused).
+        out.push(make(&writes[..writes.len().saturating_sub(1)], None, ok));
+        let mut more = writes.clone();
+        more.push(writes[0].clone());
+        out.push(make(&more, None, ok));
+        // A Reply chunk beside the list (zero length: accepted by the verdict).
+        out.push(make(&writes, Some(&[Segment::new(1, 0, 0)]), ok));
+        // A segment changed: handle, offset, a length past what was provided.
+        for change in 0..3 {
+            let mut w = writes.clone();
+            let s = &mut w[0][0];
+            match change {
+                0 => s.handle ^= 1,
+                1 => s.offset += 8,
+                _ => s.length = provided[0][0].length + 1,
+            }
+            out.push(make(&w, None, ok));
+        }
+    }
+    // Every byte of a filled reply changed, and the reply cut at every length.
+    let base = make(&echo(&[100, 50]), None, ok);
+    for at in 0..base.len() {
+        for b in [0u8, 1, 2, 0xff] {
+            let mut m = base.clone();
+            m[at] = b;
+            out.push(m);
+        }
+    }
+    for cut in 0..base.len() {
+        out.push(base[..cut].to_vec());
+    }
+    out
+}
+
+/// The requester's Write-list reply path against its general path, as for the Short-reply
+/// fast path: two clients with the same Call in flight (two Write chunks provided, the
+/// result window bound or not) receive the same replies, the Send invalidating the window,
+/// another rkey or none; every reply has the same effect on both, completions' bulk data
+/// included.
+#[test]
+fn write_list_reply_path_agrees_with_the_general_path() {
+    let dispatch = Arc::new(crate::dispatch::Dispatch::new());
+    let cfg = ConnConfig::default();
+    let (mut fast, _s1) = crate::loopback::soft_pair(Arc::clone(&dispatch), cfg, cfg).unwrap();
+    let (mut general, _s2) = crate::loopback::soft_pair(dispatch, cfg, cfg).unwrap();
+    for (a, b) in fast.slots.iter().zip(general.slots.iter_mut()) {
+        b.gen = a.gen;
+    }
+    // The bulk data the completions carry: the same bytes in both result buffers.
+    for c in [&mut fast, &mut general] {
+        for s in c.slots.iter_mut() {
+            let res = view::bytes_mut(&mut s.res);
+            for (k, b) in res.iter_mut().enumerate().take(16384) {
+                *b = k as u8;
+            }
+        }
+    }
+    let rkey = 0x4400;
+    let provided = vec![
+        vec![
+            Segment::new(rkey, 200, 0x1_0000),
+            Segment::new(rkey, 3900, 0x1_0100),
+        ],
+        vec![Segment::new(rkey, 4096, 0x2_0000)],
+    ];
+    let (mut tag, mut checked, mut fast_completions) = (0, 0, 0);
+    for (bound, inv) in [
+        (Some(rkey), Some(rkey)),
+        (Some(rkey), None),
+        (Some(rkey), Some(rkey + 1)),
+        (None, None),
+        (None, Some(rkey)),
+    ] {
+        let mut xid = pending_written(&mut fast, tag, &provided, bound);
+        assert_eq!(pending_written(&mut general, tag, &provided, bound), xid);
+        let mut list = written_replies(xid, 8, &provided);
+        let mut k = 0;
+        while k < list.len() {
+            let m = &list[k];
+            let taken = verdict::write_reply(m).is_some_and(|r| r.xid == xid);
+            let a = receive_inv(&mut fast, m, inv, true);
+            let b = receive_inv(&mut general, m, inv, false);
+            assert_eq!(a, b, "bound {bound:?} inv {inv:?} reply {k}: {m:02x?}");
+            checked += 1;
+            k += 1;
+            let done =
+                !a.completions.is_empty() || fast.slots.iter().all(|s| s.state != State::Sent);
+            if done {
+                fast_completions +=
+                    usize::from(taken && a.completions.first().is_some_and(|c| c.2.is_ok()));
+                // A window left bound is being invalidated: start over with fresh clients'
+                // slots (the Local Invalidate is never polled here).
+                tag += 1;
+                for c in [&mut fast, &mut general] {
+                    for i in 0..c.slots.len() {
+                        let s = &mut c.slots[i];
+                        if s.state == State::Invalidating {
+                            s.state = State::Free;
+                            c.credits.on_reply(s.grant);
+                            c.spare.put(i as u32, s);
+                        }
+                    }
+                }
+                xid = pending_written(&mut fast, tag, &provided, bound);
+                assert_eq!(pending_written(&mut general, tag, &provided, bound), xid);
+                list = written_replies(xid, 8, &provided);
+            }
+        }
+    }
+    assert!(
+        checked > 3000 && fast_completions > 500,
+        "{checked} checked, {fast_completions} completed by the Write-list path"
     );
 }
 

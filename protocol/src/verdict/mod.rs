@@ -21,7 +21,7 @@ use crate::rpc::{CallHeader, ReplyHeader, RpcMessage};
 use crate::xdr::XdrReader;
 
 mod written;
-pub use written::{write_call, WriteCall};
+pub use written::{write_call, write_reply, WriteCall, WriteReply};
 
 /// Which end of the connection received the message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

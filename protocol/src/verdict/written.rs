@@ -1,11 +1,11 @@
-//! The responder's fast path for a Call whose only chunks are Write chunks: an RDMA_MSG
-//! with an empty Read list, a Write list of non-empty chunks and no Reply chunk. This is
-//! how an NFS READ (RFC 8267 §4.2) or any procedure with a DDP-eligible result arrives
-//! when its result does not fit inline.
+//! The fast paths for messages whose only chunks are Write chunks: a Call (an RDMA_MSG with
+//! an empty Read list, a Write list of non-empty chunks and no Reply chunk), which is how an
+//! NFS READ (RFC 8267 §4.2) or any procedure with a DDP-eligible result arrives when its
+//! result does not fit inline, and the Reply that answers it (the Write list echoed).
 
 use super::{word, LIMITS};
 use crate::header::{Proc, WriteList, RPCRDMA_VERSION};
-use crate::rpc::CallHeader;
+use crate::rpc::{CallHeader, ReplyHeader};
 use crate::xdr::XdrReader;
 
 /// Where the Write list starts in a version 1 header: after `rdma_xid`, `rdma_vers`,
@@ -44,6 +44,82 @@ pub struct WriteCall<'a> {
 /// `None` decides nothing: judge the message with [`judge_call`](super::judge_call).
 #[inline]
 pub fn write_call(buf: &[u8]) -> Option<WriteCall<'_>> {
+    let (xid, credit, writes, header_len) = write_list_message(buf)?;
+    if writes.iter().any(|c| c.is_empty()) {
+        return None;
+    }
+    let payload = &buf[header_len..];
+    if payload.len() < 4
+        || word(payload, 0) != xid
+        || payload.len() as u64 > u64::from(LIMITS.max_stream_len)
+    {
+        return None;
+    }
+    // The direct decoder alone, as for a Short Call (it accepts what the reference accepts).
+    let (call, call_len) = CallHeader::parse_direct(payload)?;
+    Some(WriteCall {
+        xid,
+        credit,
+        writes,
+        header_len,
+        call,
+        call_len,
+        args: &payload[call_len..],
+    })
+}
+
+/// A Reply accepted by [`write_reply`]: what a requester needs to complete its RPC,
+/// borrowed from the receive buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteReply<'a> {
+    /// `rdma_xid`, equal to the RPC XID.
+    pub xid: u32,
+    /// `rdma_credit`: the responder's grant (RFC 8166 §3.3).
+    pub credit: u32,
+    /// The Write list as returned: at least one chunk (the requester checks it against what
+    /// its Call provided, CHECKLIST G-4, G-17).
+    pub writes: WriteList<'a>,
+    /// The RPC Reply header.
+    pub reply: ReplyHeader<'a>,
+    /// The length of the encoded RPC Reply header.
+    pub reply_len: usize,
+    /// The results: the rest of the Payload stream.
+    pub results: &'a [u8],
+}
+
+/// Accepts a version 1 RDMA_MSG Reply with an empty Read list, a Write list and no Reply
+/// chunk, with the checks [`judge_reply_full`](super::judge_reply_full) makes on such a
+/// message: its chunk lists decode, no segment wraps past 2^64 and no chunk passes
+/// 2^32 − 1 bytes (RFC 8166 §4.5), an RPC message follows whose XID is `rdma_xid` (§4.2.1,
+/// CHECKLIST G-9), and its Reply header decodes.
+///
+/// `Some` exactly when `judge_reply_full` accepts the message and it has that shape, with
+/// the same XID, credit, Write list and reply (property tests in `tests/verdict.rs`);
+/// `None` decides nothing: judge the message with [`judge_reply`](super::judge_reply).
+#[inline]
+pub fn write_reply(buf: &[u8]) -> Option<WriteReply<'_>> {
+    let (xid, credit, writes, header_len) = write_list_message(buf)?;
+    let payload = &buf[header_len..];
+    if payload.len() < 4 || word(payload, 0) != xid {
+        return None;
+    }
+    // The direct decoder alone, as for a Short Reply.
+    let (reply, reply_len) = ReplyHeader::parse_direct(payload)?;
+    Some(WriteReply {
+        xid,
+        credit,
+        writes,
+        reply,
+        reply_len,
+        results: &payload[reply_len..],
+    })
+}
+
+/// The transport header both fast paths read: version 1, RDMA_MSG, an empty Read list, a
+/// Write list that decodes with no segment wrapping past 2^64 and no chunk past 2^32 − 1
+/// bytes, no Reply chunk: `(xid, credit, writes, header_len)`.
+#[inline(always)]
+fn write_list_message(buf: &[u8]) -> Option<(u32, u32, WriteList<'_>, usize)> {
     let w: &[u8; WRITE_LIST_AT + 4] = buf.get(..WRITE_LIST_AT + 4)?.try_into().ok()?;
     let fixed = |i: usize| u32::from_be_bytes([w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]]);
     if fixed(1) != RPCRDMA_VERSION
@@ -59,32 +135,11 @@ pub fn write_call(buf: &[u8]) -> Option<WriteCall<'_>> {
     if r.u32().ok()? != 0 {
         return None;
     }
-    let header_len = r.position();
-    for c in writes.iter() {
-        if c.is_empty()
-            || c.iter().any(|s| s.end().is_none())
-            || c.total_len() > u64::from(u32::MAX)
-        {
-            return None;
-        }
-    }
-    let payload = &buf[header_len..];
-    let xid = fixed(0);
-    if payload.len() < 4
-        || word(payload, 0) != xid
-        || payload.len() as u64 > u64::from(LIMITS.max_stream_len)
-    {
+    let fits = |c: crate::header::Segments<'_>| {
+        c.iter().all(|s| s.end().is_some()) && c.total_len() <= u64::from(u32::MAX)
+    };
+    if !writes.iter().all(fits) {
         return None;
     }
-    // The direct decoder alone, as for a Short Call (it accepts what the reference accepts).
-    let (call, call_len) = CallHeader::parse_direct(payload)?;
-    Some(WriteCall {
-        xid,
-        credit: fixed(2),
-        writes,
-        header_len,
-        call,
-        call_len,
-        args: &payload[call_len..],
-    })
+    Some((fixed(0), fixed(2), writes, r.position()))
 }

@@ -1,0 +1,88 @@
+//! The Write-list reply path: completes an RPC whose Call provided Write chunks (and no
+//! Reply chunk) from a version 1 RDMA_MSG Reply whose only chunks are the Write list
+//! echoed — an NFS READ's reply (RFC 8267 §4.2) — without the general path's full verdict.
+//! The Reply is accepted by [`verdict::write_reply`] (the full verdict's checks for this
+//! shape), its Write list checked against what the Call provided (CHECKLIST G-4, G-17),
+//! and the RPC completed at once when the responder invalidated its window (RFC 8797
+//! §4.1): the completion, counters and credit are those of the general path (tested in
+//! `requester/tests.rs`).
+
+use super::*;
+
+impl<P: Provider> Client<P> {
+    /// Completes the RPC answered by the Reply in receive buffer `ridx` (`len` bytes, whose
+    /// Send invalidated `inv`) when it is one of these and nothing is left to invalidate;
+    /// false, with nothing done, otherwise (the general path takes it).
+    pub(super) fn complete_written<F: FnMut(Completion<'_>)>(
+        &mut self,
+        ridx: u32,
+        len: u32,
+        inv: Option<u32>,
+        f: &mut F,
+    ) -> bool {
+        if self.wire != Wire::V1 {
+            return false;
+        }
+        let bytes = view::bytes(&self.recv[ridx as usize], len as usize);
+        let Some(w) = verdict::write_reply(bytes) else {
+            return false;
+        };
+        let i = (w.xid & self.slot_mask) as usize;
+        let Some(slot) = self.slots.get_mut(i) else {
+            return false;
+        };
+        // A Sent RPC that provided Write chunks and no Reply chunk, whose every window the
+        // Reply's Send invalidated.
+        if slot.xid != w.xid
+            || slot.state != State::Sent
+            || slot.n_writes == 0
+            || slot.has_reply_chunk
+            || slot.bound.iter().any(|b| b.is_some() && *b != inv)
+        {
+            return false;
+        }
+        let mut prov: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
+        for c in 0..slot.n_writes {
+            prov[c] = &slot.writes[c][..slot.write_n[c]];
+        }
+        let Ok(list) = chunks::check_returned_write_list(&prov[..slot.n_writes], w.writes) else {
+            return false;
+        };
+        let stats = &self.stats;
+        for b in slot.bound.iter_mut().filter(|b| b.is_some()) {
+            *b = None;
+            bump(&stats.remote_invalidations, 1);
+        }
+        // What `deliver` gives: the results inline, each filled chunk's bytes in the result
+        // buffer.
+        bump(&stats.short_replies, 1);
+        let mut bulk: [&[u8]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
+        for (c, b) in bulk.iter_mut().enumerate().take(slot.n_writes) {
+            if let Some(r) = list.get(c).filter(|r| r.form == ReturnedForm::Filled) {
+                let off = slot.write_off[c] as usize;
+                *b = &view::bytes(&slot.res, off + r.total as usize)[off..];
+                bump(&stats.bytes_written, r.total);
+                bump(&stats.write_chunks, 1);
+            }
+        }
+        self.batch[1] += 1;
+        f(Completion {
+            tag: slot.tag,
+            xid: slot.xid,
+            result: Ok(Reply {
+                rpc: w.reply,
+                results: w.results,
+                bulk,
+                n_bulk: slot.n_writes,
+            }),
+        });
+        self.reposts.push(ridx);
+        self.credits.on_reply(Some(w.credit));
+        slot.grant = Some(w.credit);
+        slot.outcome = Outcome::Reply;
+        slot.state = State::Free;
+        slot.recv_idx = None;
+        self.spare.put(i as u32, slot);
+        true
+    }
+}
