@@ -167,11 +167,15 @@ impl<P: Provider> Client<P> {
             if let Some(slot) = self
                 .slots
                 .get_mut(i)
-                .filter(|s| s.takes_short_reply(short.xid))
+                .filter(|s| s.takes_short_reply(short.xid, inv))
             {
                 // The Short-reply fast path (see `Slot::takes_short_reply`): what the general
                 // path below does for this reply, without judging it again, checking empty
                 // lists against empty provisions, or re-deriving the results.
+                for b in slot.bound.iter_mut().filter(|b| b.is_some()) {
+                    *b = None;
+                    bump(&self.stats.remote_invalidations, 1);
+                }
                 slot.grant = Some(short.credit);
                 slot.outcome = Outcome::Reply;
                 bump(&self.stats.short_replies, 1);

@@ -313,15 +313,17 @@ impl<P: Provider> Slot<P> {
     /// this RPC on the fast path: the slot waits for exactly this XID (`Sent`; a `Zombie`'s
     /// late reply only returns its credit), and its Call provided no Write chunk and no
     /// Reply chunk (so the empty lists returned are what CHECKLIST G-4 and G-17 accept and
-    /// the whole reply is inline, RFC 8166 §3.5.1, §4.3) and left no window bound (nothing to
-    /// invalidate before completing, §4.4.1). Anything else takes the general path.
+    /// the whole reply is inline, RFC 8166 §3.5.1, §4.3) and left no window bound but the
+    /// one the Reply's Send invalidated, `inv` (nothing to invalidate before completing,
+    /// §4.4.1; RFC 8797 §4.1: a Call whose argument went in a Read chunk). Anything else
+    /// takes the general path.
     #[inline]
-    fn takes_short_reply(&self, xid: u32) -> bool {
+    fn takes_short_reply(&self, xid: u32, inv: Option<u32>) -> bool {
         self.xid == xid
             && self.state == State::Sent
             && self.n_writes == 0
             && !self.has_reply_chunk
-            && self.bound == [None, None]
+            && self.bound.iter().all(|b| b.is_none() || *b == inv)
     }
 }
 

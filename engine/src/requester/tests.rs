@@ -123,14 +123,9 @@ fn effect(c: &mut Client<Soft>, completions: Seen) -> Effect {
     e
 }
 
-/// Hands `reply` to the client as if it arrived in receive buffer 0, through the fast
-/// path first (`fast`) or the general path alone.
-fn receive(c: &mut Client<Soft>, reply: &[u8], fast: bool) -> Effect {
-    receive_inv(c, reply, None, fast)
-}
-
-/// [`receive`] of a reply whose Send invalidated `inv`.
-fn receive_inv(c: &mut Client<Soft>, reply: &[u8], inv: Option<u32>, fast: bool) -> Effect {
+/// Hands `reply` to the client as if it arrived in receive buffer 0 by a Send that
+/// invalidated `inv`, through the fast paths first (`fast`) or the general path alone.
+fn receive(c: &mut Client<Soft>, reply: &[u8], inv: Option<u32>, fast: bool) -> Effect {
     // The peer never sends in these tests, so nothing writes receive buffer 0.
     view::bytes_mut(&mut c.recv[0])[..reply.len()].copy_from_slice(reply);
     let mut seen = Vec::new();
@@ -247,19 +242,35 @@ fn replies(xid: u32, credit: u32) -> Vec<Vec<u8>> {
     out
 }
 
-/// Puts a Short Call without chunks in flight in a free slot, as `submit_short` and
-/// `post_call` leave it, without sending it (the peer never answers in these tests).
-fn pending(c: &mut Client<Soft>, tag: u64) -> u32 {
-    if let Some(s) = c.slots.iter().find(|s| s.state == State::Sent) {
+/// Puts a Call without Write or Reply chunks in flight in a free slot, as `submit` and
+/// `post_call` leave it, without sending it (the peer never answers in these tests): its
+/// argument window (a Read chunk's) bound as `bound` says.
+fn pending(c: &mut Client<Soft>, tag: u64, bound: Option<u32>) -> u32 {
+    if let Some(s) = c.slots.iter_mut().find(|s| s.state == State::Sent) {
+        s.bound = [bound, None];
         return s.xid;
     }
     let idx = c.spare.pop().expect("a free slot");
     let xid = c.next_xid(idx);
     let slot = &mut c.slots[idx as usize];
     slot.clear_chunks();
+    slot.bound = [bound, None];
     c.credits.take();
     slot.arm(xid, tag, Duration::from_secs(60), 0);
     xid
+}
+
+/// Frees the slots whose windows are being invalidated (their Local Invalidates are never
+/// polled in these tests), as their completion would.
+fn forget_invalidating(c: &mut Client<Soft>) {
+    for i in 0..c.slots.len() {
+        let s = &mut c.slots[i];
+        if s.state == State::Invalidating {
+            s.state = State::Free;
+            c.credits.on_reply(s.grant);
+            c.spare.put(i as u32, s);
+        }
+    }
 }
 
 /// The requester's Short-reply fast path against its general path: two clients in the
@@ -279,28 +290,43 @@ fn short_reply_fast_path_agrees_with_the_general_path() {
     let mut tag = 0;
     let mut fast_completions = 0;
     let mut checked = 0;
-    for credit in [1u32, 32] {
-        let mut xid = pending(&mut fast, tag);
-        assert_eq!(pending(&mut general, tag), xid);
+    // No window (a Call without chunks), or the argument window of a Call whose argument
+    // went in a Read chunk, invalidated by the Reply's Send, not, or another rkey.
+    let rkey = 0x7700;
+    for (credit, bound, inv) in [
+        (1u32, None, None),
+        (32, None, None),
+        (32, None, Some(rkey)),
+        (8, Some(rkey), Some(rkey)),
+        (8, Some(rkey), None),
+        (8, Some(rkey), Some(rkey + 1)),
+    ] {
+        let mut xid = pending(&mut fast, tag, bound);
+        assert_eq!(pending(&mut general, tag, bound), xid);
         let mut list = replies(xid, credit);
-        for k in 0..list.len() {
+        let mut k = 0;
+        while k < list.len() {
             let m = &list[k];
             let taken = verdict::short_reply(m).is_some_and(|r| r.xid == xid);
-            let a = receive(&mut fast, m, true);
-            let b = receive(&mut general, m, false);
-            assert_eq!(a, b, "reply {k}: {m:02x?}");
+            let a = receive(&mut fast, m, inv, true);
+            let b = receive(&mut general, m, inv, false);
+            assert_eq!(a, b, "bound {bound:?} inv {inv:?} reply {k}: {m:02x?}");
             checked += 1;
-            if !a.completions.is_empty() {
-                fast_completions += usize::from(taken && a.completions[0].2.is_ok());
+            k += 1;
+            if !a.completions.is_empty() || fast.slots.iter().all(|s| s.state != State::Sent) {
+                fast_completions +=
+                    usize::from(taken && a.completions.first().is_some_and(|c| c.2.is_ok()));
                 tag += 1;
-                xid = pending(&mut fast, tag);
-                assert_eq!(pending(&mut general, tag), xid);
+                forget_invalidating(&mut fast);
+                forget_invalidating(&mut general);
+                xid = pending(&mut fast, tag, bound);
+                assert_eq!(pending(&mut general, tag, bound), xid);
                 list = replies(xid, credit);
             }
         }
     }
     assert!(
-        checked > 2000 && fast_completions > 500,
+        checked > 5000 && fast_completions > 1000,
         "{checked} {fast_completions}"
     );
 }
@@ -473,8 +499,8 @@ fn write_list_reply_path_agrees_with_the_general_path() {
         while k < list.len() {
             let m = &list[k];
             let taken = verdict::write_reply(m).is_some_and(|r| r.xid == xid);
-            let a = receive_inv(&mut fast, m, inv, true);
-            let b = receive_inv(&mut general, m, inv, false);
+            let a = receive(&mut fast, m, inv, true);
+            let b = receive(&mut general, m, inv, false);
             assert_eq!(a, b, "bound {bound:?} inv {inv:?} reply {k}: {m:02x?}");
             checked += 1;
             k += 1;
@@ -486,16 +512,8 @@ fn write_list_reply_path_agrees_with_the_general_path() {
                 // A window left bound is being invalidated: start over with fresh clients'
                 // slots (the Local Invalidate is never polled here).
                 tag += 1;
-                for c in [&mut fast, &mut general] {
-                    for i in 0..c.slots.len() {
-                        let s = &mut c.slots[i];
-                        if s.state == State::Invalidating {
-                            s.state = State::Free;
-                            c.credits.on_reply(s.grant);
-                            c.spare.put(i as u32, s);
-                        }
-                    }
-                }
+                forget_invalidating(&mut fast);
+                forget_invalidating(&mut general);
                 xid = pending_written(&mut fast, tag, &provided, bound);
                 assert_eq!(pending_written(&mut general, tag, &provided, bound), xid);
                 list = written_replies(xid, 8, &provided);
