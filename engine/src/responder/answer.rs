@@ -107,7 +107,24 @@ impl<P: Provider> ServerConn<P> {
                     &mut run,
                 )
             }),
-            _ => None,
+            Some(_) => match self.slots[i].bare {
+                // A pulled Call without Write or Reply chunks: the reply is a bare one.
+                Some((total, handle)) if total as usize <= self.pull[i].size() => {
+                    reply::short_pulled(
+                        &mut self.io,
+                        &mut *ring,
+                        bytes,
+                        view::bytes(&self.pull[i], total as usize),
+                        swi.then_some(handle),
+                        grant,
+                        reply_threshold,
+                        &self.dispatch,
+                        &mut self.bulk[i],
+                        &mut run,
+                    )
+                }
+                _ => None,
+            },
         };
         let built = match short {
             Some(built) => built,

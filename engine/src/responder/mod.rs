@@ -160,6 +160,11 @@ struct Slot {
     /// judging the receive buffer again; `None` otherwise. Cleared when the receive is
     /// reposted.
     judged: Option<CallSummary>,
+    /// Set with `judged` for a version 1 Call that provided no Write list and no Reply
+    /// chunk: its reassembled stream's length, and its first Read handle (the rkey its
+    /// reply invalidates, RFC 8797 §4.1). Such a Call's reply is a bare RDMA_MSG
+    /// (`reply::short_pulled`).
+    bare: Option<(u32, u32)>,
     reads: Vec<ReadOp>,
     next_read: usize,
     pending_reads: u32,
@@ -423,6 +428,7 @@ impl<P: Provider> ServerConn<P> {
                 state: State::Posted,
                 byte_len: 0,
                 judged: None,
+                bare: None,
                 reads: Vec::with_capacity(max_segs),
                 next_read: 0,
                 pending_reads: 0,
@@ -667,6 +673,7 @@ impl<P: Provider> ServerConn<P> {
         let slot = &mut self.slots[idx as usize];
         slot.byte_len = byte_len;
         slot.judged = None;
+        slot.bare = None;
         if self.mode != Mode::V1 {
             return self.on_message_versioned(idx);
         }

@@ -32,6 +32,16 @@ impl<P: Provider> ServerConn<P> {
         }
         let slot = &mut self.slots[i];
         slot.judged = Some(call.summary());
+        let h = &call.header;
+        slot.bare =
+            (self.io.wire == Wire::V1 && h.write_list().is_empty() && h.reply_chunk().is_none())
+                .then(|| {
+                    h.read_list()
+                        .iter()
+                        .next()
+                        .map(|r| (total as u32, r.segment.handle))
+                })
+                .flatten();
         slot.reads.clear();
         slot.next_read = 0;
         slot.pending_reads = 0;

@@ -157,6 +157,81 @@ pub(super) fn short<P: Provider>(
             Wire::V2_EXTRA,
         ),
     };
+    let how = Short {
+        call,
+        extra,
+        pulled: false,
+        inv: None,
+    };
+    answer_short(io, ring, &sc, &how, grant, threshold, dispatch, bulk, run)
+}
+
+/// The Short-reply fast path for a version 1 Call whose Payload stream was pulled (a Call
+/// with Read chunks, or a Long Call) and which provided no Write list and no Reply chunk:
+/// the reply is the same bare RDMA_MSG as a Short Call's (RFC 8166 §4.3.2, §4.3.3: nothing
+/// to echo), made from the reassembled `stream` in the pull buffer, with Send With
+/// Invalidate of `inv` (the Call's first Read handle when both ends set R, RFC 8797 §4.1).
+/// The bytes and counters are those [`build`] produces for it (tested below); `None` before
+/// anything was run or written, as for [`short`].
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn short_pulled<P: Provider>(
+    io: &mut Io<P>,
+    ring: &mut Buf<P>,
+    call: &[u8],
+    stream: &[u8],
+    inv: Option<u32>,
+    grant: u32,
+    threshold: u32,
+    dispatch: &Dispatch,
+    bulk: &mut Buf<P>,
+    run: &mut Run<'_, '_>,
+) -> Option<Built> {
+    if io.wire != Wire::V1 || call.len() < MIN_HEADER_LEN {
+        return None;
+    }
+    let (xid, credit) = (word(call, 0), word(call, 8));
+    let sc = verdict::ShortCall::from_payload(xid, credit, stream)?;
+    // The general path answers a stream whose RPC XID is another (ERR_CHUNK).
+    if sc.call.xid != xid {
+        return None;
+    }
+    let how = Short {
+        call,
+        extra: 0,
+        pulled: true,
+        inv,
+    };
+    answer_short(io, ring, &sc, &how, grant, threshold, dispatch, bulk, run)
+}
+
+/// How a Short reply is made, beside the Call it answers.
+struct Short<'c> {
+    /// The Call's transport header (its XID and version, for a refusal).
+    call: &'c [u8],
+    /// Bytes version 2's header has beyond version 1's.
+    extra: usize,
+    /// The Call's Payload stream was pulled: it is not a Short Call (not counted as one).
+    pulled: bool,
+    /// The rkey the reply's Send invalidates.
+    inv: Option<u32>,
+}
+
+/// The answer of [`short`] and [`short_pulled`] to the accepted Call `sc`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn answer_short<P: Provider>(
+    io: &mut Io<P>,
+    ring: &mut Buf<P>,
+    sc: &verdict::ShortCall<'_>,
+    how: &Short<'_>,
+    grant: u32,
+    threshold: u32,
+    dispatch: &Dispatch,
+    bulk: &mut Buf<P>,
+    run: &mut Run<'_, '_>,
+) -> Option<Built> {
+    let (call, extra) = (how.call, how.extra);
     let results_at = SHORT_RESULTS_AT + extra;
     let c = &sc.call;
     // RFC 5531 §9: another RPC version is answered RPC_MISMATCH by the general path.
@@ -189,24 +264,27 @@ pub(super) fn short<P: Provider>(
     let (out_head, results) = out.split_at_mut(results_at);
     let (outcome, len, items, n_items) =
         run_handler(entry, run, &req, results, view::bytes_mut(bulk));
+    // A Short Call counts as one once answered; a pulled one does not.
+    let counted = u64::from(!how.pulled);
     let (stat, len) = match outcome {
         // Counted when answered.
         Outcome::Deferred => return Some(Built::Deferred),
         Outcome::Success if n_items == 0 => (AcceptStat::Success, len),
-        Outcome::Success => {
-            match place_inline(results, len, &items[..n_items], bulk) {
-                Ok(end) if results_at + end <= threshold as usize => (AcceptStat::Success, end),
+        Outcome::Success => match place_inline(results, len, &items[..n_items], bulk) {
+            Ok(end) if results_at + end <= threshold as usize => (AcceptStat::Success, end),
+            placed => {
                 // As `build` refuses: the reply would pass the threshold, with no Reply
                 // chunk to carry it (its payload's length), or would not fit the buffer.
-                Ok(end) => {
-                    let e = Error2::ReplyResource {
+                let e = placed.map_or_else(
+                    |e| e,
+                    |end| Error2::ReplyResource {
                         length_needed: (RPC_LEN + end) as u32,
-                    };
-                    return Some(refuse_short(io, ring, call, grant, e));
-                }
-                Err(e) => return Some(refuse_short(io, ring, call, grant, e)),
+                    },
+                );
+                io.tally.short_calls += counted;
+                return Some(refuse(io, ring, call, grant, e));
             }
-        }
+        },
         Outcome::GarbageArgs => {
             bump(&io.stats.garbage_args, 1);
             (AcceptStat::GarbageArgs, 0)
@@ -219,16 +297,13 @@ pub(super) fn short<P: Provider>(
             // MSG_DENIED replaces the accepted header: five words after the transport
             // header, no results.
             bump(&io.stats.auth_errors, 1);
-            io.tally.short_calls += 1;
+            io.tally.short_calls += counted;
             put_prefix(out_head, &short_denied_prefix(sc.xid, grant, a), extra);
             io.tally.short_replies += 1;
-            return Some(Built::Send {
-                len: (MIN_HEADER_LEN + extra + SHORT_DENIED_LEN) as u32,
-                inv: None,
-            });
+            return Some(sent(io, MIN_HEADER_LEN + extra + SHORT_DENIED_LEN, how.inv));
         }
     };
-    io.tally.short_calls += 1;
+    io.tally.short_calls += counted;
     if extra == 0 {
         // Version 1: the words stored from registers (see `put_word_array`).
         crate::conn::put_word_array(out_head, short_reply_prefix(sc.xid, grant, stat));
@@ -236,11 +311,21 @@ pub(super) fn short<P: Provider>(
         put_prefix(out_head, &short_reply_prefix(sc.xid, grant, stat), extra);
     }
     io.tally.short_replies += 1;
-    // No chunk in the Call, so no rkey to invalidate (RFC 8797 §4.1, [V2] §3.3).
-    Some(Built::Send {
-        len: (results_at + len) as u32,
-        inv: None,
-    })
+    // A Short Call has no chunk, so no rkey to invalidate (RFC 8797 §4.1, [V2] §3.3); a
+    // pulled one its Read chunk's.
+    Some(sent(io, results_at + len, how.inv))
+}
+
+/// The Send of a Short reply of `len` bytes invalidating `inv`, counted.
+#[inline(always)]
+fn sent<P: Provider>(io: &mut Io<P>, len: usize, inv: Option<u32>) -> Built {
+    if inv.is_some() {
+        bump(&io.stats.remote_invalidations, 1);
+    }
+    Built::Send {
+        len: len as u32,
+        inv,
+    }
 }
 
 /// The accepted RPC Reply header's length with the AUTH_NONE verifier (RFC 5531 §9).

@@ -635,3 +635,170 @@ fn write_list_path_declines_what_it_does_not_answer() {
     // registered: the connection fails, after the answer was built).
     assert!(fast_written(&mut s, &ok, 4).is_some());
 }
+
+/// A pulled Call (a Read chunk, or a Long Call's Position-Zero chunk) without Write list
+/// or Reply chunk: the Short-reply fast path answers it from the pull buffer with the
+/// general path's bytes, length, invalidation (its first Read handle, when both ends set
+/// R) and counters, for every outcome, results and inline DDP results up to past the
+/// threshold; it declines a stream whose RPC XID is another.
+#[test]
+fn pulled_calls_without_write_or_reply_chunks_answer_as_the_general_path() {
+    use rpcrdma_proto::header::ReadSegment;
+    let (_client, mut s) = server();
+    let threshold = s.negotiation.reply_threshold();
+    let mut taken = 0;
+    let mut refused = 0;
+    for swi in [false, true] {
+        for long in [false, true] {
+            for (proc_num, outcome, len, n) in [ECHOISH, BULKY]
+                .into_iter()
+                .flat_map(|p| (0u32..5).map(move |o| (p, o)))
+                .flat_map(|(p, o)| {
+                    [(0u32, 0u32), (12, 5), (64, threshold - 100), (4, 70_000)]
+                        .map(|(l, n)| (p, o, l, n))
+                })
+            {
+                let xid = 0x3300 + taken;
+                let rpc =
+                    CallHeader::new(xid, PROG, 1, proc_num, OpaqueAuth::NONE, OpaqueAuth::NONE);
+                let mut stream = vec![0u8; rpc.encoded_len()];
+                rpc.encode(&mut stream).unwrap();
+                for w in [outcome, len, n, 100] {
+                    stream.extend_from_slice(&w.to_be_bytes());
+                }
+                let at = stream.len() as u32;
+                stream.extend_from_slice(&[0xab; 100]);
+                let (header, chunk) = if long {
+                    let p0 = [ReadSegment::new(0, 0x4321, stream.len() as u32, 0x1000)];
+                    let h = Header::nomsg(
+                        xid,
+                        3,
+                        Chunks {
+                            reads: &p0,
+                            writes: &[],
+                            reply: None,
+                        },
+                    );
+                    let mut m = vec![0u8; h.encoded_len()];
+                    h.encode(&mut m).unwrap();
+                    (m, 0x4321)
+                } else {
+                    let rs = [ReadSegment::new(at, 0x1234, 100, 0x1000)];
+                    let h = Header::msg(
+                        xid,
+                        3,
+                        Chunks {
+                            reads: &rs,
+                            writes: &[],
+                            reply: None,
+                        },
+                    );
+                    let mut m = vec![0u8; h.encoded_len()];
+                    h.encode(&mut m).unwrap();
+                    m.extend_from_slice(&stream[..at as usize]);
+                    (m, 0x1234)
+                };
+                let summary = verdict::judge_call(&header).expect("accepted").summary();
+                view::bytes_mut(&mut s.pull[0])[..stream.len()].copy_from_slice(&stream);
+                // The fast path, in ring slot 0.
+                let before = s.io.stats.snapshot();
+                s.io.tally = Tally::default();
+                view::bytes_mut(&mut s.ring[0]).fill(0xEE);
+                let inv = swi.then_some(chunk);
+                let built = reply::short_pulled(
+                    &mut s.io,
+                    &mut s.ring[0],
+                    &header,
+                    view::bytes(&s.pull[0], stream.len()),
+                    inv,
+                    5,
+                    threshold,
+                    &s.dispatch,
+                    &mut s.bulk[0],
+                    &mut Run::handler(s.id),
+                )
+                .expect("taken by the fast path");
+                let (b, bytes) = sent(&built, &s.ring[0]);
+                let f = (
+                    b,
+                    bytes,
+                    core::mem::take(&mut s.io.tally),
+                    diff(s.io.stats.snapshot(), before),
+                );
+                // The general path, resumed from the summary, in ring slot 1.
+                let before = s.io.stats.snapshot();
+                view::bytes_mut(&mut s.ring[1]).fill(0x11);
+                let g = General {
+                    grant: 5,
+                    reply_threshold: threshold,
+                    recv_size: s.config.recv_size,
+                    swi,
+                    dispatch: &s.dispatch,
+                    judged: Some(summary),
+                };
+                let built = answer_general(
+                    &mut s.io,
+                    &mut s.ring[1],
+                    &header,
+                    &s.pull[0],
+                    &mut s.bulk[0],
+                    &g,
+                    &mut s.echo,
+                    &mut Run::handler(s.id),
+                );
+                let (b, bytes) = sent(&built, &s.ring[1]);
+                let g = (
+                    b,
+                    bytes,
+                    core::mem::take(&mut s.io.tally),
+                    diff(s.io.stats.snapshot(), before),
+                );
+                let what =
+                    format!("swi {swi} long {long} proc {proc_num} outcome {outcome} {len}/{n}");
+                assert_eq!(f, g, "{what}");
+                if f.1.get(12..16) == Some(&4u32.to_be_bytes()[..]) {
+                    refused += 1;
+                } else {
+                    assert_eq!(f.0.map(|(_, inv)| inv), Some(inv), "{what}");
+                }
+                taken += 1;
+            }
+        }
+    }
+    assert_eq!(taken, 160);
+    // BULKY's DDP result inline past the threshold (64 bytes of results, then the
+    // threshold less 100), on SUCCESS, in each of the four configurations; its 70,000
+    // bytes do not fit the bulk buffer (SYSTEM_ERR).
+    assert_eq!(refused, 4);
+    // Another XID inside the pulled stream: left to the general path (ERR_CHUNK).
+    let rpc = CallHeader::new(9, PROG, 1, ECHOISH, OpaqueAuth::NONE, OpaqueAuth::NONE);
+    let mut stream = vec![0u8; rpc.encoded_len()];
+    rpc.encode(&mut stream).unwrap();
+    stream.extend_from_slice(&[0; 8]);
+    let p0 = [ReadSegment::new(0, 0x4321, stream.len() as u32, 0x1000)];
+    let h = Header::nomsg(
+        10,
+        3,
+        Chunks {
+            reads: &p0,
+            writes: &[],
+            reply: None,
+        },
+    );
+    let mut header = vec![0u8; h.encoded_len()];
+    h.encode(&mut header).unwrap();
+    let threshold = s.negotiation.reply_threshold();
+    let declined = reply::short_pulled(
+        &mut s.io,
+        &mut s.ring[0],
+        &header,
+        &stream,
+        None,
+        5,
+        threshold,
+        &s.dispatch,
+        &mut s.bulk[0],
+        &mut Run::handler(s.id),
+    );
+    assert!(declined.is_none());
+}

@@ -231,10 +231,11 @@ pub fn short_call(buf: &[u8]) -> Option<ShortCall<'_>> {
 
 impl<'a> ShortCall<'a> {
     /// The Short Call whose Payload stream (after its transport header, version 1's or
-    /// 2's) is `payload`: a stream a 32-bit Position can describe and an RPC Call header
-    /// that decodes (RFC 8166 §4.5.2).
+    /// 2's, or reassembled from Read chunks) is `payload`: a stream a 32-bit Position can
+    /// describe and an RPC Call header that decodes (RFC 8166 §4.5.2). The RPC XID is not
+    /// compared with `xid`: the caller does, where it has not already.
     #[inline(always)]
-    pub(crate) fn from_payload(xid: u32, credit: u32, payload: &'a [u8]) -> Option<Self> {
+    pub fn from_payload(xid: u32, credit: u32, payload: &'a [u8]) -> Option<Self> {
         if payload.len() as u64 > u64::from(LIMITS.max_stream_len) {
             return None;
         }
