@@ -40,9 +40,114 @@ impl<P: Provider> ServerConn<P> {
     /// Answers the Call in slot `idx`, running `answerer` in place of its handler if given
     /// (a deferred Call's completion); false, with nothing done, when it must wait for
     /// large buffers.
-    pub(super) fn answer_with(&mut self, idx: u32, answerer: Option<Answerer<'_, '_>>) -> bool {
+    pub(super) fn answer_with(&mut self, idx: u32, mut answerer: Option<Answerer<'_, '_>>) -> bool {
         let i = idx as usize;
         let r = self.ring_next as usize;
+        let gen = self.slots[i].gen.wrapping_add(1);
+        // A version 1 Call whose only chunks are Write chunks (and which needs no large
+        // buffer) is read once, for both.
+        let written = match self.slots[i].judged {
+            None => self.answer_written(idx, r, gen, answerer.as_deref_mut()),
+            Some(_) => None,
+        };
+        let (built, judged) = match written {
+            Some(built) => (built, None),
+            None => match self.answer_other(idx, r, gen, answerer) {
+                Some(answered) => answered,
+                None => return false,
+            },
+        };
+        if let Built::Deferred = built {
+            // Kept as it is until `complete`: receive, pull buffer and summary.
+            let slot = &mut self.slots[i];
+            slot.judged = judged;
+            slot.gen = gen;
+            slot.state = State::Deferred;
+            self.deferred += 1;
+            self.large_out_of_ring(i, r);
+            return true;
+        }
+        self.slots[i].state = State::Posted;
+        self.in_process -= 1;
+        self.reposts.push(idx);
+        self.large_after_answer(i, r, matches!(built, Built::Send { .. }));
+        match built {
+            Built::Nothing => {}
+            Built::Send { len, inv } => {
+                self.sends.push(PendingSend {
+                    ring: r as u32,
+                    len,
+                    inv,
+                    signal: self.ring_holds_large(r),
+                });
+                self.ring_next += 1;
+                if self.ring_next as usize == self.ring.len() {
+                    self.ring_next = 0;
+                }
+            }
+            Built::Fatal => self.lose(),
+            Built::Deferred => {}
+        }
+        true
+    }
+
+    /// The Write-list fast path (`written`) for the Call in slot `idx`, in ring entry `r`,
+    /// when it is a version 1 Call whose only chunks are Write chunks that fit the slot's
+    /// own bulk buffer: `None`, with nothing done, otherwise. Its header is read once, for
+    /// the large-buffer check and the answer.
+    fn answer_written(
+        &mut self,
+        idx: u32,
+        r: usize,
+        gen: u32,
+        answerer: Option<Answerer<'_, '_>>,
+    ) -> Option<Built> {
+        let i = idx as usize;
+        if self.io.wire != Wire::V1 {
+            return None;
+        }
+        let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
+        let wc = verdict::write_call(bytes)?;
+        if self.lists_need_large(i, wc.writes, None).count() != 0 {
+            return None;
+        }
+        // The two fields alone: `wc` borrows the receive buffer.
+        self.large.enter_ring(&mut self.ring, i, r);
+        let mut run = Run {
+            ticket: Deferred {
+                conn: self.id,
+                slot: idx,
+                gen,
+            },
+            answerer,
+            loans: Some(&self.loans),
+        };
+        written::answer(
+            &mut self.io,
+            &mut self.ring[r],
+            bytes,
+            &wc,
+            self.credits.grant(),
+            self.negotiation.reply_threshold(),
+            self.negotiation.remote_invalidation(),
+            &self.dispatch,
+            &mut self.bulk[i],
+            &mut run,
+        )
+    }
+
+    /// Every other answer to the Call in slot `idx`, in ring entry `r`: the Short-reply
+    /// fast paths or the general path, after taking the large buffers the Call needs
+    /// (`None`, with nothing done, when they cannot be had now). With the answer, the
+    /// verdict summary the Call's pull left, if any.
+    fn answer_other(
+        &mut self,
+        idx: u32,
+        r: usize,
+        gen: u32,
+        answerer: Option<Answerer<'_, '_>>,
+    ) -> Option<(Built, Option<CallSummary>)> {
+        let i = idx as usize;
         // Large buffers: a pulled Call took its own when its pull started; a Call without
         // Read chunks takes them now (Write chunks or a Reply chunk beyond its buffers).
         if self.slots[i].judged.is_none() {
@@ -53,12 +158,11 @@ impl<P: Provider> ServerConn<P> {
                     Err(_) => Default::default(),
                 };
                 if !self.reserve_large(i, needs) {
-                    return false;
+                    return None;
                 }
             }
         }
         self.large_into_ring(i, r);
-        let gen = self.slots[i].gen.wrapping_add(1);
         let mut run = Run {
             ticket: Deferred {
                 conn: self.id,
@@ -80,8 +184,8 @@ impl<P: Provider> ServerConn<P> {
             Some(_) => self.slots[i].judged.take(),
             None => None,
         };
-        // The fast path answers Calls in the connection's version only (a version 1 Call on
-        // a version 2 connection is refused by the general path).
+        // The fast paths answer Calls in the connection's version only (a version 1 Call
+        // on a version 2 connection is refused by the general path).
         let swi = self.negotiation.remote_invalidation();
         let short = match judged {
             None => reply::short(
@@ -93,20 +197,7 @@ impl<P: Provider> ServerConn<P> {
                 &self.dispatch,
                 &mut self.bulk[i],
                 &mut run,
-            )
-            .or_else(|| {
-                written::written(
-                    &mut self.io,
-                    &mut *ring,
-                    bytes,
-                    grant,
-                    reply_threshold,
-                    swi,
-                    &self.dispatch,
-                    &mut self.bulk[i],
-                    &mut run,
-                )
-            }),
+            ),
             Some(_) => match self.slots[i].bare {
                 // A pulled Call without Write or Reply chunks: the reply is a bare one.
                 Some((total, handle)) if total as usize <= self.pull[i].size() => {
@@ -146,38 +237,7 @@ impl<P: Provider> ServerConn<P> {
                 &mut run,
             ),
         };
-        if let Built::Deferred = built {
-            // Kept as it is until `complete`: receive, pull buffer and summary.
-            let slot = &mut self.slots[i];
-            slot.judged = judged;
-            slot.gen = gen;
-            slot.state = State::Deferred;
-            self.deferred += 1;
-            self.large_out_of_ring(i, r);
-            return true;
-        }
-        self.slots[i].state = State::Posted;
-        self.in_process -= 1;
-        self.reposts.push(idx);
-        self.large_after_answer(i, r, matches!(built, Built::Send { .. }));
-        match built {
-            Built::Nothing => {}
-            Built::Send { len, inv } => {
-                self.sends.push(PendingSend {
-                    ring: r as u32,
-                    len,
-                    inv,
-                    signal: self.ring_holds_large(r),
-                });
-                self.ring_next += 1;
-                if self.ring_next as usize == self.ring.len() {
-                    self.ring_next = 0;
-                }
-            }
-            Built::Fatal => self.lose(),
-            Built::Deferred => {}
-        }
-        true
+        Some((built, judged))
     }
 }
 

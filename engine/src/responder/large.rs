@@ -29,6 +29,7 @@
 
 use super::*;
 use crate::pool::PoolConfig;
+use rpcrdma_proto::header::{Segments, WriteList};
 
 /// Bytes a ring entry needs beyond a reply's results: transport and RPC headers.
 const REPLY_SLACK: u64 = 1024;
@@ -145,6 +146,27 @@ impl<P: Provider> Large<P> {
             .and_then(|p| p.alloc().ok())
     }
 
+    /// [`ServerConn::large_into_ring`] on the connection's reply `ring` (a borrow of the
+    /// two fields alone, beside a verdict that borrows a receive buffer).
+    pub(super) fn enter_ring(&mut self, ring: &mut [Buf<P>], i: usize, r: usize) {
+        self.release(ring, r);
+        if let Some(big) = self.reply[i].take() {
+            self.ring_parked[r] = Some(core::mem::replace(&mut ring[r], big));
+            self.hold(r);
+        }
+    }
+
+    /// What ring entry `r` held goes back: its own buffer in place, large ones to the pool.
+    fn release(&mut self, ring: &mut [Buf<P>], r: usize) {
+        if let Some(own) = self.ring_parked[r].take() {
+            let big = core::mem::replace(&mut ring[r], own);
+            self.give_back(big);
+        }
+        if let Some(big) = self.ring_held[r].take() {
+            self.give_back(big);
+        }
+    }
+
     fn give_back(&self, big: Buf<P>) {
         match self.pools.iter().find(|p| p.owns(&big)) {
             Some(pool) => pool.free(big),
@@ -176,7 +198,7 @@ pub(super) struct Needs {
 }
 
 impl Needs {
-    fn count(self) -> u32 {
+    pub(super) fn count(self) -> u32 {
         u32::from(self.pull) + u32::from(self.bulk) + u32::from(self.reply)
     }
 }
@@ -189,20 +211,35 @@ impl<P: Provider> ServerConn<P> {
     /// headers are larger than a ring entry; nothing without a large pool. A large buffer
     /// holds `bulk_size` bytes whatever the chunks ask.
     pub(super) fn large_needs(&self, i: usize, h: &HeaderView<'_>, pull_total: u64) -> Needs {
+        let max = u64::from(self.config.bulk_size);
+        let own = self.large.own as u64;
+        Needs {
+            // A stream larger than any buffer is refused (ERR_CHUNK) without one.
+            pull: self.large.exists()
+                && self.large.parked[i][0].is_none()
+                && pull_total > own
+                && pull_total <= max,
+            ..self.lists_need_large(i, h.write_list(), h.reply_chunk())
+        }
+    }
+
+    /// [`large_needs`](Self::large_needs) of a Call with nothing to pull, from its Write
+    /// list and Reply chunk.
+    pub(super) fn lists_need_large(
+        &self,
+        i: usize,
+        wl: WriteList<'_>,
+        rc: Option<Segments<'_>>,
+    ) -> Needs {
         if !self.large.exists() {
             return Needs::default();
         }
-        let max = u64::from(self.config.bulk_size);
-        let wl = h.write_list();
         let writes: u64 = wl.iter().map(|c| c.total_len() + BULK_SLACK).sum();
-        let reply = h.reply_chunk().map_or(0, |c| c.total_len());
-        let own = self.large.own as u64;
-        let [pull_own, bulk_own] = &self.large.parked[i];
+        let reply = rc.map_or(0, |c| c.total_len());
         Needs {
-            // A stream larger than any buffer is refused (ERR_CHUNK) without one.
-            pull: pull_own.is_none() && pull_total > own && pull_total <= max,
+            pull: false,
             // Write chunks larger than the slot's bulk buffer: results up to `bulk_size`.
-            bulk: bulk_own.is_none() && writes > own,
+            bulk: self.large.parked[i][1].is_none() && writes > self.large.own as u64,
             reply: self.large.reply[i].is_none()
                 && reply > 0
                 && reply + REPLY_SLACK > self.large.ring_own as u64,
@@ -252,11 +289,7 @@ impl<P: Provider> ServerConn<P> {
     /// retired): what the entry held goes back, and the slot's reserved Long-reply buffer,
     /// if any, stands in for the entry's own.
     pub(super) fn large_into_ring(&mut self, i: usize, r: usize) {
-        self.release_ring(r);
-        if let Some(big) = self.large.reply[i].take() {
-            self.large.ring_parked[r] = Some(core::mem::replace(&mut self.ring[r], big));
-            self.large.hold(r);
-        }
+        self.large.enter_ring(&mut self.ring, i, r);
     }
 
     /// The Call of slot `i` deferred after all: its Long-reply buffer leaves ring entry `r`
@@ -334,13 +367,7 @@ impl<P: Provider> ServerConn<P> {
 
     /// Ring entry `r`'s large buffers back to the pool, its own buffer in place.
     fn release_ring(&mut self, r: usize) {
-        if let Some(own) = self.large.ring_parked[r].take() {
-            let big = core::mem::replace(&mut self.ring[r], own);
-            self.large.give_back(big);
-        }
-        if let Some(big) = self.large.ring_held[r].take() {
-            self.large.give_back(big);
-        }
+        self.large.release(&mut self.ring, r);
     }
 
     /// Takes back the large buffers of ring entries whose replies are retired (not those

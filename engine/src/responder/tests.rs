@@ -472,10 +472,12 @@ fn fast_written(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Option<Ans
     let threshold = s.negotiation.reply_threshold();
     let swi = s.negotiation.remote_invalidation();
     view::bytes_mut(&mut s.ring[0]).fill(0xEE);
-    let built = written::written(
+    let wc = verdict::write_call(call)?;
+    let built = written::answer(
         &mut s.io,
         &mut s.ring[0],
         call,
+        &wc,
         grant,
         threshold,
         swi,

@@ -1,7 +1,7 @@
 //! The Write-list fast path: answers a version 1 Call whose only chunks are Write chunks —
 //! the shape of an NFS READ whose data does not fit inline (RFC 8267 §4.2) — without the
 //! general path's verdict, planning and header encoder. The Call is accepted by
-//! [`verdict::write_call`] (the full verdict's checks for this shape), each DDP-eligible
+//! `verdict::write_call` (the full verdict's checks for this shape), each DDP-eligible
 //! result goes by RDMA Write into its Write chunk (RFC 8166 §4.3.2.1, §3.4.6), and the
 //! Reply header echoes the Write list with the lengths written (§4.3.2.2) by
 //! [`chunks::echo_write_list`]. The bytes, RDMA Writes, invalidation and counters are those
@@ -12,7 +12,7 @@ use rpcrdma_proto::chunks::{self, ChunkFill};
 use rpcrdma_proto::header::{Proc, RPCRDMA_VERSION};
 use rpcrdma_proto::rpc::{AcceptStat, AUTH_NONE_ACCEPTED_LEN, MSG_ACCEPTED, REPLY};
 use rpcrdma_proto::v2::{Error2, Wire};
-use rpcrdma_proto::verdict;
+use rpcrdma_proto::verdict::WriteCall;
 
 use super::reply::{self, Built, MAX_SEGMENTS, MAX_WRITE_CHUNKS};
 use super::{run_handler, Io, Run};
@@ -26,9 +26,10 @@ use crate::stats::bump;
 /// `rdma_credit`, `rdma_proc` and the empty Read list's zero.
 const LIST_AT: usize = 20;
 
-/// Answers the Call `call` when it is a version 1 RDMA_MSG with an empty Read list, a Write
-/// list of 1 to [`MAX_WRITE_CHUNKS`] chunks of 1 to [`MAX_SEGMENTS`] segments each and no
-/// Reply chunk, to a registered procedure (RPC version 2) whose DDP-eligible results all
+/// Answers the Call `call`, which `verdict::write_call` accepted as `wc` (a version 1
+/// RDMA_MSG with an empty Read list, a Write list and no Reply chunk), when its Write list
+/// has 1 to [`MAX_WRITE_CHUNKS`] chunks of 1 to [`MAX_SEGMENTS`] segments each and it calls
+/// a registered procedure (RPC version 2) whose DDP-eligible results all
 /// have a chunk and whose largest reply fits the reply threshold: the reply is then Short
 /// whatever the handler answers (RFC 8166 §3.5.1, `plan::plan_reply`), and nothing but a
 /// result longer than its chunk can refuse it (ERR_CHUNK, as `build` refuses it).
@@ -36,10 +37,11 @@ const LIST_AT: usize = 20;
 /// `None` before anything was run or written: the general path answers the Call.
 #[inline]
 #[allow(clippy::too_many_arguments)]
-pub(super) fn written<P: Provider>(
+pub(super) fn answer<P: Provider>(
     io: &mut Io<P>,
     ring: &mut Buf<P>,
     call: &[u8],
+    wc: &WriteCall<'_>,
     grant: u32,
     threshold: u32,
     swi: bool,
@@ -50,7 +52,6 @@ pub(super) fn written<P: Provider>(
     if io.wire != Wire::V1 {
         return None;
     }
-    let wc = verdict::write_call(call)?;
     let c = &wc.call;
     let n_chunks = wc.writes.len();
     if !c.is_rpc_v2()

@@ -240,7 +240,8 @@ impl<'a> WriteList<'a> {
     /// The Write chunks in list order.
     pub fn iter(&self) -> WriteListIter<'a> {
         WriteListIter {
-            r: XdrReader::new(self.bytes),
+            bytes: self.bytes,
+            at: 0,
             left: self.chunks,
         }
     }
@@ -262,20 +263,29 @@ impl<'a> IntoIterator for WriteList<'a> {
 /// Iterator over the Write chunks of a [`WriteList`].
 #[derive(Clone, Debug)]
 pub struct WriteListIter<'a> {
-    r: XdrReader<'a>,
+    /// The list's entries, validated by [`WriteList::parse`].
+    bytes: &'a [u8],
+    /// Where the next entry (its discriminator) starts.
+    at: usize,
     left: usize,
 }
 
 impl<'a> Iterator for WriteListIter<'a> {
     type Item = Segments<'a>;
+    #[inline]
     fn next(&mut self) -> Option<Segments<'a>> {
         if self.left == 0 {
             return None;
         }
         self.left -= 1;
-        // The bytes were validated by `WriteList::parse`, so these cannot fail.
-        self.r.skip(4).ok()?;
-        Segments::parse(&mut self.r).ok()
+        // The entries were validated by `WriteList::parse` (discriminator 1, a count the
+        // bytes hold): read in place, each range still checked.
+        let start = self.at + 8;
+        let n = be32(self.bytes.get(self.at + 4..start)?) as usize;
+        let end = start.checked_add(n.checked_mul(SEGMENT_LEN)?)?;
+        let bytes = self.bytes.get(start..end)?;
+        self.at = end;
+        Some(Segments { bytes })
     }
     fn size_hint(&self) -> (usize, Option<usize>) {
         (self.left, Some(self.left))
