@@ -19,6 +19,14 @@
 //! WRITE of 24–40 KiB sent inline took 20–34% longer streamed in a quiet phase, so Sends
 //! are streamed from 48 KiB ([`STREAM_MIN_SEND`]). When the host is busy, cached copies of
 //! 16–48 KiB between the two cores take three to four times as long; streamed ones do not.
+//!
+//! Another machine of the same kind (AMD EPYC, two vCPUs whose placement changes within
+//! minutes: a cache-line round trip of 40–100 ns in one phase, 400 ns in the other) showed
+//! the opposite in its fast phase: READ of 64 KiB p50 2.3 µs streamed against 1.3 µs
+//! cached, of 1 MiB 30 µs against 17 µs, and in the slow phase cached at least as fast. So
+//! `copy_to_peer` does not decide once: each thread keeps what the two kinds of copy have
+//! cost it per KiB (`Costs`) and takes the cheaper, trying the other every `EXPLORE`th
+//! copy (32), so that a change of phase is followed.
 
 /// RDMA Write payloads, and bulk arguments a requester copies for the server's RDMA Read,
 /// of at least this many bytes are streamed: their target is a buffer its reader used a
@@ -83,8 +91,9 @@ fn copy_streamed_within(dst: &mut [u8], src: &[u8], max: usize) {
 }
 
 /// Copies `src` into `dst` (the same length), memory another core or agent reads next, as
-/// the soft fabric places RDMA Writes (`copy_to_peer`): streamed from [`STREAM_MIN`]
-/// bytes. Benchmarks use it for the same-run limit of such a copy.
+/// the soft fabric places RDMA Writes (`copy_to_peer`: from [`STREAM_MIN`] bytes, the
+/// cheaper of a streamed and a cached copy for this thread). Benchmarks use it for the
+/// same-run limit of such a copy.
 ///
 /// # Panics
 ///
@@ -95,10 +104,11 @@ pub fn copy_to_reader(dst: &mut [u8], src: &[u8]) {
     unsafe { copy_to_peer(src.as_ptr(), dst.as_mut_ptr(), src.len(), STREAM_MIN) }
 }
 
-/// Copies `len` bytes into a peer's memory as a NIC's DMA would: streamed when `len` is at
-/// least `min` ([`STREAM_MIN`] or [`STREAM_MIN_SEND`]) and the spans do not overlap, by
-/// `ptr::copy` otherwise. Every byte is visible before any store that follows (the
-/// completion that announces it).
+/// Copies `len` bytes into a peer's memory: when `len` is at least `min` ([`STREAM_MIN`]
+/// or [`STREAM_MIN_SEND`]) and the spans do not overlap, by a streamed copy (as a NIC's DMA
+/// places it) or a cached one, whichever has been cheaper for this thread and this kind of
+/// copy ([`Costs`], timed with the time-stamp counter); by `ptr::copy` otherwise. Every
+/// byte is visible before any store that follows (the completion that announces it).
 ///
 /// # Safety
 ///
@@ -109,11 +119,86 @@ pub fn copy_to_reader(dst: &mut [u8], src: &[u8]) {
 pub(crate) unsafe fn copy_to_peer(src: *const u8, dst: *mut u8, len: usize, min: usize) {
     let (s, d) = (src as usize, dst as usize);
     if len >= min && (s + len <= d || d + len <= s) {
-        // SAFETY: forwarded to the caller's contract; the spans do not overlap.
-        unsafe { stream_copy(src, dst, len) }
+        let kind = usize::from(min != STREAM_MIN);
+        let costs = COSTS.with(|c| c.get()[kind]);
+        let streamed = costs.stream();
+        let start = ticks();
+        if streamed {
+            // SAFETY: forwarded to the caller's contract; the spans do not overlap.
+            unsafe { stream_copy(src, dst, len) }
+        } else {
+            // SAFETY: as above.
+            unsafe { std::ptr::copy_nonoverlapping(src, dst, len) }
+        }
+        let spent = ticks().wrapping_sub(start);
+        COSTS.with(|c| {
+            let mut all = c.get();
+            all[kind].record(streamed, spent, len);
+            c.set(all);
+        });
     } else {
         // SAFETY: forwarded to the caller's contract.
         unsafe { std::ptr::copy(src, dst, len) }
+    }
+}
+
+/// One copy in this many takes the kind [`Costs`] finds dearer, to notice when it becomes
+/// the cheaper one.
+pub(crate) const EXPLORE: u32 = 32;
+
+/// What large copies into a peer's memory have cost one thread, for one kind of target
+/// (RDMA Write targets, or receives): ticks per KiB of a cached and of a streamed copy,
+/// each an average weighted 1/8 to the latest copy of its kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Costs {
+    /// Copies recorded.
+    n: u32,
+    /// Ticks per KiB: cached, streamed (0: not measured yet).
+    per_kib: [u64; 2],
+}
+
+impl Costs {
+    /// Whether the next copy streams: each kind is measured once first (cached, then
+    /// streamed); then the cheaper one, but every [`EXPLORE`]th copy the other.
+    pub(crate) fn stream(&self) -> bool {
+        match self.per_kib {
+            [0, _] => false,
+            [_, 0] => true,
+            [cached, streamed] => (streamed < cached) != self.n.is_multiple_of(EXPLORE),
+        }
+    }
+
+    /// Counts a copy of `len` bytes (at least 1 KiB) that took `ticks`, `streamed` or not.
+    pub(crate) fn record(&mut self, streamed: bool, ticks: u64, len: usize) {
+        let sample = (ticks.saturating_mul(1024) / (len as u64).max(1)).max(1);
+        let avg = &mut self.per_kib[usize::from(streamed)];
+        *avg = if *avg == 0 {
+            sample
+        } else {
+            (*avg * 7 + sample).div_ceil(8)
+        };
+        self.n = self.n.wrapping_add(1);
+    }
+}
+
+std::thread_local! {
+    /// This thread's [`Costs`]: RDMA Write targets, then receives.
+    static COSTS: std::cell::Cell<[Costs; 2]> = const {
+        std::cell::Cell::new([Costs { n: 0, per_kib: [0, 0] }; 2])
+    };
+}
+
+/// The time-stamp counter (a plain counter elsewhere: copies then alternate by turns).
+#[inline]
+fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: RDTSC reads a counter; it has no memory effects.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        0
     }
 }
 
@@ -203,6 +288,44 @@ mod tests {
         // SAFETY: both spans lie within `got`.
         unsafe { copy_to_peer(p, p.add(100), big, STREAM_MIN) };
         assert!(got == want, "overlapping spans");
+    }
+
+    /// The choice follows the costs: each kind measured once, then the cheaper, the other
+    /// every `EXPLORE`th copy; when the costs cross, the choice follows within a few
+    /// explorations.
+    #[test]
+    fn copies_take_the_kind_that_costs_less() {
+        let mut c = Costs::default();
+        assert!(!c.stream(), "cached first");
+        c.record(false, 2000, 64 << 10);
+        assert!(c.stream(), "then streamed");
+        c.record(true, 1000, 64 << 10);
+        // Streamed costs half: streamed, but for one copy in EXPLORE.
+        let mut streamed = 0;
+        for _ in 0..4 * EXPLORE {
+            let s = c.stream();
+            streamed += u32::from(s);
+            c.record(s, if s { 1000 } else { 2000 }, 64 << 10);
+        }
+        assert_eq!(streamed, 4 * EXPLORE - 4);
+        // The phase changes: streamed now costs four times cached.
+        let mut last = Vec::new();
+        for _ in 0..16 * EXPLORE {
+            let s = c.stream();
+            last.push(s);
+            c.record(s, if s { 4000 } else { 1000 }, 64 << 10);
+        }
+        let tail = &last[last.len() - 2 * EXPLORE as usize..];
+        assert_eq!(
+            tail.iter().filter(|&&s| s).count(),
+            2,
+            "cached but for explorations"
+        );
+        // Per KiB: a copy twice as long of twice the bytes costs the same.
+        let (mut a, mut b) = (Costs::default(), Costs::default());
+        a.record(false, 1000, 32 << 10);
+        b.record(false, 2000, 64 << 10);
+        assert_eq!(a.per_kib, b.per_kib);
     }
 
     /// The safe forms copy every size exactly, streamed or not.
