@@ -279,17 +279,8 @@ fn forget_invalidating(c: &mut Client<Soft>) {
 /// completion or discard, counters, credits and slots).
 #[test]
 fn short_reply_fast_path_agrees_with_the_general_path() {
-    let dispatch = Arc::new(crate::dispatch::Dispatch::new());
-    let cfg = ConnConfig::default();
-    let (mut fast, _s1) = crate::loopback::soft_pair(Arc::clone(&dispatch), cfg, cfg).unwrap();
-    let (mut general, _s2) = crate::loopback::soft_pair(dispatch, cfg, cfg).unwrap();
-    // The same XIDs in both (each client starts its slots at a generation of its own).
-    for (a, b) in fast.slots.iter().zip(general.slots.iter_mut()) {
-        b.gen = a.gen;
-    }
-    let mut tag = 0;
-    let mut fast_completions = 0;
-    let mut checked = 0;
+    let (mut fast, mut general, _servers) = twin_clients();
+    let mut seen = Agreement::default();
     // No window (a Call without chunks), or the argument window of a Call whose argument
     // went in a Read chunk, invalidated by the Reply's Send, not, or another rkey.
     let rkey = 0x7700;
@@ -301,34 +292,84 @@ fn short_reply_fast_path_agrees_with_the_general_path() {
         (8, Some(rkey), None),
         (8, Some(rkey), Some(rkey + 1)),
     ] {
-        let mut xid = pending(&mut fast, tag, bound);
-        assert_eq!(pending(&mut general, tag, bound), xid);
-        let mut list = replies(xid, credit);
-        let mut k = 0;
-        while k < list.len() {
-            let m = &list[k];
-            let taken = verdict::short_reply(m).is_some_and(|r| r.xid == xid);
-            let a = receive(&mut fast, m, inv, true);
-            let b = receive(&mut general, m, inv, false);
-            assert_eq!(a, b, "bound {bound:?} inv {inv:?} reply {k}: {m:02x?}");
-            checked += 1;
-            k += 1;
+        seen.run(
+            (&mut fast, &mut general),
+            inv,
+            |c, tag| pending(c, tag, bound),
+            |xid| replies(xid, credit),
+            |m, xid| verdict::short_reply(m).is_some_and(|r| r.xid == xid),
+        );
+    }
+    assert!(
+        seen.checked > 5000 && seen.fast_completions > 1000,
+        "{seen:?}"
+    );
+}
+
+/// Two clients whose slots make the same XIDs (each client starts its slots at a
+/// generation of its own), each with the server end it is connected to.
+fn twin_clients() -> (
+    Client<Soft>,
+    Client<Soft>,
+    [crate::responder::ServerConn<Soft>; 2],
+) {
+    let dispatch = Arc::new(crate::dispatch::Dispatch::new());
+    let cfg = ConnConfig::default();
+    let (fast, s1) = crate::loopback::soft_pair(Arc::clone(&dispatch), cfg, cfg).unwrap();
+    let (mut general, s2) = crate::loopback::soft_pair(dispatch, cfg, cfg).unwrap();
+    for (a, b) in fast.slots.iter().zip(general.slots.iter_mut()) {
+        b.gen = a.gen;
+    }
+    (fast, general, [s1, s2])
+}
+
+/// What a run of replies through a fast path and the general path showed.
+#[derive(Debug, Default)]
+struct Agreement {
+    tag: u64,
+    /// Replies handed to both clients.
+    checked: usize,
+    /// Of them, those that completed an RPC successfully through the fast path tried
+    /// (`taken` said so).
+    fast_completions: usize,
+}
+
+impl Agreement {
+    /// Puts the same Call in flight in both clients (`pending`), hands each reply of
+    /// `list(xid)` to both — `fast` through `on_reply`, `general` through the general path
+    /// alone, the Send invalidating `inv` — and checks that each has the same effect on
+    /// both; once one completes the Call (or leaves it to a Local Invalidate), the next
+    /// replies go to a new Call.
+    fn run(
+        &mut self,
+        (fast, general): (&mut Client<Soft>, &mut Client<Soft>),
+        inv: Option<u32>,
+        pending: impl Fn(&mut Client<Soft>, u64) -> u32,
+        list: impl Fn(u32) -> Vec<Vec<u8>>,
+        taken: impl Fn(&[u8], u32) -> bool,
+    ) {
+        let mut xid = pending(fast, self.tag);
+        assert_eq!(pending(general, self.tag), xid);
+        let mut replies = list(xid);
+        for k in 0..replies.len() {
+            let m = &replies[k];
+            let fast_path = taken(m, xid);
+            let a = receive(fast, m, inv, true);
+            let b = receive(general, m, inv, false);
+            assert_eq!(a, b, "inv {inv:?} reply {k}: {m:02x?}");
+            self.checked += 1;
             if !a.completions.is_empty() || fast.slots.iter().all(|s| s.state != State::Sent) {
-                fast_completions +=
-                    usize::from(taken && a.completions.first().is_some_and(|c| c.2.is_ok()));
-                tag += 1;
-                forget_invalidating(&mut fast);
-                forget_invalidating(&mut general);
-                xid = pending(&mut fast, tag, bound);
-                assert_eq!(pending(&mut general, tag, bound), xid);
-                list = replies(xid, credit);
+                let ok = a.completions.first().is_some_and(|c| c.2.is_ok());
+                self.fast_completions += usize::from(fast_path && ok);
+                self.tag += 1;
+                forget_invalidating(fast);
+                forget_invalidating(general);
+                xid = pending(fast, self.tag);
+                assert_eq!(pending(general, self.tag), xid);
+                replies = list(xid);
             }
         }
     }
-    assert!(
-        checked > 5000 && fast_completions > 1000,
-        "{checked} {fast_completions}"
-    );
 }
 
 /// Puts a Call that provided the Write chunks `provided` (each at 8 KiB steps of the
@@ -460,13 +501,7 @@ fn written_replies(xid: u32, credit: u32, provided: &[Vec<Segment>]) -> Vec<Vec<
 /// included.
 #[test]
 fn write_list_reply_path_agrees_with_the_general_path() {
-    let dispatch = Arc::new(crate::dispatch::Dispatch::new());
-    let cfg = ConnConfig::default();
-    let (mut fast, _s1) = crate::loopback::soft_pair(Arc::clone(&dispatch), cfg, cfg).unwrap();
-    let (mut general, _s2) = crate::loopback::soft_pair(dispatch, cfg, cfg).unwrap();
-    for (a, b) in fast.slots.iter().zip(general.slots.iter_mut()) {
-        b.gen = a.gen;
-    }
+    let (mut fast, mut general, _servers) = twin_clients();
     // The bulk data the completions carry: the same bytes in both result buffers.
     for c in [&mut fast, &mut general] {
         for s in c.slots.iter_mut() {
@@ -484,7 +519,7 @@ fn write_list_reply_path_agrees_with_the_general_path() {
         ],
         vec![Segment::new(rkey, 4096, 0x2_0000)],
     ];
-    let (mut tag, mut checked, mut fast_completions) = (0, 0, 0);
+    let mut seen = Agreement::default();
     for (bound, inv) in [
         (Some(rkey), Some(rkey)),
         (Some(rkey), None),
@@ -492,37 +527,17 @@ fn write_list_reply_path_agrees_with_the_general_path() {
         (None, None),
         (None, Some(rkey)),
     ] {
-        let mut xid = pending_written(&mut fast, tag, &provided, bound);
-        assert_eq!(pending_written(&mut general, tag, &provided, bound), xid);
-        let mut list = written_replies(xid, 8, &provided);
-        let mut k = 0;
-        while k < list.len() {
-            let m = &list[k];
-            let taken = verdict::write_reply(m).is_some_and(|r| r.xid == xid);
-            let a = receive(&mut fast, m, inv, true);
-            let b = receive(&mut general, m, inv, false);
-            assert_eq!(a, b, "bound {bound:?} inv {inv:?} reply {k}: {m:02x?}");
-            checked += 1;
-            k += 1;
-            let done =
-                !a.completions.is_empty() || fast.slots.iter().all(|s| s.state != State::Sent);
-            if done {
-                fast_completions +=
-                    usize::from(taken && a.completions.first().is_some_and(|c| c.2.is_ok()));
-                // A window left bound is being invalidated: start over with fresh clients'
-                // slots (the Local Invalidate is never polled here).
-                tag += 1;
-                forget_invalidating(&mut fast);
-                forget_invalidating(&mut general);
-                xid = pending_written(&mut fast, tag, &provided, bound);
-                assert_eq!(pending_written(&mut general, tag, &provided, bound), xid);
-                list = written_replies(xid, 8, &provided);
-            }
-        }
+        seen.run(
+            (&mut fast, &mut general),
+            inv,
+            |c, tag| pending_written(c, tag, &provided, bound),
+            |xid| written_replies(xid, 8, &provided),
+            |m, xid| verdict::write_reply(m).is_some_and(|r| r.xid == xid),
+        );
     }
     assert!(
-        checked > 3000 && fast_completions > 500,
-        "{checked} checked, {fast_completions} completed by the Write-list path"
+        seen.checked > 3000 && seen.fast_completions > 500,
+        "{seen:?}"
     );
 }
 

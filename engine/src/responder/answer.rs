@@ -91,6 +91,16 @@ impl<P: Provider> ServerConn<P> {
         true
     }
 
+    /// The ticket a handler answering the Call in slot `idx` gets ([`Deferred`]), in its
+    /// generation `gen`.
+    fn ticket(&self, idx: u32, gen: u32) -> Deferred {
+        Deferred {
+            conn: self.id,
+            slot: idx,
+            gen,
+        }
+    }
+
     /// The Write-list fast path (`written`) for the Call in slot `idx`, in ring entry `r`,
     /// when it is a version 1 Call whose only chunks are Write chunks that fit the slot's
     /// own bulk buffer: `None`, with nothing done, otherwise. Its header is read once, for
@@ -114,11 +124,7 @@ impl<P: Provider> ServerConn<P> {
         // The two fields alone: `wc` borrows the receive buffer.
         self.large.enter_ring(&mut self.ring, i, r);
         let mut run = Run {
-            ticket: Deferred {
-                conn: self.id,
-                slot: idx,
-                gen,
-            },
+            ticket: self.ticket(idx, gen),
             answerer,
             loans: Some(&self.loans),
         };
@@ -164,11 +170,7 @@ impl<P: Provider> ServerConn<P> {
         }
         self.large_into_ring(i, r);
         let mut run = Run {
-            ticket: Deferred {
-                conn: self.id,
-                slot: idx,
-                gen,
-            },
+            ticket: self.ticket(idx, gen),
             answerer,
             loans: Some(&self.loans),
         };

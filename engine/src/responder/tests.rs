@@ -121,53 +121,75 @@ fn sent(built: &Built, ring: &Buf<Soft>) -> (Option<(u32, Option<u32>)>, Vec<u8>
     }
 }
 
-/// The fast path's answer to `call` (in ring slot 0), `None` when it declines.
-fn fast(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Option<Answer> {
+/// What `path` answers in ring slot `slot` (filled with a marker first): the Send, the
+/// bytes, the tally and the counters it moved; `None` when it declines.
+fn observe(
+    s: &mut ServerConn<Soft>,
+    slot: usize,
+    path: impl FnOnce(&mut ServerConn<Soft>) -> Option<Built>,
+) -> Option<Answer> {
     let before = s.io.stats.snapshot();
     s.io.tally = Tally::default();
-    let threshold = s.negotiation.reply_threshold();
-    view::bytes_mut(&mut s.ring[0]).fill(0xEE);
-    let built = reply::short(
-        &mut s.io,
-        &mut s.ring[0],
-        call,
-        grant,
-        threshold,
-        &s.dispatch,
-        &mut s.bulk[0],
-        &mut Run::handler(s.id),
-    )?;
-    let (b, bytes) = sent(&built, &s.ring[0]);
+    view::bytes_mut(&mut s.ring[slot]).fill(0xE0 ^ slot as u8);
+    let built = path(s)?;
+    let (b, bytes) = sent(&built, &s.ring[slot]);
     let tally = core::mem::take(&mut s.io.tally);
     Some((b, bytes, tally, diff(s.io.stats.snapshot(), before)))
 }
 
+/// The fast path's answer to `call` (in ring slot 0), `None` when it declines.
+fn fast(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Option<Answer> {
+    let threshold = s.negotiation.reply_threshold();
+    observe(s, 0, |s| {
+        reply::short(
+            &mut s.io,
+            &mut s.ring[0],
+            call,
+            grant,
+            threshold,
+            &s.dispatch,
+            &mut s.bulk[0],
+            &mut Run::handler(s.id),
+        )
+    })
+}
+
 /// The general path's answer to `call` (in ring slot 1).
 fn general(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Answer {
-    let before = s.io.stats.snapshot();
-    s.io.tally = Tally::default();
-    view::bytes_mut(&mut s.ring[1]).fill(0x11);
-    let g = General {
-        grant,
-        reply_threshold: s.negotiation.reply_threshold(),
-        recv_size: s.config.recv_size,
-        swi: s.negotiation.remote_invalidation(),
-        dispatch: &s.dispatch,
-        judged: None,
-    };
-    let built = answer_general(
-        &mut s.io,
-        &mut s.ring[1],
-        call,
-        &s.pull[0],
-        &mut s.bulk[0],
-        &g,
-        &mut s.echo,
-        &mut Run::handler(s.id),
-    );
-    let (b, bytes) = sent(&built, &s.ring[1]);
-    let tally = core::mem::take(&mut s.io.tally);
-    (b, bytes, tally, diff(s.io.stats.snapshot(), before))
+    let swi = s.negotiation.remote_invalidation();
+    general_as(s, call, grant, swi, None)
+}
+
+/// [`general`] with Send With Invalidate allowed or not (`swi`), and the verdict summary
+/// a pulled Call left (`judged`; its stream in pull buffer 0).
+fn general_as(
+    s: &mut ServerConn<Soft>,
+    call: &[u8],
+    grant: u32,
+    swi: bool,
+    judged: Option<CallSummary>,
+) -> Answer {
+    observe(s, 1, |s| {
+        let g = General {
+            grant,
+            reply_threshold: s.negotiation.reply_threshold(),
+            recv_size: s.config.recv_size,
+            swi,
+            dispatch: &s.dispatch,
+            judged,
+        };
+        Some(answer_general(
+            &mut s.io,
+            &mut s.ring[1],
+            call,
+            &s.pull[0],
+            &mut s.bulk[0],
+            &g,
+            &mut s.echo,
+            &mut Run::handler(s.id),
+        ))
+    })
+    .expect("the general path answers")
 }
 
 fn diff(after: Snapshot, before: Snapshot) -> Snapshot {
@@ -467,27 +489,49 @@ fn resumed_chunked_calls_are_answered_as_judged_ones() {
 
 /// The Write-list fast path's answer to `call` (in ring slot 0), `None` when it declines.
 fn fast_written(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Option<Answer> {
-    let before = s.io.stats.snapshot();
-    s.io.tally = Tally::default();
     let threshold = s.negotiation.reply_threshold();
     let swi = s.negotiation.remote_invalidation();
-    view::bytes_mut(&mut s.ring[0]).fill(0xEE);
     let wc = verdict::write_call(call)?;
-    let built = written::answer(
-        &mut s.io,
-        &mut s.ring[0],
-        call,
-        &wc,
-        grant,
-        threshold,
-        swi,
-        &s.dispatch,
-        &mut s.bulk[0],
-        &mut Run::handler(s.id),
-    )?;
-    let (b, bytes) = sent(&built, &s.ring[0]);
-    let tally = core::mem::take(&mut s.io.tally);
-    Some((b, bytes, tally, diff(s.io.stats.snapshot(), before)))
+    observe(s, 0, |s| {
+        written::answer(
+            &mut s.io,
+            &mut s.ring[0],
+            call,
+            &wc,
+            grant,
+            threshold,
+            swi,
+            &s.dispatch,
+            &mut s.bulk[0],
+            &mut Run::handler(s.id),
+        )
+    })
+}
+
+/// The Short-reply fast path's answer (in ring slot 0) to the pulled Call `call`, whose
+/// stream is the first `len` bytes of pull buffer 0, invalidating `inv`; `None` when it
+/// declines.
+fn fast_pulled(
+    s: &mut ServerConn<Soft>,
+    call: &[u8],
+    len: usize,
+    inv: Option<u32>,
+) -> Option<Answer> {
+    let threshold = s.negotiation.reply_threshold();
+    observe(s, 0, |s| {
+        reply::short_pulled(
+            &mut s.io,
+            &mut s.ring[0],
+            call,
+            view::bytes(&s.pull[0], len),
+            inv,
+            5,
+            threshold,
+            &s.dispatch,
+            &mut s.bulk[0],
+            &mut Run::handler(s.id),
+        )
+    })
 }
 
 /// An RDMA_MSG Call with `chunks`, then the RPC Call header and `args`.
@@ -702,59 +746,12 @@ fn pulled_calls_without_write_or_reply_chunks_answer_as_the_general_path() {
                 };
                 let summary = verdict::judge_call(&header).expect("accepted").summary();
                 view::bytes_mut(&mut s.pull[0])[..stream.len()].copy_from_slice(&stream);
-                // The fast path, in ring slot 0.
-                let before = s.io.stats.snapshot();
-                s.io.tally = Tally::default();
-                view::bytes_mut(&mut s.ring[0]).fill(0xEE);
+                // The fast path in ring slot 0; the general path, resumed from the
+                // summary, in ring slot 1.
                 let inv = swi.then_some(chunk);
-                let built = reply::short_pulled(
-                    &mut s.io,
-                    &mut s.ring[0],
-                    &header,
-                    view::bytes(&s.pull[0], stream.len()),
-                    inv,
-                    5,
-                    threshold,
-                    &s.dispatch,
-                    &mut s.bulk[0],
-                    &mut Run::handler(s.id),
-                )
-                .expect("taken by the fast path");
-                let (b, bytes) = sent(&built, &s.ring[0]);
-                let f = (
-                    b,
-                    bytes,
-                    core::mem::take(&mut s.io.tally),
-                    diff(s.io.stats.snapshot(), before),
-                );
-                // The general path, resumed from the summary, in ring slot 1.
-                let before = s.io.stats.snapshot();
-                view::bytes_mut(&mut s.ring[1]).fill(0x11);
-                let g = General {
-                    grant: 5,
-                    reply_threshold: threshold,
-                    recv_size: s.config.recv_size,
-                    swi,
-                    dispatch: &s.dispatch,
-                    judged: Some(summary),
-                };
-                let built = answer_general(
-                    &mut s.io,
-                    &mut s.ring[1],
-                    &header,
-                    &s.pull[0],
-                    &mut s.bulk[0],
-                    &g,
-                    &mut s.echo,
-                    &mut Run::handler(s.id),
-                );
-                let (b, bytes) = sent(&built, &s.ring[1]);
-                let g = (
-                    b,
-                    bytes,
-                    core::mem::take(&mut s.io.tally),
-                    diff(s.io.stats.snapshot(), before),
-                );
+                let f = fast_pulled(&mut s, &header, stream.len(), inv)
+                    .expect("taken by the fast path");
+                let g = general_as(&mut s, &header, 5, swi, Some(summary));
                 let what =
                     format!("swi {swi} long {long} proc {proc_num} outcome {outcome} {len}/{n}");
                 assert_eq!(f, g, "{what}");
@@ -789,18 +786,7 @@ fn pulled_calls_without_write_or_reply_chunks_answer_as_the_general_path() {
     );
     let mut header = vec![0u8; h.encoded_len()];
     h.encode(&mut header).unwrap();
-    let threshold = s.negotiation.reply_threshold();
-    let declined = reply::short_pulled(
-        &mut s.io,
-        &mut s.ring[0],
-        &header,
-        &stream,
-        None,
-        5,
-        threshold,
-        &s.dispatch,
-        &mut s.bulk[0],
-        &mut Run::handler(s.id),
-    );
+    view::bytes_mut(&mut s.pull[0])[..stream.len()].copy_from_slice(&stream);
+    let declined = fast_pulled(&mut s, &header, stream.len(), None);
     assert!(declined.is_none());
 }
