@@ -282,10 +282,7 @@ impl<P: Provider> Client<P> {
             (None, Some(acc)) => {
                 let h = acc.header;
                 // Check what came back against what was provided (CHECKLIST G-4, G-17).
-                let mut prov: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
-                for c in 0..slot.n_writes {
-                    prov[c] = &slot.writes[c][..slot.write_n[c]];
-                }
+                let prov = slot.provided();
                 let wl_ok =
                     chunks::check_returned_write_list(&prov[..slot.n_writes], h.write_list())
                         .is_ok();
@@ -574,28 +571,34 @@ pub(super) fn deliver<'a, P: Provider>(
             (rpc, &stream[len..])
         }
     };
-    let mut bulk: [&[u8]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
-    let mut prov: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
-    for c in 0..slot.n_writes {
-        prov[c] = &slot.writes[c][..slot.write_n[c]];
-    }
-    if let Ok(list) = chunks::check_returned_write_list(&prov[..slot.n_writes], h.write_list()) {
-        for (c, b) in bulk.iter_mut().enumerate().take(slot.n_writes) {
-            if let Some(r) = list.get(c) {
-                if r.form == ReturnedForm::Filled {
-                    let off = slot.write_off[c] as usize;
-                    let all = view::bytes(&slot.res, off + r.total as usize);
-                    *b = &all[off..];
-                    bump(&stats.bytes_written, r.total);
-                    bump(&stats.write_chunks, 1);
-                }
-            }
-        }
-    }
+    let prov = slot.provided();
+    let bulk = match chunks::check_returned_write_list(&prov[..slot.n_writes], h.write_list()) {
+        Ok(list) => filled(slot, &list, stats),
+        Err(_) => [&[][..]; MAX_WRITE_CHUNKS],
+    };
     Ok(Reply {
         rpc,
         results,
         bulk,
         n_bulk: slot.n_writes,
     })
+}
+
+/// The bytes of each Write chunk the Reply returned filled (`list`, checked against what
+/// the Call provided), in the slot's result buffer, counted.
+pub(super) fn filled<'a, P: Provider>(
+    slot: &'a Slot<P>,
+    list: &chunks::ReturnedList<'_, '_>,
+    stats: &Counters,
+) -> [&'a [u8]; MAX_WRITE_CHUNKS] {
+    let mut bulk: [&[u8]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
+    for (c, b) in bulk.iter_mut().enumerate().take(slot.n_writes) {
+        if let Some(r) = list.get(c).filter(|r| r.form == ReturnedForm::Filled) {
+            let off = slot.write_off[c] as usize;
+            *b = &view::bytes(&slot.res, off + r.total as usize)[off..];
+            bump(&stats.bytes_written, r.total);
+            bump(&stats.write_chunks, 1);
+        }
+    }
+    bulk
 }

@@ -309,6 +309,16 @@ impl<P: Provider> Slot<P> {
             && matches!(self.state, State::Sent | State::Resend)
     }
 
+    /// The Write chunks the Call provided, as the checks of a Reply take them (the first
+    /// `n_writes`).
+    fn provided(&self) -> [&[Segment]; MAX_WRITE_CHUNKS] {
+        let mut prov: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
+        for (c, p) in prov.iter_mut().enumerate().take(self.n_writes) {
+            *p = &self.writes[c][..self.write_n[c]];
+        }
+        prov
+    }
+
     /// Whether a Short Reply without chunks (`verdict::short_reply`) with `xid` completes
     /// this RPC on the fast path: the slot waits for exactly this XID (`Sent`; a `Zombie`'s
     /// late reply only returns its credit), and its Call provided no Write chunk and no

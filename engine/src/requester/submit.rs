@@ -5,6 +5,7 @@
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 use super::*;
+use crate::conn::put_words;
 use crate::fabric::stream;
 
 impl<P: Provider> Client<P> {
@@ -682,15 +683,6 @@ pub(super) fn short_call_prefix(
         0,
         0,
     ]
-}
-
-/// Writes `words` big-endian at the start of `buf`; returns the bytes written.
-#[inline(always)]
-pub(super) fn put_words(buf: &mut [u8], words: &[u32]) -> usize {
-    for (k, w) in words.iter().enumerate() {
-        buf[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
-    }
-    4 * words.len()
 }
 
 /// The Send of the Call in slot `idx`, numbered and signaled as the send queue's `post`

@@ -41,30 +41,20 @@ impl<P: Provider> Client<P> {
         {
             return false;
         }
-        let mut prov: [&[Segment]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
-        for c in 0..slot.n_writes {
-            prov[c] = &slot.writes[c][..slot.write_n[c]];
-        }
+        let prov = slot.provided();
         let Ok(list) = chunks::check_returned_write_list(&prov[..slot.n_writes], w.writes) else {
             return false;
         };
         let stats = &self.stats;
-        for b in slot.bound.iter_mut().filter(|b| b.is_some()) {
-            *b = None;
-            bump(&stats.remote_invalidations, 1);
+        // Every window still bound was invalidated by the Reply's Send (checked above).
+        let invalidated = slot.bound.iter().flatten().count() as u64;
+        if invalidated != 0 {
+            bump(&stats.remote_invalidations, invalidated);
         }
         // What `deliver` gives: the results inline, each filled chunk's bytes in the result
         // buffer.
         bump(&stats.short_replies, 1);
-        let mut bulk: [&[u8]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];
-        for (c, b) in bulk.iter_mut().enumerate().take(slot.n_writes) {
-            if let Some(r) = list.get(c).filter(|r| r.form == ReturnedForm::Filled) {
-                let off = slot.write_off[c] as usize;
-                *b = &view::bytes(&slot.res, off + r.total as usize)[off..];
-                bump(&stats.bytes_written, r.total);
-                bump(&stats.write_chunks, 1);
-            }
-        }
+        let bulk = filled(slot, &list, stats);
         self.batch[1] += 1;
         f(Completion {
             tag: slot.tag,
@@ -78,6 +68,7 @@ impl<P: Provider> Client<P> {
         });
         self.reposts.push(ridx);
         self.credits.on_reply(Some(w.credit));
+        slot.bound = [None; 2];
         slot.grant = Some(w.credit);
         slot.outcome = Outcome::Reply;
         slot.state = State::Free;

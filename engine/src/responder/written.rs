@@ -156,18 +156,14 @@ pub(super) fn answer<P: Provider>(
     let out = view::bytes_mut(ring);
     let list_end = hlen - 8;
     let head = [wc.xid, RPCRDMA_VERSION, grant, Proc::Msg.to_u32(), 0];
-    for (k, w) in head.iter().enumerate() {
-        out[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
-    }
+    crate::conn::put_word_array(out, head);
     if chunks::echo_write_list(wc.writes, &written[..n_chunks], &mut out[LIST_AT..list_end])
         != Some(list_end - LIST_AT)
     {
         return Some(Built::Fatal);
     }
     out[list_end..hlen].fill(0);
-    for (k, w) in rpc[..rpc_words].iter().enumerate() {
-        out[hlen + 4 * k..hlen + 4 * k + 4].copy_from_slice(&w.to_be_bytes());
-    }
+    crate::conn::put_words(&mut out[hlen..], &rpc[..rpc_words]);
     io.tally.short_calls += 1;
     io.tally.short_replies += 1;
     // RFC 8797 §4.1: the Call's first handle, its first Write chunk's first segment.
