@@ -169,13 +169,17 @@ impl Costs {
     }
 
     /// Counts a copy of `len` bytes (at least 1 KiB) that took `ticks`, `streamed` or not.
+    /// A copy that took more than twice its kind's average (an interrupt, a preemption)
+    /// counts as twice the average: one such copy must not make the other kind look cheaper
+    /// for the hundreds of copies its average needs to come back, while a real change of
+    /// cost still moves the average an eighth of the way per copy.
     pub(crate) fn record(&mut self, streamed: bool, ticks: u64, len: usize) {
         let sample = (ticks.saturating_mul(1024) / (len as u64).max(1)).max(1);
         let avg = &mut self.per_kib[usize::from(streamed)];
         *avg = if *avg == 0 {
             sample
         } else {
-            (*avg * 7 + sample).div_ceil(8)
+            (*avg * 7 + sample.min(*avg * 2)).div_ceil(8)
         };
         self.n = self.n.wrapping_add(1);
     }
@@ -321,6 +325,13 @@ mod tests {
             2,
             "cached but for explorations"
         );
+        // A single cached copy a hundred times as long (a preemption) does not make
+        // streaming look cheaper.
+        let mut c = Costs::default();
+        c.record(false, 1000, 64 << 10);
+        c.record(true, 1500, 64 << 10);
+        c.record(false, 100_000, 64 << 10);
+        assert!(!c.stream(), "{c:?}");
         // Per KiB: a copy twice as long of twice the bytes costs the same.
         let (mut a, mut b) = (Costs::default(), Costs::default());
         a.record(false, 1000, 32 << 10);
