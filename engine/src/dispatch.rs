@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 
-use rpcrdma_proto::rpc::OpaqueAuth;
+use rpcrdma_proto::rpc::{CallHeader, OpaqueAuth};
 
 use crate::pool::loan::{ArgsLoan, BulkLoan, LoanBoard};
 
@@ -67,6 +67,20 @@ pub struct Request<'a> {
     pub cred: OpaqueAuth<'a>,
     /// The procedure's XDR-encoded arguments, unreduced (Read chunks already reinserted).
     pub args: &'a [u8],
+}
+
+impl<'a> Request<'a> {
+    /// The request of the Call `call` (XID `xid`) whose arguments are `args`.
+    pub(crate) fn of(xid: u32, call: &CallHeader<'a>, args: &'a [u8]) -> Self {
+        Request {
+            xid,
+            prog: call.prog,
+            vers: call.vers,
+            proc_num: call.proc_num,
+            cred: call.cred,
+            args,
+        }
+    }
 }
 
 /// The ticket of a Call whose handler returned [`Outcome::Deferred`]: given to

@@ -341,14 +341,7 @@ pub(super) fn answer_general<P: Provider>(
                                 Body::Error(ReplyHeader::proc_unavail(xid))
                             }
                             Lookup::Found(entry) => {
-                                let req = Request {
-                                    xid,
-                                    prog: c.prog,
-                                    vers: c.vers,
-                                    proc_num: c.proc_num,
-                                    cred: c.cred,
-                                    args: &stream[len..],
-                                };
+                                let req = Request::of(xid, &c, &stream[len..]);
                                 Body::Handler { entry, req }
                             }
                         }

@@ -70,7 +70,7 @@ pub(super) enum Built {
 
 /// Bytes of an AUTH_ERROR RPC Reply header: xid, REPLY, MSG_DENIED, AUTH_ERROR and the
 /// auth_stat (RFC 5531 §9).
-const SHORT_DENIED_LEN: usize = 20;
+pub(super) const SHORT_DENIED_LEN: usize = 20;
 
 /// The words of a Short Reply that refuses the Call's credential: the transport header as
 /// in [`short_reply_prefix`], then MSG_DENIED / AUTH_ERROR with `stat` (RFC 5531 §9). What
@@ -253,14 +253,7 @@ fn answer_short<P: Provider>(
     if (results_at + max) as u64 > u64::from(threshold) {
         return None;
     }
-    let req = Request {
-        xid: sc.xid,
-        prog: c.prog,
-        vers: c.vers,
-        proc_num: c.proc_num,
-        cred: c.cred,
-        args: sc.args,
-    };
+    let req = Request::of(sc.xid, c, sc.args);
     let (out_head, results) = out.split_at_mut(results_at);
     let (outcome, len, items, n_items) =
         run_handler(entry, run, &req, results, view::bytes_mut(bulk));

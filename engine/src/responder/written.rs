@@ -10,11 +10,11 @@
 
 use rpcrdma_proto::chunks::{self, ChunkFill};
 use rpcrdma_proto::header::{Proc, RPCRDMA_VERSION};
-use rpcrdma_proto::rpc::{AcceptStat, AUTH_NONE_ACCEPTED_LEN, MSG_ACCEPTED, REPLY};
+use rpcrdma_proto::rpc::{AcceptStat, AUTH_NONE_ACCEPTED_LEN};
 use rpcrdma_proto::v2::{Error2, Wire};
 use rpcrdma_proto::verdict::WriteCall;
 
-use super::reply::{self, Built, MAX_SEGMENTS, MAX_WRITE_CHUNKS};
+use super::reply::{self, Built, MAX_SEGMENTS, MAX_WRITE_CHUNKS, SHORT_DENIED_LEN};
 use super::{run_handler, Io, Run};
 use crate::conn::view;
 use crate::dispatch::{Dispatch, Lookup, Outcome, Request};
@@ -77,14 +77,7 @@ pub(super) fn answer<P: Provider>(
     if largest > out.len() || largest as u64 > u64::from(threshold) {
         return None;
     }
-    let req = Request {
-        xid: wc.xid,
-        prog: c.prog,
-        vers: c.vers,
-        proc_num: c.proc_num,
-        cred: c.cred,
-        args: wc.args,
-    };
+    let req = Request::of(wc.xid, c, wc.args);
     let (outcome, len, items, n_items) = run_handler(
         entry,
         run,
@@ -92,36 +85,34 @@ pub(super) fn answer<P: Provider>(
         &mut out[results_at..],
         view::bytes_mut(bulk),
     );
-    // The reply's RPC words after the transport header, and its length.
-    let (rpc, rpc_words, end) = match outcome {
+    // The reply's RPC words after the transport header, its length, and the DDP-eligible
+    // results it places (none but on SUCCESS).
+    let (rpc, rpc_words, end, n_items) = match outcome {
         Outcome::Deferred => return Some(Built::Deferred),
         Outcome::Success => (
             accepted(wc.xid, AcceptStat::Success),
             6,
             results_at + len + 4 * n_items,
+            n_items,
         ),
         Outcome::GarbageArgs => {
             bump(&io.stats.garbage_args, 1);
-            (accepted(wc.xid, AcceptStat::GarbageArgs), 6, results_at)
+            (accepted(wc.xid, AcceptStat::GarbageArgs), 6, results_at, 0)
         }
         Outcome::SystemErr => {
             bump(&io.stats.system_err, 1);
-            (accepted(wc.xid, AcceptStat::SystemErr), 6, results_at)
+            (accepted(wc.xid, AcceptStat::SystemErr), 6, results_at, 0)
         }
         Outcome::AuthError(a) => {
             bump(&io.stats.auth_errors, 1);
             // MSG_DENIED / AUTH_ERROR: five words, no results (RFC 5531 §9).
-            ([wc.xid, REPLY, 1, 1, a.0, 0], 5, hlen + 20)
+            let [.., x, r, d, e, st] = reply::short_denied_prefix(wc.xid, grant, a);
+            ([x, r, d, e, st, 0], 5, hlen + SHORT_DENIED_LEN, 0)
         }
     };
     // Each DDP-eligible result into its chunk, in order (§4.3.2.1): its length word stays
     // inline after the results, its bytes leave the Payload stream (§3.4.6). Every chunk is
     // checked before any RDMA Write is posted.
-    let n_items = if matches!(outcome, Outcome::Success) {
-        n_items
-    } else {
-        0
-    };
     let mut written = [0u32; MAX_WRITE_CHUNKS];
     let mut fills: [Option<(ChunkFill<'_>, u32)>; MAX_WRITE_CHUNKS] =
         [const { None }; MAX_WRITE_CHUNKS];
@@ -179,7 +170,8 @@ pub(super) fn answer<P: Provider>(
 }
 
 /// The accepted RPC Reply header with the AUTH_NONE verifier and `stat` (RFC 5531 §9,
-/// §10.1), as words.
+/// §10.1), as words: the end of a Short Reply's prefix.
 fn accepted(xid: u32, stat: AcceptStat) -> [u32; 6] {
-    [xid, REPLY, MSG_ACCEPTED, 0, 0, stat.code()]
+    let [.., x, r, m, flavor, len, st] = reply::short_reply_prefix(xid, 0, stat);
+    [x, r, m, flavor, len, st]
 }

@@ -3,7 +3,7 @@
 //! NFS READ (RFC 8267 §4.2) or any procedure with a DDP-eligible result arrives when its
 //! result does not fit inline, and the Reply that answers it (the Write list echoed).
 
-use super::{word, LIMITS};
+use super::{ShortCall, ShortReply};
 use crate::header::{Proc, WriteList, RPCRDMA_VERSION};
 use crate::rpc::{CallHeader, ReplyHeader};
 use crate::xdr::XdrReader;
@@ -48,23 +48,16 @@ pub fn write_call(buf: &[u8]) -> Option<WriteCall<'_>> {
     if writes.iter().any(|c| c.is_empty()) {
         return None;
     }
-    let payload = &buf[header_len..];
-    if payload.len() < 4
-        || word(payload, 0) != xid
-        || payload.len() as u64 > u64::from(LIMITS.max_stream_len)
-    {
-        return None;
-    }
-    // The direct decoder alone, as for a Short Call (it accepts what the reference accepts).
-    let (call, call_len) = CallHeader::parse_direct(payload)?;
-    Some(WriteCall {
+    // The Payload stream as a Short Call's, its RPC XID `rdma_xid`.
+    let sc = ShortCall::from_payload(xid, credit, &buf[header_len..])?;
+    (sc.call.xid == xid).then_some(WriteCall {
         xid,
         credit,
         writes,
         header_len,
-        call,
-        call_len,
-        args: &payload[call_len..],
+        call: sc.call,
+        call_len: sc.call_len,
+        args: sc.args,
     })
 }
 
@@ -99,19 +92,15 @@ pub struct WriteReply<'a> {
 #[inline]
 pub fn write_reply(buf: &[u8]) -> Option<WriteReply<'_>> {
     let (xid, credit, writes, header_len) = write_list_message(buf)?;
-    let payload = &buf[header_len..];
-    if payload.len() < 4 || word(payload, 0) != xid {
-        return None;
-    }
-    // The direct decoder alone, as for a Short Reply.
-    let (reply, reply_len) = ReplyHeader::parse_direct(payload)?;
-    Some(WriteReply {
+    // The Payload stream as a Short Reply's, its RPC XID `rdma_xid`.
+    let sr = ShortReply::from_payload(xid, credit, &buf[header_len..])?;
+    (sr.reply.xid == xid).then_some(WriteReply {
         xid,
         credit,
         writes,
-        reply,
-        reply_len,
-        results: &payload[reply_len..],
+        reply: sr.reply,
+        reply_len: sr.reply_len,
+        results: sr.results,
     })
 }
 
