@@ -44,6 +44,9 @@ impl<P: Provider> ServerConn<P> {
         let i = idx as usize;
         let r = self.ring_next as usize;
         let gen = self.slots[i].gen.wrapping_add(1);
+        // Judged at its pull's start: its own pull buffer was written (unless a large one
+        // stood in).
+        let pulled = self.slots[i].judged.is_some() && !self.large.stands_in(i);
         // A version 1 Call whose only chunks are Write chunks (and which needs no large
         // buffer) is read once, for both.
         let written = match self.slots[i].judged {
@@ -71,6 +74,9 @@ impl<P: Provider> ServerConn<P> {
         self.in_process -= 1;
         self.reposts.push(idx);
         self.large_after_answer(i, r, matches!(built, Built::Send { .. }));
+        if pulled {
+            self.hot_pull = Some(idx);
+        }
         match built {
             Built::Nothing => {}
             Built::Send { len, inv } => {

@@ -182,6 +182,11 @@ impl<P: Provider> Large<P> {
         }
     }
 
+    /// Whether a large buffer stands in for slot `i`'s own pull buffer now.
+    pub(super) fn stands_in(&self, i: usize) -> bool {
+        self.parked[i][0].is_some()
+    }
+
     /// Whether ring entry `r` holds a large buffer now.
     fn holds(&self, r: usize) -> bool {
         self.ring_parked[r].is_some() || self.ring_held[r].is_some()

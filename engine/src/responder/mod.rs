@@ -298,6 +298,9 @@ pub struct ServerConn<P: Provider> {
     cq: P::Cq,
     recv: Box<[Buf<P>]>,
     pull: Box<[Buf<P>]>,
+    /// The slot whose pull buffer received the last Call answered (its lines still in this
+    /// core's cache), while that slot's receive waits for a message (`pull.rs`).
+    hot_pull: Option<u32>,
     bulk: Box<[Buf<P>]>,
     ring: Box<[Buf<P>]>,
     ring_seq: Box<[u64]>,
@@ -457,6 +460,7 @@ impl<P: Provider> ServerConn<P> {
             ring,
             ring_seq: vec![0; ring_len as usize].into_boxed_slice(),
             ring_next: 0,
+            hot_pull: None,
             slots,
             read_wait: VecDeque::with_capacity(nrecv as usize),
             ready: VecDeque::with_capacity(nrecv as usize),

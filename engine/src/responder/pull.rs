@@ -19,6 +19,13 @@ impl<P: Provider> ServerConn<P> {
         };
         let plan = call.plan;
         let total = plan.total_len() as usize;
+        take_hot_pull(
+            &mut self.hot_pull,
+            &mut self.pull,
+            &self.slots,
+            &self.large,
+            i,
+        );
         // Every large buffer the Call needs, taken before anything else (`large.rs`).
         let needs = self.large_needs(i, &call.header, total as u64);
         if needs != Default::default() {
@@ -205,4 +212,25 @@ pub(super) fn push_read(reads: &mut Vec<ReadOp>, seg: rpcrdma_proto::header::Seg
         len: seg.length,
         dst,
     });
+}
+
+/// Gives slot `i` the pull buffer that took the last Call answered, in exchange for its
+/// own: receives are consumed in ring order, so without this a run of chunked Calls
+/// writes a different buffer each time (as many as there are credits, more than a
+/// core's cache holds), each of its lines taken from farther away. Only own buffers of
+/// idle slots are exchanged (every one is the same size, in the same registration).
+pub(super) fn take_hot_pull<P: Provider>(
+    hot: &mut Option<u32>,
+    pull: &mut [Buf<P>],
+    slots: &[Slot],
+    large: &large::Large<P>,
+    i: usize,
+) {
+    let Some(j) = hot.take() else {
+        return;
+    };
+    let j = j as usize;
+    if j != i && slots[j].state == State::Posted && !large.stands_in(i) && !large.stands_in(j) {
+        pull.swap(i, j);
+    }
 }

@@ -790,3 +790,107 @@ fn pulled_calls_without_write_or_reply_chunks_answer_as_the_general_path() {
     let declined = fast_pulled(&mut s, &header, stream.len(), None);
     assert!(declined.is_none());
 }
+
+/// Submits a WRITE of `len` pattern bytes (seed `seed`) forced into a Read chunk, drives
+/// both ends until it completes and says whether the server found the data intact.
+fn pulled_write(
+    c: &mut crate::requester::Client<Soft>,
+    s: &mut ServerConn<Soft>,
+    seed: u32,
+) -> bool {
+    use crate::program::{fill_pattern, word, VERS, WRITE};
+    use rpcrdma_proto::plan::{CallForm, Forced};
+    let mut data = vec![0; 3000];
+    fill_pattern(seed, &mut data);
+    let head = seed.to_be_bytes();
+    let mut w = crate::requester::CallArgs::new(crate::program::PROG, VERS, WRITE, &head, 8);
+    w.bulk_arg = Some(&data);
+    w.forced = Forced {
+        min_form: Some(CallForm::Chunked),
+        reply_chunk: false,
+    };
+    c.submit(&w, u64::from(seed)).expect("submit");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut out = None;
+    while out.is_none() {
+        s.poll();
+        c.poll_completions(|x| {
+            out = Some(
+                x.result
+                    .map(|r| word(r.results, 0) == Some(1))
+                    .unwrap_or(false),
+            )
+        });
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no completion in 10 s"
+        );
+    }
+    out.unwrap_or(false)
+}
+
+#[test]
+fn a_pulled_call_takes_the_pull_buffer_the_last_one_used() {
+    let cfg = ConnConfig::default();
+    let (mut c, mut s) =
+        crate::loopback::soft_pair(crate::program::dispatch(), cfg, cfg).expect("soft pair");
+    let n = s.pull.len();
+    assert!(n >= 4, "a ring of several receives");
+    let addrs = |s: &ServerConn<Soft>| s.pull.iter().map(Buf::addr).collect::<Vec<_>>();
+    let mut own: Vec<u64> = addrs(&s);
+    own.sort_unstable();
+    // Call 0 lands in receive 0 and pulls into its own buffer; every later one lands in
+    // the next receive and takes that same buffer, so one buffer takes every pull.
+    assert!(pulled_write(&mut c, &mut s, 1));
+    let first = s.pull[0].addr();
+    assert_eq!(s.hot_pull, Some(0));
+    for k in 1..2 * n as u32 + 3 {
+        assert!(
+            pulled_write(&mut c, &mut s, 1 + k),
+            "Call {k}'s data intact"
+        );
+        let r = (k as usize) % n;
+        assert_eq!(s.hot_pull, Some(r as u32));
+        assert_eq!(
+            s.pull[r].addr(),
+            first,
+            "Call {k} pulled into the hot buffer"
+        );
+    }
+    // The exchanges only moved buffers between receives: each is still held once.
+    let mut now = addrs(&s);
+    now.sort_unstable();
+    assert_eq!(now, own);
+    // A Short Call uses no pull buffer and leaves the hot one as it is.
+    let null =
+        crate::requester::CallArgs::new(crate::program::PROG, crate::program::VERS, 0, &[], 0);
+    c.submit(&null, 99).expect("submit");
+    let mut done = false;
+    while !done {
+        s.poll();
+        c.poll_completions(|_| done = true);
+    }
+    let hot = s.hot_pull;
+    assert!(pulled_write(&mut c, &mut s, 77));
+    let r = s.hot_pull.expect("set") as usize;
+    assert_ne!(Some(r as u32), hot, "the WRITE landed in a later receive");
+    assert_eq!(s.pull[r].addr(), first);
+}
+
+#[test]
+fn a_busy_slot_keeps_its_pull_buffer() {
+    let (_c, mut s) = server();
+    let before: Vec<u64> = s.pull.iter().map(Buf::addr).collect();
+    // Slot 1 answered last but is pulling again: slot 2 may not take its buffer.
+    s.hot_pull = Some(1);
+    s.slots[1].state = State::Pulling { phase: 1 };
+    super::pull::take_hot_pull(&mut s.hot_pull, &mut s.pull, &s.slots, &s.large, 2);
+    assert_eq!(s.hot_pull, None, "the hint is used once");
+    let after: Vec<u64> = s.pull.iter().map(Buf::addr).collect();
+    assert_eq!(before, after);
+    // Idle, it may.
+    s.slots[1].state = State::Posted;
+    s.hot_pull = Some(1);
+    super::pull::take_hot_pull(&mut s.hot_pull, &mut s.pull, &s.slots, &s.large, 2);
+    assert_eq!((s.pull[2].addr(), s.pull[1].addr()), (before[1], before[2]));
+}
