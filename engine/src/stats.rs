@@ -117,6 +117,11 @@ counters! {
     /// without an error (Local Invalidates still waiting past the bound of the transport's
     /// retries, RFC 8166 §4.5.4). Each is also a `conn_lost`.
     stalls,
+    /// Work requests the provider refused to post (a full queue, or a queue pair already
+    /// in the error state); the end that saw it ends the connection, which then counts as
+    /// a `conn_lost`. A loss with none of these, no `wc_errors` and no `stalls` at either end
+    /// was ended from outside both (the connection manager, the device).
+    post_refused,
     /// Calls sent again, with their original XID, on a new connection (requester with a
     /// [`RetransmitPolicy`](crate::conn::RetransmitPolicy)).
     retransmits,
@@ -153,7 +158,7 @@ counters! {
 
 /// The counters that count errors (refusals, discards, failures): reports group them apart
 /// from the traffic counters.
-pub const ERROR_COUNTERS: [&str; 15] = [
+pub const ERROR_COUNTERS: [&str; 16] = [
     "err_vers",
     "err_chunk",
     "rdma2_errors",
@@ -169,6 +174,7 @@ pub const ERROR_COUNTERS: [&str; 15] = [
     "wc_errors",
     "conn_lost",
     "stalls",
+    "post_refused",
 ];
 
 /// Adds `n` to a counter only its owner writes (a relaxed load and store, not a locked

@@ -84,6 +84,10 @@ test)
                 pass "bench rpc $mode: reverse Calls served under forward load"
             else
                 cat "$WORK/bench-rev.log"
+                # Which end ended the connection: the counters above (post_refused,
+                # wc_errors, stalls), the server's below, and what the kernel saw.
+                cat "$WORK/serve.log"
+                dmesg | tail -20
                 fail "bench rpc $mode"
             fi
         fi

@@ -398,7 +398,9 @@ impl<P: Provider> Client<P> {
         }
         let Some(qp) = self.qp.as_mut() else { return };
         // A refused post means a lost connection, noticed by the next poll.
-        let _ = conn::repost_recvs::<P>(qp, &self.recv, &self.reposts);
+        if conn::repost_recvs::<P>(qp, &self.recv, &self.reposts).is_err() {
+            bump(&self.stats.post_refused, 1);
+        }
         self.reposts.clear();
     }
 

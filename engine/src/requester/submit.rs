@@ -345,6 +345,7 @@ impl<P: Provider> Client<P> {
                     Err(_) => {
                         // A refused post leaves the connection unusable: end it, so that the
                         // next poll completes what is pending (or reconnects).
+                        bump(&self.stats.post_refused, 1);
                         qp.disconnect();
                         refused = true;
                         break;
@@ -563,6 +564,7 @@ impl<P: Provider> Client<P> {
             qp.post_send_list(&wrs[..n]).is_ok()
         };
         if !posted {
+            bump(&self.stats.post_refused, 1);
             qp.disconnect();
         }
     }
@@ -602,6 +604,7 @@ impl<P: Provider> Client<P> {
                 let ok = qp.post_send(&wr).is_ok();
                 if !ok {
                     // As for a refused bind: end the connection, the next poll notices.
+                    bump(&self.stats.post_refused, 1);
                     qp.disconnect();
                 }
                 ok

@@ -45,6 +45,7 @@ impl<P: Provider> Client<P> {
                 wr = wr.signaled();
             }
             if qp.post_send(&wr).is_err() {
+                bump(&self.stats.post_refused, 1);
                 return Err(());
             }
             bump(&self.stats.local_invalidations, 1);

@@ -662,6 +662,13 @@ impl<P: Provider> ServerConn<P> {
         }
     }
 
+    /// The provider refused a post: counted, and the connection ended.
+    #[cold]
+    fn refused(&mut self) {
+        bump(&self.io.stats.post_refused, 1);
+        self.lose();
+    }
+
     fn lose(&mut self) {
         if !self.io.dead {
             self.io.dead = true;
@@ -720,7 +727,7 @@ impl<P: Provider> ServerConn<P> {
         let mut done = 0;
         if !self.reposts.is_empty() {
             if conn::repost_recvs::<P>(&mut self.io.qp, &self.recv, &self.reposts).is_err() {
-                self.lose();
+                self.refused();
                 return done;
             }
             self.reposts.clear();
@@ -732,7 +739,7 @@ impl<P: Provider> ServerConn<P> {
             let payload = send_payload(buf, &sge, self.io.inline_max);
             let wr = reply_wr(&mut self.io, &mut self.ring_seq, s, payload);
             if self.io.qp.post_send(&wr).is_err() {
-                self.lose();
+                self.refused();
                 return done;
             }
             self.io.tally.rpcs += 1;
@@ -755,7 +762,7 @@ impl<P: Provider> ServerConn<P> {
                 wrs[j] = reply_wr(&mut self.io, &mut self.ring_seq, s, payload);
             }
             if self.io.qp.post_send_list(&wrs[..n]).is_err() {
-                self.lose();
+                self.refused();
                 return done;
             }
             done += n;

@@ -110,7 +110,7 @@ impl<P: Provider> ServerConn<P> {
                 let sge = [self.pull[i].sge_span(op.dst as usize, op.len)];
                 let wr = SendWr::read(wrid::pack(Kind::Read, idx, seq), &sge, op.remote).signaled();
                 if self.io.qp.post_send(&wr).is_err() {
-                    self.lose();
+                    self.refused();
                     return;
                 }
                 bump(&self.io.stats.bytes_read, u64::from(op.len));

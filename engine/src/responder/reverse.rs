@@ -238,7 +238,7 @@ impl<P: Provider> ServerConn<P> {
         )
         .signaled();
         if self.io.qp.post_send(&wr).is_err() {
-            self.lose();
+            self.refused();
             return Err(ReverseCallError::Disconnected);
         }
         let slot = &mut rev.slots[k];

@@ -81,7 +81,7 @@ impl<P: Provider> ServerConn<P> {
         let fence =
             SendWr::write(wrid::pack(Kind::Write, 0, seq), &[], RemoteAddr::new(0, 0)).signaled();
         if self.io.qp.post_send(&fence).is_err() {
-            self.lose();
+            self.refused();
         }
     }
 

@@ -894,3 +894,40 @@ fn a_busy_slot_keeps_its_pull_buffer() {
     super::pull::take_hot_pull(&mut s.hot_pull, &mut s.pull, &s.slots, &s.large, 2);
     assert_eq!((s.pull[2].addr(), s.pull[1].addr()), (before[1], before[2]));
 }
+
+#[test]
+fn a_refused_post_is_counted_and_ends_the_connection() {
+    let (mut c, mut s) = server();
+    let null = crate::requester::CallArgs::new(PROG, 1, 0, &[], 0);
+    c.submit(&null, 1).expect("submit");
+    // Fill the send queue behind the engine's back with unsignaled zero-length RDMA
+    // Writes (what the fence of `state.rs` is), so that the reply's post is refused.
+    let mut filled = 0;
+    loop {
+        let wr = SendWr::write(wrid::pack(Kind::Write, 0, 0), &[], RemoteAddr::new(0, 0));
+        match s.io.qp.post_send(&wr) {
+            Ok(()) => filled += 1,
+            Err(crate::fabric::PostError::QueueFull) => break,
+            Err(e) => panic!("unexpected refusal {e:?}"),
+        }
+        assert!(filled < 1 << 16, "the send queue never filled");
+    }
+    let before = s.snapshot();
+    assert_eq!((before.post_refused, before.conn_lost), (0, 0));
+    s.poll();
+    let after = s.snapshot();
+    assert_eq!((after.post_refused, after.conn_lost), (1, 1));
+    assert!(s.is_dead(), "the connection is ended");
+    // The client learns of it: its RPC completes with the loss.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut lost = None;
+    while lost.is_none() {
+        c.poll_completions(|x| lost = Some(x.result.err()));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no completion in 10 s"
+        );
+    }
+    assert_eq!(lost, Some(Some(crate::requester::RpcError::ConnectionLost)));
+    assert_eq!(c.snapshot().post_refused, 0, "the client refused nothing");
+}
