@@ -30,6 +30,7 @@
 use super::*;
 use crate::pool::PoolConfig;
 use rpcrdma_proto::header::{Segments, WriteList};
+use std::cell::Cell;
 
 /// Bytes a ring entry needs beyond a reply's results: transport and RPC headers.
 const REPLY_SLACK: u64 = 1024;
@@ -65,6 +66,9 @@ pub(super) struct Large<P: Provider> {
     size: usize,
     /// The most large buffers there may be (0: none, every buffer is large enough).
     max: u32,
+    /// Large buffers out of the pools now (standing in, reserved or held by ring entries):
+    /// while none is, the per-Call bookkeeping above has nothing to look at.
+    out: Cell<u32>,
     /// The pools: the one made at accept, then one per buffer added (room reserved for all,
     /// so that adding one does not reallocate). Declared last: dropped after the buffers
     /// above went back to them.
@@ -102,6 +106,7 @@ impl<P: Provider> Large<P> {
             own: config.slot_bulk() as usize,
             size,
             max,
+            out: Cell::new(0),
             pools,
         })
     }
@@ -140,15 +145,30 @@ impl<P: Provider> Large<P> {
     /// Takes a free large buffer (from a pool that has one: an allocation from an empty
     /// pool would count as its exhaustion).
     fn take(&self) -> Option<Buf<P>> {
-        self.pools
+        let big = self
+            .pools
             .iter()
             .find(|p| p.available() > 0)
-            .and_then(|p| p.alloc().ok())
+            .and_then(|p| p.alloc().ok());
+        if big.is_some() {
+            self.out.set(self.out.get() + 1);
+        }
+        big
+    }
+
+    /// Whether no large buffer is out of the pools: no slot, reply or ring entry holds one.
+    #[inline]
+    fn none_out(&self) -> bool {
+        self.out.get() == 0
     }
 
     /// [`ServerConn::large_into_ring`] on the connection's reply `ring` (a borrow of the
     /// two fields alone, beside a verdict that borrows a receive buffer).
+    #[inline]
     pub(super) fn enter_ring(&mut self, ring: &mut [Buf<P>], i: usize, r: usize) {
+        if self.none_out() {
+            return;
+        }
         self.release(ring, r);
         if let Some(big) = self.reply[i].take() {
             self.ring_parked[r] = Some(core::mem::replace(&mut ring[r], big));
@@ -168,6 +188,7 @@ impl<P: Provider> Large<P> {
     }
 
     fn give_back(&self, big: Buf<P>) {
+        self.out.set(self.out.get() - 1);
         match self.pools.iter().find(|p| p.owns(&big)) {
             Some(pool) => pool.free(big),
             None => drop(big),
@@ -182,14 +203,32 @@ impl<P: Provider> Large<P> {
         }
     }
 
+    /// Large buffers out of the pools, as counted.
+    #[cfg(test)]
+    pub(super) fn out(&self) -> u32 {
+        self.out.get()
+    }
+
+    /// Large buffers held anywhere (standing in, reserved for a Long reply, in a ring
+    /// entry), counted one by one.
+    #[cfg(test)]
+    pub(super) fn held(&self) -> u32 {
+        let n = self.parked.iter().flatten().flatten().count()
+            + self.reply.iter().flatten().count()
+            + self.ring_parked.iter().flatten().count()
+            + self.ring_held.iter().flatten().count();
+        n as u32
+    }
+
     /// Whether a large buffer stands in for slot `i`'s own pull buffer now.
     pub(super) fn stands_in(&self, i: usize) -> bool {
-        self.parked[i][0].is_some()
+        !self.none_out() && self.parked[i][0].is_some()
     }
 
     /// Whether ring entry `r` holds a large buffer now.
+    #[inline]
     fn holds(&self, r: usize) -> bool {
-        self.ring_parked[r].is_some() || self.ring_held[r].is_some()
+        !self.none_out() && (self.ring_parked[r].is_some() || self.ring_held[r].is_some())
     }
 }
 
@@ -308,7 +347,12 @@ impl<P: Provider> ServerConn<P> {
     /// The Call of slot `i` is answered: its own buffers are put back; the large pull
     /// buffer returns to the pool, the large bulk buffer stays with ring entry `r` until
     /// its reply is retired when the reply was sent from there (`sent`), else returns too.
+    #[inline]
     pub(super) fn large_after_answer(&mut self, i: usize, r: usize, sent: bool) {
+        if self.large.none_out() {
+            // Nothing stood in, was reserved or is held (the entry's own buffer is in place).
+            return;
+        }
         if let Some(own) = self.large.parked[i][0].take() {
             let big = core::mem::replace(&mut self.pull[i], own);
             self.large.give_back(big);

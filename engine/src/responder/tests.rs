@@ -931,3 +931,65 @@ fn a_refused_post_is_counted_and_ends_the_connection() {
     assert_eq!(lost, Some(Some(crate::requester::RpcError::ConnectionLost)));
     assert_eq!(c.snapshot().post_refused, 0, "the client refused nothing");
 }
+
+#[test]
+fn the_count_of_large_buffers_out_is_what_is_held() {
+    use crate::program::{encode_words, fill_pattern, word, PROG, READ, VERS, WRITE};
+    let cfg = ConnConfig {
+        bulk_size: 1 << 20,
+        ..ConnConfig::default()
+    };
+    let (mut c, mut s) =
+        crate::loopback::soft_pair(crate::program::dispatch(), cfg, cfg).expect("pair");
+    let run = |c: &mut crate::requester::Client<Soft>,
+               s: &mut ServerConn<Soft>,
+               a: &crate::requester::CallArgs<'_>| {
+        c.submit(a, 1).expect("submit");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut ok = None;
+        while ok.is_none() {
+            s.poll();
+            c.poll_completions(|x| {
+                ok = Some(
+                    x.result
+                        .map(|r| word(r.results, 0) != Some(0))
+                        .unwrap_or(false),
+                )
+            });
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no completion in 10 s"
+            );
+        }
+        assert_eq!(ok, Some(true), "the RPC succeeded");
+    };
+    let mut data = vec![0; 300_000];
+    fill_pattern(5, &mut data);
+    let seed = 5u32.to_be_bytes();
+    let mut write = crate::requester::CallArgs::new(PROG, VERS, WRITE, &seed, 12);
+    write.bulk_arg = Some(&data);
+    let args = encode_words(300_000, 5);
+    let mut read = crate::requester::CallArgs::new(PROG, VERS, READ, &args, 8);
+    let results = [300_000];
+    read.bulk_results = &results;
+    let null = crate::requester::CallArgs::new(PROG, VERS, 0, &[], 0);
+    // A Long Call and a Long reply (through a Reply chunk): a large buffer reserved for it.
+    let mut arg = vec![0; crate::program::opaque_len(100_000)];
+    crate::program::encode_opaque(&mut arg, 100_000, |d| fill_pattern(9, d)).expect("sized");
+    let echo =
+        crate::requester::CallArgs::new(PROG, VERS, crate::program::ECHO, &arg, arg.len() as u32);
+    let mut seen_out = 0;
+    for k in 0..4 * s.ring.len() {
+        let a = match k % 4 {
+            0 => &write,
+            1 => &read,
+            2 => &echo,
+            _ => &null,
+        };
+        run(&mut c, &mut s, a);
+        assert_eq!(s.large.out(), s.large.held(), "after RPC {k}");
+        seen_out = seen_out.max(s.large.out());
+    }
+    assert!(seen_out > 0, "large buffers were used");
+    assert!(s.snapshot().large_bulk > 0);
+}
