@@ -185,6 +185,8 @@ impl<P: Provider> ServerConn<P> {
         let reply_threshold = self.negotiation.reply_threshold();
         let bytes = view::bytes(&self.recv[i], byte_len);
         let ring = &mut self.ring[r];
+        // Where a pulled Call's stream lies (from its start to the buffer's end).
+        let area = stream_area(&self.pull[i], self.slots[i].shift);
         // A Call judged when its pull started is not a Short one.
         // (Looked at before taken: a Short Call's slot holds none, and `take` would copy
         // the whole summary out.)
@@ -208,20 +210,18 @@ impl<P: Provider> ServerConn<P> {
             ),
             Some(_) => match self.slots[i].bare {
                 // A pulled Call without Write or Reply chunks: the reply is a bare one.
-                Some((total, handle)) if total as usize <= self.pull[i].size() => {
-                    reply::short_pulled(
-                        &mut self.io,
-                        &mut *ring,
-                        bytes,
-                        view::bytes(&self.pull[i], total as usize),
-                        swi.then_some(handle),
-                        grant,
-                        reply_threshold,
-                        &self.dispatch,
-                        &mut self.bulk[i],
-                        &mut run,
-                    )
-                }
+                Some((total, handle)) if total as usize <= area.len() => reply::short_pulled(
+                    &mut self.io,
+                    &mut *ring,
+                    bytes,
+                    &area[..total as usize],
+                    swi.then_some(handle),
+                    grant,
+                    reply_threshold,
+                    &self.dispatch,
+                    &mut self.bulk[i],
+                    &mut run,
+                ),
                 _ => None,
             },
         };
@@ -231,7 +231,7 @@ impl<P: Provider> ServerConn<P> {
                 &mut self.io,
                 ring,
                 bytes,
-                &self.pull[i],
+                area,
                 &mut self.bulk[i],
                 &General {
                     grant,
@@ -249,16 +249,23 @@ impl<P: Provider> ServerConn<P> {
     }
 }
 
+/// The part of pull buffer `pull` from `shift` (where a pulled stream starts, `Slot::shift`)
+/// to its end.
+pub(super) fn stream_area<P: Provider>(pull: &Buf<P>, shift: u32) -> &[u8] {
+    &view::bytes(pull, pull.size())[shift as usize..]
+}
+
 /// The general answer to the Call `bytes` (any form, any verdict), built in `ring`: the
 /// verdict (RFC 8166 §4.5), then the RPC checks (RFC 5531 §9) and the handler, or the
 /// RDMA_ERROR or RPC error that replaces them. `pull` holds the reassembled Payload stream
-/// of a chunked or Long Call; `bulk` receives the handler's DDP-eligible results.
+/// of a chunked or Long Call from its start ([`stream_area`]); `bulk` receives the
+/// handler's DDP-eligible results.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn answer_general<P: Provider>(
     io: &mut Io<P>,
     ring: &mut Buf<P>,
     bytes: &[u8],
-    pull: &Buf<P>,
+    pull: &[u8],
     bulk: &mut Buf<P>,
     g: &General<'_>,
     echo: &mut Echo,
@@ -295,13 +302,13 @@ pub(super) fn answer_general<P: Provider>(
             }
             let stream: Result<(&[u8], CallHeader<'_>, usize), NoCall> = if pulled {
                 let total = call.plan.total_len() as usize;
-                if total > pull.size() {
+                if total > pull.len() {
                     // RFC 8166 §8.1.4: "A Responder is not obliged to pull Read chunks
                     // that are unreasonably large. The Responder can use an RDMA_ERROR
                     // response": ERR_CHUNK, before any RDMA Read.
                     Err(NoCall::TooLarge)
                 } else {
-                    let s = view::bytes(pull, total);
+                    let s = &pull[..total];
                     match RpcMessage::parse(s) {
                         Ok((RpcMessage::Call(c), len)) if c.xid == header.xid() => Ok((s, c, len)),
                         Ok((RpcMessage::Call(_), _)) => Err(NoCall::Chunk),

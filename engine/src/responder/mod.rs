@@ -166,6 +166,10 @@ struct Slot {
     /// (`reply::short_pulled`).
     bare: Option<(u32, u32)>,
     reads: Vec<ReadOp>,
+    /// Where the reassembled stream starts in the pull buffer (a multiple of 4 below 64):
+    /// its largest chunk then lands at the same offset within a cache line as the bytes it
+    /// is read from (`pull::align_shift`). Set when the pull starts.
+    shift: u32,
     next_read: usize,
     pending_reads: u32,
     queued: bool,
@@ -435,6 +439,7 @@ impl<P: Provider> ServerConn<P> {
                 reads: Vec::with_capacity(max_segs),
                 next_read: 0,
                 pending_reads: 0,
+                shift: 0,
                 queued: false,
                 gen: 0,
             })

@@ -52,7 +52,12 @@ impl<P: Provider> ServerConn<P> {
         slot.reads.clear();
         slot.next_read = 0;
         slot.pending_reads = 0;
-        if total > self.pull[i].size() {
+        let size = self.pull[i].size();
+        slot.shift = align_shift(&plan)
+            .filter(|s| total + *s as usize <= size)
+            .unwrap_or(0);
+        let shift = slot.shift as usize;
+        if total > size {
             // Too large to pull: answered with ERR_CHUNK by `answer` (RFC 8166 §8.1.4).
             slot.state = State::Ready;
             return self.answer_or_defer(idx);
@@ -64,7 +69,7 @@ impl<P: Provider> ServerConn<P> {
             slot.state = State::Pulling { phase: 0 };
         } else {
             let inline = call.header.payload();
-            let pull = view::bytes_mut(&mut self.pull[i]);
+            let pull = &mut view::bytes_mut(&mut self.pull[i])[shift..];
             lay_out(&plan, pull, &mut slot.reads, |pull, src, dst| {
                 pull[dst..dst + src.len()].copy_from_slice(&inline[src])
             });
@@ -107,7 +112,7 @@ impl<P: Provider> ServerConn<P> {
                 }
                 let op = slot.reads[slot.next_read];
                 let (seq, _) = self.io.sq.post(true);
-                let sge = [self.pull[i].sge_span(op.dst as usize, op.len)];
+                let sge = [self.pull[i].sge_span((slot.shift + op.dst) as usize, op.len)];
                 let wr = SendWr::read(wrid::pack(Kind::Read, idx, seq), &sge, op.remote).signaled();
                 if self.io.qp.post_send(&wr).is_err() {
                     self.refused();
@@ -140,8 +145,8 @@ impl<P: Provider> ServerConn<P> {
                 let total = plan.total_len() as usize;
                 let p0_len = plan.position_zero().map_or(0, |p| p.len as usize);
                 let base = total - p0_len;
-                let pull = view::bytes_mut(&mut self.pull[i]);
                 let slot = &mut self.slots[i];
+                let pull = &mut view::bytes_mut(&mut self.pull[i])[slot.shift as usize..];
                 slot.reads.clear();
                 slot.next_read = 0;
                 lay_out(&plan, pull, &mut slot.reads, |pull, src, dst| {
@@ -156,6 +161,43 @@ impl<P: Provider> ServerConn<P> {
             }
         }
     }
+}
+
+/// Where to start the reassembled stream of `plan` in its pull buffer so that its largest
+/// RDMA Read lands at the same offset within a cache line as its source (a Long Call's
+/// Position-Zero chunk, at the tail of the stream; else the largest other chunk's first
+/// segment): a copy whose source and destination differ in alignment costs a fifth more
+/// on the soft fabric (measured: 64 KiB between cores, 920-960 ns against 800 ns), and a
+/// NIC's DMA prefers it too. A multiple of 4, so that the stream keeps its XDR alignment
+/// (what an inline Call's has in its receive buffer); `None` without a chunk to read.
+pub(super) fn align_shift(plan: &ReadPlan<'_>) -> Option<u32> {
+    let reads = plan.read_list();
+    let first = |k: usize| reads.get(k).map(|r| r.segment.offset);
+    let (offset, dst) = match plan.position_zero() {
+        Some(p0) => (
+            first(p0.segment_range().start)?,
+            u64::from(plan.total_len() - p0.len),
+        ),
+        None => {
+            let (mut best, mut at) = (0u32, None);
+            for piece in plan.pieces() {
+                if let Piece::Chunk {
+                    first_segment,
+                    len,
+                    dst,
+                    ..
+                } = piece
+                {
+                    if len > best || at.is_none() {
+                        (best, at) = (len, Some((first_segment, dst)));
+                    }
+                }
+            }
+            let (k, dst) = at?;
+            (first(k)?, u64::from(dst))
+        }
+    };
+    Some((offset.wrapping_sub(dst) & 0x3c) as u32)
 }
 
 /// Lays the unreduced stream of `plan` out in `pull`: queues into `out` the RDMA Reads of

@@ -182,7 +182,7 @@ fn general_as(
             &mut s.io,
             &mut s.ring[1],
             call,
-            &s.pull[0],
+            stream_area(&s.pull[0], 0),
             &mut s.bulk[0],
             &g,
             &mut s.echo,
@@ -470,7 +470,7 @@ fn resumed_chunked_calls_are_answered_as_judged_ones() {
                 &mut s.io,
                 &mut s.ring[2],
                 &call,
-                &s.pull[0],
+                stream_area(&s.pull[0], 0),
                 &mut s.bulk[0],
                 &g,
                 &mut s.echo,
@@ -992,4 +992,90 @@ fn the_count_of_large_buffers_out_is_what_is_held() {
     }
     assert!(seen_out > 0, "large buffers were used");
     assert!(s.snapshot().large_bulk > 0);
+}
+
+#[test]
+fn a_pulled_chunk_lands_where_its_source_is_in_a_cache_line() {
+    let cfg = ConnConfig::default();
+    let (mut c, mut s) =
+        crate::loopback::soft_pair(crate::program::dispatch(), cfg, cfg).expect("soft pair");
+    let mut shifted = 0;
+    for seed in 1..6 {
+        assert!(
+            pulled_write(&mut c, &mut s, seed),
+            "Call {seed}'s data intact"
+        );
+        let r = s.hot_pull.expect("a pulled Call was answered") as usize;
+        let slot = &s.slots[r];
+        let op = slot.reads[0];
+        let dst = s.pull[r].addr() + u64::from(slot.shift + op.dst);
+        assert_eq!(
+            dst % 64,
+            op.remote.addr % 64,
+            "Call {seed}: same offset in a line"
+        );
+        shifted += u32::from(slot.shift != 0);
+    }
+    // The chunk's XDR position is not a multiple of 64 (it follows the Call's header): the
+    // stream had to move for it.
+    assert!(shifted > 0);
+}
+
+#[test]
+fn the_shift_follows_the_largest_chunk_and_keeps_xdr_alignment() {
+    use rpcrdma_proto::header::ReadSegment;
+    let xid = 0x78;
+    let rpc = CallHeader::new(xid, PROG, 1, ECHOISH, OpaqueAuth::NONE, OpaqueAuth::NONE);
+    let mut head = vec![0u8; 40];
+    rpc.encode(&mut head).unwrap();
+    head.extend_from_slice(&[0; 12]);
+    let shift_of = |reads: &[ReadSegment], long: bool| {
+        let chunks = Chunks {
+            reads,
+            writes: &[],
+            reply: None,
+        };
+        let h = if long {
+            Header::nomsg(xid, 3, chunks)
+        } else {
+            Header::msg(xid, 3, chunks)
+        };
+        let mut m = vec![0u8; h.encoded_len()];
+        h.encode(&mut m).unwrap();
+        if !long {
+            m.extend_from_slice(&head);
+        }
+        let Ok(call) = version::judged(&m, None, Wire::V1) else {
+            panic!("refused: {reads:?} long {long}")
+        };
+        super::pull::align_shift(&call.plan)
+    };
+    // One chunk at XDR position 52 read from an address 20 past a line: the stream starts
+    // 32 bytes in, so that the chunk lands at 32 + 52 = 84 = 64 + 20.
+    assert_eq!(
+        shift_of(&[ReadSegment::new(52, 1, 3000, 0x2000 + 20)], false),
+        Some(32)
+    );
+    // Two chunks: the larger (the second) decides, whatever the first's source.
+    let two = [
+        ReadSegment::new(44, 1, 100, 0x1000 + 8),
+        ReadSegment::new(44 + 100 + 8, 1, 3000, 0x2000),
+    ];
+    // Positions are in the stream with the chunks in place: the second chunk lands after
+    // the first's 100 bytes (no pad) and the 8 inline bytes that follow it.
+    let at = 44 + 100 + 8;
+    assert_eq!(shift_of(&two, false), Some((64 - at % 64) % 64));
+    // A source address not a multiple of 4 is met to within 4 bytes: the shift stays a
+    // multiple of 4.
+    let odd = shift_of(&[ReadSegment::new(52, 1, 3000, 0x2000 + 23)], false).unwrap();
+    assert_eq!(odd % 4, 0);
+    assert_eq!((odd + 52) % 64, 20);
+    // A Long Call: its Position-Zero chunk lands at the tail of the stream (here the whole
+    // of it), so the stream's start is met to the source's offset in its line.
+    assert_eq!(
+        shift_of(&[ReadSegment::new(0, 1, 200, 0x3000 + 36)], true),
+        Some(36)
+    );
+    // Nothing to read: no shift.
+    assert_eq!(shift_of(&[], false), None);
 }
