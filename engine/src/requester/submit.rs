@@ -253,14 +253,6 @@ impl<P: Provider> Client<P> {
             Registration::Windows => false,
         };
         let slot = &mut self.slots[i];
-        let rpc = CallHeader::new(
-            xid,
-            call.prog,
-            call.vers,
-            call.proc_num,
-            call.cred,
-            OpaqueAuth::NONE,
-        );
 
         // The Payload stream: inline in the send buffer, and/or in the argument buffer.
         let hlen = plan.header_len + extra;
@@ -270,7 +262,7 @@ impl<P: Provider> Client<P> {
                 CallForm::Long => (view::bytes_mut(&mut slot.arg), 0),
             };
             let s = &mut stream_buf[at..];
-            if rpc.encode(s).is_err() {
+            if put_call_header(s, xid, call).is_none() {
                 self.spare.put(idx, &mut self.slots[idx as usize]);
                 return Err(SubmitError::Invalid("call header"));
             }
@@ -620,6 +612,32 @@ impl<P: Provider> Client<P> {
         bump(&self.stats.bytes_sent, u64::from(send_len));
         Ok(())
     }
+}
+
+/// Writes the ONC RPC call header of `call` (RFC 5531 §9: its credential, an AUTH_NONE
+/// verifier) at the start of `buf`: an AUTH_NONE one word by word (what
+/// `CallHeader::encode` writes, tested below), another through `CallHeader::encode`. Its
+/// length, or `None` if it does not fit.
+#[inline]
+pub(super) fn put_call_header(buf: &mut [u8], xid: u32, call: &CallArgs<'_>) -> Option<usize> {
+    if call.cred.flavor == AUTH_NONE && call.cred.body.is_empty() {
+        if buf.len() < CALL_HEADER_LEN {
+            return None;
+        }
+        // xid, CALL, RPC version 2, program, version, procedure, then AUTH_NONE credential
+        // and verifier, each a flavor and an empty body.
+        let words = [xid, 0, 2, call.prog, call.vers, call.proc_num, 0, 0, 0, 0];
+        return Some(crate::conn::put_word_array(buf, words));
+    }
+    let rpc = CallHeader::new(
+        xid,
+        call.prog,
+        call.vers,
+        call.proc_num,
+        call.cred,
+        OpaqueAuth::NONE,
+    );
+    rpc.encode(buf).ok()
 }
 
 /// Encodes the transport header of the Call in `slot` (its Read segments `reads`, the Write

@@ -34,6 +34,32 @@ fn short_call_prefix_is_what_the_encoders_write() {
     }
 }
 
+/// The call header of a chunked or Long Call, written by `put_call_header`, is what
+/// `CallHeader::encode` writes, with AUTH_NONE and with another credential; a buffer too
+/// short for it gets nothing.
+#[test]
+fn put_call_header_is_what_the_encoder_writes() {
+    use super::submit::put_call_header;
+    let sys = [0u8, 0, 0, 1, 0, 0, 0, 9, 0xab, 0xcd, 0, 0];
+    for cred in [
+        OpaqueAuth::NONE,
+        OpaqueAuth::new(rpcrdma_proto::rpc::AUTH_SYS, &sys),
+    ] {
+        for (xid, prog, vers, proc_num) in [(1, 400100, 1, 0), (0xffff_ffff, 7, 3, 99)] {
+            let mut call = CallArgs::new(prog, vers, proc_num, &[], 0);
+            call.cred = cred;
+            let rpc = CallHeader::new(xid, prog, vers, proc_num, cred, OpaqueAuth::NONE);
+            let mut want = [0x5au8; 80];
+            let n = rpc.encode(&mut want).expect("fits");
+            let mut got = [0x5au8; 80];
+            assert_eq!(put_call_header(&mut got, xid, &call), Some(n));
+            assert_eq!(got, want);
+            let mut short = vec![0u8; n - 1];
+            assert_eq!(put_call_header(&mut short, xid, &call), None);
+        }
+    }
+}
+
 /// A Short Call with a credential other than AUTH_NONE, written word by word by
 /// `submit_short`, is what the encoders write for it: transport header, RPC call header
 /// with that credential and an AUTH_NONE verifier, then the arguments.

@@ -171,32 +171,39 @@ impl<P: Provider> ServerConn<P> {
 /// NIC's DMA prefers it too. A multiple of 4, so that the stream keeps its XDR alignment
 /// (what an inline Call's has in its receive buffer); `None` without a chunk to read.
 pub(super) fn align_shift(plan: &ReadPlan<'_>) -> Option<u32> {
-    let reads = plan.read_list();
-    let first = |k: usize| reads.get(k).map(|r| r.segment.offset);
-    let (offset, dst) = match plan.position_zero() {
-        Some(p0) => (
-            first(p0.segment_range().start)?,
-            u64::from(plan.total_len() - p0.len),
-        ),
-        None => {
-            let (mut best, mut at) = (0u32, None);
-            for piece in plan.pieces() {
-                if let Piece::Chunk {
-                    first_segment,
-                    len,
-                    dst,
-                    ..
-                } = piece
-                {
-                    if len > best || at.is_none() {
-                        (best, at) = (len, Some((first_segment, dst)));
-                    }
-                }
+    // One pass over the read list (one segment, most often): a chunk is a run of segments
+    // with one position, its place in the stream with its chunk in it (RFC 8166 §3.5.4);
+    // the Position-Zero chunk's content lands at the tail of the stream instead.
+    let total = u64::from(plan.total_len());
+    // (length, first segment's source, destination) of the largest chunk so far, and of
+    // the chunk being read.
+    let mut best: Option<(u64, u64, u64)> = None;
+    let mut cur: Option<(u32, u64, u64)> = None;
+    let close = |c: Option<(u32, u64, u64)>, best: &mut Option<(u64, u64, u64)>| {
+        if let Some((position, offset, len)) = c {
+            let dst = if position == 0 {
+                total.saturating_sub(len)
+            } else {
+                u64::from(position)
+            };
+            if best.is_none_or(|(l, _, _)| len > l) {
+                *best = Some((len, offset, dst));
             }
-            let (k, dst) = at?;
-            (first(k)?, u64::from(dst))
         }
     };
+    for rs in plan.read_list().iter() {
+        match &mut cur {
+            Some((position, _, len)) if *position == rs.position => {
+                *len += u64::from(rs.segment.length);
+            }
+            _ => {
+                close(cur, &mut best);
+                cur = Some((rs.position, rs.segment.offset, u64::from(rs.segment.length)));
+            }
+        }
+    }
+    close(cur, &mut best);
+    let (_, offset, dst) = best?;
     Some((offset.wrapping_sub(dst) & 0x3c) as u32)
 }
 
