@@ -791,7 +791,29 @@ fn pulled_calls_without_write_or_reply_chunks_answer_as_the_general_path() {
     assert!(declined.is_none());
 }
 
-/// Submits a WRITE of `len` pattern bytes (seed `seed`) forced into a Read chunk, drives
+/// Submits `call`, drives both ends in this thread until it completes (at most 10 s) and
+/// says whether it succeeded with results `judge` accepts.
+fn drive_call(
+    c: &mut crate::requester::Client<Soft>,
+    s: &mut ServerConn<Soft>,
+    call: &crate::requester::CallArgs<'_>,
+    judge: impl Fn(&[u8]) -> bool,
+) -> bool {
+    c.submit(call, 1).expect("submit");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut out = None;
+    while out.is_none() {
+        s.poll();
+        c.poll_completions(|x| out = Some(x.result.map(|r| judge(r.results)).unwrap_or(false)));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no completion in 10 s"
+        );
+    }
+    out.unwrap_or(false)
+}
+
+/// Submits a WRITE of 3000 pattern bytes (seed `seed`) forced into a Read chunk, drives
 /// both ends until it completes and says whether the server found the data intact.
 fn pulled_write(
     c: &mut crate::requester::Client<Soft>,
@@ -809,24 +831,7 @@ fn pulled_write(
         min_form: Some(CallForm::Chunked),
         reply_chunk: false,
     };
-    c.submit(&w, u64::from(seed)).expect("submit");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let mut out = None;
-    while out.is_none() {
-        s.poll();
-        c.poll_completions(|x| {
-            out = Some(
-                x.result
-                    .map(|r| word(r.results, 0) == Some(1))
-                    .unwrap_or(false),
-            )
-        });
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no completion in 10 s"
-        );
-    }
-    out.unwrap_or(false)
+    drive_call(c, s, &w, |r| word(r, 0) == Some(1))
 }
 
 #[test]
@@ -864,12 +869,7 @@ fn a_pulled_call_takes_the_pull_buffer_the_last_one_used() {
     // A Short Call uses no pull buffer and leaves the hot one as it is.
     let null =
         crate::requester::CallArgs::new(crate::program::PROG, crate::program::VERS, 0, &[], 0);
-    c.submit(&null, 99).expect("submit");
-    let mut done = false;
-    while !done {
-        s.poll();
-        c.poll_completions(|_| done = true);
-    }
+    assert!(drive_call(&mut c, &mut s, &null, |_| true));
     let hot = s.hot_pull;
     assert!(pulled_write(&mut c, &mut s, 77));
     let r = s.hot_pull.expect("set") as usize;
@@ -941,28 +941,6 @@ fn the_count_of_large_buffers_out_is_what_is_held() {
     };
     let (mut c, mut s) =
         crate::loopback::soft_pair(crate::program::dispatch(), cfg, cfg).expect("pair");
-    let run = |c: &mut crate::requester::Client<Soft>,
-               s: &mut ServerConn<Soft>,
-               a: &crate::requester::CallArgs<'_>| {
-        c.submit(a, 1).expect("submit");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        let mut ok = None;
-        while ok.is_none() {
-            s.poll();
-            c.poll_completions(|x| {
-                ok = Some(
-                    x.result
-                        .map(|r| word(r.results, 0) != Some(0))
-                        .unwrap_or(false),
-                )
-            });
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no completion in 10 s"
-            );
-        }
-        assert_eq!(ok, Some(true), "the RPC succeeded");
-    };
     let mut data = vec![0; 300_000];
     fill_pattern(5, &mut data);
     let seed = 5u32.to_be_bytes();
@@ -986,7 +964,8 @@ fn the_count_of_large_buffers_out_is_what_is_held() {
             2 => &echo,
             _ => &null,
         };
-        run(&mut c, &mut s, a);
+        let ok = drive_call(&mut c, &mut s, a, |r| word(r, 0) != Some(0));
+        assert!(ok, "RPC {k} succeeded");
         assert_eq!(s.large.out(), s.large.held(), "after RPC {k}");
         seen_out = seen_out.max(s.large.out());
     }
