@@ -424,6 +424,17 @@ pub fn run_many<P: Provider>(
     let mut next_sever = cfg.sever_every.map(|e| start + e);
     let mut sever_turn = 0usize;
     let mut passes: u32 = 0;
+    // The run's own clock is read once every `clock_every` passes, so that the passes
+    // between stay tight, busy or idle. A pass that moves bulk data is long (making or
+    // checking it: milliseconds a MiB in a debug build), and 64 of them once outlasted a
+    // whole 3 s measured phase, which then counted nothing: such runs read it every pass,
+    // a cost lost beside the data's.
+    let w = prepared.workload();
+    let clock_every: u32 = if w.arg_size().max(w.res_size()) >= 4096 {
+        1
+    } else {
+        64
+    };
     let mut replied = false;
     // The measured loop; its error, if any, is returned after the gates are passed (a
     // thread that stops early must not leave the others waiting at the end gate).
@@ -475,9 +486,8 @@ pub fn run_many<P: Provider>(
                 }
             }
             passes = passes.wrapping_add(1);
-            if passes.is_multiple_of(64) {
-                // The run's own clock (its phases, progress, faults, stalls) is read once
-                // every 64 passes: the passes between stay tight, busy or idle.
+            if passes.is_multiple_of(clock_every) {
+                // The run's own clock: its phases, progress, faults, stalls.
                 let now = Instant::now();
                 if std::mem::take(&mut replied) {
                     last_reply = now;

@@ -211,6 +211,11 @@ impl Prepared {
         c
     }
 
+    /// The workload these arguments are for.
+    pub fn workload(&self) -> Workload {
+        self.workload
+    }
+
     /// The length of a DDP-eligible argument the load generator writes in place
     /// (`Client::submit_in_place`, [`Prepared::fill_bulk`]): a WRITE's data, made where the
     /// responder reads it from, as a storage client reading a file into registered memory
