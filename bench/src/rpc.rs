@@ -424,22 +424,20 @@ pub fn run_many<P: Provider>(
     let mut next_sever = cfg.sever_every.map(|e| start + e);
     let mut sever_turn = 0usize;
     let mut passes: u32 = 0;
-    // The run's own clock is read once every `clock_every` passes, so that the passes
-    // between stay tight, busy or idle. A pass that moves bulk data is long (making or
-    // checking it: milliseconds a MiB in a debug build), and 64 of them once outlasted a
-    // whole 3 s measured phase, which then counted nothing: such runs read it every pass,
-    // a cost lost beside the data's.
+    // The run's own clock is read once every 64 passes, so that the passes between stay
+    // tight, busy or idle. A pass that completes bulk RPCs is long (their data made and
+    // checked: milliseconds a MiB in a debug build), and 64 of them once outlasted a whole
+    // 3 s measured phase, which then counted nothing: runs of 4 KiB or more also read it
+    // after every pass that completed RPCs (outside every round trip, and a cost lost
+    // beside the data's), their idle passes keeping the rhythm.
     let w = prepared.workload();
-    let clock_every: u32 = if w.arg_size().max(w.res_size()) >= 4096 {
-        1
-    } else {
-        64
-    };
+    let bulk = w.arg_size().max(w.res_size()) >= 4096;
     let mut replied = false;
     // The measured loop; its error, if any, is returned after the gates are passed (a
     // thread that stops early must not leave the others waiting at the end gate).
     let outcome: Result<(), LoadError> = (|| {
         loop {
+            let mut worked = false;
             for (client, lane) in clients.iter_mut().zip(lanes.iter_mut()) {
                 lane.submit(client, &call, prepared, &mut faults, &clock)?;
                 let mut first_at: Option<Stamp> = None;
@@ -464,6 +462,7 @@ pub fn run_many<P: Provider>(
                 }
                 if let Some(now) = first_at.filter(|_| n > 0) {
                     replied = true;
+                    worked = true;
                     if measuring {
                         record_round_trips(
                             &mut hist,
@@ -486,7 +485,7 @@ pub fn run_many<P: Provider>(
                 }
             }
             passes = passes.wrapping_add(1);
-            if passes.is_multiple_of(clock_every) {
+            if passes.is_multiple_of(64) || (bulk && worked) {
                 // The run's own clock: its phases, progress, faults, stalls.
                 let now = Instant::now();
                 if std::mem::take(&mut replied) {
