@@ -188,7 +188,9 @@ impl<P: Provider> Large<P> {
     }
 
     fn give_back(&self, big: Buf<P>) {
-        self.out.set(self.out.get() - 1);
+        // Every buffer given back was taken (`take`); were the count ever wrong, it would
+        // wrap to a huge value, which only turns the shortcut of `none_out` off.
+        self.out.set(self.out.get().wrapping_sub(1));
         match self.pools.iter().find(|p| p.owns(&big)) {
             Some(pool) => pool.free(big),
             None => drop(big),
