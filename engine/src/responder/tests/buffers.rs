@@ -1,0 +1,143 @@
+//! The buffers behind pulled Calls and replies: the pull buffer reuse, the large-buffer
+//! count, a refused post.
+
+use super::*;
+
+#[test]
+fn a_pulled_call_takes_the_pull_buffer_the_last_one_used() {
+    let cfg = ConnConfig::default();
+    let (mut c, mut s) =
+        crate::loopback::soft_pair(crate::program::dispatch(), cfg, cfg).expect("soft pair");
+    let n = s.pull.len();
+    assert!(n >= 4, "a ring of several receives");
+    let addrs = |s: &ServerConn<Soft>| s.pull.iter().map(Buf::addr).collect::<Vec<_>>();
+    let mut own: Vec<u64> = addrs(&s);
+    own.sort_unstable();
+    // Call 0 lands in receive 0 and pulls into its own buffer; every later one lands in
+    // the next receive and takes that same buffer, so one buffer takes every pull.
+    assert!(pulled_write(&mut c, &mut s, 1));
+    let first = s.pull[0].addr();
+    assert_eq!(s.hot_pull, Some(0));
+    for k in 1..2 * n as u32 + 3 {
+        assert!(
+            pulled_write(&mut c, &mut s, 1 + k),
+            "Call {k}'s data intact"
+        );
+        let r = (k as usize) % n;
+        assert_eq!(s.hot_pull, Some(r as u32));
+        assert_eq!(
+            s.pull[r].addr(),
+            first,
+            "Call {k} pulled into the hot buffer"
+        );
+    }
+    // The exchanges only moved buffers between receives: each is still held once.
+    let mut now = addrs(&s);
+    now.sort_unstable();
+    assert_eq!(now, own);
+    // A Short Call uses no pull buffer and leaves the hot one as it is.
+    let null =
+        crate::requester::CallArgs::new(crate::program::PROG, crate::program::VERS, 0, &[], 0);
+    assert!(drive_call(&mut c, &mut s, &null, |_| true));
+    let hot = s.hot_pull;
+    assert!(pulled_write(&mut c, &mut s, 77));
+    let r = s.hot_pull.expect("set") as usize;
+    assert_ne!(Some(r as u32), hot, "the WRITE landed in a later receive");
+    assert_eq!(s.pull[r].addr(), first);
+}
+
+#[test]
+fn a_busy_slot_keeps_its_pull_buffer() {
+    let (_c, mut s) = server();
+    let before: Vec<u64> = s.pull.iter().map(Buf::addr).collect();
+    // Slot 1 answered last but is pulling again: slot 2 may not take its buffer.
+    s.hot_pull = Some(1);
+    s.slots[1].state = State::Pulling { phase: 1 };
+    super::pull::take_hot_pull(&mut s.hot_pull, &mut s.pull, &s.slots, &s.large, 2);
+    assert_eq!(s.hot_pull, None, "the hint is used once");
+    let after: Vec<u64> = s.pull.iter().map(Buf::addr).collect();
+    assert_eq!(before, after);
+    // Idle, it may.
+    s.slots[1].state = State::Posted;
+    s.hot_pull = Some(1);
+    super::pull::take_hot_pull(&mut s.hot_pull, &mut s.pull, &s.slots, &s.large, 2);
+    assert_eq!((s.pull[2].addr(), s.pull[1].addr()), (before[1], before[2]));
+}
+
+#[test]
+fn a_refused_post_is_counted_and_ends_the_connection() {
+    let (mut c, mut s) = server();
+    let null = crate::requester::CallArgs::new(PROG, 1, 0, &[], 0);
+    c.submit(&null, 1).expect("submit");
+    // Fill the send queue behind the engine's back with unsignaled zero-length RDMA
+    // Writes (what the fence of `state.rs` is), so that the reply's post is refused.
+    let mut filled = 0;
+    loop {
+        let wr = SendWr::write(wrid::pack(Kind::Write, 0, 0), &[], RemoteAddr::new(0, 0));
+        match s.io.qp.post_send(&wr) {
+            Ok(()) => filled += 1,
+            Err(crate::fabric::PostError::QueueFull) => break,
+            Err(e) => panic!("unexpected refusal {e:?}"),
+        }
+        assert!(filled < 1 << 16, "the send queue never filled");
+    }
+    let before = s.snapshot();
+    assert_eq!((before.post_refused, before.conn_lost), (0, 0));
+    s.poll();
+    let after = s.snapshot();
+    assert_eq!((after.post_refused, after.conn_lost), (1, 1));
+    assert!(s.is_dead(), "the connection is ended");
+    // The client learns of it: its RPC completes with the loss.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut lost = None;
+    while lost.is_none() {
+        c.poll_completions(|x| lost = Some(x.result.err()));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no completion in 10 s"
+        );
+    }
+    assert_eq!(lost, Some(Some(crate::requester::RpcError::ConnectionLost)));
+    assert_eq!(c.snapshot().post_refused, 0, "the client refused nothing");
+}
+
+#[test]
+fn the_count_of_large_buffers_out_is_what_is_held() {
+    use crate::program::{encode_words, fill_pattern, word, PROG, READ, VERS, WRITE};
+    let cfg = ConnConfig {
+        bulk_size: 1 << 20,
+        ..ConnConfig::default()
+    };
+    let (mut c, mut s) =
+        crate::loopback::soft_pair(crate::program::dispatch(), cfg, cfg).expect("pair");
+    let mut data = vec![0; 300_000];
+    fill_pattern(5, &mut data);
+    let seed = 5u32.to_be_bytes();
+    let mut write = crate::requester::CallArgs::new(PROG, VERS, WRITE, &seed, 12);
+    write.bulk_arg = Some(&data);
+    let args = encode_words(300_000, 5);
+    let mut read = crate::requester::CallArgs::new(PROG, VERS, READ, &args, 8);
+    let results = [300_000];
+    read.bulk_results = &results;
+    let null = crate::requester::CallArgs::new(PROG, VERS, 0, &[], 0);
+    // A Long Call and a Long reply (through a Reply chunk): a large buffer reserved for it.
+    let mut arg = vec![0; crate::program::opaque_len(100_000)];
+    crate::program::encode_opaque(&mut arg, 100_000, |d| fill_pattern(9, d)).expect("sized");
+    let echo =
+        crate::requester::CallArgs::new(PROG, VERS, crate::program::ECHO, &arg, arg.len() as u32);
+    let mut seen_out = 0;
+    for k in 0..4 * s.ring.len() {
+        let a = match k % 4 {
+            0 => &write,
+            1 => &read,
+            2 => &echo,
+            _ => &null,
+        };
+        let ok = drive_call(&mut c, &mut s, a, |r| word(r, 0) != Some(0));
+        assert!(ok, "RPC {k} succeeded");
+        assert_eq!(s.large.out(), s.large.held(), "after RPC {k}");
+        seen_out = seen_out.max(s.large.out());
+    }
+    assert!(seen_out > 0, "large buffers were used");
+    assert!(s.snapshot().large_bulk > 0);
+}
