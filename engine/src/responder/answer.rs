@@ -134,15 +134,13 @@ impl<P: Provider> ServerConn<P> {
             answerer,
             loans: Some(&self.loans),
         };
+        let at = Answering::of(&self.credits, &self.negotiation, &self.dispatch);
         written::answer(
             &mut self.io,
             &mut self.ring[r],
             bytes,
             &wc,
-            self.credits.grant(),
-            self.negotiation.reply_threshold(),
-            self.negotiation.remote_invalidation(),
-            &self.dispatch,
+            &at,
             &mut self.bulk[i],
             &mut run,
         )
@@ -181,8 +179,7 @@ impl<P: Provider> ServerConn<P> {
             loans: Some(&self.loans),
         };
         let byte_len = self.slots[i].byte_len as usize;
-        let grant = self.credits.grant();
-        let reply_threshold = self.negotiation.reply_threshold();
+        let at = Answering::of(&self.credits, &self.negotiation, &self.dispatch);
         let bytes = view::bytes(&self.recv[i], byte_len);
         let ring = &mut self.ring[r];
         // Where a pulled Call's stream lies (from its start to the buffer's end).
@@ -196,15 +193,12 @@ impl<P: Provider> ServerConn<P> {
         };
         // The fast paths answer Calls in the connection's version only (a version 1 Call
         // on a version 2 connection is refused by the general path).
-        let swi = self.negotiation.remote_invalidation();
         let short = match judged {
             None => reply::short(
                 &mut self.io,
                 &mut *ring,
                 bytes,
-                grant,
-                reply_threshold,
-                &self.dispatch,
+                &at,
                 &mut self.bulk[i],
                 &mut run,
             ),
@@ -215,10 +209,8 @@ impl<P: Provider> ServerConn<P> {
                     &mut *ring,
                     bytes,
                     &area[..total as usize],
-                    swi.then_some(handle),
-                    grant,
-                    reply_threshold,
-                    &self.dispatch,
+                    at.swi.then_some(handle),
+                    &at,
                     &mut self.bulk[i],
                     &mut run,
                 ),
@@ -234,11 +226,8 @@ impl<P: Provider> ServerConn<P> {
                 area,
                 &mut self.bulk[i],
                 &General {
-                    grant,
-                    reply_threshold,
+                    at,
                     recv_size: self.config.recv_size,
-                    swi,
-                    dispatch: &self.dispatch,
                     judged,
                 },
                 &mut self.echo,
@@ -271,7 +260,12 @@ pub(super) fn answer_general<P: Provider>(
     echo: &mut Echo,
     run: &mut Run<'_, '_>,
 ) -> Built {
-    let (grant, reply_threshold, swi) = (g.grant, g.reply_threshold, g.swi);
+    let Answering {
+        grant,
+        threshold: reply_threshold,
+        swi,
+        ..
+    } = g.at;
     match version::judged(bytes, g.judged.as_ref(), io.wire) {
         Err(Refused::V2(v)) => version::answer_refused_v2(io, ring, bytes, g, v, echo, run),
         Err(Refused::V1(v)) => match v.action {
@@ -340,7 +334,7 @@ pub(super) fn answer_general<P: Provider>(
                         bump(&io.stats.system_err, 1);
                         Body::Error(ReplyHeader::rpc_mismatch(xid, 2, 2))
                     } else {
-                        match g.dispatch.lookup(c.prog, c.vers, c.proc_num) {
+                        match g.at.dispatch.lookup(c.prog, c.vers, c.proc_num) {
                             Lookup::ProgUnavail => {
                                 bump(&io.stats.prog_unavail, 1);
                                 Body::Error(ReplyHeader::prog_unavail(xid))
@@ -399,7 +393,7 @@ pub(super) fn garbage_args<P: Provider>(
     run: &mut Run<'_, '_>,
 ) -> Built {
     let Ok(h) = HeaderView::parse_any(bytes) else {
-        return reply::refuse(io, ring, bytes, g.grant, Error2::BadXdr);
+        return reply::refuse(io, ring, bytes, g.at.grant, Error2::BadXdr);
     };
     bump(&io.stats.garbage_args, 1);
     let rpc = ReplyHeader::garbage_args(h.xid());
@@ -407,8 +401,8 @@ pub(super) fn garbage_args<P: Provider>(
         io,
         ring,
         &h,
-        g.grant,
-        g.reply_threshold,
+        g.at.grant,
+        g.at.threshold,
         false,
         Body::Error(rpc),
         None,

@@ -809,14 +809,39 @@ fn reply_wr<'a, P: Provider>(
 
 /// What the general answer path needs from the connection besides its buffers.
 struct General<'a> {
-    grant: u32,
-    reply_threshold: u32,
+    /// What every answer takes.
+    at: Answering<'a>,
     /// This end's receive size (its RDMA2_CONNPROP's Receive Buffer Size).
     recv_size: u32,
-    swi: bool,
-    dispatch: &'a Dispatch,
     /// The verdict's summary when the Call was judged as its pull started.
     judged: Option<CallSummary>,
+}
+
+/// What every answer to a Call on a connection takes beside the Call and its buffers, for
+/// the fast paths and the general one alike.
+#[derive(Clone, Copy)]
+struct Answering<'a> {
+    /// The credit grant the reply advertises (RFC 8166 §3.3.1).
+    grant: u32,
+    /// The largest reply that may be sent inline (RFC 8166 §3.3.2).
+    threshold: u32,
+    /// Whether a reply may invalidate the Call's rkey (Send With Invalidate, RFC 8797 §4.1).
+    swi: bool,
+    /// The procedures.
+    dispatch: &'a Dispatch,
+}
+
+impl<'a> Answering<'a> {
+    /// A connection's, from its fields (a borrow of these alone, beside the buffers the
+    /// answer writes).
+    fn of(credits: &ResponderCredits, n: &Negotiation, dispatch: &'a Dispatch) -> Answering<'a> {
+        Answering {
+            grant: credits.grant(),
+            threshold: n.reply_threshold(),
+            swi: n.remote_invalidation(),
+            dispatch,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -17,10 +17,10 @@ use rpcrdma_proto::v2::{Error2, Header2, Wire};
 use rpcrdma_proto::verdict;
 use rpcrdma_proto::xdr::pad4;
 
-use super::{run_handler, Io, Run};
+use super::{run_handler, Answering, Io, Run};
 use crate::conn::view;
 use crate::conn::wrid::{self, Kind};
-use crate::dispatch::{Dispatch, Entry, Lookup, Outcome, Request, MAX_BULK_RESULTS};
+use crate::dispatch::{Entry, Lookup, Outcome, Request, MAX_BULK_RESULTS};
 use crate::fabric::{Provider, QueuePair, RemoteAddr, SendWr, Sge};
 use crate::pool::Buf;
 use crate::stats::bump;
@@ -137,14 +137,11 @@ pub(super) fn short_reply_prefix(xid: u32, grant: u32, stat: AcceptStat) -> [u32
 /// malformed), and the caller takes the general path, which gives every other answer and
 /// every error verdict.
 #[inline]
-#[allow(clippy::too_many_arguments)]
 pub(super) fn short<P: Provider>(
     io: &mut Io<P>,
     ring: &mut Buf<P>,
     call: &[u8],
-    grant: u32,
-    threshold: u32,
-    dispatch: &Dispatch,
+    at: &Answering<'_>,
     bulk: &mut Buf<P>,
     run: &mut Run<'_, '_>,
 ) -> Option<Built> {
@@ -163,7 +160,7 @@ pub(super) fn short<P: Provider>(
         pulled: false,
         inv: None,
     };
-    answer_short(io, ring, &sc, &how, grant, threshold, dispatch, bulk, run)
+    answer_short(io, ring, &sc, &how, at, bulk, run)
 }
 
 /// The Short-reply fast path for a version 1 Call whose Payload stream was pulled (a Call
@@ -181,9 +178,7 @@ pub(super) fn short_pulled<P: Provider>(
     call: &[u8],
     stream: &[u8],
     inv: Option<u32>,
-    grant: u32,
-    threshold: u32,
-    dispatch: &Dispatch,
+    at: &Answering<'_>,
     bulk: &mut Buf<P>,
     run: &mut Run<'_, '_>,
 ) -> Option<Built> {
@@ -202,7 +197,7 @@ pub(super) fn short_pulled<P: Provider>(
         pulled: true,
         inv,
     };
-    answer_short(io, ring, &sc, &how, grant, threshold, dispatch, bulk, run)
+    answer_short(io, ring, &sc, &how, at, bulk, run)
 }
 
 /// How a Short reply is made, beside the Call it answers.
@@ -219,15 +214,12 @@ struct Short<'c> {
 
 /// The answer of [`short`] and [`short_pulled`] to the accepted Call `sc`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn answer_short<P: Provider>(
     io: &mut Io<P>,
     ring: &mut Buf<P>,
     sc: &verdict::ShortCall<'_>,
     how: &Short<'_>,
-    grant: u32,
-    threshold: u32,
-    dispatch: &Dispatch,
+    at: &Answering<'_>,
     bulk: &mut Buf<P>,
     run: &mut Run<'_, '_>,
 ) -> Option<Built> {
@@ -238,7 +230,7 @@ fn answer_short<P: Provider>(
     if !c.is_rpc_v2() {
         return None;
     }
-    let Lookup::Found(entry) = dispatch.lookup(c.prog, c.vers, c.proc_num) else {
+    let Lookup::Found(entry) = at.dispatch.lookup(c.prog, c.vers, c.proc_num) else {
         return None;
     };
     let out = view::bytes_mut(ring);
@@ -250,7 +242,7 @@ fn answer_short<P: Provider>(
     let max = (entry.spec.max_results as usize).min(out.len() - results_at) & !3;
     // The largest reply is Short: 28 (36) + 24 + results within the threshold (§3.5.1,
     // `plan::plan_reply`).
-    if (results_at + max) as u64 > u64::from(threshold) {
+    if (results_at + max) as u64 > u64::from(at.threshold) {
         return None;
     }
     let req = Request::of(sc.xid, c, sc.args);
@@ -264,7 +256,7 @@ fn answer_short<P: Provider>(
         Outcome::Deferred => return Some(Built::Deferred),
         Outcome::Success if n_items == 0 => (AcceptStat::Success, len),
         Outcome::Success => match place_inline(results, len, &items[..n_items], bulk) {
-            Ok(end) if results_at + end <= threshold as usize => (AcceptStat::Success, end),
+            Ok(end) if results_at + end <= at.threshold as usize => (AcceptStat::Success, end),
             placed => {
                 // As `build` refuses: the reply would pass the threshold, with no Reply
                 // chunk to carry it (its payload's length), or would not fit the buffer.
@@ -275,7 +267,7 @@ fn answer_short<P: Provider>(
                     },
                 );
                 io.tally.short_calls += counted;
-                return Some(refuse(io, ring, call, grant, e));
+                return Some(refuse(io, ring, call, at.grant, e));
             }
         },
         Outcome::GarbageArgs => {
@@ -291,7 +283,7 @@ fn answer_short<P: Provider>(
             // header, no results.
             bump(&io.stats.auth_errors, 1);
             io.tally.short_calls += counted;
-            put_prefix(out_head, &short_denied_prefix(sc.xid, grant, a), extra);
+            put_prefix(out_head, &short_denied_prefix(sc.xid, at.grant, a), extra);
             io.tally.short_replies += 1;
             return Some(sent(io, MIN_HEADER_LEN + extra + SHORT_DENIED_LEN, how.inv));
         }
@@ -299,9 +291,9 @@ fn answer_short<P: Provider>(
     io.tally.short_calls += counted;
     if extra == 0 {
         // Version 1: the words stored from registers (see `put_word_array`).
-        crate::conn::put_word_array(out_head, short_reply_prefix(sc.xid, grant, stat));
+        crate::conn::put_word_array(out_head, short_reply_prefix(sc.xid, at.grant, stat));
     } else {
-        put_prefix(out_head, &short_reply_prefix(sc.xid, grant, stat), extra);
+        put_prefix(out_head, &short_reply_prefix(sc.xid, at.grant, stat), extra);
     }
     io.tally.short_replies += 1;
     // A Short Call has no chunk, so no rkey to invalidate (RFC 8797 §4.1, [V2] §3.3); a

@@ -162,7 +162,7 @@ pub(super) fn answer_refused_v2<P: Provider>(
             let props = [Property::RecvBufSize(Some(g.recv_size))];
             let h = Header2 {
                 flags: flags::RESPONSE,
-                ..Header2::connprop(xid, g.grant, &props)
+                ..Header2::connprop(xid, g.at.grant, &props)
             };
             match h.encode(view::bytes_mut(ring)) {
                 Ok(n) => {
@@ -175,7 +175,7 @@ pub(super) fn answer_refused_v2<P: Provider>(
                 Err(_) => Built::Fatal,
             }
         }
-        Action2::Error(e) => reply::rdma2_error(io, ring, bytes, g.grant, e),
+        Action2::Error(e) => reply::rdma2_error(io, ring, bytes, g.at.grant, e),
         Action2::GarbageArgs => garbage_args(io, ring, bytes, g, echo, run),
         Action2::Call
         | Action2::Reply

@@ -15,9 +15,9 @@ use rpcrdma_proto::v2::{Error2, Wire};
 use rpcrdma_proto::verdict::WriteCall;
 
 use super::reply::{self, Built, MAX_SEGMENTS, MAX_WRITE_CHUNKS, SHORT_DENIED_LEN};
-use super::{run_handler, Io, Run};
+use super::{run_handler, Answering, Io, Run};
 use crate::conn::view;
-use crate::dispatch::{Dispatch, Lookup, Outcome, Request};
+use crate::dispatch::{Lookup, Outcome, Request};
 use crate::fabric::Provider;
 use crate::pool::Buf;
 use crate::stats::bump;
@@ -36,16 +36,12 @@ const LIST_AT: usize = 20;
 ///
 /// `None` before anything was run or written: the general path answers the Call.
 #[inline]
-#[allow(clippy::too_many_arguments)]
 pub(super) fn answer<P: Provider>(
     io: &mut Io<P>,
     ring: &mut Buf<P>,
     call: &[u8],
     wc: &WriteCall<'_>,
-    grant: u32,
-    threshold: u32,
-    swi: bool,
-    dispatch: &Dispatch,
+    at: &Answering<'_>,
     bulk: &mut Buf<P>,
     run: &mut Run<'_, '_>,
 ) -> Option<Built> {
@@ -60,7 +56,7 @@ pub(super) fn answer<P: Provider>(
     {
         return None;
     }
-    let Lookup::Found(entry) = dispatch.lookup(c.prog, c.vers, c.proc_num) else {
+    let Lookup::Found(entry) = at.dispatch.lookup(c.prog, c.vers, c.proc_num) else {
         return None;
     };
     let ddp = entry.spec.ddp_results as usize;
@@ -74,7 +70,7 @@ pub(super) fn answer<P: Provider>(
     }
     let max = (entry.spec.max_results as usize).min(out.len() - results_at) & !3;
     let largest = results_at + max + 4 * ddp;
-    if largest > out.len() || largest as u64 > u64::from(threshold) {
+    if largest > out.len() || largest as u64 > u64::from(at.threshold) {
         return None;
     }
     let req = Request::of(wc.xid, c, wc.args);
@@ -106,7 +102,7 @@ pub(super) fn answer<P: Provider>(
         Outcome::AuthError(a) => {
             bump(&io.stats.auth_errors, 1);
             // MSG_DENIED / AUTH_ERROR: five words, no results (RFC 5531 §9).
-            let [.., x, r, d, e, st] = reply::short_denied_prefix(wc.xid, grant, a);
+            let [.., x, r, d, e, st] = reply::short_denied_prefix(wc.xid, at.grant, a);
             ([x, r, d, e, st, 0], 5, hlen + SHORT_DENIED_LEN, 0)
         }
     };
@@ -132,7 +128,7 @@ pub(super) fn answer<P: Provider>(
                     chunk_index: k as u32 + 1,
                     length_needed: n,
                 };
-                return Some(reply::refuse_short(io, ring, call, grant, e));
+                return Some(reply::refuse_short(io, ring, call, at.grant, e));
             }
         }
     }
@@ -146,7 +142,7 @@ pub(super) fn answer<P: Provider>(
     // list, the Write list echoed, and the absent Reply chunk (§4.2, §4.3.2.2).
     let out = view::bytes_mut(ring);
     let list_end = hlen - 8;
-    let head = [wc.xid, RPCRDMA_VERSION, grant, Proc::Msg.to_u32(), 0];
+    let head = [wc.xid, RPCRDMA_VERSION, at.grant, Proc::Msg.to_u32(), 0];
     crate::conn::put_word_array(out, head);
     if chunks::echo_write_list(wc.writes, &written[..n_chunks], &mut out[LIST_AT..list_end])
         != Some(list_end - LIST_AT)
@@ -158,7 +154,9 @@ pub(super) fn answer<P: Provider>(
     io.tally.short_calls += 1;
     io.tally.short_replies += 1;
     // RFC 8797 §4.1: the Call's first handle, its first Write chunk's first segment.
-    let inv = swi.then(|| wc.writes.iter().next().and_then(|ch| ch.get(0)));
+    let inv = at
+        .swi
+        .then(|| wc.writes.iter().next().and_then(|ch| ch.get(0)));
     let inv = inv.flatten().map(|s| s.handle);
     if inv.is_some() {
         bump(&io.stats.remote_invalidations, 1);

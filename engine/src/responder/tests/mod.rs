@@ -147,15 +147,16 @@ fn observe(
 
 /// The fast path's answer to `call` (in ring slot 0), `None` when it declines.
 fn fast(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Option<Answer> {
-    let threshold = s.negotiation.reply_threshold();
     observe(s, 0, |s| {
+        let at = Answering {
+            grant,
+            ..Answering::of(&s.credits, &s.negotiation, &s.dispatch)
+        };
         reply::short(
             &mut s.io,
             &mut s.ring[0],
             call,
-            grant,
-            threshold,
-            &s.dispatch,
+            &at,
             &mut s.bulk[0],
             &mut Run::handler(s.id),
         )
@@ -179,11 +180,12 @@ fn general_as(
 ) -> Answer {
     observe(s, 1, |s| {
         let g = General {
-            grant,
-            reply_threshold: s.negotiation.reply_threshold(),
+            at: Answering {
+                grant,
+                swi,
+                ..Answering::of(&s.credits, &s.negotiation, &s.dispatch)
+            },
             recv_size: s.config.recv_size,
-            swi,
-            dispatch: &s.dispatch,
             judged,
         };
         Some(answer_general(

@@ -58,11 +58,12 @@ fn resumed_chunked_calls_are_answered_as_judged_ones() {
         for judged in [None, Some(summary)] {
             s.io.tally = Tally::default();
             let g = General {
-                grant: 5,
-                reply_threshold: s.negotiation.reply_threshold(),
+                at: Answering {
+                    grant: 5,
+                    swi: true,
+                    ..Answering::of(&s.credits, &s.negotiation, &s.dispatch)
+                },
                 recv_size: 4096,
-                swi: true,
-                dispatch: &s.dispatch,
                 judged,
             };
             let built = answer_general(
@@ -95,17 +96,18 @@ fn fast_pulled(
     len: usize,
     inv: Option<u32>,
 ) -> Option<Answer> {
-    let threshold = s.negotiation.reply_threshold();
     observe(s, 0, |s| {
+        let at = Answering {
+            grant: 5,
+            ..Answering::of(&s.credits, &s.negotiation, &s.dispatch)
+        };
         reply::short_pulled(
             &mut s.io,
             &mut s.ring[0],
             call,
             view::bytes(&s.pull[0], len),
             inv,
-            5,
-            threshold,
-            &s.dispatch,
+            &at,
             &mut s.bulk[0],
             &mut Run::handler(s.id),
         )

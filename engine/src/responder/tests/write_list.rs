@@ -4,19 +4,18 @@ use super::*;
 
 /// The Write-list fast path's answer to `call` (in ring slot 0), `None` when it declines.
 fn fast_written(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Option<Answer> {
-    let threshold = s.negotiation.reply_threshold();
-    let swi = s.negotiation.remote_invalidation();
     let wc = verdict::write_call(call)?;
     observe(s, 0, |s| {
+        let at = Answering {
+            grant,
+            ..Answering::of(&s.credits, &s.negotiation, &s.dispatch)
+        };
         written::answer(
             &mut s.io,
             &mut s.ring[0],
             call,
             &wc,
-            grant,
-            threshold,
-            swi,
-            &s.dispatch,
+            &at,
             &mut s.bulk[0],
             &mut Run::handler(s.id),
         )
