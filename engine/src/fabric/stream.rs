@@ -192,7 +192,8 @@ std::thread_local! {
     };
 }
 
-/// The time-stamp counter (a plain counter elsewhere: copies then alternate by turns).
+/// The time-stamp counter; 0 off x86-64, where both kinds of copy are the same plain copy
+/// and the choice does not matter.
 #[inline]
 fn ticks() -> u64 {
     #[cfg(target_arch = "x86_64")]
