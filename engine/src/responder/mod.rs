@@ -73,6 +73,11 @@ const STATE_CHECK_EVERY: u32 = 1 << 16;
 /// Send-queue slots a reply may need (RDMA Writes plus its Send).
 const REPLY_WRS: u64 =
     (reply::MAX_WRITE_CHUNKS * reply::MAX_SEGMENTS + reply::MAX_SEGMENTS + 1) as u64;
+/// Receives posted beyond the grant. While a turn has no more consumed receives than this to
+/// repost, its replies leave first and the reposts follow, off the round trip: the requester
+/// may send again as soon as a reply arrives, and the spare receive takes that Call (RFC 8166
+/// §3.3.1 asks only that a receive wait for every Call the grant allows).
+const SPARE_RECVS: u32 = 1;
 
 /// A listening endpoint that accepts RPC-over-RDMA connections.
 pub struct Server<P: Provider> {
@@ -372,13 +377,14 @@ impl<P: Provider> ServerConn<P> {
         let credits = config.credits;
         // Receives: one per credit, and one per reverse-direction Call this end may have
         // outstanding, for its Reply (version 2; they are not part of the grant, so the
-        // client's Calls and its reverse Replies never overrun them).
+        // client's Calls and its reverse Replies never overrun them), and the spare ones
+        // that let a reply leave before its receive is reposted (`flush`).
         let reverse = if config.version == crate::conn::Version::V1 {
             0
         } else {
             config.reverse_credits.min(reverse::MAX_REVERSE)
         };
-        let nrecv = credits + reverse;
+        let nrecv = credits + reverse + SPARE_RECVS;
         let ring_len = (2 * credits).max(8);
         let sq_depth = (4 * ring_len + config.max_reads + 2 * REPLY_WRS as u32).min(16384);
         let pd = device.alloc_pd()?;
@@ -723,20 +729,44 @@ impl<P: Provider> ServerConn<P> {
         }
     }
 
-    /// Reposts the consumed receives in one post, then posts the replies in one post: the
-    /// receives are back before any reply carrying the grant leaves (RFC 8166 §3.3.1).
+    /// Posts the replies and reposts the consumed receives, each kind in one post. The
+    /// receives go back first (every Call the grant allows must find one, RFC 8166 §3.3.1)
+    /// unless the spare receives cover them: then the replies leave first, and the reposts
+    /// are off the round trip.
     fn flush(&mut self) -> usize {
         if self.io.dead {
             return 0;
         }
-        let mut done = 0;
+        if self.reposts.len() <= SPARE_RECVS as usize {
+            let done = self.post_replies();
+            if !self.io.dead {
+                self.post_reposts();
+            }
+            done
+        } else if self.post_reposts() {
+            self.post_replies()
+        } else {
+            0
+        }
+    }
+
+    /// Reposts the consumed receives in one post; false if the post was refused (the
+    /// connection is then lost).
+    fn post_reposts(&mut self) -> bool {
         if !self.reposts.is_empty() {
             if conn::repost_recvs::<P>(&mut self.io.qp, &self.recv, &self.reposts).is_err() {
                 self.refused();
-                return done;
+                return false;
             }
             self.reposts.clear();
         }
+        true
+    }
+
+    /// Posts the pending replies, in lists of at most [`POLL_BATCH`]; returns how many were
+    /// posted.
+    fn post_replies(&mut self) -> usize {
+        let mut done = 0;
         if let [s] = self.sends[..] {
             // One reply: one work request, without the batch arrays.
             let buf = &self.ring[s.ring as usize];

@@ -141,3 +141,96 @@ fn the_count_of_large_buffers_out_is_what_is_held() {
     assert!(seen_out > 0, "large buffers were used");
     assert!(s.snapshot().large_bulk > 0);
 }
+
+/// Fills the server's receive queue behind the engine's back (receives of no buffer), so
+/// that its next repost is refused.
+fn fill_receive_queue(s: &mut ServerConn<Soft>) {
+    let mut filled = 0;
+    loop {
+        let wr = crate::fabric::RecvWr::new(wrid::pack(Kind::Write, 0, 0), &[]);
+        match s.io.qp.post_recv(&wr) {
+            Ok(()) => filled += 1,
+            Err(crate::fabric::PostError::QueueFull) => break,
+            Err(e) => panic!("unexpected refusal {e:?}"),
+        }
+        assert!(filled < 1 << 16, "the receive queue never filled");
+    }
+}
+
+/// The results of the client's RPCs once the server's connection is gone: Ok for those
+/// answered, the loss for the others, in completion order.
+fn results_after_loss(c: &mut crate::requester::Client<Soft>, n: usize) -> Vec<bool> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut got = Vec::new();
+    while got.len() < n {
+        c.poll_completions(|x| match x.result {
+            Ok(_) => got.push(true),
+            Err(e) => {
+                assert_eq!(e, crate::requester::RpcError::ConnectionLost);
+                got.push(false);
+            }
+        });
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no completions in 10 s"
+        );
+    }
+    got
+}
+
+/// Takes the server's completions for `n` Calls and answers them, stopping before the
+/// flush that posts replies and reposts; then fills the receive queue, so that the flush's
+/// repost is refused, and flushes.
+fn answer_with_full_receive_queue(s: &mut ServerConn<Soft>, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut seen = 0;
+    while seen < n {
+        let k = s.cq.poll(&mut s.wc).expect("poll");
+        for i in 0..k {
+            let wc = s.wc[i];
+            s.on_completion(&wc);
+        }
+        seen += k;
+        assert!(std::time::Instant::now() < deadline, "no Call in 10 s");
+    }
+    assert_eq!((s.reposts.len(), s.sends.len()), (n, n));
+    fill_receive_queue(s);
+    s.flush();
+}
+
+#[test]
+fn a_lone_reply_leaves_before_its_receive_is_reposted() {
+    let (mut c, mut s) = server();
+    let null = crate::requester::CallArgs::new(PROG, 1, 0, &[], 0);
+    c.submit(&null, 1).expect("submit");
+    answer_with_full_receive_queue(&mut s, 1);
+    let st = s.snapshot();
+    assert_eq!(
+        (st.post_refused, st.conn_lost),
+        (1, 1),
+        "the repost refused"
+    );
+    // The spare receive covers the repost: the reply had already left.
+    assert_eq!(results_after_loss(&mut c, 1), [true]);
+}
+
+#[test]
+fn receives_beyond_the_spare_ones_go_back_before_the_replies() {
+    let (mut c, mut s) = server();
+    let null = crate::requester::CallArgs::new(PROG, 1, 0, &[], 0);
+    let n = SPARE_RECVS as usize + 1;
+    // A first round trip raises the grant above one.
+    assert!(drive_call(&mut c, &mut s, &null, |_| true));
+    for tag in 0..n {
+        c.submit(&null, tag as u64).expect("submit");
+    }
+    answer_with_full_receive_queue(&mut s, n);
+    let st = s.snapshot();
+    assert_eq!(
+        (st.post_refused, st.conn_lost),
+        (1, 1),
+        "the reposts refused"
+    );
+    // More reposts than spare receives: they went first, so no reply left.
+    assert_eq!(results_after_loss(&mut c, n), vec![false; n]);
+}
