@@ -282,7 +282,7 @@ fn check_wraps(chunk: &Segments<'_>) -> Result<(), ChunkError> {
 /// written. Returns the bytes written: `writes.encoded_len() - 4`.
 ///
 /// The bytes the header encoder writes for the segments [`echo_lengths`] gives (tested in
-/// `tests/chunks.rs`), without building them first: the responder's fast path for Calls
+/// `tests/chunks/props.rs`), without building them first: the responder's fast path for Calls
 /// whose only chunks are Write chunks. `None`, with `out` unspecified, when `out` is
 /// shorter than the entries or a chunk is shorter than what was written into it.
 pub fn echo_write_list(writes: WriteList<'_>, written: &[u32], out: &mut [u8]) -> Option<usize> {
