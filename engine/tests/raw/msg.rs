@@ -1,6 +1,6 @@
 //! Hand-built RPC-over-RDMA messages and the checks of what a responder answers them,
 //! shared by the in-process hostile-peer tests (`engine/tests/rpc_hostile.rs`, through
-//! `raw`) and the ones against a `rpcrdma serve` process (`tools/tests/serve_hostile.rs`,
+//! `raw`) and the ones against a `rpcrdma serve` process (`tools/tests/serve_hostile/`,
 //! which includes this file by path).
 #![allow(dead_code)]
 
