@@ -1,13 +1,13 @@
 //! Test infrastructure shared by the tests that run hostile peers against the `rpcrdma serve`
-//! PROCESS (`serve_hostile/`, `serve_fuzz.rs`; `serve_fuzz.rs` includes this module with
-//! `mod serve_common;`, `serve_hostile/main.rs` with `#[path = "../serve_common/mod.rs"]`):
-//! the guard of the server process ([`ServerProc`]), bounded runs of other commands
-//! ([`run_bounded`]), the lock that runs one server at a time ([`serial`]), and the raw
-//! requester on the soft fabric ([`RawConn`]) both build their peers on, with its bounded
-//! waits and the checks every test makes of it (a NULL answered, a connection torn down
-//! without a reply). What differs between the two tests is a parameter here ([`ConnOpts`],
-//! the arguments of [`ServerProc::spawn`], the bounds of the waits); each test's own
-//! `Server` and peer types wrap these.
+//! PROCESS (`serve_hostile/`, `serve_fuzz/`; each includes this module from its `main.rs`
+//! with `#[path = "../serve_common/mod.rs"] mod serve_common;`): the guard of the server
+//! process ([`ServerProc`]), bounded runs of other commands ([`run_bounded`]), the lock that
+//! runs one server at a time ([`serial`]), and the raw requester on the soft fabric
+//! ([`RawConn`]) both build their peers on, with its bounded waits and the checks every test
+//! makes of it (a NULL answered, a connection torn down without a reply). What differs
+//! between the two tests is a parameter here ([`ConnOpts`], the arguments of
+//! [`ServerProc::spawn`], the bounds of the waits); each test's own `Server` and peer types
+//! wrap these.
 //!
 //! The message builders and reply checks are the engine's (`engine/tests/raw/msg.rs`),
 //! included here as [`msg`].
