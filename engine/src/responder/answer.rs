@@ -1,6 +1,7 @@
 //! Answering a Call: now or when reply resources free up, through the Short-reply fast path
 //! or the general path (the verdict, RFC 8166 §4.5; the RPC checks, RFC 5531 §9; the handler
-//! or a deferred Call's closure), its receive reposted before the reply leaves (§3.3.1).
+//! or a deferred Call's closure), its receive queued for reposting and its reply for posting
+//! (in the order `flush.rs` chooses, §3.3.1).
 
 use super::*;
 use rpcrdma_proto::v2::Error2;
@@ -28,7 +29,7 @@ impl<P: Provider> ServerConn<P> {
 
     /// Builds the answer to the Call in receive buffer `idx` (reply, RPC error or
     /// RDMA_ERROR, or nothing for a discard), queues its receive for reposting and its Send
-    /// for posting after the repost. A Short Call without chunks whose reply fits inline is
+    /// for posting (`flush`). A Short Call without chunks whose reply fits inline is
     /// answered by [`reply::short`]; every other Call by [`answer_general`].
     ///
     /// False, with nothing done, when the Call needs large buffers none of which is free:

@@ -10,9 +10,10 @@
 //!
 //! # Resources of one connection (all allocated at accept)
 //!
-//! - `credits` receive buffers, all posted at accept and reposted (in a batch) before the
-//!   replies of the Calls they carried are sent: posted + in process = `credits` at every
-//!   instant, and the grant never exceeds it (RFC 8166 §3.3.1).
+//! - `credits` receive buffers and [`SPARE_RECVS`] more, all posted at accept and reposted
+//!   (in a batch) before the replies of the Calls they carried are sent, unless the spare
+//!   ones cover the batch (`flush.rs`): posted + in process ≥ `credits` at every instant,
+//!   and the grant never exceeds `credits` (RFC 8166 §3.3.1).
 //! - one pull buffer and one bulk result buffer per receive buffer, for the reassembled
 //!   arguments of a chunked Call and the DDP-eligible results of its reply;
 //! - a ring of reply buffers, indexed in send order, reused only once the Send that used it
@@ -22,7 +23,9 @@
 // Indexes run over parallel fixed arrays (segments, echoes, work requests).
 #![allow(clippy::needless_range_loop)]
 
+mod accept;
 mod answer;
+mod flush;
 mod large;
 mod pull;
 mod reply;
@@ -31,6 +34,7 @@ mod state;
 mod version;
 mod written;
 
+pub use accept::Server;
 pub use reverse::{ReverseCallError, ReverseError, ReverseReply, MAX_REVERSE};
 
 use answer::*;
@@ -39,7 +43,7 @@ use version::{Mode, Refused};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use std::ops::Range;
 
@@ -78,59 +82,6 @@ const REPLY_WRS: u64 =
 /// may send again as soon as a reply arrives, and the spare receive takes that Call (RFC 8166
 /// §3.3.1 asks only that a receive wait for every Call the grant allows).
 const SPARE_RECVS: u32 = 1;
-
-/// A listening endpoint that accepts RPC-over-RDMA connections.
-pub struct Server<P: Provider> {
-    device: P::Device,
-    listener: P::Listener,
-    dispatch: Arc<Dispatch>,
-    config: ConnConfig,
-}
-
-impl<P: Provider> core::fmt::Debug for Server<P> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Server")
-            .field("config", &self.config)
-            .finish()
-    }
-}
-
-impl<P: Provider> Server<P> {
-    /// Listens at `addr` on `device`; every connection accepted serves `dispatch`.
-    pub fn listen(
-        device: P::Device,
-        addr: &P::Addr,
-        dispatch: Arc<Dispatch>,
-        config: ConnConfig,
-    ) -> Result<Server<P>, ConnError> {
-        config.validate()?;
-        let listener = P::listen(&device, addr)?;
-        Ok(Server {
-            device,
-            listener,
-            dispatch,
-            config,
-        })
-    }
-
-    /// Waits at most `timeout` for a connection request and accepts it: the RFC 8797
-    /// exchange, the connection's resources, all receives posted before the accept.
-    pub fn accept(&mut self, timeout: Duration) -> Result<ServerConn<P>, ConnError> {
-        let req = self.listener.get_request(timeout)?;
-        ServerConn::accept(
-            &self.device,
-            req,
-            Arc::clone(&self.dispatch),
-            self.config,
-            timeout,
-        )
-    }
-
-    /// The device.
-    pub fn device(&self) -> &P::Device {
-        &self.device
-    }
-}
 
 /// Where a Call stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,7 +134,7 @@ struct Slot {
     gen: u32,
 }
 
-/// A Send prepared during a poll, posted after the receives are reposted.
+/// A Send prepared during a poll, posted at its end (`flush`).
 #[derive(Clone, Copy, Debug)]
 struct PendingSend {
     ring: u32,
@@ -363,141 +314,6 @@ impl<P: Provider> core::fmt::Debug for ServerConn<P> {
 }
 
 impl<P: Provider> ServerConn<P> {
-    /// Accepts `req`: allocates the connection's domain, queues and buffers, posts every
-    /// receive, and completes the RFC 8797 exchange.
-    pub fn accept(
-        device: &P::Device,
-        req: P::ConnRequest,
-        dispatch: Arc<Dispatch>,
-        config: ConnConfig,
-        timeout: Duration,
-    ) -> Result<ServerConn<P>, ConnError> {
-        config.validate()?;
-        let started = Instant::now();
-        let credits = config.credits;
-        // Receives: one per credit, and one per reverse-direction Call this end may have
-        // outstanding, for its Reply (version 2; they are not part of the grant, so the
-        // client's Calls and its reverse Replies never overrun them), and the spare ones
-        // that let a reply leave before its receive is reposted (`flush`).
-        let reverse = if config.version == crate::conn::Version::V1 {
-            0
-        } else {
-            config.reverse_credits.min(reverse::MAX_REVERSE)
-        };
-        let nrecv = credits + reverse + SPARE_RECVS;
-        let ring_len = (2 * credits).max(8);
-        let sq_depth = (4 * ring_len + config.max_reads + 2 * REPLY_WRS as u32).min(16384);
-        let pd = device.alloc_pd()?;
-        let cq = device.create_cq(sq_depth + nrecv + 64)?;
-        // A ring entry holds an inline reply; a Long one takes a large buffer (`large.rs`),
-        // unless every receive owns buffers of the largest size already.
-        let large_count = config.large_count();
-        let reply_size = if large_count > 0 {
-            config.send_size as usize + 1024
-        } else {
-            config.send_size.max(config.bulk_size) as usize + 1024
-        };
-        let own = config.slot_bulk() as usize;
-        let (recv_pool, recv) =
-            conn::pool_taken(&pd, config.recv_size as usize, nrecv, Access::LOCAL_WRITE)?;
-        let (pull_pool, pull) = conn::pool_taken(&pd, own, nrecv, Access::LOCAL_WRITE)?;
-        let (bulk_pool, bulk) = conn::pool_taken(&pd, own, nrecv, Access::LOCAL_WRITE)?;
-        let (ring_pool, ring) = conn::pool_taken(&pd, reply_size, ring_len, Access::LOCAL_WRITE)?;
-        let large = large::Large::new(&pd, &config, nrecv as usize, ring_len as usize, reply_size)?;
-        let pools = [recv_pool, pull_pool, bulk_pool, ring_pool];
-        let loans = LoanBoard::new(
-            pools
-                .iter()
-                .map(BufferPool::keepalive)
-                .chain(large.keepalive())
-                .collect(),
-            nrecv as usize,
-        );
-        // Rebound after the pools, so that on an early return the buffers drop first: a pool
-        // dropped with buffers still out leaks its memory on purpose.
-        let (recv, pull, bulk, ring) = (recv, pull, bulk, ring);
-        let local = Negotiation::advertise(&config);
-        let peer = req.private_data();
-        let negotiation = Negotiation::complete(Role::Server, local, peer.as_bytes());
-        let caps = QpCaps {
-            max_send_wr: sq_depth,
-            max_recv_wr: nrecv,
-            max_send_sge: 2,
-            max_recv_sge: 1,
-            max_inline_data: conn::inline_cap(&config, device.attr().max_inline_data),
-        };
-        let init = QpInit {
-            ack_timeout: config.ack_timeout,
-            ..QpInit::new(&cq, &cq, caps)
-        };
-        let qp = req.accept(&pd, init, &local.encode(), timeout, |qp| {
-            conn::post_all_recvs::<P>(qp, &recv)
-        })?;
-        let inline_max = qp.caps().max_inline_data.min(caps.max_inline_data);
-        let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
-        let max_segs = config.recv_size as usize / 20 + 1;
-        let slots = (0..nrecv)
-            .map(|_| Slot {
-                state: State::Posted,
-                byte_len: 0,
-                judged: None,
-                bare: None,
-                reads: Vec::with_capacity(max_segs),
-                next_read: 0,
-                pending_reads: 0,
-                shift: 0,
-                queued: false,
-                gen: 0,
-            })
-            .collect();
-        Ok(ServerConn {
-            io: Io {
-                qp,
-                sq: SendQueue::new(sq_depth, ring_len / 2),
-                stats: Arc::new(Counters::default()),
-                tally: Tally::default(),
-                dead: false,
-                inline_max,
-                wire: if config.version == crate::conn::Version::V2 {
-                    Wire::V2
-                } else {
-                    Wire::V1
-                },
-            },
-            cq,
-            recv,
-            pull,
-            bulk,
-            ring,
-            ring_seq: vec![0; ring_len as usize].into_boxed_slice(),
-            ring_next: 0,
-            hot_pull: None,
-            slots,
-            read_wait: VecDeque::with_capacity(nrecv as usize),
-            ready: VecDeque::with_capacity(nrecv as usize),
-            reads_in_flight: 0,
-            in_process: 0,
-            deferred: 0,
-            idle_polls: 0,
-            id,
-            reposts: Vec::with_capacity(nrecv as usize),
-            sends: Vec::with_capacity(POLL_BATCH + nrecv as usize),
-            credits: ResponderCredits::new(credits, config.initial_grant),
-            negotiation,
-            mode: Mode::for_config(config.version),
-            reverse: reverse::Reverse::new(&pd, reverse, config.send_size, config.recv_size)?,
-            dispatch,
-            config,
-            wc: [Wc::default(); POLL_BATCH],
-            large,
-            _pools: pools,
-            loans,
-            echo: Echo::new(),
-            setup: started.elapsed(),
-            _pd: pd,
-        })
-    }
-
     /// How long accepting this connection took once its request was in hand: the
     /// domain, queues and buffers made and registered, the receives posted and the
     /// rdma_cm exchange done. Most of it is memory registration, which grows with the
@@ -510,8 +326,8 @@ impl<P: Provider> ServerConn<P> {
     /// place of its handler, with the same [`Request`] (the argument bytes are where they
     /// were) and a fresh [`Response`], and its outcome is sent as the handler's would have
     /// been — results inline, in Write chunks or through the Reply chunk, RDMA_ERROR where
-    /// they do not fit what the requester provided. The receive goes back before the reply
-    /// leaves (RFC 8166 §3.3.1); both are posted before this returns. `answer` may defer
+    /// they do not fit what the requester provided. The receive and the reply are both
+    /// posted before this returns, in the order `flush` chooses (RFC 8166 §3.3.1). `answer` may defer
     /// again, under a new ticket ([`Response::deferred`]). Call it on the thread that polls
     /// the connection; it never blocks. Refused, without running `answer`, for a ticket
     /// that names no waiting Call, when no reply buffer or send-queue room is free now
@@ -727,113 +543,6 @@ impl<P: Provider> ServerConn<P> {
         } else {
             self.start_pull(idx);
         }
-    }
-
-    /// Posts the replies and reposts the consumed receives, each kind in one post. The
-    /// receives go back first (every Call the grant allows must find one, RFC 8166 §3.3.1)
-    /// unless the spare receives cover them: then the replies leave first, and the reposts
-    /// are off the round trip.
-    fn flush(&mut self) -> usize {
-        if self.io.dead {
-            return 0;
-        }
-        if self.reposts.len() <= SPARE_RECVS as usize {
-            let done = self.post_replies();
-            if !self.io.dead {
-                self.post_reposts();
-            }
-            done
-        } else if self.post_reposts() {
-            self.post_replies()
-        } else {
-            0
-        }
-    }
-
-    /// Reposts the consumed receives in one post; false if the post was refused (the
-    /// connection is then lost).
-    fn post_reposts(&mut self) -> bool {
-        if !self.reposts.is_empty() {
-            if conn::repost_recvs::<P>(&mut self.io.qp, &self.recv, &self.reposts).is_err() {
-                self.refused();
-                return false;
-            }
-            self.reposts.clear();
-        }
-        true
-    }
-
-    /// Posts the pending replies, in lists of at most [`POLL_BATCH`]; returns how many were
-    /// posted.
-    fn post_replies(&mut self) -> usize {
-        let mut done = 0;
-        if let [s] = self.sends[..] {
-            // One reply: one work request, without the batch arrays.
-            let buf = &self.ring[s.ring as usize];
-            let sge = buf.sge_span(0, s.len);
-            let payload = send_payload(buf, &sge, self.io.inline_max);
-            let wr = reply_wr(&mut self.io, &mut self.ring_seq, s, payload);
-            if self.io.qp.post_send(&wr).is_err() {
-                self.refused();
-                return done;
-            }
-            self.io.tally.rpcs += 1;
-            self.sends.clear();
-            return done + 1;
-        }
-        let mut k = 0;
-        while k < self.sends.len() {
-            let n = (self.sends.len() - k).min(POLL_BATCH);
-            let mut sges = [Sge::default(); POLL_BATCH];
-            for j in 0..n {
-                let s = self.sends[k + j];
-                sges[j] = self.ring[s.ring as usize].sge_span(0, s.len);
-            }
-            let mut wrs = [SendWr::<P>::send(0, &[]); POLL_BATCH];
-            for j in 0..n {
-                let s = self.sends[k + j];
-                let buf = &self.ring[s.ring as usize];
-                let payload = send_payload(buf, &sges[j], self.io.inline_max);
-                wrs[j] = reply_wr(&mut self.io, &mut self.ring_seq, s, payload);
-            }
-            if self.io.qp.post_send_list(&wrs[..n]).is_err() {
-                self.refused();
-                return done;
-            }
-            done += n;
-            k += n;
-        }
-        if !self.sends.is_empty() {
-            self.io.tally.rpcs += self.sends.len() as u64;
-            self.sends.clear();
-        }
-        done
-    }
-}
-
-/// The Send (with Invalidate when the reply names an rkey) of reply `s` with `payload`,
-/// taking its send-queue slot (noted in `ring_seq` for its ring buffer) and counting its
-/// bytes.
-#[inline]
-fn reply_wr<'a, P: Provider>(
-    io: &mut Io<P>,
-    ring_seq: &mut [u64],
-    s: PendingSend,
-    payload: Payload<'a>,
-) -> SendWr<'a, P> {
-    let (seq, signaled) = io.sq.post(s.signal);
-    ring_seq[s.ring as usize] = seq;
-    let id = wrid::pack(Kind::Send, s.ring, if signaled { seq } else { 0 });
-    let op = match s.inv {
-        Some(rkey) => SendOp::SendWithInv { rkey },
-        None => SendOp::Send,
-    };
-    let wr = SendWr::new(id, op, payload);
-    io.tally.bytes_sent += u64::from(s.len);
-    if signaled {
-        wr.signaled()
-    } else {
-        wr
     }
 }
 

@@ -1,0 +1,199 @@
+//! Listening and accepting: [`Server`] waits for connection requests, and
+//! [`ServerConn::accept`] makes one connection's domain, queues and buffers, posts every
+//! receive and completes the RFC 8797 exchange.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::*;
+
+/// A listening endpoint that accepts RPC-over-RDMA connections.
+pub struct Server<P: Provider> {
+    device: P::Device,
+    listener: P::Listener,
+    dispatch: Arc<Dispatch>,
+    config: ConnConfig,
+}
+
+impl<P: Provider> core::fmt::Debug for Server<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Server")
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl<P: Provider> Server<P> {
+    /// Listens at `addr` on `device`; every connection accepted serves `dispatch`.
+    pub fn listen(
+        device: P::Device,
+        addr: &P::Addr,
+        dispatch: Arc<Dispatch>,
+        config: ConnConfig,
+    ) -> Result<Server<P>, ConnError> {
+        config.validate()?;
+        let listener = P::listen(&device, addr)?;
+        Ok(Server {
+            device,
+            listener,
+            dispatch,
+            config,
+        })
+    }
+
+    /// Waits at most `timeout` for a connection request and accepts it: the RFC 8797
+    /// exchange, the connection's resources, all receives posted before the accept.
+    pub fn accept(&mut self, timeout: Duration) -> Result<ServerConn<P>, ConnError> {
+        let req = self.listener.get_request(timeout)?;
+        ServerConn::accept(
+            &self.device,
+            req,
+            Arc::clone(&self.dispatch),
+            self.config,
+            timeout,
+        )
+    }
+
+    /// The device.
+    pub fn device(&self) -> &P::Device {
+        &self.device
+    }
+}
+
+impl<P: Provider> ServerConn<P> {
+    /// Accepts `req`: allocates the connection's domain, queues and buffers, posts every
+    /// receive, and completes the RFC 8797 exchange.
+    pub fn accept(
+        device: &P::Device,
+        req: P::ConnRequest,
+        dispatch: Arc<Dispatch>,
+        config: ConnConfig,
+        timeout: Duration,
+    ) -> Result<ServerConn<P>, ConnError> {
+        config.validate()?;
+        let started = Instant::now();
+        let credits = config.credits;
+        // Receives: one per credit, and one per reverse-direction Call this end may have
+        // outstanding, for its Reply (version 2; they are not part of the grant, so the
+        // client's Calls and its reverse Replies never overrun them), and the spare ones
+        // that let a reply leave before its receive is reposted (`flush`).
+        let reverse = if config.version == crate::conn::Version::V1 {
+            0
+        } else {
+            config.reverse_credits.min(reverse::MAX_REVERSE)
+        };
+        let nrecv = credits + reverse + SPARE_RECVS;
+        let ring_len = (2 * credits).max(8);
+        let sq_depth = (4 * ring_len + config.max_reads + 2 * REPLY_WRS as u32).min(16384);
+        let pd = device.alloc_pd()?;
+        let cq = device.create_cq(sq_depth + nrecv + 64)?;
+        // A ring entry holds an inline reply; a Long one takes a large buffer (`large.rs`),
+        // unless every receive owns buffers of the largest size already.
+        let large_count = config.large_count();
+        let reply_size = if large_count > 0 {
+            config.send_size as usize + 1024
+        } else {
+            config.send_size.max(config.bulk_size) as usize + 1024
+        };
+        let own = config.slot_bulk() as usize;
+        let (recv_pool, recv) =
+            conn::pool_taken(&pd, config.recv_size as usize, nrecv, Access::LOCAL_WRITE)?;
+        let (pull_pool, pull) = conn::pool_taken(&pd, own, nrecv, Access::LOCAL_WRITE)?;
+        let (bulk_pool, bulk) = conn::pool_taken(&pd, own, nrecv, Access::LOCAL_WRITE)?;
+        let (ring_pool, ring) = conn::pool_taken(&pd, reply_size, ring_len, Access::LOCAL_WRITE)?;
+        let large = large::Large::new(&pd, &config, nrecv as usize, ring_len as usize, reply_size)?;
+        let pools = [recv_pool, pull_pool, bulk_pool, ring_pool];
+        let loans = LoanBoard::new(
+            pools
+                .iter()
+                .map(BufferPool::keepalive)
+                .chain(large.keepalive())
+                .collect(),
+            nrecv as usize,
+        );
+        // Rebound after the pools, so that on an early return the buffers drop first: a pool
+        // dropped with buffers still out leaks its memory on purpose.
+        let (recv, pull, bulk, ring) = (recv, pull, bulk, ring);
+        let local = Negotiation::advertise(&config);
+        let peer = req.private_data();
+        let negotiation = Negotiation::complete(Role::Server, local, peer.as_bytes());
+        let caps = QpCaps {
+            max_send_wr: sq_depth,
+            max_recv_wr: nrecv,
+            max_send_sge: 2,
+            max_recv_sge: 1,
+            max_inline_data: conn::inline_cap(&config, device.attr().max_inline_data),
+        };
+        let init = QpInit {
+            ack_timeout: config.ack_timeout,
+            ..QpInit::new(&cq, &cq, caps)
+        };
+        let qp = req.accept(&pd, init, &local.encode(), timeout, |qp| {
+            conn::post_all_recvs::<P>(qp, &recv)
+        })?;
+        let inline_max = qp.caps().max_inline_data.min(caps.max_inline_data);
+        let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
+        let max_segs = config.recv_size as usize / 20 + 1;
+        let slots = (0..nrecv)
+            .map(|_| Slot {
+                state: State::Posted,
+                byte_len: 0,
+                judged: None,
+                bare: None,
+                reads: Vec::with_capacity(max_segs),
+                next_read: 0,
+                pending_reads: 0,
+                shift: 0,
+                queued: false,
+                gen: 0,
+            })
+            .collect();
+        Ok(ServerConn {
+            io: Io {
+                qp,
+                sq: SendQueue::new(sq_depth, ring_len / 2),
+                stats: Arc::new(Counters::default()),
+                tally: Tally::default(),
+                dead: false,
+                inline_max,
+                wire: if config.version == crate::conn::Version::V2 {
+                    Wire::V2
+                } else {
+                    Wire::V1
+                },
+            },
+            cq,
+            recv,
+            pull,
+            bulk,
+            ring,
+            ring_seq: vec![0; ring_len as usize].into_boxed_slice(),
+            ring_next: 0,
+            hot_pull: None,
+            slots,
+            read_wait: VecDeque::with_capacity(nrecv as usize),
+            ready: VecDeque::with_capacity(nrecv as usize),
+            reads_in_flight: 0,
+            in_process: 0,
+            deferred: 0,
+            idle_polls: 0,
+            id,
+            reposts: Vec::with_capacity(nrecv as usize),
+            sends: Vec::with_capacity(POLL_BATCH + nrecv as usize),
+            credits: ResponderCredits::new(credits, config.initial_grant),
+            negotiation,
+            mode: Mode::for_config(config.version),
+            reverse: reverse::Reverse::new(&pd, reverse, config.send_size, config.recv_size)?,
+            dispatch,
+            config,
+            wc: [Wc::default(); POLL_BATCH],
+            large,
+            _pools: pools,
+            loans,
+            echo: Echo::new(),
+            setup: started.elapsed(),
+            _pd: pd,
+        })
+    }
+}

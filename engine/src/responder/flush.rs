@@ -1,0 +1,113 @@
+//! Posting a turn's work: the replies built and the receives consumed, each kind in one
+//! post, in the order RFC 8166 §3.3.1 allows (see [`SPARE_RECVS`]).
+
+use super::*;
+
+impl<P: Provider> ServerConn<P> {
+    /// Posts the replies and reposts the consumed receives, each kind in one post. The
+    /// receives go back first (every Call the grant allows must find one, RFC 8166 §3.3.1)
+    /// unless the spare receives cover them: then the replies leave first, and the reposts
+    /// are off the round trip.
+    pub(super) fn flush(&mut self) -> usize {
+        if self.io.dead {
+            return 0;
+        }
+        if self.reposts.len() <= SPARE_RECVS as usize {
+            let done = self.post_replies();
+            if !self.io.dead {
+                self.post_reposts();
+            }
+            done
+        } else if self.post_reposts() {
+            self.post_replies()
+        } else {
+            0
+        }
+    }
+
+    /// Reposts the consumed receives in one post; false if the post was refused (the
+    /// connection is then lost).
+    fn post_reposts(&mut self) -> bool {
+        if !self.reposts.is_empty() {
+            if conn::repost_recvs::<P>(&mut self.io.qp, &self.recv, &self.reposts).is_err() {
+                self.refused();
+                return false;
+            }
+            self.reposts.clear();
+        }
+        true
+    }
+
+    /// Posts the pending replies, in lists of at most [`POLL_BATCH`]; returns how many were
+    /// posted.
+    fn post_replies(&mut self) -> usize {
+        let mut done = 0;
+        if let [s] = self.sends[..] {
+            // One reply: one work request, without the batch arrays.
+            let buf = &self.ring[s.ring as usize];
+            let sge = buf.sge_span(0, s.len);
+            let payload = send_payload(buf, &sge, self.io.inline_max);
+            let wr = reply_wr(&mut self.io, &mut self.ring_seq, s, payload);
+            if self.io.qp.post_send(&wr).is_err() {
+                self.refused();
+                return done;
+            }
+            self.io.tally.rpcs += 1;
+            self.sends.clear();
+            return done + 1;
+        }
+        let mut k = 0;
+        while k < self.sends.len() {
+            let n = (self.sends.len() - k).min(POLL_BATCH);
+            let mut sges = [Sge::default(); POLL_BATCH];
+            for j in 0..n {
+                let s = self.sends[k + j];
+                sges[j] = self.ring[s.ring as usize].sge_span(0, s.len);
+            }
+            let mut wrs = [SendWr::<P>::send(0, &[]); POLL_BATCH];
+            for j in 0..n {
+                let s = self.sends[k + j];
+                let buf = &self.ring[s.ring as usize];
+                let payload = send_payload(buf, &sges[j], self.io.inline_max);
+                wrs[j] = reply_wr(&mut self.io, &mut self.ring_seq, s, payload);
+            }
+            if self.io.qp.post_send_list(&wrs[..n]).is_err() {
+                self.refused();
+                return done;
+            }
+            done += n;
+            k += n;
+        }
+        if !self.sends.is_empty() {
+            self.io.tally.rpcs += self.sends.len() as u64;
+            self.sends.clear();
+        }
+        done
+    }
+}
+
+/// The Send (with Invalidate when the reply names an rkey) of reply `s` with `payload`,
+/// taking its send-queue slot (noted in `ring_seq` for its ring buffer) and counting its
+/// bytes.
+#[inline]
+fn reply_wr<'a, P: Provider>(
+    io: &mut Io<P>,
+    ring_seq: &mut [u64],
+    s: PendingSend,
+    payload: Payload<'a>,
+) -> SendWr<'a, P> {
+    let (seq, signaled) = io.sq.post(s.signal);
+    ring_seq[s.ring as usize] = seq;
+    let id = wrid::pack(Kind::Send, s.ring, if signaled { seq } else { 0 });
+    let op = match s.inv {
+        Some(rkey) => SendOp::SendWithInv { rkey },
+        None => SendOp::Send,
+    };
+    let wr = SendWr::new(id, op, payload);
+    io.tally.bytes_sent += u64::from(s.len);
+    if signaled {
+        wr.signaled()
+    } else {
+        wr
+    }
+}
