@@ -41,7 +41,6 @@ impl<P: Provider> ServerConn<P> {
     /// Posts the pending replies, in lists of at most [`POLL_BATCH`]; returns how many were
     /// posted.
     fn post_replies(&mut self) -> usize {
-        let mut done = 0;
         if let [s] = self.sends[..] {
             // One reply: one work request, without the batch arrays.
             let buf = &self.ring[s.ring as usize];
@@ -50,12 +49,13 @@ impl<P: Provider> ServerConn<P> {
             let wr = reply_wr(&mut self.io, &mut self.ring_seq, s, payload);
             if self.io.qp.post_send(&wr).is_err() {
                 self.refused();
-                return done;
+                return 0;
             }
             self.io.tally.rpcs += 1;
             self.sends.clear();
-            return done + 1;
+            return 1;
         }
+        let mut done = 0;
         let mut k = 0;
         while k < self.sends.len() {
             let n = (self.sends.len() - k).min(POLL_BATCH);
