@@ -28,9 +28,10 @@ impl<P: Provider> ServerConn<P> {
         self.credits.grant()
     }
 
-    /// Changes the grant (clamped to `1..=credits`); returns the grant in force. Every
-    /// receive buffer is always posted or in process, so the new grant is backed by posted
-    /// receives before the next reply carries it (RFC 8166 §3.3.1).
+    /// Changes the grant (clamped to `1..=credits`); returns the grant in force. Between
+    /// polls every receive buffer is posted or in process (and within one, a reply leaves
+    /// before its repost only while a spare receive stands in), so the new grant is backed
+    /// by posted receives before the next reply carries it (RFC 8166 §3.3.1).
     pub fn set_grant(&mut self, grant: u32) -> u32 {
         self.credits.set_grant(grant)
     }
