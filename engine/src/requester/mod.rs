@@ -238,6 +238,15 @@ impl<P: Provider> Spare<P> {
     }
 }
 
+/// The provider refused to post a work request: counted (`post_refused`), and the
+/// connection ended, so that the next poll completes what is pending (or reconnects), as
+/// the responder's `refused` does.
+#[cold]
+fn end_refused<P: Provider>(stats: &Counters, qp: &mut P::Qp) {
+    bump(&stats.post_refused, 1);
+    qp.disconnect();
+}
+
 /// Gives the slot's large buffers back and puts its own in place again: done whenever a
 /// slot becomes free (nothing of its last RPC is exposed any longer).
 #[inline]

@@ -148,8 +148,7 @@ impl<P: Provider> Client<P> {
         )
         .signaled();
         if qp.post_send(&wr).is_err() {
-            bump(&self.stats.post_refused, 1);
-            qp.disconnect();
+            end_refused::<P>(&self.stats, qp);
             return;
         }
         s.seqs[k] = seq;

@@ -335,10 +335,8 @@ impl<P: Provider> Client<P> {
                         bump(&self.stats.registrations, 1);
                     }
                     Err(_) => {
-                        // A refused post leaves the connection unusable: end it, so that the
-                        // next poll completes what is pending (or reconnects).
-                        bump(&self.stats.post_refused, 1);
-                        qp.disconnect();
+                        // A refused post leaves the connection unusable.
+                        end_refused::<P>(&self.stats, qp);
                         refused = true;
                         break;
                     }
@@ -556,8 +554,7 @@ impl<P: Provider> Client<P> {
             qp.post_send_list(&wrs[..n]).is_ok()
         };
         if !posted {
-            bump(&self.stats.post_refused, 1);
-            qp.disconnect();
+            end_refused::<P>(&self.stats, qp);
         }
     }
 
@@ -595,9 +592,8 @@ impl<P: Provider> Client<P> {
             let posted = self.qp.as_mut().is_some_and(|qp| {
                 let ok = qp.post_send(&wr).is_ok();
                 if !ok {
-                    // As for a refused bind: end the connection, the next poll notices.
-                    bump(&self.stats.post_refused, 1);
-                    qp.disconnect();
+                    // As for a refused bind.
+                    end_refused::<P>(&self.stats, qp);
                 }
                 ok
             });

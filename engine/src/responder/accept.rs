@@ -2,9 +2,7 @@
 //! [`ServerConn::accept`] makes one connection's domain, queues and buffers, posts every
 //! receive and completes the RFC 8797 exchange.
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::*;
 
