@@ -1,6 +1,7 @@
 //! Measurement harness for rpcrdma: a closed-loop RPC load generator with latency
 //! histograms ([`rpc`]) over workloads whose every reply is checked ([`workload`]), the
 //! counting allocator that lets a benchmark report heap allocations per RPC ([`alloc`]),
+//! the same-run ceilings an RPC is read against ([`limits`], [`ring`]),
 //! and what a sweep makes of its measurements: the points
 //! and their JSON and CSV forms ([`point`]), the inline/chunked crossovers and the
 //! threshold they recommend ([`crossover`]), plots ([`plot`]) and the comparison of two
@@ -17,6 +18,7 @@ pub mod once;
 pub mod plot;
 pub mod point;
 pub mod report;
+pub mod ring;
 pub mod rpc;
 pub mod sweep;
 pub mod workload;

@@ -186,6 +186,24 @@ fn bench_rpc_reports_its_fields_and_allocates_nothing_per_rpc() {
         assert!(p("min") <= p("p50") && p("p50") <= p("p90") && p("p90") <= p("p99"));
         assert!(p("p99") <= p("p999") && p("p999") <= p("max"));
         assert!(r["limit_ns_p50"].as_u64().unwrap() > 0);
+        // The zero-work ring at the run's depth: for the null workload only.
+        let ring = &r["ring"];
+        if proc_name == "null" {
+            assert_eq!(ring["depth"], 4);
+            let rate = ring["rate_rps"].as_f64().unwrap();
+            assert!(rate > 0.0 && rate >= ring["other_rate_rps"].as_f64().unwrap());
+            let ratio = ring["ratio_rate"].as_f64().unwrap();
+            let want = r["rate_rps"].as_f64().unwrap() / rate;
+            assert!((ratio - want).abs() < 0.002, "{ratio} vs {want}");
+            let per = ring["ns_per_round_trip"].as_f64().unwrap();
+            assert!(
+                (per * rate / 1e9 - 1.0).abs() < 0.01,
+                "{per} ns at {rate}/s"
+            );
+            assert!(ring["phase_changed"].is_boolean());
+        } else {
+            assert!(ring.is_null(), "{proc_name}: {ring}");
+        }
         assert_eq!(
             r["allocs_per_rpc"], 0.0,
             "{proc_name}: heap allocations per RPC"

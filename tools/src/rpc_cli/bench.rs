@@ -65,6 +65,7 @@ where
     // before the in-process server's workers start busy-polling, and again after.
     let reference = |iters| fabric_bench::cacheline_pingpong(iters).p50_ns * 2;
     let before = reference(200_000);
+    let ring_before = ring_ceiling(args, threads);
     let server = match &args.connect {
         Some(a) => connect_all::<P>(&open, a, cfg, args.conns).map(|c| (c, None)),
         None => {
@@ -220,13 +221,73 @@ where
         l.shutdown();
     }
     let limit = before.min(reference(200_000));
+    let ring = match (ring_before, ring_ceiling(args, threads)) {
+        (Some(a), Some(b)) => Some(Ring::of(a, b)),
+        (a, b) => a.or(b).map(|r| Ring::of(r, r)),
+    };
     for m in &measured {
-        report(P::NAME, args, m, limit, workers, threads);
+        report(P::NAME, args, m, limit, ring, workers, threads);
     }
     if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// The zero-work message ring on the client's and the server's cores at the run's depth
+/// (`rpcrdma_bench::ring`): the ceiling a null RPC's rate is read against. Measured before
+/// the in-process server starts and after it stops (its workers busy-poll), and only for
+/// the shape it models: one client thread, one connection and one worker in this process,
+/// and a null workload among those to run. `None` otherwise, or if the ring could not run
+/// (printed).
+fn ring_ceiling(args: &BenchArgs, threads: usize) -> Option<RingLimit> {
+    let modelled = args.connect.is_none() && args.conns == 1 && args.workers == 1 && threads == 1;
+    if !modelled || !args.workloads().contains(&Workload::Null) {
+        return None;
+    }
+    let ncores = fleet::cores();
+    let cores = (
+        core_of(args.core, 0, 1, ncores),
+        core_of(args.core + 1, 0, 1, ncores),
+    );
+    let round_trips = if args.depth >= 8 { 400_000 } else { 100_000 };
+    match message_ring(
+        args.depth as usize,
+        NULL_CALL_BYTES,
+        NULL_REPLY_BYTES,
+        round_trips,
+        Some(cores),
+    ) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!("bench rpc: {e}");
+            None
+        }
+    }
+}
+
+/// The ring's measurements around a run: the better of the two is the ceiling; two that
+/// differ by more than half say that the host changed phase (see the README), and then no
+/// ratio to either means much.
+#[derive(Clone, Copy, Debug)]
+struct Ring {
+    best: RingLimit,
+    other: RingLimit,
+}
+
+impl Ring {
+    fn of(a: RingLimit, b: RingLimit) -> Ring {
+        let (best, other) = if a.rate_rps >= b.rate_rps {
+            (a, b)
+        } else {
+            (b, a)
+        };
+        Ring { best, other }
+    }
+
+    fn phase_changed(&self) -> bool {
+        self.best.rate_rps > 1.5 * self.other.rate_rps
     }
 }
 
@@ -379,12 +440,16 @@ fn report(
     args: &BenchArgs,
     m: &Measured,
     limit_rtt: u64,
+    ring: Option<Ring>,
     workers: Option<usize>,
     threads: usize,
 ) {
     let (w, r) = (m.workload, &m.run.total);
     let ratio = r.lat_ns.p50 as f64 / limit_rtt.max(1) as f64;
     let secs = r.seconds.max(1e-9);
+    // A null run's rate against the zero-work ring's at the same depth.
+    let ring = ring.filter(|_| w == Workload::Null);
+    let ring_ratio = ring.map(|g| r.rate_rps / g.best.rate_rps.max(1e-9));
     let per_conn: Vec<f64> = r
         .per_conn
         .iter()
@@ -443,6 +508,14 @@ fn report(
                 "allocs_per_rpc": r.allocs_per_rpc,
                 "limit_ns_p50": limit_rtt,
                 "ratio_p50": (ratio * 100.0).round() / 100.0,
+                "ring": ring.zip(ring_ratio).map(|(g, x)| json!({
+                    "depth": g.best.depth,
+                    "rate_rps": g.best.rate_rps.round(),
+                    "ns_per_round_trip": (g.best.ns_per_round_trip * 10.0).round() / 10.0,
+                    "other_rate_rps": g.other.rate_rps.round(),
+                    "phase_changed": g.phase_changed(),
+                    "ratio_rate": (x * 1000.0).round() / 1000.0,
+                })),
                 "per_conn_rps": per_conn,
                 "per_worker_rps": per_worker,
                 "threads": per_thread,
@@ -465,6 +538,18 @@ fn report(
         r.lat_ns.max,
         r.allocs_per_rpc.map_or("n/a".to_string(), |a| format!("{a:.3}")),
     );
+    if let (Some(g), Some(x)) = (ring, ring_ratio) {
+        println!(
+            "      {x:.2}x the rate of a zero-work message ring on the same cores at depth {}: {:.0} round trips/s, {:.1} ns each",
+            g.best.depth, g.best.rate_rps, g.best.ns_per_round_trip
+        );
+        if g.phase_changed() {
+            println!(
+                "      the ring measured {:.0} round trips/s on the other side of the run: the host changed phase, so the ratio means little",
+                g.other.rate_rps
+            );
+        }
+    }
     if let Some(w) = work {
         println!(
             "      the server's time on the data, left out of the round trips above: p50 {} p99 {} ns",
