@@ -17,6 +17,8 @@ impl<P: Provider> Client<P> {
         F: FnMut(Completion<'_>),
     {
         self.post_queued();
+        // The receives the last poll left for after the Calls its callbacks sent.
+        self.repost();
         if !self.cancelled.is_empty() {
             self.finish_cancelled(&mut f);
         }
@@ -89,7 +91,7 @@ impl<P: Provider> Client<P> {
         if self.reverse_waiting() {
             self.retry_reverse();
         }
-        self.repost();
+        self.repost_unless_spared();
         n
     }
 
@@ -392,6 +394,17 @@ impl<P: Provider> Client<P> {
         self.spare.put(idx, &mut self.slots[i]);
     }
 
+    /// [`repost`](Self::repost), unless the spare receives cover what waits: then it waits
+    /// for the start of the next poll, after whatever Calls the caller sends meanwhile
+    /// ([`SPARE_RECVS`]).
+    #[inline]
+    fn repost_unless_spared(&mut self) {
+        if self.reposts.len() > SPARE_RECVS as usize {
+            self.repost();
+        }
+    }
+
+    /// Reposts the consumed receives that wait, in one post.
     pub(super) fn repost(&mut self) {
         if self.reposts.is_empty() {
             return;

@@ -364,6 +364,14 @@ enum Retransmit {
     Corrupt,
 }
 
+/// Receives posted beyond one per credit (and per reverse Call served at once). RFC 8166
+/// §3.3.1 asks that a receive wait for the reply of every Call before the Call is sent; with
+/// these spare ones, at most this many consumed receives can wait to be reposted until after
+/// the next Call is posted (`Client::repost`), which takes the repost off the round trip of a
+/// closed loop: a reply's completion, its callback and the next Call, then the repost while
+/// the Call travels. Posted receives stay at least the Calls and reverse Calls in flight.
+pub(crate) const SPARE_RECVS: u32 = 1;
+
 /// One client connection. When it is lost, the pending RPCs' memory is made unreachable
 /// first; then they complete with [`RpcError::ConnectionLost`], or — with
 /// [`ConnConfig::retransmit`] — are sent again, same XIDs, on a new connection the client
@@ -473,9 +481,10 @@ impl<P: Provider> Client<P> {
     ) -> Result<Client<P>, ConnError> {
         config.validate()?;
         let n = config.credits;
-        // Receives: one per credit, and one per reverse Call served at once (version 2).
+        // Receives: one per credit, one per reverse Call served at once (version 2), and the
+        // spare ones that let a reply's receive go back after the next Call ([`SPARE_RECVS`]).
         let nrev = Self::reverse_receives(&config, reverse.is_some());
-        let nrecv = n + nrev;
+        let nrecv = n + nrev + SPARE_RECVS;
         let pd = device.alloc_pd()?;
         let sq_depth = 8 * n + 16 + nrev;
         let cq = device.create_cq(sq_depth + nrecv + 16)?;

@@ -701,3 +701,45 @@ fn segments_grow_only_where_a_chunk_would_overflow_its_list() {
     }
     assert_eq!(segment_len(seg, 8 << 20), 128 * 1024);
 }
+
+/// With credit for one Call, the receive a reply consumed waits for the next poll
+/// ([`SPARE_RECVS`]): the next Call leaves first, the server answers it before the client
+/// polls again, and the reply lands in the spare receive. A receive waited for every Call
+/// (RFC 8166 §3.3.1); without the spare one the reply would find none and end the
+/// connection.
+#[test]
+fn a_replys_receive_goes_back_after_the_next_call() {
+    use crate::program::{dispatch, NULL, PROG, VERS};
+    let cfg = ConnConfig {
+        credits: 1,
+        ..ConnConfig::default()
+    };
+    let (mut c, mut s) = crate::loopback::soft_pair(dispatch(), cfg, cfg).expect("soft pair");
+    let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for round in 0..4u64 {
+        c.submit(&null, round).expect("a credit after each reply");
+        while s.poll() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "round {round}: no Call"
+            );
+        }
+        let mut done = Vec::new();
+        while done.is_empty() {
+            c.poll_completions(|x| done.push((x.tag, x.result.is_ok())));
+            assert!(
+                std::time::Instant::now() < deadline,
+                "round {round}: no reply"
+            );
+        }
+        assert_eq!(done, [(round, true)], "round {round}");
+        assert_eq!(
+            c.reposts.len(),
+            SPARE_RECVS as usize,
+            "round {round}: waits"
+        );
+    }
+    let (cs, ss) = (c.snapshot(), s.snapshot());
+    assert_eq!((cs.conn_lost, ss.conn_lost, ss.post_refused), (0, 0, 0));
+}
