@@ -102,6 +102,11 @@ pub struct Limits {
     /// points without one, and in files written before it was measured).
     #[serde(default)]
     pub copy_to_reader_ns: Option<u64>,
+    /// Round trips per second of a zero-work message ring on the same two cores at the
+    /// point's depth ([`crate::ring`]): null points with one connection and one worker in
+    /// this process (`None` for others, and in files written before it was measured).
+    #[serde(default)]
+    pub ring_rps: Option<f64>,
 }
 
 /// A point's ratios to its limits.
@@ -114,6 +119,9 @@ pub struct Ratios {
     /// Median round trip over the copy of the payload into a buffer another core read.
     #[serde(default)]
     pub p50_to_copy_to_reader: Option<f64>,
+    /// Rate over the zero-work ring's.
+    #[serde(default)]
+    pub rate_to_ring: Option<f64>,
 }
 
 /// One measured point.
@@ -229,7 +237,7 @@ impl Point {
          lat_p90_ns,lat_p99_ns,lat_p999_ns,lat_max_ns,cpu_client_ns,cpu_server_ns,short_calls,\
          chunked_calls,long_calls,short_replies,long_replies,write_chunks,remote_invalidations,\
          cacheline_rtt_ns,copy_ns,p50_to_cacheline,p50_to_copy,copy_to_reader_ns,\
-         p50_to_copy_to_reader,server_work_p50_ns,server_work_p99_ns"
+         p50_to_copy_to_reader,server_work_p50_ns,server_work_p99_ns,ring_rps,rate_to_ring"
     }
 
     /// The point as one CSV row (no field needs quoting: names are plain words).
@@ -239,7 +247,7 @@ impl Point {
         let l = &self.lat_ns;
         let f = &self.forms;
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.1},{:.1},{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.1},{:.1},{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{}",
             c.provider,
             c.op,
             c.size,
@@ -286,6 +294,10 @@ impl Point {
                 .map_or(String::new(), |w| w.p50.to_string()),
             self.server_work_ns
                 .map_or(String::new(), |w| w.p99.to_string()),
+            self.limits
+                .ring_rps
+                .map_or(String::new(), |r| format!("{r:.0}")),
+            opt(self.ratios.rate_to_ring),
         )
     }
 }
@@ -338,11 +350,13 @@ pub(crate) mod tests {
                 cacheline_rtt_ns: 130,
                 copy_ns: Some(50),
                 copy_to_reader_ns: Some(400),
+                ring_rps: None,
             },
             ratios: Ratios {
                 p50_to_cacheline: p50 as f64 / 130.0,
                 p50_to_copy: Some(p50 as f64 / 50.0),
                 p50_to_copy_to_reader: Some(p50 as f64 / 400.0),
+                rate_to_ring: None,
             },
             per_conn_rps: vec![rate],
             per_worker_rps: vec![rate],
@@ -385,7 +399,7 @@ pub(crate) mod tests {
         let row = p.csv_row();
         assert_eq!(row.split(',').count(), columns, "{row}");
         assert!(row.starts_with("soft,echo,1024,4096,"));
-        assert!(row.ends_with(",,"), "no server work: {row}");
+        assert!(row.ends_with(",,,,"), "no server work, no ring: {row}");
         let mut timed = point("read", 65536, "chunked", 0, 3000, 1e5);
         timed.server_work_ns = Some(Latency {
             p50: 1200,
@@ -394,9 +408,19 @@ pub(crate) mod tests {
         });
         let row = timed.csv_row();
         assert_eq!(row.split(',').count(), columns, "{row}");
-        assert!(row.ends_with(",1200,1500"), "{row}");
+        assert!(row.ends_with(",1200,1500,,"), "{row}");
         // And it travels through JSON.
         let back = Point::read_all(&timed.to_json()).unwrap();
         assert_eq!(back[0].server_work_ns, timed.server_work_ns);
+        // A null point read against the zero-work ring.
+        let mut null = point("null", 0, "auto", 0, 4000, 6.4e6);
+        null.limits.ring_rps = Some(8.0e6);
+        null.ratios.rate_to_ring = Some(0.8);
+        let row = null.csv_row();
+        assert_eq!(row.split(',').count(), columns, "{row}");
+        assert!(row.ends_with(",8000000,0.800"), "{row}");
+        let back = Point::read_all(&null.to_json()).unwrap();
+        assert_eq!(back[0].limits, null.limits);
+        assert_eq!(back[0].ratios, null.ratios);
     }
 }

@@ -299,7 +299,10 @@ mod tests {
         for depth in [1, 4, 32, 200] {
             let r = message_ring(depth, NULL_CALL_BYTES, NULL_REPLY_BYTES, 2_000, None)
                 .unwrap_or_else(|e| panic!("depth {depth}: {e}"));
-            assert_eq!((r.depth, r.round_trips), (depth, 2_000));
+            assert_eq!(r.depth, depth);
+            // All of them, or (on cores other tests keep busy) those timed once the warm-up
+            // had taken a tenth of the time limit.
+            assert!(r.round_trips > 0 && r.round_trips <= 2_000, "{r:?}");
             assert!(r.rate_rps > 0.0 && r.rate_rps.is_finite(), "{r:?}");
             let product = r.rate_rps * r.ns_per_round_trip / 1e9;
             assert!((product - 1.0).abs() < 1e-6, "{r:?}");

@@ -31,6 +31,7 @@ use crate::fleet::{self, core_of, cores, FleetReport};
 use crate::limits::{copy_to_reader_ns, cross_core_copy_ns};
 use crate::local;
 use crate::point::{CpuPerRpc, Forms, Latency, Limits, MemoryPerConn, Point, PointConfig, Ratios};
+use crate::ring::{message_ring, NULL_CALL_BYTES, NULL_REPLY_BYTES};
 use crate::rpc::{LoadConfig, Prepared, Workload};
 
 /// How each point runs.
@@ -221,6 +222,7 @@ where
             let copies = Copies {
                 from_other: cross_core_copy_ns(c.size as usize, 100, pair),
                 to_reader: copy_to_reader_ns(c.size as usize, 100, pair),
+                ring: ring_for(c, settings, target),
             };
             let p = run_point::<P>(c, rep, n, settings, target, open, cacheline, copies)?;
             each(out.len(), &p);
@@ -237,6 +239,30 @@ struct Copies {
     from_other: Option<u64>,
     /// This core's bytes copied into a buffer another core read.
     to_reader: Option<u64>,
+    /// The zero-work message ring's rate at the point's depth (null points it models).
+    ring: Option<f64>,
+}
+
+/// The zero-work message ring ([`crate::ring`]) on the client's and the first worker's
+/// cores at the point's depth, for the shape it models: a null point with one connection
+/// and one worker in this process. `None` for other points, or if the ring could not run.
+fn ring_for(c: &PointConfig, settings: &Settings, target: &Target) -> Option<f64> {
+    let modelled = c.op == "null" && c.conns == 1 && c.workers == 1;
+    if !modelled || !matches!(target, Target::InProcess(_)) {
+        return None;
+    }
+    let n = cores();
+    let pair = (settings.first_core % n, (settings.first_core + 1) % n);
+    let round_trips = if c.depth >= 8 { 400_000 } else { 100_000 };
+    message_ring(
+        c.depth as usize,
+        NULL_CALL_BYTES,
+        NULL_REPLY_BYTES,
+        round_trips,
+        Some(pair),
+    )
+    .ok()
+    .map(|r| r.rate_rps)
 }
 
 /// One repetition of one point.
@@ -439,11 +465,13 @@ fn combine(
             cacheline_rtt_ns: cacheline,
             copy_ns: copies.from_other,
             copy_to_reader_ns: copies.to_reader,
+            ring_rps: copies.ring,
         },
         ratios: Ratios {
             p50_to_cacheline: lat.p50 as f64 / cacheline.max(1) as f64,
             p50_to_copy: copies.from_other.map(|k| lat.p50 as f64 / k.max(1) as f64),
             p50_to_copy_to_reader: copies.to_reader.map(|k| lat.p50 as f64 / k.max(1) as f64),
+            rate_to_ring: copies.ring.map(|g| rate / g.max(1e-9)),
         },
         spoke: c.version.max(1),
         per_conn_rps: r
@@ -524,6 +552,41 @@ mod tests {
                 ("read", "chunked") => assert!(f.write_chunks > 0),
                 (_, "long") => assert!(f.long_calls > 0),
                 other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_null_point_of_one_connection_is_read_against_the_ring() {
+        let axes = Axes {
+            provider: "soft".into(),
+            ops: vec!["null".into()],
+            sizes: vec![0],
+            inline: vec![4096],
+            credits: vec![8],
+            depth: vec![4],
+            inline_sends: vec![256],
+            registration: vec!["windows".into()],
+            remote_invalidation: vec![crate::axes::RemoteInvalidation::On],
+            conns: vec![1, 2],
+            workers: vec![1],
+            forms: vec!["auto".into()],
+            versions: vec![1],
+        };
+        let points = axes.points().unwrap();
+        let open = || Soft::open_device(None).map_err(|e| e.to_string());
+        let target = Target::InProcess(format!("@rpcrdma-sweep-ring.{}", std::process::id()));
+        let out = run::<Soft>(&points, &settings(), &target, &open, |_, _| {}).unwrap();
+        assert_eq!(out.len(), 4);
+        for p in &out {
+            let (ring, ratio) = (p.limits.ring_rps, p.ratios.rate_to_ring);
+            if p.config.conns == 1 {
+                let g = ring.expect("the ring at depth 4");
+                assert!(g > 0.0, "{p:?}");
+                let want = p.rate_rps / g;
+                assert!(ratio.is_some_and(|r| (r - want).abs() < 1e-9), "{p:?}");
+            } else {
+                assert_eq!((ring, ratio), (None, None), "{p:?}");
             }
         }
     }

@@ -211,22 +211,22 @@ impl Out {
 
 fn header() -> String {
     format!(
-        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>1} {:>5} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>1} {:>5} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
         "op", "bytes", "inline", "cred", "depth", "con", "form", "v", "reg", "rep", "p50 ns", "p99 ns", "p99.9 ns",
-        "max ns", "RPC/s", "MB/s", "cpu c ns", "cpu s ns", "p50/line", "p50/copy", "MiB/conn", "work ns"
+        "max ns", "RPC/s", "MB/s", "cpu c ns", "cpu s ns", "p50/line", "p50/copy", "rps/ring", "MiB/conn", "work ns"
     )
 }
 
 fn row(p: &Point) -> String {
     let c = &p.config;
-    // The same-run limits: a cache-line round trip between the cores, and a cross-core
-    // copy of the payload (points with one).
+    // The same-run limits: a cache-line round trip between the cores, a cross-core copy of
+    // the payload (points with one) and the zero-work ring's rate (null points).
     let copy = p
         .ratios
         .p50_to_copy
         .map_or("-".to_string(), |r| format!("{r:.2}"));
     format!(
-        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>1} {:>5} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11.0} {:>11.1} {:>8.0} {:>8} {:>8.2} {:>8} {:>8.1} {:>8}",
+        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>1} {:>5} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11.0} {:>11.1} {:>8.0} {:>8} {:>8.2} {:>8} {:>8} {:>8.1} {:>8}",
         c.op,
         c.size,
         c.inline,
@@ -258,6 +258,10 @@ fn row(p: &Point) -> String {
             .map_or("-".to_string(), |s| format!("{s:.0}")),
         p.ratios.p50_to_cacheline,
         copy,
+        // The rate over the zero-work ring's (null points of one connection and worker).
+        p.ratios
+            .rate_to_ring
+            .map_or("-".to_string(), |r| format!("{r:.2}")),
         (p.memory_per_conn.client + p.memory_per_conn.server.unwrap_or(0)) as f64
             / f64::from(1 << 20),
         // The server's time on the data (median), which the round trips leave out.
