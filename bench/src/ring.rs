@@ -242,7 +242,8 @@ pub fn message_ring(
         (server.join(), client.join())
     });
     let (took, measured) = match (server, client) {
-        (_, Ok(Err(e))) | (Ok(Err(e @ RingError::Corrupt)), _) => return Err(e),
+        // A corrupt Call found by the server stops the client too: its error is the cause.
+        (Ok(Err(e @ RingError::Corrupt)), _) | (_, Ok(Err(e))) => return Err(e),
         // The server saw the client's stop after answering every Call it was sent.
         (Ok(_), Ok(Ok(done))) => done,
         _ => return Err(RingError::Stalled),

@@ -394,12 +394,14 @@ impl<P: Provider> Client<P> {
         self.spare.put(idx, &mut self.slots[i]);
     }
 
-    /// [`repost`](Self::repost), unless the spare receives cover what waits: then it waits
-    /// for the start of the next poll, after whatever Calls the caller sends meanwhile
-    /// ([`SPARE_RECVS`]).
+    /// [`repost`](Self::repost), unless nothing else is in flight and the spare receives
+    /// cover what waits: then the caller's next Call is what the connection waits for, and
+    /// the reposts wait for the start of the next poll, after it ([`SPARE_RECVS`]). With
+    /// other Calls in flight they go back now: deferring them there was measured slower
+    /// (32 in flight: 12.7–13.0 against 11.8–12.3 M null RPCs/s).
     #[inline]
     fn repost_unless_spared(&mut self) {
-        if self.reposts.len() > SPARE_RECVS as usize {
+        if self.reposts.len() > SPARE_RECVS as usize || self.credits.in_flight() > 0 {
             self.repost();
         }
     }

@@ -367,9 +367,10 @@ enum Retransmit {
 /// Receives posted beyond one per credit (and per reverse Call served at once). RFC 8166
 /// §3.3.1 asks that a receive wait for the reply of every Call before the Call is sent; with
 /// these spare ones, at most this many consumed receives can wait to be reposted until after
-/// the next Call is posted (`Client::repost`), which takes the repost off the round trip of a
-/// closed loop: a reply's completion, its callback and the next Call, then the repost while
-/// the Call travels. Posted receives stay at least the Calls and reverse Calls in flight.
+/// the next Call is posted (`Client::repost_unless_spared`: when no other Call is in flight),
+/// which takes the repost off the round trip of a closed loop: a reply's completion, its
+/// callback and the next Call, then the repost while the Call travels. Posted receives stay
+/// at least the Calls and reverse Calls in flight.
 pub(crate) const SPARE_RECVS: u32 = 1;
 
 /// One client connection. When it is lost, the pending RPCs' memory is made unreachable

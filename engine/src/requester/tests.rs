@@ -743,3 +743,39 @@ fn a_replys_receive_goes_back_after_the_next_call() {
     let (cs, ss) = (c.snapshot(), s.snapshot());
     assert_eq!((cs.conn_lost, ss.conn_lost, ss.post_refused), (0, 0, 0));
 }
+
+/// With another Call in flight when a reply arrives, its receive goes back at once: the
+/// connection is not waiting for the caller's next Call.
+#[test]
+fn with_calls_in_flight_a_replys_receive_goes_back_at_once() {
+    use crate::program::{dispatch, NULL, PROG, VERS};
+    let cfg = ConnConfig {
+        credits: 2,
+        ..ConnConfig::default()
+    };
+    let (mut c, mut s) = crate::loopback::soft_pair(dispatch(), cfg, cfg).expect("soft pair");
+    let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    // A first round trip raises the grant to two.
+    c.submit(&null, 0).expect("submit");
+    let mut done = Vec::new();
+    while done.is_empty() {
+        s.poll();
+        c.poll_completions(|x| done.push(x.tag));
+        assert!(std::time::Instant::now() < deadline, "no first reply");
+    }
+    c.submit(&null, 1).expect("submit");
+    while s.poll() == 0 {
+        assert!(std::time::Instant::now() < deadline, "no Call");
+    }
+    // Call 2 is sent but not answered when the reply to Call 1 is polled.
+    c.submit(&null, 2).expect("a second credit");
+    done.clear();
+    while done.is_empty() {
+        c.poll_completions(|x| done.push(x.tag));
+        assert!(std::time::Instant::now() < deadline, "no reply");
+    }
+    assert_eq!(done, [1]);
+    assert_eq!(c.in_flight(), 1);
+    assert!(c.reposts.is_empty(), "reposted at once");
+}
