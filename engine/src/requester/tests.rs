@@ -1,6 +1,8 @@
 use super::recovery::invalidate_limit;
 use super::*;
 use crate::fabric::soft::Soft;
+use crate::program::{NULL, PROG, VERS};
+use crate::responder::ServerConn;
 use rpcrdma_proto::header::Header;
 use rpcrdma_proto::rpc::{AcceptStat, AuthStat, RejectedReply};
 
@@ -702,6 +704,18 @@ fn segments_grow_only_where_a_chunk_would_overflow_its_list() {
     assert_eq!(segment_len(seg, 8 << 20), 128 * 1024);
 }
 
+/// A soft pair serving the built-in program with `credits` at both ends, and a deadline
+/// ten seconds away for the test's waits.
+fn null_pair(credits: u32) -> (Client<Soft>, ServerConn<Soft>, std::time::Instant) {
+    let cfg = ConnConfig {
+        credits,
+        ..ConnConfig::default()
+    };
+    let (c, s) = crate::loopback::soft_pair(crate::program::dispatch(), cfg, cfg).expect("pair");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    (c, s, deadline)
+}
+
 /// With credit for one Call, the receive a reply consumed waits for the next poll
 /// ([`SPARE_RECVS`]): the next Call leaves first, the server answers it before the client
 /// polls again, and the reply lands in the spare receive. A receive waited for every Call
@@ -709,14 +723,8 @@ fn segments_grow_only_where_a_chunk_would_overflow_its_list() {
 /// connection.
 #[test]
 fn a_replys_receive_goes_back_after_the_next_call() {
-    use crate::program::{dispatch, NULL, PROG, VERS};
-    let cfg = ConnConfig {
-        credits: 1,
-        ..ConnConfig::default()
-    };
-    let (mut c, mut s) = crate::loopback::soft_pair(dispatch(), cfg, cfg).expect("soft pair");
+    let (mut c, mut s, deadline) = null_pair(1);
     let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     for round in 0..4u64 {
         c.submit(&null, round).expect("a credit after each reply");
         while s.poll() == 0 {
@@ -748,14 +756,8 @@ fn a_replys_receive_goes_back_after_the_next_call() {
 /// connection is not waiting for the caller's next Call.
 #[test]
 fn with_calls_in_flight_a_replys_receive_goes_back_at_once() {
-    use crate::program::{dispatch, NULL, PROG, VERS};
-    let cfg = ConnConfig {
-        credits: 2,
-        ..ConnConfig::default()
-    };
-    let (mut c, mut s) = crate::loopback::soft_pair(dispatch(), cfg, cfg).expect("soft pair");
+    let (mut c, mut s, deadline) = null_pair(2);
     let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     // A first round trip raises the grant to two.
     c.submit(&null, 0).expect("submit");
     let mut done = Vec::new();
