@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Same-run comparison of a null RPC's round trip with independent transports on this machine:
-# the cache-line ping-pong `rpcrdma bench rpc` measures itself, UCX's shared-memory tag
+# the cache-line ping-pong and the zero-work message ring `rpcrdma bench rpc` measures itself, UCX's shared-memory tag
 # ping-pong (ucx_perftest, UCX_TLS=posix,self) and a TCP ping-pong over loopback (sockperf),
 # each pinned to the same two cores, interleaved round by round so that every transport sees
 # the same phases of a shared host. Prints one line per round and the medians.
@@ -69,25 +69,37 @@ tcp_rtt() {
 
 tmp=$(mktemp -d)
 trap 'cleanup; rm -rf "$tmp"' EXIT
-printf '%-6s %12s %12s %12s %12s %10s %10s\n' round limit_ns rpc_p50_ns ucx_rtt_ns tcp_rtt_ns \
-  rpc/limit rpc/ucx
+touch "$tmp/vs_ring"
+printf '%-6s %10s %10s %12s %12s %12s %10s %10s %10s\n' round limit_ns ring_ns rpc_p50_ns ucx_rtt_ns \
+  tcp_rtt_ns rpc/limit rpc/ring rpc/ucx
 for r in $(seq 1 "$ROUNDS"); do
   json=$("$RPCRDMA" bench rpc --workload null --depth 1 --seconds 0.5 --json)
   limit=$(field limit_ns_p50 <<<"$json")
+  ring=$(field ns_per_round_trip <<<"$json")
+  # The ring measured before and after the run in different phases: no ratio to it.
+  changed=$(grep -c '"phase_changed":true' <<<"$json" || true)
   rpc=$(field p50 <<<"$json")
   ucx=$(ucx_rtt)
   tcp=$(tcp_rtt)
   echo "$limit" >>"$tmp/limit"
+  echo "$ring" >>"$tmp/ring"
   echo "$rpc" >>"$tmp/rpc"
   echo "$ucx" >>"$tmp/ucx"
   echo "$tcp" >>"$tmp/tcp"
-  awk -v l="$limit" -v p="$rpc" -v u="$ucx" -v t="$tcp" -v r="$r" 'BEGIN {
-    printf "%-6s %12s %12s %12s %12s %10.2f %10.2f\n", r, l, p, u, t, p / l, (u > 0 ? p / u : 0) }'
+  awk -v l="$limit" -v g="$ring" -v c="$changed" -v p="$rpc" -v u="$ucx" -v t="$tcp" -v r="$r" 'BEGIN {
+    ring = (c > 0 ? "-" : sprintf("%.2f", (g > 0 ? p / g : 0)))
+    printf "%-6s %10s %10.0f %12s %12s %12s %10.2f %10s %10.2f\n", r, l, g, p, u, t, p / l, ring,
+      (u > 0 ? p / u : 0) }'
   awk -v l="$limit" -v p="$rpc" 'BEGIN {print p / l}' >>"$tmp/ratio"
+  awk -v g="$ring" -v c="$changed" -v p="$rpc" 'BEGIN {if (g > 0 && c == 0) print p / g}' >>"$tmp/vs_ring"
   awk -v u="$ucx" -v p="$rpc" 'BEGIN {if (u > 0) print p / u}' >>"$tmp/vs_ucx"
 done
-printf '%-6s %12s %12s %12s %12s %10.2f %10.2f\n' median "$(median <"$tmp/limit")" \
-  "$(median <"$tmp/rpc")" "$(median <"$tmp/ucx")" "$(median <"$tmp/tcp")" \
-  "$(median <"$tmp/ratio")" "$(median <"$tmp/vs_ucx")"
-echo "(round trips, p50 per run; rpc = rpcrdma null RPC at depth 1 on the soft fabric;"
+vs_ring=$(median <"$tmp/vs_ring")
+if [ "$vs_ring" = nan ]; then vs_ring=-; else vs_ring=$(printf '%.2f' "$vs_ring"); fi
+printf '%-6s %10s %10.0f %12s %12s %12s %10.2f %10s %10.2f\n' median "$(median <"$tmp/limit")" \
+  "$(median <"$tmp/ring")" "$(median <"$tmp/rpc")" "$(median <"$tmp/ucx")" "$(median <"$tmp/tcp")" \
+  "$(median <"$tmp/ratio")" "$vs_ring" "$(median <"$tmp/vs_ucx")"
+echo "(round trips, p50 per run; ring = the zero-work message ring's mean round trip on the same cores,"
+echo " rpc/ring '-' where the ring measured the host in another phase before and after the run;"
+echo " rpc = rpcrdma null RPC at depth 1 on the soft fabric;"
 echo " ucx = UCX tag ping-pong, 8 B, posix shared memory; tcp = sockperf TCP ping-pong, 64 B, loopback)"
