@@ -260,6 +260,52 @@ pub fn message_ring(
     })
 }
 
+/// The ring for a null RPC at `depth` on `cores` (client, server), with as many round trips
+/// as take a few tens of milliseconds on these hosts in either phase.
+pub fn null_ring(depth: usize, cores: (usize, usize)) -> Result<RingLimit, RingError> {
+    let round_trips = if depth >= 8 { 400_000 } else { 100_000 };
+    message_ring(
+        depth,
+        NULL_CALL_BYTES,
+        NULL_REPLY_BYTES,
+        round_trips,
+        Some(cores),
+    )
+}
+
+/// The ring measured on both sides of a run: the better of the two is the ceiling; two that
+/// differ by more than half say that the host changed phase meanwhile (these hosts move
+/// between a fast and a slow phase within minutes), and then no ratio to either means much.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bracket {
+    /// The faster measurement.
+    pub best: RingLimit,
+    /// The other one.
+    pub other: RingLimit,
+}
+
+impl Bracket {
+    /// The bracket of two measurements, or of the one there is.
+    pub fn of(a: Option<RingLimit>, b: Option<RingLimit>) -> Option<Bracket> {
+        let (a, b) = match (a, b) {
+            (Some(a), Some(b)) => (a, b),
+            (Some(r), None) | (None, Some(r)) => (r, r),
+            (None, None) => return None,
+        };
+        let (best, other) = if a.rate_rps >= b.rate_rps {
+            (a, b)
+        } else {
+            (b, a)
+        };
+        Some(Bracket { best, other })
+    }
+
+    /// Whether the two measurements differ by more than half.
+    pub fn phase_changed(&self) -> bool {
+        self.best.rate_rps > 1.5 * self.other.rate_rps
+    }
+}
+
 /// Spins until `done`, yielding now and then (a long wait means the other side may share
 /// this core), giving up past [`WAIT_LIMIT`] or when the other side stopped (and then
 /// telling it to stop too).
@@ -325,6 +371,26 @@ mod tests {
             assert!(r.round_trips > 0 && r.round_trips < 50_000_000, "{r:?}");
             assert!(r.rate_rps > 0.0, "{r:?}");
         }
+    }
+
+    #[test]
+    fn a_bracket_keeps_the_better_and_sees_a_phase_change() {
+        let at = |rate_rps: f64| RingLimit {
+            depth: 32,
+            round_trips: 1000,
+            rate_rps,
+            ns_per_round_trip: 1e9 / rate_rps,
+        };
+        assert_eq!(Bracket::of(None, None), None);
+        let one = Bracket::of(Some(at(8e6)), None).unwrap();
+        assert_eq!((one.best, one.other), (at(8e6), at(8e6)));
+        assert!(!one.phase_changed());
+        let near = Bracket::of(Some(at(8e6)), Some(at(10e6))).unwrap();
+        assert_eq!((near.best.rate_rps, near.other.rate_rps), (10e6, 8e6));
+        assert!(!near.phase_changed());
+        let far = Bracket::of(Some(at(36e6)), Some(at(8e6))).unwrap();
+        assert_eq!(far.best.rate_rps, 36e6);
+        assert!(far.phase_changed());
     }
 
     #[test]

@@ -31,7 +31,7 @@ use crate::fleet::{self, core_of, cores, FleetReport};
 use crate::limits::{copy_to_reader_ns, cross_core_copy_ns};
 use crate::local;
 use crate::point::{CpuPerRpc, Forms, Latency, Limits, MemoryPerConn, Point, PointConfig, Ratios};
-use crate::ring::{message_ring, NULL_CALL_BYTES, NULL_REPLY_BYTES};
+use crate::ring::null_ring;
 use crate::rpc::{LoadConfig, Prepared, Workload};
 
 /// How each point runs.
@@ -253,16 +253,7 @@ fn ring_for(c: &PointConfig, settings: &Settings, target: &Target) -> Option<f64
     }
     let n = cores();
     let pair = (settings.first_core % n, (settings.first_core + 1) % n);
-    let round_trips = if c.depth >= 8 { 400_000 } else { 100_000 };
-    message_ring(
-        c.depth as usize,
-        NULL_CALL_BYTES,
-        NULL_REPLY_BYTES,
-        round_trips,
-        Some(pair),
-    )
-    .ok()
-    .map(|r| r.rate_rps)
+    null_ring(c.depth as usize, pair).ok().map(|r| r.rate_rps)
 }
 
 /// One repetition of one point.

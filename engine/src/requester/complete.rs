@@ -17,7 +17,7 @@ impl<P: Provider> Client<P> {
         F: FnMut(Completion<'_>),
     {
         self.post_queued();
-        // The receives the last poll left for after the Calls its callbacks sent.
+        // The receives the last poll left to go back after the caller's next Call.
         self.repost();
         if !self.cancelled.is_empty() {
             self.finish_cancelled(&mut f);

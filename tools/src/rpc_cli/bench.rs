@@ -221,10 +221,9 @@ where
         l.shutdown();
     }
     let limit = before.min(reference(200_000));
-    let ring = match (ring_before, ring_ceiling(args, threads)) {
-        (Some(a), Some(b)) => Some(Ring::of(a, b)),
-        (a, b) => a.or(b).map(|r| Ring::of(r, r)),
-    };
+    // Measured before the in-process server started and after it stopped (its workers
+    // busy-poll the same cores).
+    let ring = Bracket::of(ring_before, ring_ceiling(args, threads));
     for m in &measured {
         report(P::NAME, args, m, limit, ring, workers, threads);
     }
@@ -236,11 +235,9 @@ where
 }
 
 /// The zero-work message ring on the client's and the server's cores at the run's depth
-/// (`rpcrdma_bench::ring`): the ceiling a null RPC's rate is read against. Measured before
-/// the in-process server starts and after it stops (its workers busy-poll), and only for
-/// the shape it models: one client thread, one connection and one worker in this process,
-/// and a null workload among those to run. `None` otherwise, or if the ring could not run
-/// (printed).
+/// (`rpcrdma_bench::ring`), for the shape it models: one client thread, one connection and
+/// one worker in this process, and a null workload among those to run. `None` otherwise, or
+/// if the ring could not run (printed).
 fn ring_ceiling(args: &BenchArgs, threads: usize) -> Option<RingLimit> {
     let modelled = args.connect.is_none() && args.conns == 1 && args.workers == 1 && threads == 1;
     if !modelled || !args.workloads().contains(&Workload::Null) {
@@ -251,44 +248,9 @@ fn ring_ceiling(args: &BenchArgs, threads: usize) -> Option<RingLimit> {
         core_of(args.core, 0, 1, ncores),
         core_of(args.core + 1, 0, 1, ncores),
     );
-    let round_trips = if args.depth >= 8 { 400_000 } else { 100_000 };
-    match message_ring(
-        args.depth as usize,
-        NULL_CALL_BYTES,
-        NULL_REPLY_BYTES,
-        round_trips,
-        Some(cores),
-    ) {
-        Ok(r) => Some(r),
-        Err(e) => {
-            eprintln!("bench rpc: {e}");
-            None
-        }
-    }
-}
-
-/// The ring's measurements around a run: the better of the two is the ceiling; two that
-/// differ by more than half say that the host changed phase (see the README), and then no
-/// ratio to either means much.
-#[derive(Clone, Copy, Debug)]
-struct Ring {
-    best: RingLimit,
-    other: RingLimit,
-}
-
-impl Ring {
-    fn of(a: RingLimit, b: RingLimit) -> Ring {
-        let (best, other) = if a.rate_rps >= b.rate_rps {
-            (a, b)
-        } else {
-            (b, a)
-        };
-        Ring { best, other }
-    }
-
-    fn phase_changed(&self) -> bool {
-        self.best.rate_rps > 1.5 * self.other.rate_rps
-    }
+    null_ring(args.depth as usize, cores)
+        .map_err(|e| eprintln!("bench rpc: {e}"))
+        .ok()
 }
 
 /// The clients' reconnections and retransmissions so far, summed.
@@ -440,7 +402,7 @@ fn report(
     args: &BenchArgs,
     m: &Measured,
     limit_rtt: u64,
-    ring: Option<Ring>,
+    ring: Option<Bracket>,
     workers: Option<usize>,
     threads: usize,
 ) {
