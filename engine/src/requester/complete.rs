@@ -18,7 +18,9 @@ impl<P: Provider> Client<P> {
     {
         self.post_queued();
         // The receives the last poll left to go back after the caller's next Call.
-        self.repost();
+        if !self.reposts.is_empty() {
+            self.repost();
+        }
         if !self.cancelled.is_empty() {
             self.finish_cancelled(&mut f);
         }
