@@ -147,8 +147,7 @@ impl std::error::Error for RingError {}
 /// `call_bytes` in flight, a server thread on `cores.1` answers each with `reply_bytes`
 /// (in batches, as it finds them); `round_trips` are timed after a tenth as many of
 /// warm-up (timing starts earlier if the warm-up takes a tenth of a second), or as many as
-/// fit in a second. Every message is checked by a word of each of
-/// its lines.
+/// fit in a second. Every message is checked by a word of each of its lines.
 pub fn message_ring(
     depth: usize,
     call_bytes: usize,
@@ -211,7 +210,7 @@ pub fn message_ring(
                     calls.send(sent);
                     sent += 1;
                 }
-                wait(|| replies.ready(got), stop)?;
+                let slow = wait(|| replies.ready(got), stop)?;
                 while got < sent && replies.ready(got) {
                     if !replies.read(got) {
                         stop.store(true, Ordering::Relaxed);
@@ -223,8 +222,9 @@ pub fn message_ring(
                     }
                 }
                 // A run that shares its cores with other busy threads crawls: cut it short
-                // and keep what was measured (a clock reading every 1024 round trips).
-                if got >= next_look {
+                // and keep what was measured (a clock reading every 1024 round trips, and
+                // after every wait long enough to have yielded the core).
+                if got >= next_look || slow {
                     next_look = got + 1024;
                     let spent = begun.elapsed();
                     if timed_from.is_none() && spent > RUN_LIMIT / 10 {
@@ -308,9 +308,9 @@ impl Bracket {
 
 /// Spins until `done`, yielding now and then (a long wait means the other side may share
 /// this core), giving up past [`WAIT_LIMIT`] or when the other side stopped (and then
-/// telling it to stop too).
+/// telling it to stop too). `Ok(true)` if it yielded.
 #[inline]
-fn wait(mut done: impl FnMut() -> bool, stop: &AtomicBool) -> Result<(), RingError> {
+fn wait(mut done: impl FnMut() -> bool, stop: &AtomicBool) -> Result<bool, RingError> {
     let mut spins = 0u32;
     let mut since: Option<Instant> = None;
     // No PAUSE between looks: the engine's pollers spin without one, and on some cores it
@@ -329,7 +329,7 @@ fn wait(mut done: impl FnMut() -> bool, stop: &AtomicBool) -> Result<(), RingErr
             }
         }
     }
-    Ok(())
+    Ok(spins >= 4096)
 }
 
 #[cfg(test)]
