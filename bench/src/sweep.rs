@@ -219,12 +219,12 @@ where
         for rep in 0..settings.reps {
             let cacheline = cacheline_pingpong(100_000).p50_ns * 2;
             let pair = Some((0, 1 % cores()));
-            let copies = Copies {
+            let same_run = SameRun {
                 from_other: cross_core_copy_ns(c.size as usize, 100, pair),
                 to_reader: copy_to_reader_ns(c.size as usize, 100, pair),
                 ring: ring_for(c, settings, target),
             };
-            let p = run_point::<P>(c, rep, n, settings, target, open, cacheline, copies)?;
+            let p = run_point::<P>(c, rep, n, settings, target, open, cacheline, same_run)?;
             each(out.len(), &p);
             out.push(p);
         }
@@ -232,9 +232,10 @@ where
     Ok(out)
 }
 
-/// The same-run copies of a point's payload ([`crate::limits`]).
+/// The same-run limits measured before a repetition besides the cache-line round trip: the
+/// copies of the point's payload ([`crate::limits`]) and the zero-work ring ([`crate::ring`]).
 #[derive(Clone, Copy, Debug)]
-struct Copies {
+struct SameRun {
     /// Bytes another core wrote, copied into this core's buffer.
     from_other: Option<u64>,
     /// This core's bytes copied into a buffer another core read.
@@ -266,7 +267,7 @@ fn run_point<P: Provider>(
     target: &Target,
     open: &(dyn Fn() -> Result<P::Device, String> + Sync),
     cacheline: u64,
-    copies: Copies,
+    same_run: SameRun,
 ) -> Result<Point, SweepError>
 where
     P::Addr: FromStr,
@@ -383,7 +384,7 @@ where
         &per_worker,
         cpu_before.zip(cpu_after),
         cacheline,
-        copies,
+        same_run,
     );
     p.memory_per_conn = memory;
     p.spoke = spoke;
@@ -405,7 +406,7 @@ fn combine(
     per_worker_rpcs: &[u64],
     process_cpu: Option<(Duration, Duration)>,
     cacheline: u64,
-    copies: Copies,
+    same_run: SameRun,
 ) -> Point {
     let r = &run.total;
     let (rpcs, seconds, rate) = (r.rpcs, r.seconds, r.rate_rps);
@@ -454,15 +455,17 @@ fn combine(
         forms,
         limits: Limits {
             cacheline_rtt_ns: cacheline,
-            copy_ns: copies.from_other,
-            copy_to_reader_ns: copies.to_reader,
-            ring_rps: copies.ring,
+            copy_ns: same_run.from_other,
+            copy_to_reader_ns: same_run.to_reader,
+            ring_rps: same_run.ring,
         },
         ratios: Ratios {
             p50_to_cacheline: lat.p50 as f64 / cacheline.max(1) as f64,
-            p50_to_copy: copies.from_other.map(|k| lat.p50 as f64 / k.max(1) as f64),
-            p50_to_copy_to_reader: copies.to_reader.map(|k| lat.p50 as f64 / k.max(1) as f64),
-            rate_to_ring: copies.ring.map(|g| rate / g.max(1e-9)),
+            p50_to_copy: same_run
+                .from_other
+                .map(|k| lat.p50 as f64 / k.max(1) as f64),
+            p50_to_copy_to_reader: same_run.to_reader.map(|k| lat.p50 as f64 / k.max(1) as f64),
+            rate_to_ring: same_run.ring.map(|g| rate / g.max(1e-9)),
         },
         spoke: c.version.max(1),
         per_conn_rps: r
