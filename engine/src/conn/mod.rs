@@ -471,6 +471,15 @@ pub(crate) fn post_all_recvs<P: Provider>(
     Ok(())
 }
 
+/// Receives each end posts beyond what its peer may have in flight toward it (the
+/// responder: the grant; the requester: its Calls and the reverse Calls it serves). RFC 8166
+/// §3.3.1 asks only that a receive wait for every message the peer may send. With these
+/// spare ones, up to this many consumed receives may be reposted after the end's next Send
+/// instead of before it, which takes the repost off the round trip: the responder's
+/// replies leave before their reposts (`ServerConn::flush`), and a requester with nothing
+/// else in flight reposts after the caller's next Call (`Client::repost_unless_spared`).
+pub(crate) const SPARE_RECVS: u32 = 1;
+
 /// Receives posted per `post_recv_list` by [`repost_recvs`].
 const REPOST_BATCH: usize = 32;
 

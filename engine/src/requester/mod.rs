@@ -68,7 +68,7 @@ use rpcrdma_proto::xdr::pad4;
 use crate::conn::wrid::{self, Kind};
 use crate::conn::{
     self, send_payload, view, ConnConfig, ConnError, Negotiation, Registration, RequesterCredits,
-    SendQueue, Wire,
+    SendQueue, Wire, SPARE_RECVS,
 };
 use crate::dispatch::MAX_BULK_RESULTS;
 use crate::fabric::{
@@ -364,15 +364,6 @@ enum Retransmit {
     Corrupt,
 }
 
-/// Receives posted beyond one per credit (and per reverse Call served at once). RFC 8166
-/// §3.3.1 asks that a receive wait for the reply of every Call before the Call is sent; with
-/// these spare ones, at most this many consumed receives can wait to be reposted until after
-/// the next Call is posted (`Client::repost_unless_spared`: when no other Call is in flight),
-/// which takes the repost off the round trip of a closed loop: a reply's completion, its
-/// callback and the next Call, then the repost while the Call travels. Posted receives stay
-/// at least the Calls and reverse Calls in flight.
-pub(crate) const SPARE_RECVS: u32 = 1;
-
 /// One client connection. When it is lost, the pending RPCs' memory is made unreachable
 /// first; then they complete with [`RpcError::ConnectionLost`], or — with
 /// [`ConnConfig::retransmit`] — are sent again, same XIDs, on a new connection the client
@@ -483,7 +474,8 @@ impl<P: Provider> Client<P> {
         config.validate()?;
         let n = config.credits;
         // Receives: one per credit, one per reverse Call served at once (version 2), and the
-        // spare ones that let a reply's receive go back after the next Call ([`SPARE_RECVS`]).
+        // spare ones that let a reply's receive go back after the next Call
+        // ([`conn::SPARE_RECVS`]).
         let nrev = Self::reverse_receives(&config, reverse.is_some());
         let nrecv = n + nrev + SPARE_RECVS;
         let pd = device.alloc_pd()?;

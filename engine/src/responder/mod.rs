@@ -10,7 +10,7 @@
 //!
 //! # Resources of one connection (all allocated at accept)
 //!
-//! - `credits` receive buffers and [`SPARE_RECVS`] more, all posted at accept and reposted
+//! - `credits` receive buffers and `conn::SPARE_RECVS` more, all posted at accept and reposted
 //!   (in a batch) before the replies of the Calls they carried are sent, unless the spare
 //!   ones cover the batch (`flush.rs`): posted + in process ≥ `credits` at every instant,
 //!   and the grant never exceeds `credits` (RFC 8166 §3.3.1).
@@ -56,7 +56,8 @@ use rpcrdma_proto::verdict::{self, AcceptedCall, Action, CallSummary, Verdict};
 
 use crate::conn::wrid::{self, Kind};
 use crate::conn::{
-    self, send_payload, view, ConnConfig, ConnError, Negotiation, ResponderCredits, SendQueue, Wire,
+    self, send_payload, view, ConnConfig, ConnError, Negotiation, ResponderCredits, SendQueue,
+    Wire, SPARE_RECVS,
 };
 use crate::dispatch::{Deferred, Dispatch, Lend, Lookup, Outcome, Request, Response};
 use crate::fabric::{
@@ -77,11 +78,6 @@ const STATE_CHECK_EVERY: u32 = 1 << 16;
 /// Send-queue slots a reply may need (RDMA Writes plus its Send).
 const REPLY_WRS: u64 =
     (reply::MAX_WRITE_CHUNKS * reply::MAX_SEGMENTS + reply::MAX_SEGMENTS + 1) as u64;
-/// Receives posted beyond the grant. While a turn has no more consumed receives than this to
-/// repost, its replies leave first and the reposts follow, off the round trip: the requester
-/// may send again as soon as a reply arrives, and the spare receive takes that Call (RFC 8166
-/// §3.3.1 asks only that a receive wait for every Call the grant allows).
-const SPARE_RECVS: u32 = 1;
 
 /// Where a Call stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -327,8 +323,8 @@ impl<P: Provider> ServerConn<P> {
     /// were) and a fresh [`Response`], and its outcome is sent as the handler's would have
     /// been — results inline, in Write chunks or through the Reply chunk, RDMA_ERROR where
     /// they do not fit what the requester provided. The receive and the reply are both
-    /// posted before this returns, in the order `flush` chooses (RFC 8166 §3.3.1). `answer` may defer
-    /// again, under a new ticket ([`Response::deferred`]). Call it on the thread that polls
+    /// posted before this returns, in the order `flush` chooses (RFC 8166 §3.3.1). `answer`
+    /// may defer again, under a new ticket ([`Response::deferred`]). Call it on the thread that polls
     /// the connection; it never blocks. Refused, without running `answer`, for a ticket
     /// that names no waiting Call, when no reply buffer or send-queue room is free now
     /// (poll, then try again), or on a lost connection.
