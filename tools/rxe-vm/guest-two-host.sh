@@ -80,9 +80,11 @@ for spec in null:short_calls echo:3000:short_replies echo:200000:long_calls \
 done
 
 banner "rpcrdma sweep across the link"
-if timeout 600 rpcrdma sweep "${C[@]}" --op null,echo,read,write --sizes 512,64k \
+# (The guest has no /dev/fd: its output is kept with tee, not process substitution.)
+timeout 600 rpcrdma sweep "${C[@]}" --op null,echo,read,write --sizes 512,64k \
     --force-form auto,chunked,long --reps 1 --seconds 0.3 --warmup 0.05 \
-    --json /tmp/sweep.json; then
+    --json /tmp/sweep.json 2>&1 | tee /tmp/sweep.out
+if [ "${PIPESTATUS[0]}" -eq 0 ]; then
     n=$(wc -l </tmp/sweep.json)
     missing=
     for f in short_calls chunked_calls long_calls short_replies long_replies write_chunks; do
@@ -95,6 +97,7 @@ if timeout 600 rpcrdma sweep "${C[@]}" --op null,echo,read,write --sizes 512,64k
     fi
 else
     fail "sweep failed"
+    tail -n 12 /tmp/sweep.out
 fi
 
 banner "bench rpc across the link"
@@ -103,8 +106,8 @@ if out=$(timeout 120 rpcrdma bench rpc "${C[@]}" --workload null,write:64k,read:
     echo "$out"
     pass "bench rpc"
 else
-    echo "$out"
     fail "bench rpc"
+    echo "$out"
 fi
 
 banner "a fault run: connections dropped with rdma_disconnect"
@@ -114,8 +117,8 @@ if out=$(timeout 180 rpcrdma bench rpc "${C[@]}" --workload echo:1k,write:64k --
     echo "$out"
     pass "fault run: every RPC exactly once"
 else
-    echo "$out"
     fail "fault run"
+    echo "$out"
 fi
 
 echo "$PROG: $passed passed, $failed failed"

@@ -16,11 +16,15 @@
 #   --smp N          guest CPUs (default 2)
 #   --kernel-args S  extra kernel command line, e.g. "loglevel=7" to see the
 #                    kernel's messages in the console log
-#   --link L:R:MAC   a second NIC (eth1, MAC address MAC) joined to another guest by
-#                    UDP datagrams between host ports 127.0.0.1:L (this guest's end)
-#                    and 127.0.0.1:R (the other's): two guests given mirrored ports
-#                    share a private Ethernet link (two-host.sh); the guest job
-#                    configures eth1 and its rxe device itself
+#   --link listen:SOCKET:MAC | connect:SOCKET:MAC
+#                    a second NIC (eth1, MAC address MAC) joined to another guest by a
+#                    stream on the host's Unix socket SOCKET (a path without ':'): one
+#                    guest listens, the other connects once it does (two-host.sh waits
+#                    for the socket). The stream loses no frame, as RoCE's Ethernet is
+#                    meant to lose none (PFC): QEMU's datagram link dropped bursts in the
+#                    host's full UDP buffers, and each loss stalled soft-RoCE for its 2 s
+#                    retransmission timer; a TCP stream held small frames back 40 ms
+#                    (Nagle). The guest job configures eth1 and its rxe device itself
 #   --keep           keep the host work folder (share, console log) and print it
 #   -v, --verbose    print boot and run timings on stderr
 #
@@ -82,8 +86,10 @@ for e in "${ENVS[@]}"; do
 done
 LINK_ARGS=()
 if [ -n "$LINK" ]; then
-    [[ $LINK =~ ^([0-9]+):([0-9]+):([0-9a-fA-F:]{17})$ ]] || fatal "--link wants LOCAL_PORT:REMOTE_PORT:MAC, got: $LINK"
-    LINK_ARGS=(-netdev "dgram,id=n1,local.type=inet,local.host=127.0.0.1,local.port=${BASH_REMATCH[1]},remote.type=inet,remote.host=127.0.0.1,remote.port=${BASH_REMATCH[2]}"
+    [[ $LINK =~ ^(listen|connect):([^:,]+):([0-9a-fA-F:]{17})$ ]] || fatal "--link wants listen:SOCKET:MAC or connect:SOCKET:MAC, got: $LINK"
+    server=off
+    [ "${BASH_REMATCH[1]}" = listen ] && server=on
+    LINK_ARGS=(-netdev "stream,id=n1,server=$server,addr.type=unix,addr.path=${BASH_REMATCH[2]}"
                -device "virtio-net-pci,netdev=n1,mac=${BASH_REMATCH[3]},romfile=")
 fi
 

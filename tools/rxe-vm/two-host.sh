@@ -1,6 +1,6 @@
 #!/bin/bash
 # two-host.sh: rpcrdma between two soft-RoCE guests joined by a private Ethernet
-# link (QEMU datagram sockets on the host's loopback between the two emulators):
+# link (a stream on a Unix socket between the two emulators: lossless, no Nagle):
 # `rpcrdma serve` in one guest, `call`, `sweep` and `bench rpc` (a fault run too)
 # in the other (guest-two-host.sh). Needs the image (build-image.sh) and a release
 # `rpcrdma`; vm-test.sh runs it after the one-guest tests.
@@ -17,15 +17,16 @@ BIN=${RPCRDMA:-${CARGO_TARGET_DIR:-$REPO/target}/release/rpcrdma}
 TIMEOUT=${TWO_HOST_TIMEOUT:-900}
 [ -x "$BIN" ] || { echo "two-host: no $BIN (cargo build --release -p rpcrdma-tools)" >&2; exit 125; }
 
-# Two UDP ports on the host's loopback, one per end of the link.
-PA=$((30000 + RANDOM % 20000))
-PB=$((PA + 1))
-SERVER_LOG=$(mktemp "${TMPDIR:-/tmp}/two-host-server.XXXXXX")
+# The link's Unix socket, in a folder of its own: the server's emulator listens on it.
+LINKDIR=$(mktemp -d "${TMPDIR:-/tmp}/two-host-link.XXXXXX")
+SOCK=$LINKDIR/link
+SERVER_LOG=$LINKDIR/server.log
+CLIENT_LOG=$LINKDIR/client.log
 COMMON=(--image "$IMAGE" --mem 1536M --bin "$BIN" --bin "$HERE/guest-two-host.sh"
         --bin "$HERE/guest-lib.sh")
 
 "$HERE/run.sh" "${COMMON[@]}" --timeout $((TIMEOUT + 120)) \
-    --link "$PA:$PB:52:54:00:77:00:01" -- guest-two-host.sh server >"$SERVER_LOG" 2>&1 &
+    --link "listen:$SOCK:52:54:00:77:00:01" -- guest-two-host.sh server >"$SERVER_LOG" 2>&1 &
 SERVER=$!
 stop_server() {
     if kill -0 "$SERVER" 2>/dev/null; then
@@ -33,14 +34,34 @@ stop_server() {
         wait "$SERVER" 2>/dev/null
     fi
 }
-trap 'stop_server; rm -f "$SERVER_LOG"' EXIT
+trap 'stop_server; rm -rf "$LINKDIR"' EXIT
 
-rc=0
+# QEMU 7.2's stream client does not retry: it connects once the listener is there.
+for ((i = 0; i < 600; i++)); do
+    [ -S "$SOCK" ] && break
+    kill -0 "$SERVER" 2>/dev/null || break
+    sleep 0.1
+done
+if [ ! -S "$SOCK" ]; then
+    echo "two-host: the server guest's emulator did not listen on $SOCK; it said:" >&2
+    tail -n 40 "$SERVER_LOG" >&2
+    exit 125
+fi
+
+# The client's output is shown as it comes and kept, so that a failure's own lines
+# can be repeated last, where a log cut to its tail (CI's) still shows them.
 "$HERE/run.sh" "${COMMON[@]}" --timeout "$TIMEOUT" \
-    --link "$PB:$PA:52:54:00:77:00:02" -- guest-two-host.sh client || rc=$?
+    --link "connect:$SOCK:52:54:00:77:00:02" -- guest-two-host.sh client 2>&1 | tee "$CLIENT_LOG"
+rc=${PIPESTATUS[0]}
 stop_server
 if [ "$rc" -ne 0 ]; then
-    echo "two-host: the client guest exited with $rc; the server guest said:" >&2
-    tail -n 40 "$SERVER_LOG" >&2
+    {
+        echo "two-host: the client guest exited with $rc; the server guest said:"
+        tail -n 40 "$SERVER_LOG"
+        echo "two-host: the client guest's failed checks (each with what follows it):"
+        grep -A 25 ': FAIL ' "$CLIENT_LOG" || echo "(none: the guest stopped before its checks ended)"
+        echo "two-host: the client guest's last lines:"
+        tail -n 15 "$CLIENT_LOG"
+    } >&2
 fi
 exit "$rc"

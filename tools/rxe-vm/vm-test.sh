@@ -70,13 +70,17 @@ fi
 [ "$rc" -eq 0 ] || { echo "vm-test: image build failed ($rc)" >&2; exit "$rc"; }
 
 echo "vm-test: image ready after $(secs) s; booting the guest ($MODE)" >&2
+# The guest's output is shown as it comes and kept, so that its failed checks can be
+# repeated at the very end, where a log cut to its tail (CI's) still shows them.
+GUEST_LOG=$(mktemp "${TMPDIR:-/tmp}/vm-test-guest.XXXXXX")
+trap 'rm -f "$GUEST_LOG"' EXIT
 rc=0
 "$HERE/run.sh" --image "$IMAGE" --timeout "${VM_TEST_TIMEOUT:-1200}" \
     --mem 3G --bin "$BIN" --bin "$NFS3D" --bin "$NFS3PROBE" --bin "$HERE/guest-vm-test.sh" --bin "$HERE/guest-lib.sh" \
     --bin "$HERE/guest-nfs.sh" --env "NFS_ROUNDS=${NFS_ROUNDS:-1}" \
     --env "ROUNDS=${BENCH_ROUNDS:-3}" --env "ITERS=${BENCH_ITERS:-5000}" \
     --env "OPS=${BENCH_OPS:-send write read}" --env "SIZES=${BENCH_SIZES:-8 64 512 4096 65536}" \
-    -- guest-vm-test.sh "$MODE" || rc=$?
+    -- guest-vm-test.sh "$MODE" 2>&1 | tee "$GUEST_LOG" || rc=${PIPESTATUS[0]}
 echo "vm-test: $MODE finished after $(secs) s with exit code $rc" >&2
 if [ "$MODE" = test ] && [ "${VM_TEST_TWO_HOST:-1}" = 1 ]; then
     # Two guests, each with its own soft-RoCE device, joined by a private link:
@@ -86,5 +90,9 @@ if [ "$MODE" = test ] && [ "${VM_TEST_TWO_HOST:-1}" = 1 ]; then
     RXE_VM_IMAGE="$IMAGE" RPCRDMA="$BIN" "$HERE/two-host.sh" || two=$?
     echo "vm-test: two hosts finished after $(secs) s with exit code $two" >&2
     [ "$rc" -ne 0 ] || rc=$two
+fi
+if [ "$rc" -ne 0 ] && grep -q ': FAIL ' "$GUEST_LOG"; then
+    echo "vm-test: the one-guest run's failed checks (two-host.sh reports its own above):" >&2
+    grep ': FAIL ' "$GUEST_LOG" >&2
 fi
 exit "$rc"
