@@ -67,7 +67,8 @@ fn shares(n: usize, threads: usize) -> Vec<usize> {
 /// drops one every `sever_every`. `allocations` is read around the first thread's
 /// measured phase (every thread starts its loop once all have made their state, and none
 /// drains or reports before all have measured: [`Gates`]), and the count is divided by
-/// every thread's RPCs. `progress` sees the sum of every thread's.
+/// every thread's RPCs. `progress` sees the sum of every thread's. A run whose measured
+/// phase completed no RPC on any thread is [`LoadError::NoneMeasured`].
 pub fn run<P: Provider>(
     clients: &mut [Client<P>],
     prepared: &Prepared,
@@ -150,7 +151,7 @@ where
         reports.push(r?);
     }
     Ok(FleetReport {
-        total: merge(reports),
+        total: rpc::measured(merge(reports))?,
         threads,
     })
 }
@@ -191,6 +192,47 @@ mod tests {
         assert_eq!(shares(2, 8), vec![1, 1]);
         assert_eq!(shares(1, 0), vec![1]);
         assert_eq!(shares(7, 3).iter().sum::<usize>(), 7);
+    }
+
+    /// A server that never answers: the measured phase completes nothing, and the run says
+    /// so instead of reporting a rate of 0 (the Calls fail by their timeout in the drain).
+    #[test]
+    fn a_measured_phase_without_a_completion_is_an_error() {
+        use rpcrdma_engine::conn::ConnConfig;
+        use rpcrdma_engine::dispatch::Dispatch;
+        use std::sync::Arc;
+        use std::time::Duration;
+        let cfg = ConnConfig::default();
+        let (client, _silent) =
+            rpcrdma_engine::loopback::soft_pair(Arc::new(Dispatch::new()), cfg, cfg).unwrap();
+        let mut clients = vec![client];
+        let load = LoadConfig::new(
+            2,
+            Duration::from_millis(30),
+            Duration::ZERO,
+            Duration::from_millis(100),
+        );
+        let prepared = crate::workload::Prepared::new(crate::workload::Workload::Null);
+        let r = run(&mut clients, &prepared, load, &[None], || None, |_| {});
+        match r {
+            Err(LoadError::NoneMeasured { phase, outside }) => {
+                assert!(phase >= Duration::from_millis(30), "{phase:?}");
+                // The one Call in flight (one credit until a first Reply grants more,
+                // RFC 8166 §3.3.1) failed by its timeout, after the phase.
+                assert_eq!(outside, 1);
+            }
+            other => panic!(
+                "expected NoneMeasured, got {:?}",
+                other.map(|r| r.total.rpcs)
+            ),
+        }
+        let e = LoadError::NoneMeasured {
+            phase: Duration::from_millis(30),
+            outside: 2,
+        };
+        assert!(e
+            .to_string()
+            .contains("no RPC completed in the 0.03 s measured phase"));
     }
 
     #[test]

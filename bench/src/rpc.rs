@@ -173,6 +173,15 @@ pub enum LoadError {
     Stalled,
     /// Bad settings.
     Config(&'static str),
+    /// The measured phase ended with no RPC completed in it: its numbers would say
+    /// nothing. The RPCs are slower than the phase is long (or a stall of the fabric
+    /// outlasted it).
+    NoneMeasured {
+        /// The measured phase's length.
+        phase: Duration,
+        /// RPCs that completed in the warm-up and the drain around it.
+        outside: u64,
+    },
 }
 
 impl core::fmt::Display for LoadError {
@@ -182,6 +191,12 @@ impl core::fmt::Display for LoadError {
             LoadError::Reply(e) => write!(f, "bad reply: {e}"),
             LoadError::Stalled => f.write_str("no reply within the RPC timeout"),
             LoadError::Config(why) => write!(f, "bad settings: {why}"),
+            LoadError::NoneMeasured { phase, outside } => write!(
+                f,
+                "no RPC completed in the {:.2} s measured phase ({outside} before or after \
+                 it): lengthen it (--seconds) or lower --depth",
+                phase.as_secs_f64()
+            ),
         }
     }
 }
@@ -341,7 +356,8 @@ impl Lane {
     }
 }
 
-/// Runs `prepared` on `client` as `cfg` says (see [`run_many`]).
+/// Runs `prepared` on `client` as `cfg` says (see [`run_many`]); a measured phase in
+/// which no RPC completed is [`LoadError::NoneMeasured`].
 pub fn run<P: Provider>(
     client: &mut Client<P>,
     prepared: &Prepared,
@@ -357,6 +373,20 @@ pub fn run<P: Provider>(
         allocations,
         progress,
     )
+    .and_then(measured)
+}
+
+/// `report` if its measured phase completed an RPC, else [`LoadError::NoneMeasured`]:
+/// a rate of 0 and percentiles of nothing are no result. (One thread of several may
+/// complete none; a whole run must not.)
+pub fn measured(report: LoadReport) -> Result<LoadReport, LoadError> {
+    if report.rpcs > 0 {
+        return Ok(report);
+    }
+    Err(LoadError::NoneMeasured {
+        phase: Duration::from_secs_f64(report.seconds.max(0.0)),
+        outside: report.faults.completed,
+    })
 }
 
 /// Runs `prepared` on every one of `clients` from this thread (each connection polled in
