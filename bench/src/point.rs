@@ -206,7 +206,8 @@ impl Point {
     }
 
     /// Reads points written one JSON object per line (blank lines skipped), or a JSON
-    /// array of them.
+    /// array of them. The lines of failed repetitions (a configuration, `rep` and `error`:
+    /// [`crate::sweep::Failure`]) are skipped: they measured nothing.
     pub fn read_all(text: &str) -> Result<Vec<Point>, ReadError> {
         let trimmed = text.trim_start();
         let points: Vec<Point> = if trimmed.starts_with('[') {
@@ -217,10 +218,12 @@ impl Point {
                 if line.trim().is_empty() {
                     continue;
                 }
-                v.push(
-                    serde_json::from_str(line)
-                        .map_err(|e| ReadError::Line(i + 1, e.to_string()))?,
-                );
+                let bad = |e: serde_json::Error| ReadError::Line(i + 1, e.to_string());
+                let value: serde_json::Value = serde_json::from_str(line).map_err(bad)?;
+                if value.get("error").is_some() && value.get("rpcs").is_none() {
+                    continue;
+                }
+                v.push(serde_json::from_value(value).map_err(bad)?);
             }
             v
         };
@@ -380,6 +383,23 @@ pub(crate) mod tests {
         let v: serde_json::Value = serde_json::from_str(&a.to_json()).unwrap();
         assert_eq!(v["op"], "read");
         assert_eq!(v["lat_ns"]["p50"], 1500);
+    }
+
+    #[test]
+    fn failed_repetitions_are_skipped() {
+        let a = point("read", 4096, "auto", 0, 1500, 1e5);
+        let failed = crate::sweep::Failure {
+            config: a.config.clone(),
+            rep: 1,
+            error: "no reply within the RPC timeout".into(),
+        };
+        let lines = format!("{}\n{}\n", a.to_json(), failed.to_json());
+        assert_eq!(Point::read_all(&lines).unwrap(), vec![a]);
+        // A file of failures alone holds no point.
+        assert!(matches!(
+            Point::read_all(&failed.to_json()),
+            Err(ReadError::Empty)
+        ));
     }
 
     #[test]

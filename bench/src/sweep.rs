@@ -17,6 +17,8 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use serde::Serialize;
+
 use rpcrdma_engine::conn::{ConnConfig, Registration};
 use rpcrdma_engine::fabric::bench::cacheline_pingpong;
 use rpcrdma_engine::fabric::Provider;
@@ -191,15 +193,60 @@ fn point_addr(base: &str, n: usize) -> String {
     }
 }
 
-/// Runs every point of `points` `settings.reps` times; calls `each` with every point as it
-/// is measured (for progress and streaming output) and returns them all.
+/// A repetition of a point whose RPCs failed ([`SweepError::Load`]): the sweep went on
+/// without it. One JSON line of a sweep's output, beside the points: the point's
+/// configuration, `rep` and `error` ([`Point::read_all`] skips it).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Failure {
+    /// The point (flattened into the object, as a [`Point`]'s is).
+    #[serde(flatten)]
+    pub config: PointConfig,
+    /// Its repetition, from 0.
+    pub rep: u32,
+    /// What failed.
+    pub error: String,
+}
+
+impl Failure {
+    /// The failure as one line of JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// One step of a sweep, as [`run`] hands it over.
+#[derive(Clone, Copy, Debug)]
+pub enum Step<'a> {
+    /// A repetition measured.
+    Measured(&'a Point),
+    /// A repetition whose RPCs failed.
+    Failed(&'a Failure),
+}
+
+/// What a sweep measured, and the repetitions that failed.
+#[derive(Debug, Default)]
+pub struct Swept {
+    /// Every repetition measured, in order.
+    pub points: Vec<Point>,
+    /// Every repetition whose RPCs failed, in order.
+    pub failed: Vec<Failure>,
+}
+
+/// Runs every point of `points` `settings.reps` times; calls `each` with every step as it
+/// ends (for progress and streaming output) and returns them all.
+///
+/// A repetition whose RPCs fail (a stall, a bad reply, a phase that completed nothing) is
+/// recorded as a [`Failure`] and the sweep goes on: one point of a long tuning run does
+/// not cost the rest. Settings that cannot work stop it before anything runs
+/// ([`SweepError::Misfit`]), and a server that cannot be started or reached stops it
+/// where it happens ([`SweepError::Setup`]).
 pub fn run<P: Provider>(
     points: &[PointConfig],
     settings: &Settings,
     target: &Target,
     open: &(dyn Fn() -> Result<P::Device, String> + Sync),
-    mut each: impl FnMut(usize, &Point),
-) -> Result<Vec<Point>, SweepError>
+    mut each: impl FnMut(usize, Step<'_>),
+) -> Result<Swept, SweepError>
 where
     P::Addr: FromStr,
     <P::Addr as FromStr>::Err: core::fmt::Display,
@@ -214,7 +261,10 @@ where
     // server of the last one stopped, this one's not yet started): these hosts change speed
     // by a factor of several within a minute, and a ratio is only worth something against a
     // limit taken in the same phase.
-    let mut out = Vec::with_capacity(points.len() * settings.reps as usize);
+    let mut out = Swept {
+        points: Vec::with_capacity(points.len() * settings.reps as usize),
+        failed: Vec::new(),
+    };
     for (n, c) in points.iter().enumerate() {
         for rep in 0..settings.reps {
             let cacheline = cacheline_pingpong(100_000).p50_ns * 2;
@@ -224,9 +274,23 @@ where
                 to_reader: copy_to_reader_ns(c.size as usize, 100, pair),
                 ring: ring_for(c, settings, target),
             };
-            let p = run_point::<P>(c, rep, n, settings, target, open, cacheline, same_run)?;
-            each(out.len(), &p);
-            out.push(p);
+            let step = out.points.len() + out.failed.len();
+            match run_point::<P>(c, rep, n, settings, target, open, cacheline, same_run) {
+                Ok(p) => {
+                    each(step, Step::Measured(&p));
+                    out.points.push(p);
+                }
+                Err(SweepError::Load { point, error }) => {
+                    let f = Failure {
+                        config: *point,
+                        rep,
+                        error,
+                    };
+                    each(step, Step::Failed(&f));
+                    out.failed.push(f);
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
     Ok(out)
@@ -532,6 +596,8 @@ mod tests {
             seen += 1;
         })
         .unwrap();
+        assert!(out.failed.is_empty(), "{:?}", out.failed);
+        let out = out.points;
         assert_eq!(out.len(), 24);
         for p in &out {
             assert!(p.rpcs > 0 && p.lat_ns.p50 > 0, "{p:?}");
@@ -570,7 +636,9 @@ mod tests {
         let points = axes.points().unwrap();
         let open = || Soft::open_device(None).map_err(|e| e.to_string());
         let target = Target::InProcess(format!("@rpcrdma-sweep-ring.{}", std::process::id()));
-        let out = run::<Soft>(&points, &settings(), &target, &open, |_, _| {}).unwrap();
+        let out = run::<Soft>(&points, &settings(), &target, &open, |_, _| {})
+            .unwrap()
+            .points;
         assert_eq!(out.len(), 4);
         for p in &out {
             let (ring, ratio) = (p.limits.ring_rps, p.ratios.rate_to_ring);
@@ -583,6 +651,57 @@ mod tests {
                 assert_eq!((ring, ratio), (None, None), "{p:?}");
             }
         }
+    }
+
+    /// A procedure the in-process server does not serve fails each time it runs; the sweep
+    /// records both repetitions and measures the next point anyway.
+    #[test]
+    fn a_failing_point_is_recorded_and_the_sweep_goes_on() {
+        let axes = Axes {
+            provider: "soft".into(),
+            ops: vec!["prog:400199:1:0".into(), "null".into()],
+            sizes: vec![0],
+            inline: vec![4096],
+            credits: vec![8],
+            depth: vec![1],
+            inline_sends: vec![256],
+            registration: vec!["windows".into()],
+            remote_invalidation: vec![crate::axes::RemoteInvalidation::On],
+            conns: vec![1],
+            workers: vec![1],
+            forms: vec!["auto".into()],
+            versions: vec![1],
+        };
+        let points = axes.points().unwrap();
+        assert_eq!(points.len(), 2);
+        let open = || Soft::open_device(None).map_err(|e| e.to_string());
+        let target = Target::InProcess(format!("@rpcrdma-sweep-fail.{}", std::process::id()));
+        let mut steps = Vec::new();
+        let out = run::<Soft>(&points, &settings(), &target, &open, |i, step| {
+            steps.push((i, matches!(step, Step::Failed(_))));
+        })
+        .unwrap();
+        let failing = points.iter().find(|c| c.op.starts_with("prog:")).unwrap();
+        assert_eq!(out.failed.len(), 2, "{:?}", out.failed);
+        for (rep, f) in out.failed.iter().enumerate() {
+            assert_eq!((&f.config, f.rep), (failing, rep as u32));
+            assert!(!f.error.is_empty());
+            // Its JSON line names the point and the error, and is no point.
+            let line = f.to_json();
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(v["op"], "prog:400199:1:0");
+            assert_eq!(v["rep"], rep);
+            assert_eq!(v["error"], f.error.as_str());
+        }
+        assert_eq!(out.points.len(), 2);
+        assert!(out
+            .points
+            .iter()
+            .all(|p| p.config.op == "null" && p.rpcs > 0));
+        // Every step handed over, in order, failures included.
+        let failed_first = points[0].op.starts_with("prog:");
+        let want: Vec<(usize, bool)> = (0..4).map(|i| (i, (i < 2) == failed_first)).collect();
+        assert_eq!(steps, want);
     }
 
     #[test]

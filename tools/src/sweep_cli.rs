@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rpcrdma_bench::axes::{self, Axes, AxisError, RemoteInvalidation};
 use rpcrdma_bench::crossover::{crossovers, recommended_threshold};
 use rpcrdma_bench::point::{Point, PointConfig};
-use rpcrdma_bench::sweep::{self, Settings, Target};
+use rpcrdma_bench::sweep::{self, Settings, Step, Target};
 use rpcrdma_bench::{plot, report};
 use rpcrdma_engine::fabric::soft::Soft;
 use rpcrdma_engine::fabric::verbs::Verbs;
@@ -385,18 +385,33 @@ where
     );
     bar.suspend(|| out.line(&header()));
     let mut write_error = None;
-    let result = sweep::run::<P>(points, &settings, &target, open, |_, p| {
-        bar.suspend(|| out.line(&row(p)));
+    let result = sweep::run::<P>(points, &settings, &target, open, |_, step| {
         bar.inc(1);
-        bar.set_message(report::label(&p.config));
-        if let Some(j) = json.as_mut() {
-            if writeln!(j, "{}", p.to_json()).is_err() {
-                write_error.get_or_insert("writing the JSON file");
+        match step {
+            Step::Measured(p) => {
+                bar.suspend(|| out.line(&row(p)));
+                bar.set_message(report::label(&p.config));
+                if let Some(j) = json.as_mut() {
+                    if writeln!(j, "{}", p.to_json()).is_err() {
+                        write_error.get_or_insert("writing the JSON file");
+                    }
+                }
+                if let Some(c) = csv.as_mut() {
+                    if writeln!(c, "{}", p.csv_row()).is_err() {
+                        write_error.get_or_insert("writing the CSV file");
+                    }
+                }
             }
-        }
-        if let Some(c) = csv.as_mut() {
-            if writeln!(c, "{}", p.csv_row()).is_err() {
-                write_error.get_or_insert("writing the CSV file");
+            Step::Failed(f) => {
+                // On standard error, whichever way the table goes.
+                bar.suspend(|| eprintln!("{}", failure_line(f)));
+                // In the JSON beside the points (read back, it is skipped); the CSV holds
+                // measurements only.
+                if let Some(j) = json.as_mut() {
+                    if writeln!(j, "{}", f.to_json()).is_err() {
+                        write_error.get_or_insert("writing the JSON file");
+                    }
+                }
             }
         }
     });
@@ -406,8 +421,8 @@ where
             write_error.get_or_insert("flushing an output file");
         }
     }
-    let measured = match result {
-        Ok(p) => p,
+    let (measured, failed) = match result {
+        Ok(s) => (s.points, s.failed),
         Err(e) => return fail(&e.to_string()),
     };
     if let Some(e) = write_error {
@@ -473,7 +488,24 @@ where
             Err(e) => return fail(&e.to_string()),
         }
     }
+    if !failed.is_empty() {
+        return fail(&format!(
+            "{} of {} repetition(s) failed (the FAILED lines); the rest were measured",
+            failed.len(),
+            failed.len() + measured.len()
+        ));
+    }
     ExitCode::SUCCESS
+}
+
+/// The table's line for a repetition whose RPCs failed.
+fn failure_line(f: &sweep::Failure) -> String {
+    format!(
+        "FAILED {} rep {}: {}",
+        report::label(&f.config),
+        f.rep,
+        f.error
+    )
 }
 
 fn fail(e: &str) -> ExitCode {

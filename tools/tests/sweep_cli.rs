@@ -302,3 +302,52 @@ fn a_sweep_of_any_programs_procedure() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("prog:P:V:N"));
 }
+
+/// A point whose RPCs fail (a program the in-process server does not serve) is reported and
+/// recorded, the sweep measures the next one anyway and exits 1; `report` reads the file,
+/// skipping the failure.
+#[test]
+fn a_failing_point_does_not_stop_the_sweep() {
+    let d = scratch("failing");
+    let json = d.join("f.json");
+    let out = run(&[
+        "sweep",
+        "--op",
+        "prog:400199:1:0,null",
+        "--reps",
+        "1",
+        "--seconds",
+        "0.05",
+        "--warmup",
+        "0.01",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("FAILED prog:400199:1:0") && stderr.contains("PROG_UNAVAIL"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("1 of 2 repetition(s) failed"), "{stderr}");
+    let lines = points(&json);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let failed: Vec<&Value> = lines.iter().filter(|l| l.get("error").is_some()).collect();
+    assert_eq!(failed.len(), 1, "{lines:?}");
+    assert_eq!(failed[0]["op"], "prog:400199:1:0");
+    assert_eq!(failed[0]["rep"], 0);
+    let null = lines
+        .iter()
+        .find(|l| l["op"] == "null")
+        .expect("the null point");
+    assert!(null["rpcs"].as_u64().unwrap() > 0, "{null}");
+    // The file reads back as its one measured point.
+    let j = json.to_str().unwrap();
+    let out = run(&["report", j, j]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
