@@ -567,24 +567,38 @@ mod tests {
         }
     }
 
-    #[test]
-    fn every_form_runs_in_process_and_is_seen_in_its_form() {
-        let axes = Axes {
+    /// The axes of one null point on soft (one connection, one worker, depth 1); tests
+    /// change what they sweep.
+    fn one_null_point() -> Axes {
+        Axes {
             provider: "soft".into(),
-            ops: vec!["write".into(), "read".into()],
-            sizes: vec![512],
+            ops: vec!["null".into()],
+            sizes: vec![0],
             inline: vec![4096],
             credits: vec![8],
-            depth: vec![2],
+            depth: vec![1],
             inline_sends: vec![256],
             registration: vec!["windows".into()],
             remote_invalidation: vec![crate::axes::RemoteInvalidation::On],
-            conns: vec![2],
+            conns: vec![1],
             workers: vec![1],
+            forms: vec!["auto".into()],
+            versions: vec![1],
+        }
+    }
+
+    #[test]
+    fn every_form_runs_in_process_and_is_seen_in_its_form() {
+        let axes = Axes {
+            ops: vec!["write".into(), "read".into()],
+            sizes: vec![512],
+            depth: vec![2],
+            conns: vec![2],
             forms: vec!["short".into(), "chunked".into(), "long".into()],
             // Both versions: a version 2 client refuses a server without it, so a point of
             // version 2 that ran spoke it.
             versions: vec![1, 2],
+            ..one_null_point()
         };
         let points = axes.points().unwrap();
         assert_eq!(points.len(), 12);
@@ -619,19 +633,9 @@ mod tests {
     #[test]
     fn a_null_point_of_one_connection_is_read_against_the_ring() {
         let axes = Axes {
-            provider: "soft".into(),
-            ops: vec!["null".into()],
-            sizes: vec![0],
-            inline: vec![4096],
-            credits: vec![8],
             depth: vec![4],
-            inline_sends: vec![256],
-            registration: vec!["windows".into()],
-            remote_invalidation: vec![crate::axes::RemoteInvalidation::On],
             conns: vec![1, 2],
-            workers: vec![1],
-            forms: vec!["auto".into()],
-            versions: vec![1],
+            ..one_null_point()
         };
         let points = axes.points().unwrap();
         let open = || Soft::open_device(None).map_err(|e| e.to_string());
@@ -658,19 +662,8 @@ mod tests {
     #[test]
     fn a_failing_point_is_recorded_and_the_sweep_goes_on() {
         let axes = Axes {
-            provider: "soft".into(),
             ops: vec!["prog:400199:1:0".into(), "null".into()],
-            sizes: vec![0],
-            inline: vec![4096],
-            credits: vec![8],
-            depth: vec![1],
-            inline_sends: vec![256],
-            registration: vec!["windows".into()],
-            remote_invalidation: vec![crate::axes::RemoteInvalidation::On],
-            conns: vec![1],
-            workers: vec![1],
-            forms: vec!["auto".into()],
-            versions: vec![1],
+            ..one_null_point()
         };
         let points = axes.points().unwrap();
         assert_eq!(points.len(), 2);
