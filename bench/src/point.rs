@@ -206,12 +206,20 @@ impl Point {
     }
 
     /// Reads points written one JSON object per line (blank lines skipped), or a JSON
-    /// array of them. The lines of failed repetitions (a configuration, `rep` and `error`:
+    /// array of them. Failed repetitions (a configuration, `rep` and `error`:
     /// [`crate::sweep::Failure`]) are skipped: they measured nothing.
     pub fn read_all(text: &str) -> Result<Vec<Point>, ReadError> {
         let trimmed = text.trim_start();
+        // A failed repetition's object: an error and no measurement.
+        let failed = |v: &serde_json::Value| v.get("error").is_some() && v.get("rpcs").is_none();
         let points: Vec<Point> = if trimmed.starts_with('[') {
-            serde_json::from_str(trimmed).map_err(|e| ReadError::Line(1, e.to_string()))?
+            let bad = |e: serde_json::Error| ReadError::Line(1, e.to_string());
+            let values: Vec<serde_json::Value> = serde_json::from_str(trimmed).map_err(bad)?;
+            let mut v = Vec::with_capacity(values.len());
+            for value in values.into_iter().filter(|x| !failed(x)) {
+                v.push(serde_json::from_value(value).map_err(bad)?);
+            }
+            v
         } else {
             let mut v = Vec::new();
             for (i, line) in text.lines().enumerate() {
@@ -220,7 +228,7 @@ impl Point {
                 }
                 let bad = |e: serde_json::Error| ReadError::Line(i + 1, e.to_string());
                 let value: serde_json::Value = serde_json::from_str(line).map_err(bad)?;
-                if value.get("error").is_some() && value.get("rpcs").is_none() {
+                if failed(&value) {
                     continue;
                 }
                 v.push(serde_json::from_value(value).map_err(bad)?);
@@ -394,7 +402,9 @@ pub(crate) mod tests {
             error: "no reply within the RPC timeout".into(),
         };
         let lines = format!("{}\n{}\n", a.to_json(), failed.to_json());
-        assert_eq!(Point::read_all(&lines).unwrap(), vec![a]);
+        assert_eq!(Point::read_all(&lines).unwrap(), vec![a.clone()]);
+        let array = format!("[{},{}]", failed.to_json(), a.to_json());
+        assert_eq!(Point::read_all(&array).unwrap(), vec![a]);
         // A file of failures alone holds no point.
         assert!(matches!(
             Point::read_all(&failed.to_json()),

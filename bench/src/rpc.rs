@@ -179,7 +179,7 @@ pub enum LoadError {
     NoneMeasured {
         /// The measured phase's length.
         phase: Duration,
-        /// RPCs that completed in the warm-up and the drain around it.
+        /// RPCs that ended, answered or failed, in the warm-up and the drain around it.
         outside: u64,
     },
 }
@@ -193,8 +193,8 @@ impl core::fmt::Display for LoadError {
             LoadError::Config(why) => write!(f, "bad settings: {why}"),
             LoadError::NoneMeasured { phase, outside } => write!(
                 f,
-                "no RPC completed in the {:.2} s measured phase ({outside} before or after \
-                 it): lengthen it (--seconds) or lower --depth",
+                "no RPC completed in the {:.2} s measured phase ({outside} ended before or \
+                 after it): lengthen the phase or lower the depth",
                 phase.as_secs_f64()
             ),
         }

@@ -498,7 +498,7 @@ where
     ExitCode::SUCCESS
 }
 
-/// The table's line for a repetition whose RPCs failed.
+/// The line printed on standard error for a repetition whose RPCs failed.
 fn failure_line(f: &sweep::Failure) -> String {
     format!(
         "FAILED {} rep {}: {}",
