@@ -324,10 +324,10 @@ impl<P: Provider> ServerConn<P> {
     /// been — results inline, in Write chunks or through the Reply chunk, RDMA_ERROR where
     /// they do not fit what the requester provided. The receive and the reply are both
     /// posted before this returns, in the order `flush` chooses (RFC 8166 §3.3.1). `answer`
-    /// may defer again, under a new ticket ([`Response::deferred`]). Call it on the thread that polls
-    /// the connection; it never blocks. Refused, without running `answer`, for a ticket
-    /// that names no waiting Call, when no reply buffer or send-queue room is free now
-    /// (poll, then try again), or on a lost connection.
+    /// may defer again, under a new ticket ([`Response::deferred`]). Call it on the thread
+    /// that polls the connection; it never blocks. Refused, without running `answer`, for a
+    /// ticket that names no waiting Call, when no reply buffer or send-queue room is free
+    /// now (poll, then try again), or on a lost connection.
     pub fn complete<F>(&mut self, ticket: Deferred, answer: F) -> Result<(), CompleteError>
     where
         F: FnOnce(&Request<'_>, &mut Response<'_>) -> Outcome,
