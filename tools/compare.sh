@@ -2,9 +2,9 @@
 # Same-run comparison of a null RPC's round trip with independent transports on this machine:
 # the cache-line ping-pong and the zero-work message ring `rpcrdma bench rpc` measures itself,
 # UCX's shared-memory tag ping-pong (ucx_perftest, UCX_TLS=posix,self) and a TCP ping-pong
-# over loopback (sockperf),
-# each pinned to the same two cores, interleaved round by round so that every transport sees
-# the same phases of a shared host. Prints one line per round and the medians.
+# over loopback (sockperf), each pinned to the same two cores, interleaved round by round so
+# that every transport sees the same phases of a shared host. Prints one line per round and
+# the medians.
 #
 # Usage: tools/compare.sh [ROUNDS]   (default 5; `make compare`)
 # Needs: target/release/rpcrdma (make build), ucx-utils and sockperf (installed with apt-get
