@@ -168,16 +168,12 @@ pub fn message_ring(
     let warmup = (round_trips / 10).max(1);
     let total = warmup + round_trips;
     let stop = AtomicBool::new(false);
-    let ids = core_affinity::get_core_ids().unwrap_or_default();
-    let pin = |k: Option<usize>| {
-        if let Some(id) = k.and_then(|k| ids.get(k)) {
-            core_affinity::set_for_current(*id);
-        }
-    };
     let (calls, replies, stop) = (&calls, &replies, &stop);
     let (server, client) = thread::scope(|s| {
         let server = s.spawn(move || -> Result<(), RingError> {
-            pin(cores.map(|c| c.1));
+            if let Some((_, core)) = cores {
+                crate::fleet::pin(core);
+            }
             let mut next = 0;
             while next < total {
                 wait(|| calls.ready(next), stop)?;
@@ -199,7 +195,9 @@ pub fn message_ring(
             Ok(())
         });
         let client = s.spawn(move || -> Result<(Duration, u64), RingError> {
-            pin(cores.map(|c| c.0));
+            if let Some((core, _)) = cores {
+                crate::fleet::pin(core);
+            }
             let (mut sent, mut got) = (0, 0);
             let begun = Instant::now();
             // Timing starts after the warm-up, or after a tenth of the run's time limit.

@@ -80,22 +80,12 @@ pub enum SweepError {
     Misfit(String),
     /// The server could not start or be reached.
     Setup(String),
-    /// A point's RPCs failed.
-    Load {
-        /// The point.
-        point: Box<PointConfig>,
-        /// What failed.
-        error: String,
-    },
 }
 
 impl core::fmt::Display for SweepError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             SweepError::Misfit(s) | SweepError::Setup(s) => f.write_str(s),
-            SweepError::Load { point, error } => {
-                write!(f, "{}: {error}", crate::report::label(point))
-            }
         }
     }
 }
@@ -193,7 +183,7 @@ fn point_addr(base: &str, n: usize) -> String {
     }
 }
 
-/// A repetition of a point whose RPCs failed ([`SweepError::Load`]): the sweep went on
+/// A repetition of a point whose RPCs failed (a [`crate::rpc::LoadError`]): the sweep went on
 /// without it. One JSON line of a sweep's output, beside the points: the point's
 /// configuration, `rep` and `error` ([`Point::read_all`] skips it).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -275,21 +265,20 @@ where
                 ring: ring_for(c, settings, target),
             };
             let step = out.points.len() + out.failed.len();
-            match run_point::<P>(c, rep, n, settings, target, open, cacheline, same_run) {
+            match run_point::<P>(c, rep, n, settings, target, open, cacheline, same_run)? {
                 Ok(p) => {
                     each(step, Step::Measured(&p));
                     out.points.push(p);
                 }
-                Err(SweepError::Load { point, error }) => {
+                Err(error) => {
                     let f = Failure {
-                        config: *point,
+                        config: c.clone(),
                         rep,
                         error,
                     };
                     each(step, Step::Failed(&f));
                     out.failed.push(f);
                 }
-                Err(e) => return Err(e),
             }
         }
     }
@@ -321,7 +310,8 @@ fn ring_for(c: &PointConfig, settings: &Settings, target: &Target) -> Option<f64
     null_ring(c.depth as usize, pair).ok().map(|r| r.rate_rps)
 }
 
-/// One repetition of one point.
+/// One repetition of one point: `Err` stops the sweep, `Ok(Err)` is this repetition's
+/// failed load.
 #[allow(clippy::too_many_arguments)]
 fn run_point<P: Provider>(
     c: &PointConfig,
@@ -332,7 +322,7 @@ fn run_point<P: Provider>(
     open: &(dyn Fn() -> Result<P::Device, String> + Sync),
     cacheline: u64,
     same_run: SameRun,
-) -> Result<Point, SweepError>
+) -> Result<Result<Point, String>, SweepError>
 where
     P::Addr: FromStr,
     <P::Addr as FromStr>::Err: core::fmt::Display,
@@ -437,10 +427,10 @@ where
     let spoke = clients
         .first()
         .map_or(1, |c| c.negotiation().wire().number());
-    let run = run.map_err(|e| SweepError::Load {
-        point: Box::new(c.clone()),
-        error: e.to_string(),
-    })?;
+    let run = match run {
+        Ok(run) => run,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
     let mut p = combine(
         c,
         rep,
@@ -452,7 +442,7 @@ where
     );
     p.memory_per_conn = memory;
     p.spoke = spoke;
-    Ok(p)
+    Ok(Ok(p))
 }
 
 fn total_rpcs<P: Provider>(w: &Workers<ServerConn<P>>) -> Vec<u64>
