@@ -7,16 +7,18 @@
 mod common;
 mod raw;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use raw::*;
 use rpcrdma_engine::conn::{ConnConfig, ConnError, Registration, Version, Wire};
 use rpcrdma_engine::fabric::soft::{Soft, SoftAddr};
+use rpcrdma_engine::fabric::{Provider, WcStatus};
 use rpcrdma_engine::loopback::{connect_to, soft_server};
 use rpcrdma_engine::requester::{CallArgs, Client, RpcError};
 use rpcrdma_engine::responder::{Server, ServerConn};
-use rpcrdma_proto::header::{Chunks, Segment};
+use rpcrdma_proto::header::{Chunks, Header, HeaderView, RdmaError, Segment};
+use rpcrdma_proto::rpc::ReplyHeader;
 use rpcrdma_proto::v2::props::Property;
 use rpcrdma_proto::v2::{Error2, Header2, HeaderView2, Htype, View2Body};
 
@@ -312,6 +314,220 @@ fn hostile_version_2_headers_get_the_drafts_errors() {
             Some(xid),
             "{name}"
         );
+    }
+}
+
+/// A first message with `rdma_vers` 2 that does not decode as version 2 decides nothing on
+/// an open (`Version::Auto`) connection (\[V2\] §5.3.3, §7): it gets the RDMA2_ERROR that
+/// version 2's verdict gives it (or nothing, for a malformed response) without the
+/// connection switching, so that a valid version 1 NULL after it is answered in version 1,
+/// a valid version 2 one in version 2; that valid message then decides the version, as a
+/// first valid message does.
+#[test]
+fn an_undecodable_version_2_first_message_decides_nothing() {
+    let (mut srv, addr) = soft_server(dispatch(), cfg(Version::Auto)).unwrap();
+    let v2_null = |xid| {
+        v2_msg(
+            xid,
+            0,
+            Chunks::NONE,
+            &call_header_of(xid, 2, PROG, VERS, NULL),
+        )
+    };
+    let mut cases: Vec<(&str, Vec<u8>, Option<Error2>)> = Vec::new();
+    // What a hostile peer sent: version 1's layout with rdma_vers 2.
+    let mut v1_layout = null_call(0x80);
+    set_word(&mut v1_layout, 4, 2);
+    cases.push((
+        "version 1 layout with rdma_vers 2",
+        v1_layout,
+        Some(Error2::BadXdr),
+    ));
+    let mut flags = v2_null(0x81);
+    set_word(&mut flags, 16, 0x8000_0000);
+    cases.push(("reserved flag bit", flags, Some(Error2::BadXdr)));
+    let mut htype = v2_null(0x82);
+    set_word(&mut htype, 12, 9);
+    cases.push(("unknown htype 9", htype, Some(Error2::InvalHtype)));
+    let mut bad = Vec::new();
+    for w in [0x83u32, 2, 32, 5, 0, 1, 1, 2, 0] {
+        bad.extend_from_slice(&w.to_be_bytes());
+    }
+    cases.push((
+        "RDMA2_CONNPROP with a 2-byte receive buffer size",
+        bad,
+        Some(Error2::BadXdr),
+    ));
+    // Its header parses, but the verdict finds it malformed.
+    let mut xid = v2_null(0x84);
+    set_word(&mut xid, 28, 0x999);
+    cases.push(("RPC XID ≠ rdma_xid", xid, Some(Error2::BadXdr)));
+    // Version 1's layout with rdma_vers 2 and RPCRDMA2_F_RESPONSE where its read list is:
+    // a malformed response, dropped.
+    let mut response = null_call(0x85);
+    set_word(&mut response, 4, 2);
+    set_word(&mut response, 16, 1);
+    cases.push(("malformed response", response, None));
+    for (name, m, err) in &cases {
+        for then_v2 in [false, true] {
+            let what = format!("{name}, then version {}", if then_v2 { 2 } else { 1 });
+            let (mut raw, mut s) = raw_connect(&mut srv, &addr);
+            raw.send(m);
+            match err {
+                Some(err) => {
+                    let back = raw.expect(&mut s);
+                    let h = HeaderView2::parse(&back).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                    assert_eq!(
+                        (h.xid(), h.vers(), h.htype(), h.is_response(), h.error()),
+                        (w(m, 0), 2, Htype::Error, true, Some(*err)),
+                        "{what}"
+                    );
+                    assert_eq!(s.snapshot().rdma2_errors, 1, "{what}");
+                }
+                None => {
+                    raw.expect_nothing(&mut s);
+                    assert_eq!(s.snapshot().discards, 1, "{what}");
+                }
+            }
+            assert_eq!(s.negotiation().wire(), Wire::V1, "{what}: still open");
+            assert_eq!(s.snapshot().v2_connections, 0, "{what}");
+            let xid = 0x90;
+            if then_v2 {
+                raw.send(&v2_null(xid));
+                let back = raw.expect(&mut s);
+                let h = HeaderView2::parse(&back).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                assert_eq!(
+                    (h.xid(), h.vers(), h.htype(), h.is_response()),
+                    (xid, 2, Htype::Msg, true),
+                    "{what}"
+                );
+                let (r, _) = ReplyHeader::parse(h.payload()).expect("RPC reply");
+                assert!(r.xid == xid && r.is_success(), "{what}: {r:?}");
+                assert_eq!(s.negotiation().wire(), Wire::V2, "{what}");
+                assert_eq!(s.snapshot().v2_connections, 1, "{what}");
+                // Decided: a version 1 Call now gets ERR_VERS 2..2 (§7.3).
+                raw.send(&null_call(0x91));
+                let back = raw.expect(&mut s);
+                assert_eq!(
+                    [w(&back, 0), w(&back, 4), w(&back, 12), w(&back, 16)],
+                    [0x91, 1, 4, 1],
+                    "{what}: ERR_VERS"
+                );
+                assert_eq!([w(&back, 20), w(&back, 24)], [2, 2], "{what}: 2..2");
+            } else {
+                raw.send(&null_call(xid));
+                let back = raw.expect(&mut s);
+                let h = HeaderView::parse(&back).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                assert_eq!((h.xid(), h.vers()), (xid, 1), "{what}");
+                let r = rpc_reply(&back);
+                assert!(r.xid == xid && r.is_success(), "{what}: {r:?}");
+                assert_eq!(s.negotiation().wire(), Wire::V1, "{what}");
+                // Decided: a version 2 Call now gets ERR_VERS 1..1 (RFC 8166 §4.5.1).
+                raw.send(&v2_null(0x91));
+                let back = raw.expect(&mut s);
+                assert_eq!(
+                    [w(&back, 0), w(&back, 4), w(&back, 12), w(&back, 16)],
+                    [0x91, 2, 4, 1],
+                    "{what}: ERR_VERS"
+                );
+                assert_eq!([w(&back, 20), w(&back, 24)], [1, 1], "{what}: 1..1");
+                assert_eq!(s.snapshot().v2_connections, 0, "{what}");
+            }
+            assert!(!s.is_dead(), "{what}");
+        }
+    }
+}
+
+/// Nor does such a message move the requester: its version is decided only by a decoded
+/// answer to its opening RDMA2_CONNPROP, with that XID (\[V2\] §7.1, §7.2), so garbage with
+/// `rdma_vers` 2 and the opening's XID ahead of the answer is set aside for the first poll
+/// (and dropped there), and the server's RDMA2_CONNPROP, or ERR_VERS 1..1, after it decides
+/// as usual; a NULL RPC then goes in the version decided.
+#[test]
+fn an_undecodable_version_2_message_before_the_opening_answer_decides_nothing() {
+    for v2_server in [true, false] {
+        let mut rs = RawServer::listen();
+        let a = rs.addr.clone();
+        let t = std::thread::spawn(move || {
+            let device = Soft::open_device(None).unwrap();
+            Client::<Soft>::connect(&device, &a, cfg(Version::Auto)).map_err(|e| e.to_string())
+        });
+        let (mut e, _) = rs.accept(false);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let opening = loop {
+            e.poll();
+            if let Some(m) = e.received.pop_front() {
+                break m;
+            }
+            assert!(Instant::now() < deadline, "no opening in 5 s");
+        };
+        let oh = HeaderView2::parse(&opening).expect("RDMA2_CONNPROP");
+        assert_eq!(oh.htype(), Htype::ConnProp);
+        let xid = oh.xid();
+        let mut garbage = null_call(xid);
+        set_word(&mut garbage, 4, 2);
+        assert_eq!(e.send(&garbage), WcStatus::Success);
+        let answer = if v2_server {
+            let props = [Property::RecvBufSize(Some(4096))];
+            let h = Header2 {
+                flags: rpcrdma_proto::v2::flags::RESPONSE,
+                ..Header2::connprop(xid, 32, &props)
+            };
+            let mut m = vec![0; h.encoded_len()];
+            h.encode(&mut m).unwrap();
+            m
+        } else {
+            message(
+                &Header::error(xid, 2, 32, RdmaError::Vers { low: 1, high: 1 }),
+                &[],
+            )
+        };
+        assert_eq!(e.send(&answer), WcStatus::Success);
+        let mut c = t.join().unwrap().expect("connect");
+        let (wire, vers) = if v2_server {
+            (Wire::V2, 2)
+        } else {
+            (Wire::V1, 1)
+        };
+        assert_eq!(c.negotiation().wire(), wire, "v2 server {v2_server}");
+        c.submit(&CallArgs::new(PROG, VERS, NULL, &[], 0), 7)
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let call = loop {
+            e.poll();
+            if let Some(m) = e.received.pop_front() {
+                break m;
+            }
+            c.poll_completions(|x| panic!("unexpected completion {}", x.xid));
+            assert!(Instant::now() < deadline, "no Call in 5 s");
+        };
+        assert_eq!(w(&call, 4), vers, "the Call's version");
+        let cxid = w(&call, 0);
+        let rh = ReplyHeader::accepted_success(cxid);
+        let mut rpc = vec![0; rh.encoded_len()];
+        rh.encode(&mut rpc).unwrap();
+        let reply = if v2_server {
+            let h = Header2::reply(cxid, 32, Chunks::NONE, false);
+            let mut m = vec![0; h.encoded_len()];
+            h.encode(&mut m).unwrap();
+            m.extend_from_slice(&rpc);
+            m
+        } else {
+            message(&Header::msg(cxid, 32, Chunks::NONE), &rpc)
+        };
+        assert_eq!(e.send(&reply), WcStatus::Success);
+        let mut done = false;
+        while !done {
+            c.poll_completions(|x| {
+                assert_eq!(x.tag, 7);
+                assert!(x.result.unwrap().is_success());
+                done = true;
+            });
+            assert!(Instant::now() < deadline, "no reply to the NULL RPC");
+        }
+        let cs = c.snapshot();
+        assert_eq!(cs.discards, 1, "the garbage, dropped at the first poll");
+        assert_eq!(cs.v2_connections, u64::from(v2_server));
     }
 }
 

@@ -139,6 +139,7 @@ impl<P: Provider> ServerConn<P> {
                 byte_len: 0,
                 judged: None,
                 bare: None,
+                open_v2: false,
                 reads: Vec::with_capacity(max_segs),
                 next_read: 0,
                 pending_reads: 0,

@@ -180,6 +180,11 @@ impl<P: Provider> ServerConn<P> {
             loans: Some(&self.loans),
         };
         let byte_len = self.slots[i].byte_len as usize;
+        let wire = if self.slots[i].open_v2 {
+            Wire::V2
+        } else {
+            self.io.wire
+        };
         let at = Answering::of(&self.credits, &self.negotiation, &self.dispatch);
         let bytes = view::bytes(&self.recv[i], byte_len);
         let ring = &mut self.ring[r];
@@ -230,6 +235,7 @@ impl<P: Provider> ServerConn<P> {
                     at,
                     recv_size: self.config.recv_size,
                     judged,
+                    wire,
                 },
                 &mut self.echo,
                 &mut run,
@@ -267,7 +273,7 @@ pub(super) fn answer_general<P: Provider>(
         swi,
         ..
     } = g.at;
-    match version::judged(bytes, g.judged.as_ref(), io.wire) {
+    match version::judged(bytes, g.judged.as_ref(), g.wire) {
         Err(Refused::V2(v)) => version::answer_refused_v2(io, ring, bytes, g, v, echo, run),
         Err(Refused::V1(v)) => match v.action {
             Action::Discard => {

@@ -117,6 +117,11 @@ struct Slot {
     /// reply invalidates, RFC 8797 §4.1). Such a Call's reply is a bare RDMA_MSG
     /// (`reply::short_pulled`).
     bare: Option<(u32, u32)>,
+    /// Set for a version 2 message that arrived while the connection's version was still
+    /// open and that does not decode as version 2 (`version::decodes_as_v2`): it is judged,
+    /// and refused, in version 2 whatever the connection speaks by the time it is answered,
+    /// and it decides nothing. Cleared when a message arrives.
+    open_v2: bool,
     reads: Vec<ReadOp>,
     /// Where the reassembled stream starts in the pull buffer (a multiple of 4 below 64):
     /// its largest chunk then lands at the same offset within a cache line as the bytes it
@@ -510,6 +515,7 @@ impl<P: Provider> ServerConn<P> {
         slot.byte_len = byte_len;
         slot.judged = None;
         slot.bare = None;
+        slot.open_v2 = false;
         if self.mode != Mode::V1 {
             return self.on_message_versioned(idx);
         }
@@ -552,6 +558,9 @@ struct General<'a> {
     recv_size: u32,
     /// The verdict's summary when the Call was judged as its pull started.
     judged: Option<CallSummary>,
+    /// The version the message is judged in: the connection's, or version 2 for a message
+    /// refused while the version was open (`Slot::open_v2`).
+    wire: Wire,
 }
 
 /// What every answer to a Call on a connection takes beside the Call and its buffers, for

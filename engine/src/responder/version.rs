@@ -1,16 +1,31 @@
 //! Versions at the responder (\[V2\] §7): a connection speaks the version of its first
-//! message when the server takes either, RDMA2_CONNPROP is noted and answered, and version
-//! 2's judging of Calls and its errors.
+//! message that decodes when the server takes either, RDMA2_CONNPROP is noted and answered,
+//! and version 2's judging of Calls and its errors.
 //!
 //! Decisions where the draft is silent (CHECKLIST G-13 f): an RDMA2_CONNPROP takes a
 //! receive like a Call and is answered, as the server's own first message, by this end's
 //! RDMA2_CONNPROP echoing its XID with RPCRDMA2_F_RESPONSE and the current grant; a
 //! version 1 message on a connection that speaks version 2 is answered ERR_VERS 2..2 in
 //! version 1's layout (the client "MUST NOT change the version", §7.3).
+//!
+//! While the version is open, only a message that decodes as version 2 commits the
+//! connection to version 2 ([`decodes_as_v2`]): §7 has the client open with "a single valid
+//! RPC-over-RDMA message with the value two (2) in the rdma_vers field", and §7.3 binds the
+//! server to "the same RPC-over-RDMA protocol version that the client uses to send its
+//! Calls" — a header that does not parse is neither. Such a message (a hostile peer's
+//! version 1 layout with `rdma_vers` 2, say) is refused with the RDMA2_ERROR version 2's
+//! verdict gives it, RDMA2_ERR_BAD_XDR or RDMA2_ERR_INVAL_HTYPE, echoing its XID and
+//! version: §5.3.3 makes that error a MUST for a responder that "recognizes the value in
+//! the rdma_start.rdma_vers field" but cannot parse the header, which this server, taking
+//! version 2, is. Not ERR_VERS: that says the version is not supported (RFC 8166 §4.5.1;
+//! \[V2\] §7.2), which would be false here and would make a version 2 client fall back. The
+//! connection stays open: a valid version 1 Call that follows is answered in version 1 (as
+//! Linux's svcrdma, which takes version 1 only, keeps such a connection usable after its
+//! ERR_VERS 1..1), a valid version 2 message in version 2.
 
 use rpcrdma_proto::v2::props::Property;
-use rpcrdma_proto::v2::verdict::{judge_call2, Action2, Verdict2};
-use rpcrdma_proto::v2::{flags, Header2, HeaderView2, Htype, RPCRDMA_VERSION_TWO};
+use rpcrdma_proto::v2::verdict::{judge2, judge_call2, Action2, Verdict2};
+use rpcrdma_proto::v2::{flags, Error2, Header2, HeaderView2, Htype, RPCRDMA_VERSION_TWO};
 
 use super::*;
 use crate::conn::{PeerProps, Version, Wire};
@@ -69,12 +84,21 @@ impl<P: Provider> ServerConn<P> {
         } else {
             None
         };
+        // Judged before anything else is decided (module docs).
+        let undecodable_v2 =
+            self.mode == Mode::Open && vers == Some(RPCRDMA_VERSION_TWO) && !decodes_as_v2(bytes);
         if !response {
             self.note_overrun();
         }
         if self.mode == Mode::Open && vers != Some(RPCRDMA_VERSION_TWO) {
             self.mode = Mode::V1;
             return self.on_call_v1(idx);
+        }
+        if undecodable_v2 {
+            // Refused in version 2 without deciding the version (module docs; [V2] §5.3.3,
+            // §7): no pull, whatever its lists say.
+            self.slots[i].open_v2 = true;
+            return self.answer_or_defer(idx);
         }
         if vers == Some(RPCRDMA_VERSION_TWO) && self.negotiation.wire() != Wire::V2 {
             // The first version 2 message (an open server's, or a version 2 server's first):
@@ -116,6 +140,21 @@ impl<P: Provider> ServerConn<P> {
         let config = self.config;
         self.negotiation.adopt_v2(Role::Server, &config, peer);
     }
+}
+
+/// Whether `bytes`, a message with `rdma_vers` 2, decodes as a version 2 message: its
+/// header parses in version 2's layout (not as the fixed layout of a version 1 ERR_VERS,
+/// CHECKLIST G-13 a) and version 2's verdict finds nothing malformed in it — no
+/// RDMA2_ERR_BAD_XDR or RDMA2_ERR_INVAL_HTYPE, the errors of a transport header that
+/// "cannot be parsed" or whose type is unknown (\[V2\] §5.3.3). Only such a message commits
+/// an open connection to version 2 (module docs). Judged only while the version is open.
+fn decodes_as_v2(bytes: &[u8]) -> bool {
+    let parses = HeaderView2::parse(bytes).is_ok_and(|h| !h.is_v1_err_vers());
+    parses
+        && !matches!(
+            judge2(bytes, verdict::Role::Responder, false).action,
+            Action2::Error(Error2::BadXdr | Error2::InvalHtype)
+        )
 }
 
 /// The verdict on the Call `bytes` in the connection's version: resumed from `summary` when

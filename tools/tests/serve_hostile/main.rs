@@ -17,7 +17,9 @@
 //! By concern: `messages` (malformed and random messages, each with its verdict),
 //! `chunk_memory` (chunks naming bogus or too-short memory), `credits` (credit overruns, peers
 //! gone mid-RPC), `handshakes` (broken and abandoned soft handshakes, silent and churning
-//! connections); the server process, the raw requester and the exchange they share are here.
+//! connections), `versions` (a first message that does not decode as version 2 leaves the
+//! connection's version open); the server process, the raw requester and the exchange they
+//! share are here.
 
 use std::ops::{Deref, DerefMut};
 use std::time::Duration;
@@ -36,6 +38,7 @@ mod chunk_memory;
 mod credits;
 mod handshakes;
 mod messages;
+mod versions;
 
 /// How long any single expected event may take.
 const WAIT: Duration = Duration::from_secs(5);

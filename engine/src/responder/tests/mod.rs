@@ -187,6 +187,7 @@ fn general_as(
             },
             recv_size: s.config.recv_size,
             judged,
+            wire: s.io.wire,
         };
         Some(answer_general(
             &mut s.io,

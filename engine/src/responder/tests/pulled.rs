@@ -65,6 +65,7 @@ fn resumed_chunked_calls_are_answered_as_judged_ones() {
                 },
                 recv_size: 4096,
                 judged,
+                wire: s.io.wire,
             };
             let built = answer_general(
                 &mut s.io,
