@@ -1,26 +1,34 @@
 //! File handles (RFC 1813 §2.3.3: opaque to the client, at most 64 bytes, valid across a
-//! server restart): which object a handle names, and a MAC that makes a forged handle
-//! `NFS3ERR_BADHANDLE`.
+//! server restart): the kernel's own handle of the object ([`khandle`]), what the server
+//! checks it against, and a MAC that makes a forged handle `NFS3ERR_BADHANDLE`.
 //!
 //! ```text
-//! 0      version (1)      1..4  zero
-//! 4..12  device           12..20 inode          20..24 generation
-//! 24..32 SipHash-2-4 of bytes 0..24 under the server's 128-bit key
+//! 0      version (2)      1      n: bytes of the kernel's handle (at most 36)
+//! 2..4   zero             4..8   the kernel's handle type
+//! 8..16  inode            16..20 generation
+//! 20..20+n               the kernel's handle
+//! 20+n..28+n             SipHash-2-4 of bytes 0..20+n under the server's 128-bit key
 //! ```
 //!
-//! The generation is taken from the object's birth time when the filesystem reports one
-//! (statx), so that a handle of a deleted file does not name a later file that reuses its
-//! inode number (NFS3ERR_STALE instead). The key lives in the server's state directory
-//! (created, mode 0600, the first time), so handles survive restarts; which path a handle
-//! names is found again by searching the export (`ops::export`).
+//! The kernel's handle resolves the object in one system call, whatever its names
+//! (`ops::export`). The inode and generation let the server check an object it found by
+//! a remembered path without asking the kernel again; the generation is taken from the
+//! object's birth time when the filesystem reports one (statx), so that a handle of a
+//! deleted file does not name a later file that reuses its inode number (NFS3ERR_STALE
+//! instead). The key lives in the server's state directory (created, mode 0600, the first
+//! time), so handles survive restarts.
+//!
+//! [`khandle`]: crate::khandle
 
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-/// Bytes of a handle this server makes.
-pub const FH_LEN: usize = 32;
-const VERSION: u8 = 1;
+use crate::khandle::{KernelFh, MAX_BYTES};
+
+/// Bytes of this server's fields around the kernel's handle.
+const OVERHEAD: usize = 28;
+const VERSION: u8 = 2;
 
 /// A file handle as sent to clients: its length and bytes, inline (no allocation).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -40,6 +48,16 @@ impl core::fmt::Debug for Fh {
 }
 
 impl Fh {
+    /// A handle as a client sent it (at most 64 bytes), to send back as it is.
+    pub fn from_bytes(b: &[u8]) -> Option<Fh> {
+        let mut bytes = [0u8; 64];
+        bytes.get_mut(..b.len())?.copy_from_slice(b);
+        Some(Fh {
+            len: b.len() as u8,
+            bytes,
+        })
+    }
+
     /// The handle's bytes, as they go on the wire in an `nfs_fh3`.
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len as usize]
@@ -104,36 +122,45 @@ impl Key {
         siphash24(self.0[0], self.0[1], data)
     }
 
-    /// The handle of `id`.
-    pub fn handle(&self, id: Id) -> Fh {
+    /// The handle of `id`, whose kernel handle is `kfh`.
+    pub fn handle(&self, id: Id, kfh: &KernelFh) -> Fh {
+        let k = kfh.as_bytes();
         let mut bytes = [0u8; 64];
         bytes[0] = VERSION;
-        bytes[4..12].copy_from_slice(&id.dev.to_be_bytes());
-        bytes[12..20].copy_from_slice(&id.ino.to_be_bytes());
-        bytes[20..24].copy_from_slice(&id.gen.to_be_bytes());
-        let mac = self.mac(&bytes[..24]);
-        bytes[24..32].copy_from_slice(&mac.to_be_bytes());
+        bytes[1] = k.len() as u8;
+        bytes[4..8].copy_from_slice(&kfh.kind().to_be_bytes());
+        bytes[8..16].copy_from_slice(&id.ino.to_be_bytes());
+        bytes[16..20].copy_from_slice(&id.gen.to_be_bytes());
+        bytes[20..20 + k.len()].copy_from_slice(k);
+        let at = 20 + k.len();
+        let mac = self.mac(&bytes[..at]);
+        bytes[at..at + 8].copy_from_slice(&mac.to_be_bytes());
         Fh {
-            len: FH_LEN as u8,
+            len: (at + 8) as u8,
             bytes,
         }
     }
 
-    /// What `fh` names, or `None` for a handle this server did not make (a wrong length or
-    /// version, or a MAC that does not match: NFS3ERR_BADHANDLE, §2.6).
-    pub fn open(&self, fh: &[u8]) -> Option<Id> {
-        if fh.len() != FH_LEN || fh[0] != VERSION || fh[1..4] != [0, 0, 0] {
+    /// What `fh` names (its `dev` is `dev`, the export's: handles name objects of its file
+    /// system) and its kernel handle, or `None` for a handle this server did not make (a
+    /// wrong length or version, or a MAC that does not match: NFS3ERR_BADHANDLE, §2.6).
+    pub fn open(&self, fh: &[u8], dev: u64) -> Option<(Id, KernelFh)> {
+        let n = *fh.get(1)? as usize;
+        if n > MAX_BYTES || fh.len() != OVERHEAD + n || fh[0] != VERSION || fh[2..4] != [0, 0] {
             return None;
         }
-        let mac = u64::from_be_bytes(fh[24..32].try_into().ok()?);
-        if mac != self.mac(&fh[..24]) {
+        let at = 20 + n;
+        let mac = u64::from_be_bytes(fh[at..at + 8].try_into().ok()?);
+        if mac != self.mac(&fh[..at]) {
             return None;
         }
-        Some(Id {
-            dev: u64::from_be_bytes(fh[4..12].try_into().ok()?),
-            ino: u64::from_be_bytes(fh[12..20].try_into().ok()?),
-            gen: u32::from_be_bytes(fh[20..24].try_into().ok()?),
-        })
+        let kind = i32::from_be_bytes(fh[4..8].try_into().ok()?);
+        let id = Id {
+            dev,
+            ino: u64::from_be_bytes(fh[8..16].try_into().ok()?),
+            gen: u32::from_be_bytes(fh[16..20].try_into().ok()?),
+        };
+        Some((id, KernelFh::new(kind, &fh[20..at])?))
     }
 }
 
@@ -215,21 +242,28 @@ mod tests {
             ino: 123_456,
             gen: 99,
         };
-        let fh = k.handle(id);
-        assert_eq!(fh.as_bytes().len(), FH_LEN);
-        assert_eq!(k.open(fh.as_bytes()), Some(id));
-        for i in 0..FH_LEN {
+        let kfh = KernelFh::new(2, &[9; 12]).unwrap();
+        let fh = k.handle(id, &kfh);
+        assert_eq!(fh.as_bytes().len(), OVERHEAD + 12);
+        assert_eq!(k.open(fh.as_bytes(), 0x801), Some((id, kfh)));
+        for i in 0..fh.as_bytes().len() {
             let mut bad = fh.as_bytes().to_vec();
             bad[i] ^= 1;
-            assert_eq!(k.open(&bad), None, "byte {i} flipped");
+            assert_eq!(k.open(&bad, 0x801), None, "byte {i} flipped");
         }
-        assert_eq!(k.open(&fh.as_bytes()[..31]), None);
-        assert_eq!(k.open(&[]), None);
+        let n = fh.as_bytes().len();
+        assert_eq!(k.open(&fh.as_bytes()[..n - 1], 0x801), None);
+        assert_eq!(k.open(&[], 0x801), None);
         assert_eq!(
-            Key::from_bytes([8; 16]).open(fh.as_bytes()),
+            Key::from_bytes([8; 16]).open(fh.as_bytes(), 0x801),
             None,
             "another key"
         );
+        // The longest kernel handle still fits an NFS handle (64 bytes, §2.3.3).
+        let long = KernelFh::new(1, &[7; MAX_BYTES]).unwrap();
+        let fh = k.handle(id, &long);
+        assert_eq!(fh.as_bytes().len(), 64);
+        assert_eq!(k.open(fh.as_bytes(), 0x801), Some((id, long)));
     }
 
     #[test]
@@ -243,7 +277,8 @@ mod tests {
             ino: 2,
             gen: 3,
         };
-        assert_eq!(b.open(a.handle(id).as_bytes()), Some(id));
+        let kfh = KernelFh::new(1, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        assert_eq!(b.open(a.handle(id, &kfh).as_bytes(), 1), Some((id, kfh)));
         let mode = std::fs::metadata(dir.join("fh-key"))
             .unwrap()
             .permissions()

@@ -9,6 +9,12 @@
 //!     10.0.2.15:/ /mnt
 //! ```
 //!
+//! Every procedure runs as its caller (the AUTH_SYS identity, root squashed by default as
+//! exports(5) has it: `--no-root-squash`, `--all-squash`, `--anonuid`, `--anongid`, `--ro`,
+//! `--allow CIDR`), so nfs3d runs as root. Its handles are the kernel's own file handles
+//! under a MAC, so the export must be on a file system that makes them (most do; tmpfs,
+//! ext4, xfs, btrfs).
+//!
 //! Polling workers drive the RDMA connections; every procedure but NULL runs on an I/O
 //! thread (`--io-threads`), its data moved without a copy (a READ's data read straight
 //! into the registered buffer the engine RDMA-Writes to the client's Write chunk, a
@@ -18,8 +24,11 @@
 
 mod drc;
 mod fh;
+mod identity;
+mod khandle;
 mod mountd;
 mod ops;
+mod policy;
 mod record;
 mod rpcbind;
 mod server;
@@ -48,6 +57,7 @@ use rpcrdma_engine::worker::{WorkerConfig, Workers};
 use drc::DrcLimits;
 use mountd::Mountd;
 use ops::{Config, Export};
+use policy::{Cidr, Policy};
 use server::conn::NfsConn;
 use server::io::IoPool;
 use server::Nfs;
@@ -84,13 +94,34 @@ fn on_memory_fs(dir: &std::path::Path) -> bool {
     })
 }
 
-/// An NFSv3 server over RPC-over-RDMA.
+/// nfs3d: an NFS version 3 server over RPC-over-RDMA (RFC 1813, RFC 8166, RFC 8267), on
+/// the rpcrdma engine. Runs as root: every Call runs as its caller.
 #[derive(Parser, Debug)]
-#[command(name = "nfs3d", version, about)]
+#[command(name = "nfs3d", version, about, long_about = None)]
 struct Cli {
     /// The directory to export.
     #[arg(long)]
     export: PathBuf,
+    /// Let root on a client act as root on the export (exports(5) `no_root_squash`); by
+    /// default uid 0 and gid 0 are mapped to --anonuid and --anongid.
+    #[arg(long)]
+    no_root_squash: bool,
+    /// Map every user and group to --anonuid and --anongid (`all_squash`).
+    #[arg(long)]
+    all_squash: bool,
+    /// The anonymous user: squashed callers and AUTH_NONE Calls run as it.
+    #[arg(long, default_value_t = policy::ANON_ID)]
+    anonuid: u32,
+    /// The anonymous group.
+    #[arg(long, default_value_t = policy::ANON_ID)]
+    anongid: u32,
+    /// Export read-only: every change is refused with NFS3ERR_ROFS.
+    #[arg(long)]
+    ro: bool,
+    /// Allow only clients in this block of addresses (`IP/BITS` or an IP; repeatable): any
+    /// other is refused at MOUNT (MNT3ERR_ACCES) and at the RDMA connection. Default: all.
+    #[arg(long, value_name = "CIDR")]
+    allow: Vec<Cidr>,
     /// Where to listen: `IP:PORT` (verbs; 20049 is NFS/RDMA's port) or `@name` (soft).
     #[arg(long)]
     listen: String,
@@ -181,6 +212,19 @@ impl Cli {
         Config {
             max_io: self.max_io,
             max_dir: self.max_dir.unwrap_or(self.max_io).min(self.max_io),
+            read_only: self.ro,
+        }
+    }
+
+    /// The export's options.
+    fn policy(&self) -> Policy {
+        Policy {
+            root_squash: !self.no_root_squash,
+            all_squash: self.all_squash,
+            anon_uid: self.anonuid,
+            anon_gid: self.anongid,
+            read_only: self.ro,
+            allow: self.allow.clone(),
         }
     }
 }
@@ -238,6 +282,18 @@ where
         Ok(a) => a,
         Err(e) => return fail(&format!("bad --listen {:?}", cli.listen), e),
     };
+    if !cli.allow.is_empty() && cli.listen.parse::<SocketAddr>().is_err() {
+        return fail(
+            "--allow",
+            "clients are told apart by IP address: the soft fabric's have none (use --provider verbs)",
+        );
+    }
+    if let Err(e) = identity::check() {
+        return fail("acting as the callers", e);
+    }
+    // Modes come from the clients, whose own umask applied (RFC 1813 §3.3.8: the mode in
+    // sattr3 is the new object's); the server's would take bits away.
+    rustix::process::umask(rustix::fs::Mode::empty());
     let state_dir = cli
         .state_dir
         .clone()
@@ -250,7 +306,13 @@ where
         Ok(e) => Arc::new(e),
         Err(e) => return fail(&format!("export {}", cli.export.display()), e),
     };
-    let nfs = Nfs::new(Arc::clone(&export), cli.config(), DrcLimits::default());
+    let policy = cli.policy();
+    let nfs = Nfs::new(
+        Arc::clone(&export),
+        cli.config(),
+        DrcLimits::default(),
+        policy.clone(),
+    );
     nfs.set_on_worker(!cli.no_on_worker);
     let memory = match cli.memory_export {
         MemoryExport::Auto => on_memory_fs(&cli.export),
@@ -316,6 +378,7 @@ where
     let mountd = match Mountd::start(
         SocketAddr::new(mount_ip, cli.mountd_port),
         Arc::clone(&export),
+        policy.clone(),
         Arc::new(AtomicBool::new(false)),
     ) {
         Ok(m) => m,
@@ -345,6 +408,25 @@ where
         cli.max_io,
         mountd.addr()
     );
+    eprintln!(
+        "nfs3d: every Call runs as its caller; {}, anonymous {}:{}{}{}",
+        if policy.all_squash {
+            "all_squash"
+        } else if policy.root_squash {
+            "root_squash"
+        } else {
+            "no_root_squash"
+        },
+        policy.anon_uid,
+        policy.anon_gid,
+        if policy.read_only { ", ro" } else { ", rw" },
+        if policy.allow.is_empty() {
+            String::new()
+        } else {
+            let blocks: Vec<String> = policy.allow.iter().map(Cidr::to_string).collect();
+            format!(", clients {}", blocks.join(" "))
+        }
+    );
     // Every connection's counters (shared, readable here), for exact sums at the end.
     let mut conn_stats = ConnStats::default();
     let report = |workers: &Workers<NfsConn<P>>, conns: &ConnStats| {
@@ -355,6 +437,7 @@ where
             &nfs.drc,
             Some(mountd.stats()),
             export.searches(),
+            export.opened_by_handle(),
         )
     };
     let start = Instant::now();
@@ -397,6 +480,7 @@ where
         &nfs.drc,
         Some(mountd.stats()),
         export.searches(),
+        export.opened_by_handle(),
     );
     mountd.join();
     if let Some(r) = registered {

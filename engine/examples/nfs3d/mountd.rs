@@ -21,6 +21,7 @@ use rpcrdma_proto::rpc::{AuthStat, CallHeader, ReplyHeader, AUTH_NONE, AUTH_SYS,
 use rpcrdma_proto::xdr::XdrReader;
 
 use crate::ops::Export;
+use crate::policy::Policy;
 use crate::record::{self, RecordError};
 
 /// The MOUNT program (RFC 1813 Appendix I).
@@ -47,6 +48,8 @@ pub const MNTNAMLEN: u32 = 255;
 pub const FHSIZE3: u32 = 64;
 /// mountstat3 MNT3_OK.
 pub const MNT3_OK: u32 = 0;
+/// mountstat3 MNT3ERR_ACCES: a client the export does not allow.
+pub const MNT3ERR_ACCES: u32 = 13;
 
 /// Most connections served at once.
 pub const MAX_CONNS: usize = 32;
@@ -73,6 +76,8 @@ pub struct MountStats {
     pub calls: AtomicU64,
     /// MNT calls that returned a handle.
     pub mounts: AtomicU64,
+    /// MNT calls refused (MNT3ERR_ACCES): a client the export does not allow.
+    pub denied: AtomicU64,
     /// Connections closed for an unparsable or oversized record.
     pub bad_records: AtomicU64,
 }
@@ -80,6 +85,8 @@ pub struct MountStats {
 /// What the connection threads share.
 struct Shared {
     export: Arc<Export>,
+    /// The clients allowed (`--allow`).
+    policy: Policy,
     /// (host, dirpath) of each MNT not yet UMNTed, for DUMP.
     mounts: Mutex<Vec<(Vec<u8>, Vec<u8>)>>,
     stats: MountStats,
@@ -101,10 +108,12 @@ impl core::fmt::Debug for Mountd {
 }
 
 impl Mountd {
-    /// Listens on `addr` (port 0: any) and serves `export` until `stop` is set.
+    /// Listens on `addr` (port 0: any) and serves `export` to the clients `policy`
+    /// allows until `stop` is set.
     pub fn start(
         addr: SocketAddr,
         export: Arc<Export>,
+        policy: Policy,
         stop: Arc<AtomicBool>,
     ) -> io::Result<Mountd> {
         let listener = TcpListener::bind(addr)?;
@@ -112,6 +121,7 @@ impl Mountd {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             export,
+            policy,
             mounts: Mutex::new(Vec::new()),
             stats: MountStats::default(),
             active: AtomicUsize::new(0),
@@ -255,6 +265,11 @@ fn answer(msg: &[u8], peer: SocketAddr, shared: &Shared) -> Option<Vec<u8>> {
     let args = msg.get(at..)?;
     let results = match call.proc_num {
         MOUNTPROC3_NULL => Some(Vec::new()),
+        MOUNTPROC3_MNT if !shared.policy.allows(Some(peer.ip())) => {
+            dirpath(args)?;
+            shared.stats.denied.fetch_add(1, Ordering::Relaxed);
+            Some(MNT3ERR_ACCES.to_be_bytes().to_vec())
+        }
         MOUNTPROC3_MNT => mnt(args, host, shared),
         MOUNTPROC3_DUMP => dump(shared),
         MOUNTPROC3_UMNT => umnt(args, &host, shared),

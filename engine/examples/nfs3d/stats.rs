@@ -76,6 +76,15 @@ pub struct NfsStats {
     /// Jobs run on the worker because the export's operations never wait for a device
     /// (`--memory-export`).
     pub on_worker_jobs: AtomicU64,
+    /// AUTH_SYS Calls whose user or a group was squashed to the anonymous identity
+    /// (`root_squash`, `all_squash`).
+    pub squashed: AtomicU64,
+    /// Calls without an AUTH_SYS credential, run as the anonymous identity.
+    pub anonymous: AtomicU64,
+    /// Answers that refused the caller: NFS3ERR_PERM, NFS3ERR_ACCES or NFS3ERR_ROFS.
+    pub denied: AtomicU64,
+    /// RDMA connections refused because their client is not allowed (`--allow`).
+    pub refused_conns: AtomicU64,
 }
 
 fn get(c: &AtomicU64) -> u64 {
@@ -124,7 +133,29 @@ impl NfsStats {
             "on_worker": get(&self.on_worker),
             "on_worker_missed": get(&self.on_worker_missed),
             "on_worker_jobs": get(&self.on_worker_jobs),
+            "squashed": get(&self.squashed),
+            "anonymous": get(&self.anonymous),
+            "denied": get(&self.denied),
+            "refused_conns": get(&self.refused_conns),
         })
+    }
+
+    /// Counts an answer's `nfsstat3`: an error, an I/O error, a refusal of the caller.
+    pub fn count_status(&self, status: u32) {
+        if status == 0 {
+            return;
+        }
+        self.nfs_errors.fetch_add(1, Ordering::Relaxed);
+        match status {
+            5 => {
+                self.io_errors.fetch_add(1, Ordering::Relaxed);
+            }
+            // NFS3ERR_PERM, NFS3ERR_ACCES, NFS3ERR_ROFS (RFC 1813 §2.6).
+            1 | 13 | 30 => {
+                self.denied.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
     }
 }
 
@@ -149,6 +180,7 @@ pub fn mountd_json(m: &MountStats) -> Value {
         "refused": get(&m.refused),
         "calls": get(&m.calls),
         "mounts": get(&m.mounts),
+        "denied": get(&m.denied),
         "bad_records": get(&m.bad_records),
     })
 }
@@ -163,9 +195,11 @@ pub fn report(
     drc: &Drc,
     mountd: Option<&MountStats>,
     handle_searches: u64,
+    handles_opened: u64,
 ) -> Value {
     let mut nfs = nfs.json();
     nfs["handle_searches"] = json!(handle_searches);
+    nfs["handles_opened"] = json!(handles_opened);
     json!({
         "engine": snapshot_json(engine),
         "workers": workers.iter().map(|w| json!({

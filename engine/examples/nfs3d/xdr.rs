@@ -48,6 +48,7 @@ pub enum Stat {
     NotSupp = 10004,
     TooSmall = 10005,
     ServerFault = 10006,
+    BadType = 10007,
 }
 
 impl Stat {

@@ -1,11 +1,21 @@
 //! GETATTR, SETATTR, ACCESS (RFC 1813 §3.3.1-§3.3.4) and FSSTAT, FSINFO, PATHCONF
 //! (§3.3.18-§3.3.20).
+//!
+//! SETATTR runs as its caller: the kernel decides who may change an owner, a group, a mode
+//! or times (and clears set-user-ID and set-group-ID bits as it does for a local process).
+//! A size change is allowed to the file's owner whatever its mode, as Linux's nfsd allows
+//! it (the client checked write access when it opened the file).
 
 use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
-use rustix::fs::{AtFlags, Gid, Mode, OFlags, Timespec, Timestamps, Uid, UTIME_NOW, UTIME_OMIT};
+use std::os::fd::AsRawFd;
+
+use rustix::fs::{
+    AtFlags, Gid, Mode, OFlags, Timespec, Timestamps, Uid, CWD, UTIME_NOW, UTIME_OMIT,
+};
 
 use super::export::{fattr, stat_at, Export, Reach};
 use super::{Caller, Fail, Res};
+use crate::identity;
 use crate::xdr::{self, put_post_op_attr, put_wcc, FType, Sattr, SetTime, Stat, WccAttr};
 
 /// GETATTR (§3.3.1), the object reached as `reach` allows.
@@ -33,12 +43,38 @@ fn timestamp(t: SetTime) -> Timespec {
     }
 }
 
-/// Applies `s` to the object `name` in `dir` (of type `ftype`).
+/// Changes the mode of `name` in `dir` without following a symbolic link: through a
+/// descriptor of the object itself (`O_PATH`, which needs no access to its data), by its
+/// `/proc/self/fd` name (`fchmod` refuses an `O_PATH` descriptor, and `fchmodat` has no
+/// flag to not follow before Linux 6.6). A link's mode cannot change on Linux: ignored.
+fn chmod_nofollow(
+    dir: &std::os::fd::OwnedFd,
+    name: &std::ffi::CStr,
+    mode: Mode,
+) -> Result<(), Fail> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let st = rustix::fs::fstat(&fd)?;
+    if FType::of_mode(st.st_mode) == FType::Lnk {
+        return Ok(());
+    }
+    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    rustix::fs::chmodat(CWD, path.as_str(), mode, AtFlags::empty())?;
+    Ok(())
+}
+
+/// Applies `s` to the object `name` in `dir` (of type `ftype`) as the caller; `owner`: the
+/// caller owns it, and may change its size whatever its mode.
 pub fn apply(
     dir: &std::os::fd::OwnedFd,
     name: &std::ffi::CString,
     ftype: FType,
     s: &Sattr,
+    owner: bool,
 ) -> Result<(), Fail> {
     if let Some(size) = s.size {
         if ftype != FType::Reg {
@@ -48,32 +84,24 @@ pub fn apply(
                 Stat::Inval
             }));
         }
-        let f = rustix::fs::openat(
-            dir,
-            name.as_c_str(),
-            OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
+        let open = || {
+            rustix::fs::openat(
+                dir,
+                name.as_c_str(),
+                OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+        };
+        let f = match open() {
+            Err(rustix::io::Errno::ACCESS) if owner => {
+                identity::as_server(open).map_err(|_| Fail::Status(Stat::ServerFault))??
+            }
+            r => r?,
+        };
         rustix::fs::ftruncate(&f, size)?;
     }
     if let Some(mode) = s.mode {
-        let mode = Mode::from_raw_mode(mode & 0o7777);
-        match ftype {
-            // A symbolic link's mode cannot change on Linux; its bits are ignored.
-            FType::Lnk => {}
-            // Through a descriptor opened without following a link, so that an object
-            // swapped for a link meanwhile is refused, never followed.
-            FType::Reg | FType::Dir => {
-                let f = rustix::fs::openat(
-                    dir,
-                    name.as_c_str(),
-                    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )?;
-                rustix::fs::fchmod(&f, mode)?;
-            }
-            _ => rustix::fs::chmodat(dir, name.as_c_str(), mode, AtFlags::empty())?,
-        }
+        chmod_nofollow(dir, name.as_c_str(), Mode::from_raw_mode(mode & 0o7777))?;
     }
     if s.uid.is_some() || s.gid.is_some() {
         rustix::fs::chownat(
@@ -96,7 +124,7 @@ pub fn apply(
 
 /// SETATTR (§3.3.2): with the guard, NFS3ERR_NOT_SYNC when the object's ctime is not the
 /// one the client gave.
-pub fn setattr(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>) -> Res {
+pub fn setattr(e: &Export, caller: &Caller, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>) -> Res {
     let fh = xdr::fh(r)?;
     let s = Sattr::decode(r)?;
     let guard = Sattr::guard(r)?;
@@ -107,7 +135,8 @@ pub fn setattr(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>) -> Res 
         put_wcc(w, Some(&WccAttr::from(&before)), Some(&before))?;
         return Ok(());
     }
-    let applied = apply(&o.parent, &o.name, o.ftype(), &s);
+    let owner = caller.uid == before.uid;
+    let applied = apply(&o.parent, &o.name, o.ftype(), &s, owner);
     let after = stat_at(&o.parent, &o.name).ok().map(|st| fattr(&st));
     let status = match applied {
         Ok(()) => Stat::Ok,
@@ -170,9 +199,13 @@ pub fn access(
     let asked = r.u32()?;
     let o = e.resolve_in(fh, reach)?;
     let a = fattr(&o.st);
+    let mut may = allowed(caller, &a);
+    if e.config.read_only {
+        may &= !(MODIFY | EXTEND | DELETE);
+    }
     w.put_u32(Stat::Ok as u32)?;
     put_post_op_attr(w, Some(&a))?;
-    w.put_u32(asked & allowed(caller, &a))?;
+    w.put_u32(asked & may)?;
     Ok(())
 }
 
@@ -207,12 +240,12 @@ fn object_fd(e: &Export, fh: &[u8]) -> Result<(super::export::Obj, std::os::fd::
 }
 
 /// FSF3_LINK, FSF3_SYMLINK, FSF3_HOMOGENEOUS, FSF3_CANSETTIME (§3.3.19).
+const FSF3_LINK: u32 = 0x01;
 const FSF3_SYMLINK: u32 = 0x02;
 const FSF3_HOMOGENEOUS: u32 = 0x08;
 const FSF3_CANSETTIME: u32 = 0x10;
 
-/// FSINFO (§3.3.19): the server's limits and preferences. Hard links are not offered
-/// (LINK answers NFS3ERR_NOTSUPP), so FSF3_LINK is clear.
+/// FSINFO (§3.3.19): the server's limits and preferences, hard and symbolic links.
 pub fn fsinfo(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>) -> Res {
     let o = e.resolve(xdr::fh(r)?)?;
     let io = e.config.max_io;
@@ -226,7 +259,7 @@ pub fn fsinfo(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>) -> Res {
     // time_delta: nanosecond timestamps.
     w.put_u32(0)?;
     w.put_u32(1)?;
-    w.put_u32(FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME)?;
+    w.put_u32(FSF3_LINK | FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME)?;
     Ok(())
 }
 
@@ -235,8 +268,9 @@ pub fn pathconf(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>) -> Res
     let o = e.resolve(xdr::fh(r)?)?;
     w.put_u32(Stat::Ok as u32)?;
     put_post_op_attr(w, Some(&fattr(&o.st)))?;
-    // linkmax, name_max, no_trunc, chown_restricted, case_insensitive, case_preserving
-    w.put_u32(1)?;
+    // linkmax (the file system's own limit applies; LINK reports it: NFS3ERR_MLINK),
+    // name_max, no_trunc, chown_restricted, case_insensitive, case_preserving
+    w.put_u32(u32::MAX)?;
     w.put_u32(crate::xdr::NAME_MAX)?;
     w.put_bool(true)?;
     w.put_bool(true)?;

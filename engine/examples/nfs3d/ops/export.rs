@@ -5,16 +5,22 @@
 //! (`openat` with `O_NOFOLLOW`: a symbolic link is never followed, whatever a client made
 //! of the tree), and acted on relative to its parent's descriptor, so a directory swapped
 //! for a link between two calls cannot lead outside. Names from clients are checked first
-//! (no `/`, no NUL, not `.` or `..`, at most 255 bytes). A handle ([`fh`]) names an object
-//! by device, inode and generation; the path to it comes from a cache filled as objects are
-//! looked up, created and listed, checked against the handle at every use, and, when the
-//! cache does not know it (after a restart) or is wrong (after a rename), from a bounded
-//! breadth-first search of the export. An object not found is NFS3ERR_STALE.
+//! (no `/`, no NUL, not `.` or `..`, at most 255 bytes). A handle ([`fh`]) carries the
+//! kernel's own handle of the object ([`khandle`]) with its inode and generation; the path
+//! to it comes from a cache filled as objects are looked up, created and listed, checked
+//! against the handle at every use, and, when the cache does not know it (after a restart)
+//! or is wrong (after a rename), from the kernel: the object opened by its handle (one
+//! system call), its path read from `/proc/self/fd`, which must lie beneath the export (an
+//! object moved out of the export is NFS3ERR_STALE). Only a file the kernel holds no name
+//! for (on a disk file system after a restart, exported below its mount's root) is
+//! searched for, breadth first and bounded. An object not found is NFS3ERR_STALE.
+//!
+//! [`khandle`]: crate::khandle
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{CStr, CString, OsStr};
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -23,6 +29,8 @@ use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, Statx, StatxFlags, CWD};
 
 use super::{Config, Fail};
 use crate::fh::{self, Fh, Id, Key};
+use crate::identity;
+use crate::khandle::{self, KernelFh};
 use crate::xdr::{FType, Fattr, Stat, Time, NAME_MAX};
 
 /// Entries a search for a handle's object looks at, at most.
@@ -83,7 +91,8 @@ pub fn stat_child(dfd: &OwnedFd, name: &CString, reach: Reach) -> Result<Statx, 
 }
 
 thread_local! {
-    /// Set while [`without_search`] runs its closure on this thread.
+    /// Set while [`without_search`] runs its closure on this thread (handles resolved by
+    /// the kernel are refused too: on a disk file system that may read an inode).
     static NO_SEARCH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// Set when a search was refused meanwhile.
     static SEARCH_REFUSED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -107,6 +116,14 @@ pub fn without_search<R>(f: impl FnOnce() -> R) -> (R, bool) {
     let r = f();
     drop(allow);
     (r, SEARCH_REFUSED.replace(false))
+}
+
+/// What the path cache knows of an object: where it was last seen and its handle.
+#[derive(Clone, Debug)]
+struct Known {
+    rel: PathBuf,
+    gen: u32,
+    fh: Fh,
 }
 
 /// An object a handle resolved to: where it is and what it was when last looked at.
@@ -133,8 +150,20 @@ impl Obj {
 /// The export and what the procedures share about it.
 pub struct Export {
     root: OwnedFd,
+    /// The root opened for reading: what `open_by_handle_at` takes to name the file system
+    /// (it refuses an `O_PATH` descriptor).
+    mount_fd: OwnedFd,
     path: PathBuf,
+    /// The export's path as the kernel names it (`/proc/self/fd`), which the paths of
+    /// objects opened by their handles must start with.
+    kpath: PathBuf,
+    /// Whether the export is its mount's root: every object of its file system is then
+    /// beneath it.
+    mount_root: bool,
+    /// The export's mount, which handles are made on.
+    mount_id: i32,
     root_id: Id,
+    root_fh: Fh,
     key: Key,
     /// Limits of the server.
     pub config: Config,
@@ -144,13 +173,15 @@ pub struct Export {
     /// The cookie verifier of every directory listing (cookies are stable hashes of names,
     /// valid across restarts).
     pub cookie_verf: [u8; 8],
-    /// Paths of objects by (device, inode), relative to the root.
-    cache: Mutex<HashMap<(u64, u64), PathBuf>>,
+    /// Paths (relative to the root) and handles of objects by (device, inode).
+    cache: Mutex<HashMap<(u64, u64), Known>>,
     /// Objects this server removed: a client using their handles again (it revalidates
     /// what it had cached) gets NFS3ERR_STALE without a search of the whole export.
     gone: Mutex<HashSet<Id>>,
     /// Searches of the export made so far.
     searches: std::sync::atomic::AtomicU64,
+    /// Objects found by their kernel handles (a handle the path cache did not know).
+    opened_by_handle: std::sync::atomic::AtomicU64,
     /// Descriptors of the directories handles were last resolved in, by path from the root
     /// ([`Export::parent_dir`]).
     dirs: Mutex<HashMap<PathBuf, Arc<OwnedFd>>>,
@@ -242,6 +273,31 @@ fn dot() -> CString {
     CString::new(".").unwrap_or_default()
 }
 
+/// The status for an I/O error of the operating system.
+fn io_stat(e: &io::Error) -> Stat {
+    e.raw_os_error().map_or(Stat::Io, |n| {
+        Stat::from_errno(rustix::io::Errno::from_raw_os_error(n))
+    })
+}
+
+/// The path the kernel holds for the object `fd` is open on (`/proc/self/fd`).
+fn kernel_path(fd: &OwnedFd) -> Option<PathBuf> {
+    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let target = rustix::fs::readlinkat(CWD, link.as_str(), Vec::new()).ok()?;
+    Some(PathBuf::from(OsStr::from_bytes(target.as_bytes())))
+}
+
+/// The mount ID statx reports for `name` in `dir`.
+fn mnt_id(dir: &OwnedFd, name: &CStr) -> rustix::io::Result<(u64, u64)> {
+    let st = rustix::fs::statx(
+        dir,
+        name,
+        AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH,
+        StatxFlags::BASIC_STATS | StatxFlags::MNT_ID,
+    )?;
+    Ok((st.stx_mnt_id, st.stx_ino))
+}
+
 fn dir_flags() -> OFlags {
     OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
 }
@@ -252,16 +308,63 @@ impl Export {
         let root = rustix::fs::openat(CWD, dir, dir_flags(), Mode::empty())?;
         let st = stat_at(&root, &dot())?;
         let key = Key::load_or_create(state_dir)?;
+        let no_handles = |e: io::Error| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "its file system makes no kernel file handles (name_to_handle_at: {e}); \
+                     nfs3d builds its NFS handles on them and cannot export it"
+                ),
+            )
+        };
+        let (root_kfh, mount_id) = khandle::of(root.as_fd(), c"").map_err(no_handles)?;
+        let mount_fd = rustix::fs::openat(
+            &root,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        // Opening by handle needs the server's privileges: checked now, not at the first
+        // client's first handle after a restart.
+        identity::as_server(|| khandle::open(mount_fd.as_fd(), &root_kfh, libc::O_PATH))?.map_err(
+            |e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("opening the export by its kernel handle (open_by_handle_at): {e}; nfs3d needs root (CAP_DAC_READ_SEARCH)"),
+                )
+            },
+        )?;
+        let kpath = kernel_path(&root).ok_or_else(|| {
+            io::Error::other(
+                "the export's path in /proc/self/fd cannot be read (is /proc mounted?)",
+            )
+        })?;
+        let (here, ino) = mnt_id(&root, c"")?;
+        let (above, above_ino) = mnt_id(&root, c"..")?;
+        let mount_root = here != above || ino == above_ino;
         let mut write_verf = [0u8; 8];
         fh::random(&mut write_verf)?;
         let cookie_verf = key.mac(b"cookie verifier").to_be_bytes();
         let root_id = id_of(&st);
+        let root_fh = key.handle(root_id, &root_kfh);
         let mut cache = HashMap::new();
-        cache.insert((root_id.dev, root_id.ino), PathBuf::new());
+        cache.insert(
+            (root_id.dev, root_id.ino),
+            Known {
+                rel: PathBuf::new(),
+                gen: root_id.gen,
+                fh: root_fh,
+            },
+        );
         Ok(Export {
             root,
+            mount_fd,
             path: dir.to_path_buf(),
+            kpath,
+            mount_root,
+            mount_id,
             root_id,
+            root_fh,
             key,
             config,
             write_verf,
@@ -269,6 +372,7 @@ impl Export {
             cache: Mutex::new(cache),
             gone: Mutex::new(HashSet::new()),
             searches: std::sync::atomic::AtomicU64::new(0),
+            opened_by_handle: std::sync::atomic::AtomicU64::new(0),
             dirs: Mutex::new(HashMap::new()),
             listings: super::list::Listings::default(),
         })
@@ -281,7 +385,7 @@ impl Export {
 
     /// The root's handle.
     pub fn root_fh(&self) -> Fh {
-        self.key.handle(self.root_id)
+        self.root_fh
     }
 
     /// MOUNT's MNT (RFC 1813 Appendix I): the root's handle for `/` or the export's own
@@ -299,10 +403,15 @@ impl Export {
         }
     }
 
-    /// The READDIR cookie of the entry `name` (§3.3.16): a keyed hash, never 0, stable
-    /// across calls and restarts whatever else the directory holds.
+    /// The READDIR cookie of the entry `name` (§3.3.16): 1 for `.`, 2 for `..` (listed
+    /// first, as Linux's nfsd does), otherwise a keyed hash, at least 3, stable across
+    /// calls and restarts whatever else the directory holds.
     pub fn cookie(&self, name: &[u8]) -> u64 {
-        (self.key.mac(name) >> 2) | 1
+        match name {
+            b"." => 1,
+            b".." => 2,
+            _ => ((self.key.mac(name) >> 2) | 1).max(3),
+        }
     }
 
     /// Searches of the export for a handle's object so far (a restart, a rename, a stale
@@ -311,55 +420,128 @@ impl Export {
         self.searches.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The handle of an object with attributes `st`, remembered at `rel`.
-    pub fn handle_for(&self, rel: &Path, st: &Statx) -> Fh {
-        let id = id_of(st);
-        self.remember(id, rel.to_path_buf());
-        self.key.handle(id)
+    /// Objects found by their kernel handles so far (handles the path cache did not know:
+    /// after a restart, a rename behind the server's back, a cache that started over).
+    pub fn opened_by_handle(&self) -> u64 {
+        self.opened_by_handle
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The handle of an object with attributes `st`, remembered at `rel`, as `reach`
-    /// allows: a worker never waits for the path cache's lock ([`Fail::WouldBlock`]).
-    pub fn handle_in(&self, rel: &Path, st: &Statx, reach: Reach) -> Result<Fh, Fail> {
+    /// The handle of the object `name` in `dir` (empty: `dir` itself), with attributes
+    /// `st`: the one the path cache holds for it, else made from its kernel handle.
+    fn make(
+        &self,
+        dir: &OwnedFd,
+        name: &CStr,
+        st: &Statx,
+        known: Option<&Known>,
+    ) -> Result<Fh, Stat> {
+        let id = id_of(st);
+        if let Some(k) = known.filter(|k| k.gen == id.gen) {
+            return Ok(k.fh);
+        }
+        let (kfh, mount) = khandle::of(dir.as_fd(), name).map_err(|e| io_stat(&e))?;
+        if mount != self.mount_id {
+            // Another file system mounted beneath the export: its objects are not served
+            // (a handle of it would not open on the export's mount).
+            return Err(Stat::Acces);
+        }
+        Ok(self.key.handle(id, &kfh))
+    }
+
+    /// The handle of the object `name` in the directory `dir` (an empty `name`: `dir`
+    /// itself), with attributes `st`, remembered at `rel`.
+    pub fn handle_for(
+        &self,
+        dir: &OwnedFd,
+        name: &CStr,
+        rel: &Path,
+        st: &Statx,
+    ) -> Result<Fh, Stat> {
+        let key = (dev_of(st), st.stx_ino);
+        let known = self.cache.lock().ok().and_then(|c| c.get(&key).cloned());
+        let fh = self.make(dir, name, st, known.as_ref())?;
+        if known.as_ref().is_none_or(|k| k.rel != rel || k.fh != fh) {
+            self.remember(id_of(st), rel.to_path_buf(), fh);
+        }
+        Ok(fh)
+    }
+
+    /// [`handle_for`](Self::handle_for), as `reach` allows: a worker never waits for the
+    /// path cache's lock ([`Fail::WouldBlock`]).
+    pub fn handle_in(
+        &self,
+        dir: &OwnedFd,
+        name: &CStr,
+        rel: &Path,
+        st: &Statx,
+        reach: Reach,
+    ) -> Result<Fh, Fail> {
         if reach == Reach::Any {
-            return Ok(self.handle_for(rel, st));
+            return Ok(self.handle_for(dir, name, rel, st)?);
         }
         let id = id_of(st);
         let mut c = self.cache.try_lock().map_err(|_| Fail::WouldBlock)?;
-        if c.get(&(id.dev, id.ino)).map(PathBuf::as_path) != Some(rel) {
+        let known = c.get(&(id.dev, id.ino));
+        let fh = self.make(dir, name, st, known)?;
+        if known.is_none_or(|k| k.rel != rel || k.fh != fh) {
             if c.len() >= CACHE_MAX {
                 return Err(Fail::WouldBlock);
             }
-            c.insert((id.dev, id.ino), rel.to_path_buf());
+            c.insert(
+                (id.dev, id.ino),
+                Known {
+                    rel: rel.to_path_buf(),
+                    gen: id.gen,
+                    fh,
+                },
+            );
         }
-        Ok(self.key.handle(id))
+        Ok(fh)
     }
 
-    /// The handle of the object `id`, without remembering where it is (a listing
-    /// remembers its entries together: [`remember_listed`](Self::remember_listed)).
-    pub fn handle_of(&self, id: Id) -> Fh {
-        self.key.handle(id)
+    /// The handle of the entry `name` of the directory `dir`, with attributes `st`,
+    /// without remembering where it is (a listing remembers its entries together:
+    /// [`remember_listed`](Self::remember_listed)).
+    pub fn handle_of(&self, dir: &OwnedFd, name: &CStr, st: &Statx) -> Result<Fh, Stat> {
+        let known = self
+            .cache
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&(dev_of(st), st.stx_ino)).cloned());
+        self.make(dir, name, st, known.as_ref())
     }
 
-    /// Remembers that each of `entries` (an object and its name) is in the directory at
-    /// `dir`: one lock for them all, and a path made only for an entry whose remembered
-    /// path is another (a listing of a directory whose entries are known allocates
-    /// nothing).
-    pub fn remember_listed<'a>(&self, dir: &Path, entries: impl Iterator<Item = (Id, &'a OsStr)>) {
+    /// Remembers that each of `entries` (an object, its name and its handle) is in the
+    /// directory at `dir`: one lock for them all, and a path made only for an entry whose
+    /// remembered path is another (a listing of a directory whose entries are known
+    /// allocates nothing).
+    pub fn remember_listed<'a>(
+        &self,
+        dir: &Path,
+        entries: impl Iterator<Item = (Id, &'a OsStr, Fh)>,
+    ) {
         let Ok(mut c) = self.cache.lock() else {
             return;
         };
-        for (id, name) in entries {
-            let known = c
-                .get(&(id.dev, id.ino))
-                .is_some_and(|p| p.file_name() == Some(name) && p.parent() == Some(dir));
+        for (id, name, fh) in entries {
+            let known = c.get(&(id.dev, id.ino)).is_some_and(|k| {
+                k.fh == fh && k.rel.file_name() == Some(name) && k.rel.parent() == Some(dir)
+            });
             if known {
                 continue;
             }
             if c.len() >= CACHE_MAX {
                 c.clear();
             }
-            c.insert((id.dev, id.ino), dir.join(name));
+            c.insert(
+                (id.dev, id.ino),
+                Known {
+                    rel: dir.join(name),
+                    gen: id.gen,
+                    fh,
+                },
+            );
         }
     }
 
@@ -380,13 +562,20 @@ impl Export {
         }
     }
 
-    /// Remembers that the object `id` is at `rel`.
-    fn remember(&self, id: Id, rel: PathBuf) {
+    /// Remembers that the object `id`, whose handle is `fh`, is at `rel`.
+    fn remember(&self, id: Id, rel: PathBuf, fh: Fh) {
         if let Ok(mut c) = self.cache.lock() {
             if c.len() >= CACHE_MAX {
                 c.clear();
             }
-            c.insert((id.dev, id.ino), rel);
+            c.insert(
+                (id.dev, id.ino),
+                Known {
+                    rel,
+                    gen: id.gen,
+                    fh,
+                },
+            );
         }
     }
 
@@ -470,13 +659,27 @@ impl Export {
 
     /// The object `fh` names: NFS3ERR_BADHANDLE for a handle this server did not make,
     /// NFS3ERR_STALE for one whose object is gone.
+    ///
+    /// A handle gives its object whatever the caller may search (as Linux's nfsd, which
+    /// never walks a path for a handle): what fails as the caller is looked for again as
+    /// the server, so that a directory the caller cannot search never makes a handle
+    /// stale. The procedure then acts on the object as the caller.
     pub fn resolve(&self, fh: &[u8]) -> Result<Obj, Stat> {
-        let id = self.key.open(fh).ok_or(Stat::BadHandle)?;
+        let (id, kfh) = self.key.open(fh, self.root_id.dev).ok_or(Stat::BadHandle)?;
+        match self.resolve_id(id, &kfh) {
+            Err(Stat::Stale | Stat::Acces) if identity::is_caller() => {
+                identity::as_server(|| self.resolve_id(id, &kfh)).unwrap_or(Err(Stat::ServerFault))
+            }
+            r => r,
+        }
+    }
+
+    fn resolve_id(&self, id: Id, kfh: &KernelFh) -> Result<Obj, Stat> {
         let cached = self
             .cache
             .lock()
             .ok()
-            .and_then(|c| c.get(&(id.dev, id.ino)).cloned());
+            .and_then(|c| c.get(&(id.dev, id.ino)).map(|k| k.rel.clone()));
         if let Some(rel) = cached {
             if let Some(o) = self.at(&rel, id) {
                 return Ok(o);
@@ -486,15 +689,48 @@ impl Export {
             return Err(Stat::Stale);
         }
         if NO_SEARCH.get() {
-            // A polling worker: the job goes to an I/O thread, which may search.
+            // A polling worker: the job goes to an I/O thread, which asks the kernel.
             SEARCH_REFUSED.set(true);
             return Err(Stat::Stale);
         }
-        self.searches
+        self.by_handle(id, kfh)
+    }
+
+    /// The object `id` found by its kernel handle `kfh`: opened (as the server), checked to
+    /// be `id`, and named by the path the kernel holds for it, which must lie beneath the
+    /// export.
+    fn by_handle(&self, id: Id, kfh: &KernelFh) -> Result<Obj, Stat> {
+        let flags = libc::O_PATH | libc::O_NOFOLLOW;
+        let fd = identity::as_server(|| khandle::open(self.mount_fd.as_fd(), kfh, flags))
+            .map_err(|_| Stat::ServerFault)?
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ESTALE | libc::ENOENT) => Stat::Stale,
+                _ => io_stat(&e),
+            })?;
+        self.opened_by_handle
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let rel = self.search(id).ok_or(Stat::Stale)?;
+        let st = stat_fd(&fd)?;
+        if id_of(&st) != id {
+            return Err(Stat::Stale);
+        }
+        let beneath =
+            kernel_path(&fd).and_then(|p| p.strip_prefix(&self.kpath).ok().map(Path::to_path_buf));
+        let fh = self.key.handle(id, kfh);
+        let rel = match beneath {
+            Some(rel) => rel,
+            // A file the kernel holds no name for (its dentry not connected, as on a disk
+            // file system after a restart): searched for, where the export is its mount's
+            // root (every object of the file system is beneath it).
+            None if self.mount_root && FType::of_mode(u32::from(st.stx_mode)) != FType::Dir => {
+                self.searches
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.search(id).ok_or(Stat::Stale)?
+            }
+            // Moved out of the export (or removed, still open somewhere).
+            None => return Err(Stat::Stale),
+        };
         let o = self.at(&rel, id).ok_or(Stat::Stale)?;
-        self.remember(id, rel);
+        self.remember(id, rel, fh);
         Ok(o)
     }
 
@@ -505,10 +741,10 @@ impl Export {
         if reach == Reach::Any {
             return Ok(self.resolve(fh)?);
         }
-        let id = self.key.open(fh).ok_or(Stat::BadHandle)?;
+        let (id, _) = self.key.open(fh, self.root_id.dev).ok_or(Stat::BadHandle)?;
         // try_lock: a worker never waits for an I/O thread holding the cache.
         let rel = match self.cache.try_lock() {
-            Ok(c) => c.get(&(id.dev, id.ino)).cloned(),
+            Ok(c) => c.get(&(id.dev, id.ino)).map(|k| k.rel.clone()),
             Err(_) => None,
         }
         .ok_or(Fail::WouldBlock)?;

@@ -1,7 +1,8 @@
 //! READDIR and READDIRPLUS (RFC 1813 §3.3.16, §3.3.17).
 //!
-//! A directory is listed in the order of its entries' cookies, and an entry's cookie is a
-//! keyed hash of its name: a client continuing from a cookie gets the entries after that
+//! A directory is listed in the order of its entries' cookies: `.` (cookie 1) and `..`
+//! (cookie 2) first, as Linux's nfsd lists them (the export's root is its own parent), then
+//! every other entry, whose cookie is a keyed hash of its name: a client continuing from a cookie gets the entries after that
 //! name whatever was added or removed meanwhile, and the same after a server restart (the
 //! key persists), so the cookie verifier never changes and NFS3ERR_BAD_COOKIE answers only a
 //! verifier this server never gave. Replies hold as many entries as the client's `count`
@@ -88,16 +89,25 @@ pub fn readdir(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>, plus: b
     let mut listed = Vec::new();
     for &(c, ino, at) in entries {
         let name = snap.name(at);
+        let dots = c <= 2;
+        // The root's `..` is the root itself: nothing above the export is shown.
+        let (target, ino) = if c == 2 && d.rel.as_os_str().is_empty() {
+            (c".", d.st.stx_ino)
+        } else {
+            (name, ino)
+        };
         let info = 8 + str_len(name.to_bytes().len()) + 8;
         let mut size = 4 + info;
         let mut extra = None;
         if plus {
             // Attributes and handle: an entry whose object went away meanwhile is left out.
-            let Ok(st) = stat_at(&dfd, name) else {
+            let Ok(st) = stat_at(&dfd, target) else {
                 continue;
             };
             let id = id_of(&st);
-            let fh = e.handle_of(id);
+            let Ok(fh) = e.handle_of(&dfd, target, &st) else {
+                continue;
+            };
             size += POST_OP_ATTR_LEN + 4 + str_len(fh.as_bytes().len());
             extra = Some((fattr(&st), fh, id));
         }
@@ -111,7 +121,9 @@ pub fn readdir(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>, plus: b
         if let Some((a, fh, id)) = &extra {
             put_post_op_attr(w, Some(a))?;
             put_post_op_fh(w, Some(fh.as_bytes()))?;
-            listed.push((*id, at));
+            if !dots {
+                listed.push((*id, at, *fh));
+            }
         }
         used += size;
         dir_used += info;
@@ -125,7 +137,7 @@ pub fn readdir(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>, plus: b
         &d.rel,
         listed
             .iter()
-            .map(|&(id, at)| (id, OsStr::from_bytes(snap.name(at).to_bytes()))),
+            .map(|&(id, at, fh)| (id, OsStr::from_bytes(snap.name(at).to_bytes()), fh)),
     );
     w.put_bool(false)?;
     let eof = sent == entries.len();
@@ -147,15 +159,12 @@ struct Snapshot {
 }
 
 impl Snapshot {
-    /// Reads the directory `listing` (every entry but `.` and `..`).
+    /// Reads the directory `listing` (`.` and `..` included).
     fn read(e: &Export, listing: &OwnedFd) -> Result<Snapshot, Fail> {
         let mut s = Snapshot::default();
         for ent in rustix::fs::Dir::read_from(listing)? {
             let ent = ent?;
             let n = ent.file_name().to_bytes();
-            if n == b"." || n == b".." {
-                continue;
-            }
             let at = s.names.len() as u32;
             s.names.extend_from_slice(n);
             s.names.push(0);

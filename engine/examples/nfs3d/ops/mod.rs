@@ -11,8 +11,10 @@
 //! | [`list`] | READDIR, READDIRPLUS |
 //! | [`io`] | READ, WRITE, COMMIT, READLINK |
 //!
-//! The server acts with its own identity; new objects are given to the caller's AUTH_SYS
-//! uid and gid. Every procedure's failure is answered with its status and empty optional
+//! Every procedure runs as its caller ([`crate::identity`]: the Call's AUTH_SYS identity
+//! as the export's options map it, [`crate::policy`]), so the kernel enforces what each
+//! caller may do; a read-only export refuses every change with NFS3ERR_ROFS before it is
+//! tried. Every procedure's failure is answered with its status and empty optional
 //! attributes (`post_op_attr` and `wcc_data` are optional, §2.6), or the fuller body the
 //! procedure writes itself where it has it.
 
@@ -30,18 +32,23 @@ use rpcrdma_proto::{DecodeError, EncodeError};
 
 pub use export::{Export, Reach};
 
+use crate::identity;
+
 use crate::xdr::{Stat, FATTR_LEN, POST_OP_ATTR_LEN, POST_OP_FH_LEN, WCC_LEN};
 
-/// Limits of the server, announced in FSINFO (§3.3.19).
+/// Limits of the server, announced in FSINFO (§3.3.19), and whether it takes changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
     /// The largest READ and WRITE (`rtmax`, `wtmax`, and their preferred sizes).
     pub max_io: u32,
     /// The preferred READDIR size (`dtpref`) and the largest directory reply encoded.
     pub max_dir: u32,
+    /// A read-only export (`ro`): every procedure that would change it is NFS3ERR_ROFS.
+    pub read_only: bool,
 }
 
-/// Who calls (RFC 5531 Appendix A, AUTH_SYS), for ACCESS and the owner of new objects.
+/// Who calls (RFC 5531 Appendix A, AUTH_SYS), as the export's options map it: the identity
+/// the procedure runs as.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Caller {
     /// User.
@@ -51,9 +58,6 @@ pub struct Caller {
     /// Other groups.
     pub gids: Vec<u32>,
 }
-
-/// The anonymous user and group (`nobody`), for AUTH_NONE.
-pub const NOBODY: u32 = 65534;
 
 impl Caller {
     /// The caller of an AUTH_SYS credential body; `None` when it does not decode.
@@ -66,11 +70,12 @@ impl Caller {
         })
     }
 
-    /// The caller of an AUTH_NONE Call.
-    pub fn anonymous() -> Caller {
+    /// The superuser (an export that does not squash root, or the tests).
+    #[cfg(test)]
+    pub fn root() -> Caller {
         Caller {
-            uid: NOBODY,
-            gid: NOBODY,
+            uid: 0,
+            gid: 0,
             gids: Vec::new(),
         }
     }
@@ -167,6 +172,14 @@ pub mod proc {
     pub const COMMIT: u32 = 21;
 }
 
+/// Procedures that change the export: refused with NFS3ERR_ROFS on a read-only one.
+pub fn changes(proc_num: u32) -> bool {
+    matches!(
+        proc_num,
+        proc::SETATTR | proc::WRITE | proc::CREATE..=proc::LINK
+    )
+}
+
 /// Procedures that change state, answered from the duplicate request cache when
 /// retransmitted (SETATTR, CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR, RENAME, LINK: what
 /// a second execution would answer differently).
@@ -230,37 +243,43 @@ pub fn run(
 ) -> Result<Done, Garbage> {
     let mut r = XdrReader::new(args);
     let mut bulk_len = None;
+    let acting = identity::act_as(caller);
     let outcome = {
         let mut w = XdrWriter::new(results);
         let res = match proc_num {
+            _ if acting.is_err() => Err(Fail::Status(Stat::ServerFault)),
+            p if p != 0 && p <= proc::COMMIT && export.config.read_only && changes(p) => {
+                Err(Fail::Status(Stat::Rofs))
+            }
             0 => Ok(()),
             proc::GETATTR => attr::getattr(export, Reach::Any, &mut r, &mut w),
-            proc::SETATTR => attr::setattr(export, &mut r, &mut w),
+            proc::SETATTR => attr::setattr(export, caller, &mut r, &mut w),
             proc::ACCESS => attr::access(export, Reach::Any, caller, &mut r, &mut w),
             proc::FSSTAT => attr::fsstat(export, &mut r, &mut w),
             proc::FSINFO => attr::fsinfo(export, &mut r, &mut w),
             proc::PATHCONF => attr::pathconf(export, &mut r, &mut w),
             proc::LOOKUP => dir::lookup(export, Reach::Any, &mut r, &mut w),
-            proc::CREATE => dir::create(export, caller, &mut r, &mut w),
-            proc::MKDIR => dir::mkdir(export, caller, &mut r, &mut w),
-            proc::SYMLINK => dir::symlink(export, caller, &mut r, &mut w),
-            proc::MKNOD => dir::mknod(&mut r, &mut w),
+            proc::CREATE => dir::create(export, &mut r, &mut w),
+            proc::MKDIR => dir::mkdir(export, &mut r, &mut w),
+            proc::SYMLINK => dir::symlink(export, &mut r, &mut w),
+            proc::MKNOD => dir::mknod(export, &mut r, &mut w),
             proc::REMOVE => dir::remove(export, &mut r, &mut w, false),
             proc::RMDIR => dir::remove(export, &mut r, &mut w, true),
             proc::RENAME => dir::rename(export, &mut r, &mut w),
-            proc::LINK => dir::link(&mut r, &mut w),
+            proc::LINK => dir::link(export, &mut r, &mut w),
             proc::READDIR => list::readdir(export, &mut r, &mut w, false),
             proc::READDIRPLUS => list::readdir(export, &mut r, &mut w, true),
-            proc::READ => io::read(export, &mut r, &mut w, bulk).map(|n| {
+            proc::READ => io::read(export, caller, &mut r, &mut w, bulk).map(|n| {
                 bulk_len = n;
             }),
-            proc::WRITE => io::write(export, &mut r, &mut w),
+            proc::WRITE => io::write(export, caller, &mut r, &mut w),
             proc::COMMIT => io::commit(export, &mut r, &mut w),
             proc::READLINK => io::readlink(export, &mut r, &mut w),
             _ => Err(Fail::Garbage),
         };
         res.map(|()| w.position())
     };
+    drop(acting);
     finish(proc_num, results, outcome, bulk_len)
 }
 
@@ -318,14 +337,22 @@ pub fn run_cached(
     args: &[u8],
     results: &mut [u8],
 ) -> Option<Result<Done, Garbage>> {
+    if !runs_cached(proc_num) {
+        return None;
+    }
     let mut r = XdrReader::new(args);
     let mut w = XdrWriter::new(results);
+    // As the caller: LOOKUP needs search permission on the directory.
+    let Ok(acting) = identity::act_as(caller) else {
+        return None;
+    };
     let res = match proc_num {
         proc::GETATTR => attr::getattr(export, Reach::Cached, &mut r, &mut w),
         proc::ACCESS => attr::access(export, Reach::Cached, caller, &mut r, &mut w),
         proc::LOOKUP => dir::lookup(export, Reach::Cached, &mut r, &mut w),
         _ => return None,
     };
+    drop(acting);
     let outcome = match res {
         Err(Fail::WouldBlock) => return None,
         r => r.map(|()| w.position()),

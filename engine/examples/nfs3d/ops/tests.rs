@@ -13,6 +13,7 @@ use crate::xdr::{Fattr, Stat};
 const CONFIG: Config = Config {
     max_io: 1 << 20,
     max_dir: 1 << 20,
+    read_only: false,
 };
 
 struct Dir(PathBuf);
@@ -51,7 +52,7 @@ fn args(f: impl FnOnce(&mut XdrWriter<'_>)) -> Vec<u8> {
 fn call(e: &Export, p: u32, a: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let mut res = vec![0u8; super::max_results(p, &CONFIG) as usize];
     let mut bulk = vec![0u8; 1 << 20];
-    let done = run(e, &Caller::anonymous(), p, a, &mut res, Some(&mut bulk)).expect("decodes");
+    let done = run(e, &Caller::root(), p, a, &mut res, Some(&mut bulk)).expect("decodes");
     res.truncate(done.results_len);
     bulk.truncate(done.bulk_len.unwrap_or(0));
     (res, bulk)
@@ -373,14 +374,15 @@ fn no_way_out_of_the_export() {
     });
     assert_eq!(status(&call(&e, proc::RENAME, &a).0), Stat::Inval as u32);
     assert!(d.export().join("sub").is_dir());
-    // Hard links are refused.
+    // A hard link's name is checked like any other.
     let (_, f) = create(&e, &root, b"f", 1, 0);
     let a = args(|w| {
         w.put_opaque_var(&f.unwrap(), 64).unwrap();
         w.put_opaque_var(&root, 64).unwrap();
-        w.put_opaque_var(b"g", 1024).unwrap();
+        w.put_opaque_var(b"../g", 1024).unwrap();
     });
-    assert_eq!(status(&call(&e, proc::LINK, &a).0), Stat::NotSupp as u32);
+    assert_eq!(status(&call(&e, proc::LINK, &a).0), Stat::Inval as u32);
+    assert!(!d.0.join("g").exists());
 }
 
 #[test]
@@ -411,7 +413,7 @@ fn unchecked_create_of_an_existing_file_keeps_its_owner_and_mode() {
     std::fs::write(&path, b"contents").unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
     let before = std::fs::metadata(&path).unwrap();
-    // The caller is nobody and asks for mode 0644: neither applies to the existing file.
+    // The caller (root) asks for mode 0644: it does not apply to the existing file.
     let (s, fh) = create(&e, &root, b"kept", 0, 0);
     assert_eq!(s, 0);
     assert!(fh.is_some());
@@ -427,10 +429,7 @@ fn unchecked_create_of_an_existing_file_keeps_its_owner_and_mode() {
     let (s, _) = create(&e, &root, b"new", 0, 0);
     assert_eq!(s, 0);
     let m = std::fs::metadata(d.export().join("new")).unwrap();
-    assert_eq!(
-        (m.uid(), m.permissions().mode() & 0o777),
-        (super::NOBODY, 0o644)
-    );
+    assert_eq!((m.uid(), m.permissions().mode() & 0o777), (0, 0o644));
     // A directory there is NFS3ERR_EXIST.
     std::fs::create_dir(d.export().join("dir")).unwrap();
     assert_eq!(create(&e, &root, b"dir", 0, 0).0, Stat::Exist as u32);
@@ -503,15 +502,27 @@ fn readdirplus(e: &Export, dir: &[u8], cookie: u64, verf: [u8; 8], maxcount: u32
 }
 
 /// Lists `dir` with READDIRPLUS in replies of at most `maxcount` bytes; every name.
+/// Lists `dir` with READDIRPLUS in pages of `maxcount` bytes: every name but `.` and `..`,
+/// which must come first, with cookies 1 and 2.
 fn list_all(e: &Export, dir: &[u8], maxcount: u32) -> Vec<Vec<u8>> {
     let (mut cookie, mut verf, mut names, mut eof) = (0u64, [0u8; 8], Vec::new(), false);
+    let mut first = true;
     while !eof {
         let (entries, v, end) = readdirplus(e, dir, cookie, verf, maxcount);
         assert!(end || !entries.is_empty(), "progress");
+        if first {
+            assert_eq!(entries[0].0, b".");
+            assert_eq!(entries[0].1, 1);
+            assert_eq!(entries[1].0, b"..");
+            assert_eq!(entries[1].1, 2);
+            first = false;
+        }
         verf = v;
         eof = end;
         for (name, c, _) in entries {
-            names.push(name);
+            if name != b"." && name != b".." {
+                names.push(name);
+            }
             cookie = c;
         }
     }
@@ -586,7 +597,7 @@ fn hostile_arguments_never_panic() {
             if next() % 3 == 0 {
                 a.truncate((next() % (a.len() as u64 + 1)) as usize);
             }
-            let _ = run(&e, &Caller::anonymous(), p, &a, &mut res, Some(&mut bulk));
+            let _ = run(&e, &Caller::root(), p, &a, &mut res, Some(&mut bulk));
         }
     }
 }
@@ -595,7 +606,7 @@ fn hostile_arguments_never_panic() {
 /// deferred to the pool.
 fn call_cached(e: &Export, p: u32, a: &[u8]) -> Option<Vec<u8>> {
     let mut res = vec![0u8; super::max_results(p, &CONFIG) as usize];
-    let done = run_cached(e, &Caller::anonymous(), p, a, &mut res)?.expect("decodes");
+    let done = run_cached(e, &Caller::root(), p, a, &mut res)?.expect("decodes");
     res.truncate(done.results_len);
     Some(res)
 }
@@ -702,7 +713,11 @@ fn listing_cost() {
 fn list_handles(e: &Export, dir: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     let (entries, _, eof) = readdirplus(e, dir, 0, [0; 8], 64 * 1024);
     assert!(eof, "one reply holds them all");
-    let mut out: Vec<_> = entries.into_iter().map(|(n, _, fh)| (n, fh)).collect();
+    let mut out: Vec<_> = entries
+        .into_iter()
+        .filter(|(n, _, _)| n != b"." && n != b"..")
+        .map(|(n, _, fh)| (n, fh))
+        .collect();
     out.sort();
     out
 }

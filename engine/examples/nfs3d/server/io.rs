@@ -27,8 +27,6 @@ use super::{Answer, Finished, Job, Nfs};
 
 /// How long a thread waits for a job before looking at the stop flag.
 const IDLE_WAIT: Duration = Duration::from_millis(100);
-/// nfsstat3 NFS3ERR_IO (RFC 1813 §2.6).
-const NFS3ERR_IO: u32 = 5;
 
 /// The I/O threads.
 pub struct IoPool {
@@ -93,6 +91,9 @@ impl IoPool {
 }
 
 fn serve(rx: &Mutex<Receiver<Job>>, nfs: &Nfs, stop: &AtomicBool, spin: Duration) {
+    // Nothing but procedures runs here: the last caller's identity is kept until the next
+    // Call needs another.
+    crate::identity::keep_between_calls();
     let mut scratch = Vec::new();
     loop {
         let next = next_job(rx, spin);
@@ -211,12 +212,7 @@ fn run_begun(
             let status = results
                 .get(..4)
                 .map_or(0, |w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
-            if status != 0 {
-                nfs.stats.nfs_errors.fetch_add(1, Ordering::Relaxed);
-            }
-            if status == NFS3ERR_IO {
-                nfs.stats.io_errors.fetch_add(1, Ordering::Relaxed);
-            }
+            nfs.stats.count_status(status);
         }
         Answer::Garbage => {
             nfs.stats.garbage_args.fetch_add(1, Ordering::Relaxed);

@@ -26,10 +26,11 @@ use std::time::Duration;
 
 use rpcrdma_engine::dispatch::{Deferred, Dispatch, Outcome, ProcSpec, Request, Response};
 use rpcrdma_engine::worker::Bell;
-use rpcrdma_proto::rpc::{AuthStat, AUTH_NONE, AUTH_SYS};
+use rpcrdma_proto::rpc::{AuthStat, AUTH_SYS};
 
 use crate::drc::{self, Drc, DrcLimits};
 use crate::ops::{self, Caller, Config, Export};
+use crate::policy::Policy;
 use crate::stats::{NfsStats, NFS3_PROCS};
 
 use lend::{Args, Bulk, BulkOut};
@@ -58,6 +59,8 @@ pub struct Nfs {
     pub drc: Drc,
     /// The counters.
     pub stats: NfsStats,
+    /// Who may do what: the export's options.
+    pub policy: Policy,
     /// How long a duplicate waits for its original.
     pub drc_wait: Duration,
     /// A test hook: how long every I/O job sleeps before it runs, in microseconds.
@@ -77,13 +80,14 @@ impl core::fmt::Debug for Nfs {
 }
 
 impl Nfs {
-    /// The shared state of a server of `export`.
-    pub fn new(export: Arc<Export>, config: Config, drc: DrcLimits) -> Arc<Nfs> {
+    /// The shared state of a server of `export` with the options `policy`.
+    pub fn new(export: Arc<Export>, config: Config, drc: DrcLimits, policy: Policy) -> Arc<Nfs> {
         Arc::new(Nfs {
             export,
             config,
             drc: Drc::new(drc),
             stats: NfsStats::default(),
+            policy,
             drc_wait: DRC_WAIT,
             io_delay_us: AtomicU64::new(0),
             on_worker: AtomicBool::new(true),
@@ -272,22 +276,30 @@ pub fn dispatch(nfs: &Arc<Nfs>) -> Dispatch {
     d
 }
 
-/// Who calls, from the credential (RFC 5531 §10.1 AUTH_NONE: the anonymous user; §A
-/// AUTH_SYS: its uid, gid and groups), with the hash of the machine name for the
-/// duplicate request cache. Other flavors are treated as AUTH_NONE; an AUTH_SYS body that
-/// does not decode is `None` (answered AUTH_ERROR / AUTH_BADCRED).
-fn caller_of(req: &Request<'_>) -> Option<(Caller, u64)> {
+/// Who the Call runs as, from its credential as the export's options map it (RFC 5531
+/// §10.1 AUTH_NONE: the anonymous user; Appendix A AUTH_SYS: its uid, gid and groups,
+/// root squashed unless the export says not to, [`Policy::map`]), with the hash of the
+/// machine name for the duplicate request cache. Other flavors run as the anonymous user
+/// too; an AUTH_SYS body that does not decode is `None` (answered AUTH_ERROR /
+/// AUTH_BADCRED).
+fn caller_of(nfs: &Nfs, req: &Request<'_>) -> Option<(Caller, u64)> {
     match req.cred.flavor {
         AUTH_SYS => {
-            let caller = Caller::from_auth_sys(req.cred.body)?;
+            let claimed = Caller::from_auth_sys(req.cred.body)?;
             let name = match req.cred.auth_sys() {
                 Some(Ok(sys)) => sys.machinename,
                 _ => &[],
             };
-            Some((caller, drc::client_hash(name)))
+            let mapped = nfs.policy.map(claimed);
+            if mapped.squashed {
+                nfs.stats.squashed.fetch_add(1, Ordering::Relaxed);
+            }
+            Some((mapped.caller, drc::client_hash(name)))
         }
-        AUTH_NONE => Some((Caller::anonymous(), 0)),
-        _ => Some((Caller::anonymous(), 0)),
+        _ => {
+            nfs.stats.anonymous.fetch_add(1, Ordering::Relaxed);
+            Some((nfs.policy.anonymous(), 0))
+        }
     }
 }
 
@@ -297,7 +309,7 @@ fn start(nfs: &Nfs, req: &Request<'_>, resp: &mut Response<'_>) -> Outcome {
     if let Some(c) = nfs.stats.calls.get(p) {
         c.fetch_add(1, Ordering::Relaxed);
     }
-    let Some((caller, client_hash)) = caller_of(req) else {
+    let Some((caller, client_hash)) = caller_of(nfs, req) else {
         // An AUTH_SYS body that does not decode: a bad credential (RFC 5531 §9).
         nfs.stats.auth_errors.fetch_add(1, Ordering::Relaxed);
         return Outcome::AuthError(AuthStat::AUTH_BADCRED);
@@ -357,8 +369,8 @@ fn on_worker(
     stats.answered.fetch_add(1, Ordering::Relaxed);
     Some(match ran {
         Ok(done) => {
-            if out.get(..4).is_some_and(|w| w != [0, 0, 0, 0]) {
-                stats.nfs_errors.fetch_add(1, Ordering::Relaxed);
+            if let Some(w) = out.get(..4) {
+                stats.count_status(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
             }
             resp.set_results_len(done.results_len);
             Outcome::Success

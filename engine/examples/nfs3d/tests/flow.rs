@@ -287,7 +287,7 @@ fn a_memory_export_runs_all_but_read_write_and_listings_on_the_worker() {
 }
 
 #[test]
-fn a_worker_leaves_a_handle_search_to_the_pool() {
+fn a_worker_leaves_a_handle_it_does_not_know_to_the_pool() {
     let srv = TestServer::start(|d| std::fs::create_dir(d.join("sub")).unwrap());
     srv.nfs.set_on_worker_all(true);
     let cred = auth_sys_body(&srv.dir);
@@ -296,18 +296,19 @@ fn a_worker_leaves_a_handle_search_to_the_pool() {
     let sub = lookup(&mut c, &cred, &root, "sub");
     let fh = create(&mut c, &cred, &sub, "f");
     // Behind the server's back, the directory moves: the file's remembered path is wrong,
-    // and only a search of the export finds it.
+    // and only the kernel, given the file's handle, knows where it is now.
     std::fs::rename(srv.dir.join("sub"), srv.dir.join("moved")).unwrap();
     let on_worker = srv.nfs.stats.on_worker_jobs.load(Ordering::Relaxed);
-    let searches = srv.export.searches();
+    let (searches, opened) = (srv.export.searches(), srv.export.opened_by_handle());
     let args = enc(|w| w.put_opaque_var(&fh, 64).unwrap());
     let (res, _) = call(&mut c, &nfs_call(GETATTR, &args, 256, &cred)).expect("GETATTR");
-    assert_eq!(status(&res), 0, "found by the search");
+    assert_eq!(status(&res), 0, "found by its kernel handle");
     assert_eq!(
-        srv.export.searches(),
-        searches + 1,
-        "one search, by an I/O thread"
+        srv.export.opened_by_handle(),
+        opened + 1,
+        "opened by handle once, by an I/O thread"
     );
+    assert_eq!(srv.export.searches(), searches, "no search of the export");
     assert_eq!(
         srv.nfs.stats.on_worker_jobs.load(Ordering::Relaxed),
         on_worker,
@@ -316,5 +317,5 @@ fn a_worker_leaves_a_handle_search_to_the_pool() {
     // Its new path is remembered: the worker answers the next one.
     let (res, _) = call(&mut c, &nfs_call(GETATTR, &args, 256, &cred)).expect("GETATTR");
     assert_eq!(status(&res), 0);
-    assert_eq!(srv.export.searches(), searches + 1);
+    assert_eq!(srv.export.opened_by_handle(), opened + 1);
 }

@@ -28,6 +28,7 @@ use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
 
 use crate::drc::DrcLimits;
 use crate::ops::{Config, Export};
+use crate::policy::Policy;
 use crate::server::conn::NfsConn;
 use crate::server::io::IoPool;
 use crate::server::{self, Nfs, NFS_PROG, NFS_V3};
@@ -85,25 +86,34 @@ pub fn client_config() -> ConnConfig {
     }
 }
 
+/// The options of the tests' exports: root not squashed, as the tests call as the owner of
+/// the exported directory (root, in CI).
+pub fn no_root_squash() -> Policy {
+    Policy {
+        root_squash: false,
+        ..Policy::default()
+    }
+}
+
 impl TestServer {
-    /// Exports a fresh directory (which `fill` may populate first).
+    /// Exports a fresh directory (which `fill` may populate first), root not squashed.
     pub fn start(fill: impl FnOnce(&Path)) -> TestServer {
+        TestServer::start_with(no_root_squash(), fill)
+    }
+
+    /// Exports a fresh directory (which `fill` may populate first) with the options
+    /// `policy`.
+    pub fn start_with(policy: Policy, fill: impl FnOnce(&Path)) -> TestServer {
         let dir = scratch_dir("export");
         let state = scratch_dir("state");
         fill(&dir);
         let config = Config {
             max_io: MAX_IO,
             max_dir: MAX_DIR,
+            read_only: policy.read_only,
         };
         let export = Arc::new(Export::open(&dir, &state, config).expect("export"));
-        let nfs = Nfs::new(
-            Arc::clone(&export),
-            Config {
-                max_io: MAX_IO,
-                max_dir: MAX_DIR,
-            },
-            DrcLimits::default(),
-        );
+        let nfs = Nfs::new(Arc::clone(&export), config, DrcLimits::default(), policy);
         let pool = IoPool::start(4, &nfs).expect("I/O pool");
         let dispatch = Arc::new(server::dispatch(&nfs));
         let (mut srv, addr) = soft_server(dispatch, server_config()).expect("listen");

@@ -66,6 +66,7 @@ fn mnt_returns_the_root_handle_and_garbage_closes_only_its_connection() {
             Config {
                 max_io: MAX_IO,
                 max_dir: MAX_DIR,
+                read_only: false,
             },
         )
         .unwrap(),
@@ -74,6 +75,7 @@ fn mnt_returns_the_root_handle_and_garbage_closes_only_its_connection() {
     let m = Mountd::start(
         SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
         Arc::clone(&export),
+        Policy::default(),
         Arc::clone(&stop),
     )
     .unwrap();

@@ -19,9 +19,15 @@ fn calls_and_io_answers_wake_a_waiting_worker() {
     let config = Config {
         max_io: MAX_IO,
         max_dir: MAX_DIR,
+        read_only: false,
     };
     let export = Arc::new(Export::open(&dir, &state, config).expect("export"));
-    let nfs = Nfs::new(Arc::clone(&export), config, DrcLimits::default());
+    let nfs = Nfs::new(
+        Arc::clone(&export),
+        config,
+        DrcLimits::default(),
+        no_root_squash(),
+    );
     let pool = IoPool::start(2, &nfs).expect("I/O pool");
     let dispatch = Arc::new(server::dispatch(&nfs));
     let (mut srv, addr) = soft_server(dispatch, server_config()).expect("listen");
