@@ -71,17 +71,22 @@ kernel_nfsd_stop() {
 }
 
 NFS3D_PID=
+# The export options nfs3d runs the workload with: as the kernel's export above
+# (no_root_squash: the workload runs as root). Empty: nfs3d's defaults (root squashed).
+NFS3D_EXPORT_OPTS=${NFS3D_EXPORT_OPTS---no-root-squash}
 # Starts nfs3d (or the binary BIN) on port 20050, MOUNT on 20058; its output goes to
 # $NFS_WORK/NAME.out and .err, its state to $NFS_WORK/NAME-state. More options: ARGS, or
-# NFS3D_ARGS split on spaces (tuning runs).
+# NFS3D_ARGS split on spaces (tuning runs), after $NFS3D_EXPORT_OPTS.
 nfs3d_start() { # [BIN [NAME [ARGS...]]]
     local bin=${1:-nfs3d} name=${2:-nfs3d}
-    local -a extra
+    local -a extra opts
+    read -r -a opts <<<"$NFS3D_EXPORT_OPTS"
     if [ $# -gt 2 ]; then
         extra=("${@:3}")
     else
         read -r -a extra <<<"${NFS3D_ARGS:-}"
     fi
+    extra=("${opts[@]}" "${extra[@]}")
     "$bin" --export "$NEXPORT" --provider verbs --device rxe0 --listen "$IP:20050" \
         --mountd-port 20058 --workers 1 --state-dir "$NFS_WORK/$name-state" --no-rpcbind \
         --stats-every "${NFS3D_STATS_EVERY:-0}" "${extra[@]}" \
@@ -109,7 +114,7 @@ nfs3d_counter() { # SECTION NAME
 
 # The kernel client's workload on a server: SERVER label, PORT, MOUNTPORT, the server's
 # export path as MOUNT knows it, the exported directory here (to compare), whether a
-# hard link must succeed (kernel nfsd) or be refused (nfs3d: NFS3ERR_NOTSUPP).
+# hard link must succeed (yes: both servers make them) or be refused.
 client_workload() { # SERVER PORT MOUNTPORT REMOTE LOCAL LINK(yes|no)
     local s=$1 port=$2 mport=$3 remote=$4 local_dir=$5 link=$6 got n
     if timed "$s" mount mount -t nfs -o "vers=3,proto=rdma,port=$port,mountport=$mport,mountproto=tcp,nolock" \
@@ -192,7 +197,7 @@ nfs_tests() {
         banner "NFS: the kernel's client on nfs3d (the engine) over RDMA"
         if nfs3d_start; then
             pass "nfs3d started"
-            client_workload nfs3d 20050 20058 / "$NEXPORT" no
+            client_workload nfs3d 20050 20058 / "$NEXPORT" yes
             if command -v nfs3probe >/dev/null; then
                 # NFSv3 over RPC-over-RDMA version 2 between the engine's two ends.
                 probe_server nfs3d 20050 20058 / "$NEXPORT" 2 2
@@ -225,7 +230,7 @@ nfs_tests() {
             client_workload kernel-nfsd 20049 20048 "$KEXPORT" "$KEXPORT" yes
         fi
         if command -v nfs3d >/dev/null && nfs3d_start; then
-            client_workload nfs3d 20050 20058 / "$NEXPORT" no
+            client_workload nfs3d 20050 20058 / "$NEXPORT" yes
             nfs3d_stop
         fi
     done
