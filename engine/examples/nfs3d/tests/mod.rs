@@ -5,6 +5,7 @@
 
 mod drc;
 mod flow;
+mod identity;
 mod mount;
 mod wait;
 
