@@ -17,16 +17,17 @@
 //!
 //! [`khandle`]: crate::khandle
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::ffi::{CStr, CString, OsStr};
+use std::collections::{HashMap, HashSet};
+use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, Statx, StatxFlags, CWD};
 
+use super::handles::kernel_path;
 use super::{Config, Fail};
 use crate::fh::{self, Fh, Id, Key};
 use crate::identity;
@@ -34,12 +35,12 @@ use crate::khandle::{self, KernelFh};
 use crate::xdr::{FType, Fattr, Stat, Time, NAME_MAX};
 
 /// Entries a search for a handle's object looks at, at most.
-const SEARCH_LIMIT: usize = 1_000_000;
+pub(super) const SEARCH_LIMIT: usize = 1_000_000;
 /// Paths the handle cache keeps at most (it starts over past that: a cache, not a
 /// record; what it forgets is found again by a search).
-const CACHE_MAX: usize = 1 << 20;
+pub(super) const CACHE_MAX: usize = 1 << 20;
 /// Removed objects remembered at most, so that their handles are STALE at once.
-const GONE_MAX: usize = 1 << 16;
+pub(super) const GONE_MAX: usize = 1 << 16;
 /// Most directory descriptors kept open for [`Export::parent_dir`] (emptied when full).
 const DIRS_MAX: usize = 512;
 
@@ -68,7 +69,7 @@ fn open_cached(dir: &OwnedFd, path: &CStr, flags: OFlags) -> rustix::io::Result<
 }
 
 /// The attributes of the object `fd` was opened on, from memory (no path walk).
-fn stat_fd(fd: &OwnedFd) -> rustix::io::Result<Statx> {
+pub(super) fn stat_fd(fd: &OwnedFd) -> rustix::io::Result<Statx> {
     rustix::fs::statx(
         fd,
         c"",
@@ -120,10 +121,10 @@ pub fn without_search<R>(f: impl FnOnce() -> R) -> (R, bool) {
 
 /// What the path cache knows of an object: where it was last seen and its handle.
 #[derive(Clone, Debug)]
-struct Known {
-    rel: PathBuf,
-    gen: u32,
-    fh: Fh,
+pub(super) struct Known {
+    pub(super) rel: PathBuf,
+    pub(super) gen: u32,
+    pub(super) fh: Fh,
 }
 
 /// An object a handle resolved to: where it is and what it was when last looked at.
@@ -149,22 +150,22 @@ impl Obj {
 
 /// The export and what the procedures share about it.
 pub struct Export {
-    root: OwnedFd,
+    pub(super) root: OwnedFd,
     /// The root opened for reading: what `open_by_handle_at` takes to name the file system
     /// (it refuses an `O_PATH` descriptor).
-    mount_fd: OwnedFd,
-    path: PathBuf,
+    pub(super) mount_fd: OwnedFd,
+    pub(super) path: PathBuf,
     /// The export's path as the kernel names it (`/proc/self/fd`), which the paths of
     /// objects opened by their handles must start with.
-    kpath: PathBuf,
+    pub(super) kpath: PathBuf,
     /// Whether the export is its mount's root: every object of its file system is then
     /// beneath it.
-    mount_root: bool,
+    pub(super) mount_root: bool,
     /// The export's mount, which handles are made on.
-    mount_id: i32,
-    root_id: Id,
-    root_fh: Fh,
-    key: Key,
+    pub(super) mount_id: i32,
+    pub(super) root_id: Id,
+    pub(super) root_fh: Fh,
+    pub(super) key: Key,
     /// Limits of the server.
     pub config: Config,
     /// The write verifier (§3.3.7): changes when the server restarts, so that a client
@@ -174,17 +175,17 @@ pub struct Export {
     /// valid across restarts).
     pub cookie_verf: [u8; 8],
     /// Paths (relative to the root) and handles of objects by (device, inode).
-    cache: Mutex<HashMap<(u64, u64), Known>>,
+    pub(super) cache: Mutex<HashMap<(u64, u64), Known>>,
     /// Objects this server removed: a client using their handles again (it revalidates
     /// what it had cached) gets NFS3ERR_STALE without a search of the whole export.
-    gone: Mutex<HashSet<Id>>,
+    pub(super) gone: Mutex<HashSet<Id>>,
     /// Searches of the export made so far.
-    searches: std::sync::atomic::AtomicU64,
+    pub(super) searches: std::sync::atomic::AtomicU64,
     /// Objects found by their kernel handles (a handle the path cache did not know).
-    opened_by_handle: std::sync::atomic::AtomicU64,
+    pub(super) opened_by_handle: std::sync::atomic::AtomicU64,
     /// Descriptors of the directories handles were last resolved in, by path from the root
     /// ([`Export::parent_dir`]).
-    dirs: Mutex<HashMap<PathBuf, Arc<OwnedFd>>>,
+    pub(super) dirs: Mutex<HashMap<PathBuf, Arc<OwnedFd>>>,
     /// Snapshots of the directory listings under way, for their continuations.
     pub listings: super::list::Listings,
 }
@@ -269,22 +270,15 @@ pub fn name(bytes: &[u8]) -> Result<CString, Stat> {
     CString::new(bytes).map_err(|_| Stat::Inval)
 }
 
-fn dot() -> CString {
+pub(super) fn dot() -> CString {
     CString::new(".").unwrap_or_default()
 }
 
 /// The status for an I/O error of the operating system.
-fn io_stat(e: &io::Error) -> Stat {
+pub(super) fn io_stat(e: &io::Error) -> Stat {
     e.raw_os_error().map_or(Stat::Io, |n| {
         Stat::from_errno(rustix::io::Errno::from_raw_os_error(n))
     })
-}
-
-/// The path the kernel holds for the object `fd` is open on (`/proc/self/fd`).
-fn kernel_path(fd: &OwnedFd) -> Option<PathBuf> {
-    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    let target = rustix::fs::readlinkat(CWD, link.as_str(), Vec::new()).ok()?;
-    Some(PathBuf::from(OsStr::from_bytes(target.as_bytes())))
 }
 
 /// The mount ID statx reports for `name` in `dir`.
@@ -427,158 +421,6 @@ impl Export {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The handle of the object `name` in `dir` (empty: `dir` itself), with attributes
-    /// `st`: the one the path cache holds for it, else made from its kernel handle.
-    fn make(
-        &self,
-        dir: &OwnedFd,
-        name: &CStr,
-        st: &Statx,
-        known: Option<&Known>,
-    ) -> Result<Fh, Stat> {
-        let id = id_of(st);
-        if let Some(k) = known.filter(|k| k.gen == id.gen) {
-            return Ok(k.fh);
-        }
-        let (kfh, mount) = khandle::of(dir.as_fd(), name).map_err(|e| io_stat(&e))?;
-        if mount != self.mount_id {
-            // Another file system mounted beneath the export: its objects are not served
-            // (a handle of it would not open on the export's mount).
-            return Err(Stat::Acces);
-        }
-        Ok(self.key.handle(id, &kfh))
-    }
-
-    /// The handle of the object `name` in the directory `dir` (an empty `name`: `dir`
-    /// itself), with attributes `st`, remembered at `rel`.
-    pub fn handle_for(
-        &self,
-        dir: &OwnedFd,
-        name: &CStr,
-        rel: &Path,
-        st: &Statx,
-    ) -> Result<Fh, Stat> {
-        let key = (dev_of(st), st.stx_ino);
-        let known = self.cache.lock().ok().and_then(|c| c.get(&key).cloned());
-        let fh = self.make(dir, name, st, known.as_ref())?;
-        if known.as_ref().is_none_or(|k| k.rel != rel || k.fh != fh) {
-            self.remember(id_of(st), rel.to_path_buf(), fh);
-        }
-        Ok(fh)
-    }
-
-    /// [`handle_for`](Self::handle_for), as `reach` allows: a worker never waits for the
-    /// path cache's lock ([`Fail::WouldBlock`]).
-    pub fn handle_in(
-        &self,
-        dir: &OwnedFd,
-        name: &CStr,
-        rel: &Path,
-        st: &Statx,
-        reach: Reach,
-    ) -> Result<Fh, Fail> {
-        if reach == Reach::Any {
-            return Ok(self.handle_for(dir, name, rel, st)?);
-        }
-        let id = id_of(st);
-        let mut c = self.cache.try_lock().map_err(|_| Fail::WouldBlock)?;
-        let known = c.get(&(id.dev, id.ino));
-        let fh = self.make(dir, name, st, known)?;
-        if known.is_none_or(|k| k.rel != rel || k.fh != fh) {
-            if c.len() >= CACHE_MAX {
-                return Err(Fail::WouldBlock);
-            }
-            c.insert(
-                (id.dev, id.ino),
-                Known {
-                    rel: rel.to_path_buf(),
-                    gen: id.gen,
-                    fh,
-                },
-            );
-        }
-        Ok(fh)
-    }
-
-    /// The handle of the entry `name` of the directory `dir`, with attributes `st`,
-    /// without remembering where it is (a listing remembers its entries together:
-    /// [`remember_listed`](Self::remember_listed)).
-    pub fn handle_of(&self, dir: &OwnedFd, name: &CStr, st: &Statx) -> Result<Fh, Stat> {
-        let known = self
-            .cache
-            .lock()
-            .ok()
-            .and_then(|c| c.get(&(dev_of(st), st.stx_ino)).cloned());
-        self.make(dir, name, st, known.as_ref())
-    }
-
-    /// Remembers that each of `entries` (an object, its name and its handle) is in the
-    /// directory at `dir`: one lock for them all, and a path made only for an entry whose
-    /// remembered path is another (a listing of a directory whose entries are known
-    /// allocates nothing).
-    pub fn remember_listed<'a>(
-        &self,
-        dir: &Path,
-        entries: impl Iterator<Item = (Id, &'a OsStr, Fh)>,
-    ) {
-        let Ok(mut c) = self.cache.lock() else {
-            return;
-        };
-        for (id, name, fh) in entries {
-            let known = c.get(&(id.dev, id.ino)).is_some_and(|k| {
-                k.fh == fh && k.rel.file_name() == Some(name) && k.rel.parent() == Some(dir)
-            });
-            if known {
-                continue;
-            }
-            if c.len() >= CACHE_MAX {
-                c.clear();
-            }
-            c.insert(
-                (id.dev, id.ino),
-                Known {
-                    rel: dir.join(name),
-                    gen: id.gen,
-                    fh,
-                },
-            );
-        }
-    }
-
-    /// Forgets where an object was (it was removed): a directory empties the cache of
-    /// directory descriptors too.
-    pub fn forget(&self, st: &Statx) {
-        if FType::of_mode(u32::from(st.stx_mode)) == FType::Dir {
-            self.forget_dirs();
-        }
-        if let Ok(mut c) = self.cache.lock() {
-            c.remove(&(dev_of(st), st.stx_ino));
-        }
-        if let Ok(mut g) = self.gone.lock() {
-            if g.len() >= GONE_MAX {
-                g.clear();
-            }
-            g.insert(id_of(st));
-        }
-    }
-
-    /// Remembers that the object `id`, whose handle is `fh`, is at `rel`.
-    fn remember(&self, id: Id, rel: PathBuf, fh: Fh) {
-        if let Ok(mut c) = self.cache.lock() {
-            if c.len() >= CACHE_MAX {
-                c.clear();
-            }
-            c.insert(
-                (id.dev, id.ino),
-                Known {
-                    rel,
-                    gen: id.gen,
-                    fh,
-                },
-            );
-        }
-    }
-
     /// A descriptor of the directory at `rel`, reached component by component without
     /// following a link. (One `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` in its
     /// place made the guest's small-file workload slower in three runs of three, tree copy
@@ -632,7 +474,7 @@ impl Export {
 
     /// The object at `rel`, if it is `id`: looked for in the parent's kept descriptor,
     /// then, if not found there, in the directory the path names now.
-    fn at(&self, rel: &Path, id: Id) -> Option<Obj> {
+    pub(super) fn at(&self, rel: &Path, id: Id) -> Option<Obj> {
         let (dir, name) = match (rel.parent(), rel.file_name()) {
             (Some(p), Some(n)) => (p, CString::new(n.as_bytes()).ok()?),
             _ => (Path::new(""), dot()),
@@ -694,44 +536,6 @@ impl Export {
             return Err(Stat::Stale);
         }
         self.by_handle(id, kfh)
-    }
-
-    /// The object `id` found by its kernel handle `kfh`: opened (as the server), checked to
-    /// be `id`, and named by the path the kernel holds for it, which must lie beneath the
-    /// export.
-    fn by_handle(&self, id: Id, kfh: &KernelFh) -> Result<Obj, Stat> {
-        let flags = libc::O_PATH | libc::O_NOFOLLOW;
-        let fd = identity::as_server(|| khandle::open(self.mount_fd.as_fd(), kfh, flags))
-            .map_err(|_| Stat::ServerFault)?
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::ESTALE | libc::ENOENT) => Stat::Stale,
-                _ => io_stat(&e),
-            })?;
-        self.opened_by_handle
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let st = stat_fd(&fd)?;
-        if id_of(&st) != id {
-            return Err(Stat::Stale);
-        }
-        let beneath =
-            kernel_path(&fd).and_then(|p| p.strip_prefix(&self.kpath).ok().map(Path::to_path_buf));
-        let fh = self.key.handle(id, kfh);
-        let rel = match beneath {
-            Some(rel) => rel,
-            // A file the kernel holds no name for (its dentry not connected, as on a disk
-            // file system after a restart): searched for, where the export is its mount's
-            // root (every object of the file system is beneath it).
-            None if self.mount_root && FType::of_mode(u32::from(st.stx_mode)) != FType::Dir => {
-                self.searches
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.search(id).ok_or(Stat::Stale)?
-            }
-            // Moved out of the export (or removed, still open somewhere).
-            None => return Err(Stat::Stale),
-        };
-        let o = self.at(&rel, id).ok_or(Stat::Stale)?;
-        self.remember(id, rel, fh);
-        Ok(o)
     }
 
     /// The object `fh` names, reached as `reach` allows: through the caches only, a
@@ -812,51 +616,6 @@ impl Export {
         )
         .map_err(|_| Fail::WouldBlock)?;
         Ok((o, fd))
-    }
-
-    /// Looks for `id` in the export, breadth first, never following a link.
-    fn search(&self, id: Id) -> Option<PathBuf> {
-        if id == self.root_id {
-            return Some(PathBuf::new());
-        }
-        let mut queue = VecDeque::from([PathBuf::new()]);
-        let mut seen = 0usize;
-        while let Some(dir) = queue.pop_front() {
-            let fd = self.open_dir(&dir).ok()?;
-            let listing = rustix::fs::openat(
-                &fd,
-                ".",
-                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                Mode::empty(),
-            )
-            .ok()?;
-            let Ok(entries) = rustix::fs::Dir::read_from(&listing) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                seen += 1;
-                if seen > SEARCH_LIMIT {
-                    return None;
-                }
-                let n = e.file_name().to_bytes();
-                if n == b"." || n == b".." {
-                    continue;
-                }
-                let rel = dir.join(OsStr::from_bytes(n));
-                if e.ino() == id.ino {
-                    let name = CString::new(n).ok()?;
-                    if let Ok(st) = stat_at(&fd, &name) {
-                        if id_of(&st) == id {
-                            return Some(rel);
-                        }
-                    }
-                }
-                if e.file_type() == rustix::fs::FileType::Directory {
-                    queue.push_back(rel);
-                }
-            }
-        }
-        None
     }
 
     /// The directory `fh` names, with its descriptor: NFS3ERR_NOTDIR when it is not one.

@@ -11,6 +11,9 @@
 //! | [`list`] | READDIR, READDIRPLUS |
 //! | [`io`] | READ, WRITE, COMMIT, READLINK |
 //!
+//! [`export`] reaches objects beneath the export; [`handles`] makes handles and finds the
+//! object a handle names.
+//!
 //! Every procedure runs as its caller ([`crate::identity`]: the Call's AUTH_SYS identity
 //! as the export's options map it, [`crate::policy`]), so the kernel enforces what each
 //! caller may do; a read-only export refuses every change with NFS3ERR_ROFS before it is
@@ -21,6 +24,7 @@
 pub mod attr;
 pub mod dir;
 pub mod export;
+pub mod handles;
 pub mod io;
 pub mod list;
 #[cfg(test)]
