@@ -392,6 +392,15 @@ pub enum ConnError {
     /// The server did not answer the version 2 opening message in time (\[V2\] §7.2: it is
     /// taken for a server without version 2).
     VersionTimeout,
+    /// The server's own filter refused a connection request
+    /// ([`Server::accept_if`](crate::responder::Server::accept_if)), which was rejected at
+    /// the connection manager before any resources were spent on it.
+    Refused {
+        /// The address the request came from, as the fabric reported it
+        /// ([`ConnRequest::peer_addr`](crate::fabric::ConnRequest::peer_addr): `None` on
+        /// soft, and on verbs for an address that is not IPv4 or IPv6).
+        peer: Option<std::net::SocketAddr>,
+    },
 }
 
 impl core::fmt::Display for ConnError {
@@ -411,6 +420,15 @@ impl core::fmt::Display for ConnError {
             ConnError::VersionTimeout => {
                 f.write_str("no answer to the version 2 opening message (RDMA2_CONNPROP)")
             }
+            ConnError::Refused { peer: Some(peer) } => write!(
+                f,
+                "refused the connection request from {peer} (rejected at the connection \
+                 manager)"
+            ),
+            ConnError::Refused { peer: None } => f.write_str(
+                "refused a connection request (rejected at the connection manager; the \
+                 fabric gives no peer address)",
+            ),
         }
     }
 }

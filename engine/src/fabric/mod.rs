@@ -373,6 +373,15 @@ pub trait ConnRequest<P: Provider>: Sized {
     /// The client's private data, zero-padded to [`PrivateData::CONNECT_MAX`] bytes.
     fn private_data(&self) -> PrivateData;
 
+    /// The address the request comes from, for deciding whether to accept it before any
+    /// resources are spent on it: on verbs, the IPv4 or IPv6 address and port of the
+    /// request's rdma_cm id (`rdma_get_peer_addr`, its `route.addr.dst_addr`), `None` for
+    /// another family (InfiniBand's native `AF_IB`); on soft, always `None` (its addresses
+    /// are names of Unix sockets, not IP addresses). An IPv4 client of a listener bound to
+    /// an IPv6 address may show as an IPv4-mapped one (`::ffff:a.b.c.d`): a filter compares
+    /// `ip().to_canonical()`.
+    fn peer_addr(&self) -> Option<std::net::SocketAddr>;
+
     /// Creates the queue pair in `pd` with `init` (`rdma_create_qp`), hands it to `prepare`
     /// (to post receives before the client may send), accepts with `private_data` (at most
     /// [`PrivateData::ACCEPT_MAX`] bytes, `rdma_accept`) and waits at most `timeout` for the

@@ -43,7 +43,35 @@ impl<P: Provider> Server<P> {
     /// Waits at most `timeout` for a connection request and accepts it: the RFC 8797
     /// exchange, the connection's resources, all receives posted before the accept.
     pub fn accept(&mut self, timeout: Duration) -> Result<ServerConn<P>, ConnError> {
+        self.accept_if(timeout, |_| true)
+    }
+
+    /// As [`accept`](Self::accept), but first asks `admit` whether to take the request,
+    /// given the address it comes from ([`ConnRequest::peer_addr`]: an IP address and port
+    /// on verbs, `None` on soft). A request `admit` refuses is rejected at the connection
+    /// manager (`rdma_reject`, [`ConnRequest::reject`]) before any of the connection's
+    /// resources are made, and [`ConnError::Refused`] says so with the address, for the
+    /// caller to log and count; the client's connect then fails with the reject
+    /// ([`ConnectError::Rejected`](crate::fabric::ConnectError::Rejected)). Host-based
+    /// admission of this kind is what an export's client list asks for; RFC 8166 §8 leaves
+    /// the authentication of peers to the layers around RPC-over-RDMA.
+    ///
+    /// The reject carries no private data: RFC 8797 §4 defines it for the request and the
+    /// accept only. It is sent on a best-effort basis: if it cannot be sent (a client
+    /// already gone, say), the request is refused all the same (on verbs, dropping an
+    /// unanswered request rejects it too) and the answer is still `Refused`.
+    pub fn accept_if(
+        &mut self,
+        timeout: Duration,
+        admit: impl FnOnce(Option<std::net::SocketAddr>) -> bool,
+    ) -> Result<ServerConn<P>, ConnError> {
         let req = self.listener.get_request(timeout)?;
+        let peer = req.peer_addr();
+        if !admit(peer) {
+            // Refused whatever became of the reject (doc comment).
+            let _ = req.reject(&[]);
+            return Err(ConnError::Refused { peer });
+        }
         ServerConn::accept(
             &self.device,
             req,
@@ -114,6 +142,7 @@ impl<P: Provider> ServerConn<P> {
         // dropped with buffers still out leaks its memory on purpose.
         let (recv, pull, bulk, ring) = (recv, pull, bulk, ring);
         let local = Negotiation::advertise(&config);
+        let peer_addr = req.peer_addr();
         let peer = req.private_data();
         let negotiation = Negotiation::complete(Role::Server, local, peer.as_bytes());
         let caps = QpCaps {
@@ -192,6 +221,7 @@ impl<P: Provider> ServerConn<P> {
             loans,
             echo: Echo::new(),
             setup: started.elapsed(),
+            peer_addr,
             _pd: pd,
         })
     }

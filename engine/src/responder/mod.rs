@@ -301,6 +301,8 @@ pub struct ServerConn<P: Provider> {
     echo: Box<Echo>,
     /// How long [`accept`](Self::accept) took.
     setup: Duration,
+    /// The client's address, as its connection request gave it.
+    peer_addr: Option<std::net::SocketAddr>,
     _pd: P::Pd,
 }
 
@@ -321,6 +323,13 @@ impl<P: Provider> ServerConn<P> {
     /// credits and the bulk sizes ([`registered_bytes`](Self::registered_bytes)).
     pub fn setup_time(&self) -> Duration {
         self.setup
+    }
+
+    /// The address the client connected from, as its connection request gave it
+    /// ([`ConnRequest::peer_addr`]): an IPv4 or IPv6 address and port on verbs, `None` on
+    /// soft (whose addresses are names, not IP addresses).
+    pub fn peer_addr(&self) -> Option<std::net::SocketAddr> {
+        self.peer_addr
     }
 
     /// Answers the deferred Call `ticket` names ([`Outcome::Deferred`]): `answer` runs in

@@ -388,6 +388,12 @@ impl ConnRequest<Soft> for SoftConnRequest {
         self.private_data
     }
 
+    /// Always `None`: soft addresses are names of Unix sockets, not IP addresses, and a
+    /// client connects from no address of its own.
+    fn peer_addr(&self) -> Option<std::net::SocketAddr> {
+        None
+    }
+
     fn accept<F>(
         self,
         pd: &SoftPd,

@@ -17,7 +17,9 @@ use rdma_sys::*;
 use super::device::{Context, VerbsDevice};
 use super::mem::VerbsPd;
 use super::qp::VerbsQp;
-use super::sys::{errno, millis_ceil, os_err, set_nonblocking, sockaddr_of, wait_readable};
+use super::sys::{
+    errno, millis_ceil, os_err, set_nonblocking, sockaddr_of, socket_addr_from, wait_readable,
+};
 use super::Verbs;
 use crate::fabric::{
     ConnRequest, ConnectError, FabricError, Listener, PostError, PrivateData, QpInit,
@@ -147,6 +149,17 @@ impl CmId {
             raw,
             chan: chan.clone(),
         })
+    }
+
+    /// The peer's address as rdma_cm knows it (`rdma_get_peer_addr`: the id's
+    /// `route.addr.dst_addr`), IPv4 or IPv6; `None` for another family (`AF_IB`) or none.
+    /// For a connection request's id librdmacm fills it in before it reports the request.
+    fn peer_addr(&self) -> Option<SocketAddr> {
+        // SAFETY: the id is live and its route is plain data librdmacm wrote before handing
+        // the id out; `dst_storage` spans the whole address union (what
+        // `rdma_get_peer_addr` points to), read by value as bytes of a sockaddr_storage.
+        let ss = unsafe { (*self.raw).route.addr.dst_addr_union.dst_storage };
+        socket_addr_from(&ss)
     }
 
     /// The channel the id's events go to.
@@ -449,11 +462,13 @@ impl Listener<Verbs> for VerbsListener {
             let ev = self.id.channel().next(deadline)?;
             match ev.kind {
                 rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST => {
+                    let id = CmId {
+                        raw: ev.id,
+                        chan: self.id.channel().clone(),
+                    };
                     return Ok(VerbsConnRequest {
-                        id: Some(CmId {
-                            raw: ev.id,
-                            chan: self.id.channel().clone(),
-                        }),
+                        peer: id.peer_addr(),
+                        id: Some(id),
                         private: ev.private_data(PrivateData::CONNECT_MAX),
                         // This side's point of view (see `accept`).
                         initiator_depth: ev.initiator_depth,
@@ -476,6 +491,8 @@ impl Listener<Verbs> for VerbsListener {
 pub struct VerbsConnRequest {
     id: Option<CmId>,
     private: PrivateData,
+    /// The client's address, read from the request's id when it arrived.
+    peer: Option<SocketAddr>,
     initiator_depth: u8,
     responder_resources: u8,
 }
@@ -484,6 +501,7 @@ impl core::fmt::Debug for VerbsConnRequest {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("VerbsConnRequest")
             .field("private", &self.private)
+            .field("peer", &self.peer)
             .finish()
     }
 }
@@ -500,6 +518,12 @@ impl Drop for VerbsConnRequest {
 impl ConnRequest<Verbs> for VerbsConnRequest {
     fn private_data(&self) -> PrivateData {
         self.private
+    }
+
+    /// The client's IPv4 or IPv6 address and port, from the request's rdma_cm id
+    /// (`rdma_get_peer_addr`, read when the request arrived); `None` for an `AF_IB` one.
+    fn peer_addr(&self) -> Option<SocketAddr> {
+        self.peer
     }
 
     fn accept<F>(

@@ -1,7 +1,7 @@
 //! Small system helpers of the verbs provider: errno, page-aligned anonymous mappings,
 //! socket addresses in C form and waiting on a descriptor with a timeout.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
@@ -129,6 +129,36 @@ pub(super) fn sockaddr_of(addr: &SocketAddr) -> libc::sockaddr_storage {
     ss
 }
 
+/// The socket address in `ss`, as rdma_cm fills one in (`rdma_addr`'s `src_storage` or
+/// `dst_storage`): IPv4 or IPv6; `None` for any other family (`AF_IB`, or none set).
+pub(super) fn socket_addr_from(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match i32::from(ss.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in; sockaddr_storage is
+            // larger than and as aligned as it, and every bit pattern is a valid one.
+            let sin: libc::sockaddr_in =
+                unsafe { std::ptr::read((ss as *const libc::sockaddr_storage).cast()) };
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes()),
+                u16::from_be(sin.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6; sockaddr_storage is
+            // larger than and as aligned as it, and every bit pattern is a valid one.
+            let sin6: libc::sockaddr_in6 =
+                unsafe { std::ptr::read((ss as *const libc::sockaddr_storage).cast()) };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
+                u16::from_be(sin6.sin6_port),
+                u32::from_be(sin6.sin6_flowinfo),
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
 /// Makes a descriptor non-blocking.
 pub(super) fn set_nonblocking(fd: i32, call: &'static str) -> Result<(), FabricError> {
     // SAFETY: fcntl on a descriptor the caller owns; no memory is passed.
@@ -178,4 +208,30 @@ pub(super) fn wait_readable(fd: i32, deadline: Instant) -> Result<bool, FabricEr
 pub(super) fn millis_ceil(d: Duration) -> i32 {
     let ms = d.as_nanos().div_ceil(1_000_000);
     ms.min(i32::MAX as u128) as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Addresses go to C form and back unchanged; another family is no address.
+    #[test]
+    fn socket_addresses_round_trip() {
+        for a in [
+            "192.0.2.7:20049",
+            "0.0.0.0:0",
+            "[2001:db8::1]:20049",
+            "[fe80::1%3]:1",
+        ] {
+            let addr: SocketAddr = a.parse().unwrap();
+            assert_eq!(socket_addr_from(&sockaddr_of(&addr)), Some(addr), "{a}");
+        }
+        let v6 = SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::LOCALHOST, 7, 0x12345, 4));
+        assert_eq!(socket_addr_from(&sockaddr_of(&v6)), Some(v6));
+        let mut ss = sockaddr_of(&"192.0.2.7:1".parse().unwrap());
+        ss.ss_family = 27; // AF_IB
+        assert_eq!(socket_addr_from(&ss), None);
+        ss.ss_family = 0;
+        assert_eq!(socket_addr_from(&ss), None);
+    }
 }
