@@ -445,7 +445,10 @@ where
     while !stop.load(Ordering::Relaxed)
         && (cli.seconds == 0 || start.elapsed() < Duration::from_secs(cli.seconds))
     {
-        match listener.accept(Duration::from_millis(200)) {
+        // A client outside --allow is refused before anything is spent on it (an RDMA_CM
+        // reject).
+        let admit = |peer: Option<SocketAddr>| policy.allows(peer.map(|a| a.ip()));
+        match listener.accept_if(Duration::from_millis(200), admit) {
             Ok(conn) => {
                 eprintln!(
                     "nfs3d: accepted a connection ({}) in {:.1} ms, {:.1} MiB registered",
@@ -460,6 +463,13 @@ where
                 }
             }
             Err(ConnError::Connect(ConnectError::Timeout)) => {}
+            Err(ConnError::Refused { peer }) => {
+                nfs.stats.refused_conns.fetch_add(1, Ordering::Relaxed);
+                eprintln!(
+                    "nfs3d: refused a connection from {}: not in --allow",
+                    peer.map_or("an unknown address".to_string(), |p| p.ip().to_string())
+                );
+            }
             Err(e) => eprintln!("nfs3d: a connection attempt failed: {e}"),
         }
         if cli.stats_every > 0 && Instant::now() >= next_stats {

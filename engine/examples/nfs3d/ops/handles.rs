@@ -222,7 +222,7 @@ impl Export {
     }
 
     /// Looks for `id` in the export, breadth first, never following a link.
-    fn search(&self, id: Id) -> Option<PathBuf> {
+    pub(super) fn search(&self, id: Id) -> Option<PathBuf> {
         if id == self.root_id {
             return Some(PathBuf::new());
         }

@@ -751,3 +751,79 @@ fn listed_handles_resolve_without_a_search() {
     assert_eq!((st, attr.map(|a| a.size)), (0, Some(1)));
     assert_eq!(e.searches(), before, "the new name was remembered");
 }
+
+/// The cost of resolving a handle right after a restart, on an export of
+/// `NFS3D_RESOLVE_FILES` files (default 1,000,000, in 1,000 directories, on /dev/shm):
+/// by the kernel's handle (what `resolve` does) against a search of the export (what it
+/// did before handles were the kernel's). A measurement, not a check of time (`cargo test
+/// --release --example nfs3d resolve_after_restart_cost -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn resolve_after_restart_cost() {
+    let n: usize = std::env::var("NFS3D_RESOLVE_FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let base = Path::new("/dev/shm").join(format!("nfs3d-resolve-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let export = base.join("export");
+    let per_dir = 1000;
+    let dirs = n.div_ceil(per_dir);
+    let t0 = std::time::Instant::now();
+    for d in 0..dirs {
+        let dir = export.join(format!("d{d:04}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..per_dir.min(n - d * per_dir) {
+            std::fs::File::create(dir.join(format!("f{f:04}"))).unwrap();
+        }
+    }
+    println!("made {n} files in {dirs} directories in {:?}", t0.elapsed());
+    let state = base.join("state");
+    // Files spread over the export: the first and last directories made, and between.
+    let picks: Vec<(String, String)> = [0, dirs / 4, dirs / 2, 3 * dirs / 4, dirs - 1]
+        .iter()
+        .map(|&d| (format!("d{d:04}"), format!("f{:04}", per_dir.min(n) / 2)))
+        .collect();
+    let handles: Vec<Vec<u8>> = {
+        let e = Export::open(&export, &state, CONFIG).unwrap();
+        let root = e.root_fh().as_bytes().to_vec();
+        picks
+            .iter()
+            .map(|(d, f)| {
+                let (_, Some((d, _))) = lookup(&e, &root, d.as_bytes()) else {
+                    panic!("{d}");
+                };
+                let (_, Some((f, _))) = lookup(&e, &d, f.as_bytes()) else {
+                    panic!("{f}");
+                };
+                f
+            })
+            .collect()
+    };
+    // A restart: a new server, nothing in its caches.
+    let e = Export::open(&export, &state, CONFIG).unwrap();
+    for ((d, f), fh) in picks.iter().zip(&handles) {
+        let t = std::time::Instant::now();
+        let (s, _) = getattr(&e, fh);
+        let by_handle = t.elapsed();
+        assert_eq!(s, 0);
+        let (id, _) = e.key.open(fh, e.root_id.dev).unwrap();
+        let t = std::time::Instant::now();
+        let found = e.search(id);
+        let searched = t.elapsed();
+        println!(
+            "{n} files, {d}/{f}: first GETATTR after a restart {by_handle:?} (by kernel \
+             handle); a search of the export {searched:?}{}",
+            if found.is_some() {
+                ""
+            } else {
+                " and gave up (its bound: NFS3ERR_STALE)"
+            }
+        );
+    }
+    assert_eq!(
+        (e.opened_by_handle(), e.searches()),
+        (picks.len() as u64, 0)
+    );
+    std::fs::remove_dir_all(&base).unwrap();
+}
