@@ -221,6 +221,9 @@ nfs_tests() {
         fi
         tail -n 20 "$NFS_WORK/nfs3d.err"
     fi
+    if command -v nfs3d >/dev/null; then
+        allow_checks
+    fi
     # More rounds of the same workload, alternating the servers (NFS_ROUNDS, default 1):
     # the table then gives medians, these machines being shared and noisy.
     local r
@@ -321,5 +324,46 @@ rtt() { # SERVER STEP WHAT NFS3PROBE-ARGS...
     else
         echo "$out"
         fail "$s: $what round trips from the engine"
+    fi
+}
+
+# nfs3d --allow: a client outside the blocks is refused at MOUNT (MNT3ERR_ACCES) and at the
+# RDMA connection (an RDMA_CM reject), one inside is served.
+allow_checks() {
+    banner "NFS: nfs3d --allow refuses a client outside it, serves one inside"
+    if nfs3d_start nfs3d nfs3d-allow --allow 192.0.2.0/24; then
+        if timeout 60 mount -t nfs -o "vers=3,proto=rdma,port=20050,mountport=20058,mountproto=tcp,nolock,retry=0" \
+            "$IP:/" "$MNT" 2>"$NFS_WORK/allow-mount.err"; then
+            fail "nfs3d --allow 192.0.2.0/24: the mount from $IP must be refused"
+            umount "$MNT"
+        else
+            pass "nfs3d --allow 192.0.2.0/24: mount from $IP refused ($(head -c 80 "$NFS_WORK/allow-mount.err"))"
+        fi
+        if command -v nfs3probe >/dev/null \
+            && timeout 60 nfs3probe --server "$IP" --port 20050 --null-bench 10 >"$NFS_WORK/allow-probe.log" 2>&1; then
+            fail "nfs3d --allow 192.0.2.0/24: an RDMA connection from $IP must be refused"
+        else
+            pass "nfs3d --allow 192.0.2.0/24: RDMA connection from $IP refused"
+        fi
+        nfs3d_stop
+        if grep -q "refused a connection from" "$NFS_WORK/nfs3d-allow.err"; then
+            pass "nfs3d logged the refused connection"
+        else
+            fail "nfs3d did not log a refused connection"
+            tail -n 5 "$NFS_WORK/nfs3d-allow.err"
+        fi
+    else
+        fail "nfs3d --allow start"
+    fi
+    if nfs3d_start nfs3d nfs3d-allow --allow 10.0.2.0/24; then
+        if timeout 120 mount -t nfs -o "vers=3,proto=rdma,port=20050,mountport=20058,mountproto=tcp,nolock" \
+            "$IP:/" "$MNT" && ls "$MNT" >/dev/null && umount "$MNT"; then
+            pass "nfs3d --allow 10.0.2.0/24: mount from $IP served"
+        else
+            fail "nfs3d --allow 10.0.2.0/24: mount from $IP"
+        fi
+        nfs3d_stop
+    else
+        fail "nfs3d --allow start"
     fi
 }
