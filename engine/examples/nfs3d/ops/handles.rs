@@ -38,11 +38,11 @@ impl Export {
         dir: &OwnedFd,
         name: &CStr,
         st: &Statx,
-        known: Option<&Known>,
+        known: Option<(u32, Fh)>,
     ) -> Result<Fh, Stat> {
         let id = id_of(st);
-        if let Some(k) = known.filter(|k| k.gen == id.gen) {
-            return Ok(k.fh);
+        if let Some((_, fh)) = known.filter(|&(gen, _)| gen == id.gen) {
+            return Ok(fh);
         }
         let (kfh, mount) = khandle::of(dir.as_fd(), name).map_err(|e| io_stat(&e))?;
         if mount != self.mount_id {
@@ -63,9 +63,15 @@ impl Export {
         st: &Statx,
     ) -> Result<Fh, Stat> {
         let key = (dev_of(st), st.stx_ino);
-        let known = self.cache.lock().ok().and_then(|c| c.get(&key).cloned());
-        let fh = self.make(dir, name, st, known.as_ref())?;
-        if known.as_ref().is_none_or(|k| k.rel != rel || k.fh != fh) {
+        // What the cache knows, copied out without its path: (generation, handle, whether
+        // the path is `rel`).
+        let known = self
+            .cache
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&key).map(|k| (k.gen, k.fh, k.rel == rel)));
+        let fh = self.make(dir, name, st, known.map(|(g, f, _)| (g, f)))?;
+        if known.is_none_or(|(_, f, here)| !here || f != fh) {
             self.remember(id_of(st), rel.to_path_buf(), fh);
         }
         Ok(fh)
@@ -87,7 +93,7 @@ impl Export {
         let id = id_of(st);
         let mut c = self.cache.try_lock().map_err(|_| Fail::WouldBlock)?;
         let known = c.get(&(id.dev, id.ino));
-        let fh = self.make(dir, name, st, known)?;
+        let fh = self.make(dir, name, st, known.map(|k| (k.gen, k.fh)))?;
         if known.is_none_or(|k| k.rel != rel || k.fh != fh) {
             if c.len() >= CACHE_MAX {
                 return Err(Fail::WouldBlock);
@@ -112,8 +118,8 @@ impl Export {
             .cache
             .lock()
             .ok()
-            .and_then(|c| c.get(&(dev_of(st), st.stx_ino)).cloned());
-        self.make(dir, name, st, known.as_ref())
+            .and_then(|c| c.get(&(dev_of(st), st.stx_ino)).map(|k| (k.gen, k.fh)));
+        self.make(dir, name, st, known)
     }
 
     /// Remembers that each of `entries` (an object, its name and its handle) is in the
