@@ -6,13 +6,19 @@
 # holds static busybox, bash, iproute2 (ip, rdma), kmod, the verbs/perftest
 # tools, the libraries they need, the rxe provider, the RDMA/virtio/9p kernel
 # modules and the guest /init. The binaries under test are NOT in the image:
-# run.sh hands them to the guest through a 9p share at run time.
+# run.sh hands them to the guest through a 9p share at run time. Two third-party
+# NFS test suites are (guest-nfs-suites.sh): pjdfstest, from the crate registry
+# (`cargo install`, once), and the Connectathon tests (cthon04), built static
+# from their sources (CTHON04_SRC, default /work/shared/peer-suites/cthon04-src,
+# else a clone of the public mirror), once.
 #
 # Outputs in OUTDIR:
 #   vmlinux or vmlinuz   kernel to boot (uncompressed ELF when it can be made)
 #   initrd.cpio          uncompressed initramfs
 #   image.env            facts for run.sh (kernel version, kernel file name)
 #   image-libs.txt       sonames of the libraries in the image
+#   pjdfstest/           cargo install root of pjdfstest (bin/pjdfstest)
+#   cthon04/             the cthon04 tests, built static (basic, special, lock)
 #   scratch/             downloaded .deb, unpacked kernel, image tree (cache;
 #                        safe to delete once the outputs exist)
 #
@@ -46,6 +52,9 @@ if ! flock -n 9; then
 fi
 
 export LC_ALL=C
+# cargo (for pjdfstest) lives in the caller's PATH, often ~/.cargo/bin.
+HOST_CARGO=$(command -v "${CARGO:-cargo}" 2>/dev/null || true)
+[ -n "$HOST_CARGO" ] || [ ! -x "${HOME:-/nonexistent}/.cargo/bin/cargo" ] || HOST_CARGO=$HOME/.cargo/bin/cargo
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 T0=$EPOCHREALTIME
@@ -203,6 +212,107 @@ fi
 if [ -s "$OUT/vmlinux" ]; then KFILE=vmlinux; else KFILE=vmlinuz; fi
 
 # ---------------------------------------------------------------------------
+# 3b. Third-party NFS test suites, cached in OUTDIR (guest-nfs-suites.sh runs
+#     them). One that cannot be had leaves the image without it, with the reason
+#     in the image's /etc/rxe-vm/suites-missing, which the guest reports as a
+#     failed check; the next run tries again.
+# ---------------------------------------------------------------------------
+PJDFSTEST_VERSION=0.2.2
+PJD_ROOT=$OUT/pjdfstest
+CTHON=$OUT/cthon04
+CTHON04_SRC=${CTHON04_SRC:-/work/shared/peer-suites/cthon04-src}
+CTHON04_GIT=https://github.com/ckripto/cthon04
+CTHON04_COMMIT=d246a59
+SUITES_MISSING=()
+
+# pjdfstest, the Rust port of pjd's POSIX file system tests: `cargo install
+# --locked` into OUTDIR/pjdfstest, once (about 75 s on 2 cores).
+install_pjdfstest() {
+    local log_file=$SCRATCH/pjdfstest-install.log
+    if [ -x "$PJD_ROOT/bin/pjdfstest" ] \
+       && grep -q "^\"pjdfstest $PJDFSTEST_VERSION " "$PJD_ROOT/.crates.toml" 2>/dev/null; then
+        return 0
+    fi
+    if [ -z "$HOST_CARGO" ]; then
+        SUITES_MISSING+=("pjdfstest: no cargo on this machine to install it")
+        return 1
+    fi
+    log "cargo install pjdfstest $PJDFSTEST_VERSION (once)"
+    # Its own target folder: never the workspace's (CARGO_TARGET_DIR) and its lock.
+    if env -u CARGO_TARGET_DIR PATH="$(dirname "$HOST_CARGO"):$PATH" \
+        "$HOST_CARGO" install pjdfstest --version "$PJDFSTEST_VERSION" --locked \
+        --root "$PJD_ROOT" --target-dir "$SCRATCH/pjdfstest-build" >"$log_file" 2>&1; then
+        rm -rf "$SCRATCH/pjdfstest-build"
+        log "pjdfstest installed ($(elapsed) s)"
+        return 0
+    fi
+    tail -n 20 "$log_file" >&2
+    SUITES_MISSING+=("pjdfstest: cargo install pjdfstest --version $PJDFSTEST_VERSION --locked failed (log: $log_file)")
+    return 1
+}
+
+# cthon04, built static (the guest has no libc to spare for it and no compiler):
+# basic, special and lock, laid out as `make copy` lays them out, plus the
+# top-level runtests and tests.init, in OUTDIR/cthon04. Once: delete the folder to
+# rebuild.
+build_cthon04() {
+    local src=$SCRATCH/cthon04-src log_file=$SCRATCH/cthon04-build.log d libs
+    [ -e "$CTHON/.built" ] && return 0
+    rm -rf "$src" "$CTHON.tmp"
+    : >"$log_file"
+    if [ -f "$CTHON04_SRC/basic/test1.c" ]; then
+        if ! cp -r "$CTHON04_SRC" "$src" || ! chmod -R u+w "$src"; then
+            SUITES_MISSING+=("cthon04: cannot copy $CTHON04_SRC")
+            return 1
+        fi
+        echo "source $CTHON04_SRC" >"$src/.origin"
+    elif command -v git >/dev/null \
+         && timeout 120 git clone -q "$CTHON04_GIT" "$src" >>"$log_file" 2>&1 \
+         && git -C "$src" checkout -q "$CTHON04_COMMIT" >>"$log_file" 2>&1; then
+        echo "source $CTHON04_GIT $CTHON04_COMMIT" >"$src/.origin"
+    else
+        rm -rf "$src"
+        SUITES_MISSING+=("cthon04: no sources (no $CTHON04_SRC, and git clone $CTHON04_GIT failed; set CTHON04_SRC)")
+        return 1
+    fi
+    if ! command -v gcc >/dev/null || ! command -v make >/dev/null; then
+        SUITES_MISSING+=("cthon04: gcc and make are needed to build it (build-essential)")
+        return 1
+    fi
+    log "building cthon04 (static, once)"
+    mkdir -p "$CTHON.tmp"/{basic,special,lock}
+    (cd "$src" && sh ./tests.init.sh) >>"$log_file" 2>&1
+    for d in basic special lock; do
+        libs=
+        [ "$d" = lock ] && libs=-lm
+        if ! make -C "$src/$d" CC=gcc LIBS="$libs" \
+                CFLAGS="-DLINUX -DHAVE_SOCKLEN_T -DGLIBC=22 -DMMAP -DSTDARG -O2 -static" \
+                >>"$log_file" 2>&1 \
+           || ! make -C "$src/$d" copy CC=gcc LIBS="$libs" DESTDIR="$CTHON.tmp/$d" >>"$log_file" 2>&1; then
+            tail -n 20 "$log_file" >&2
+            SUITES_MISSING+=("cthon04: the $d tests did not build (log: $log_file)")
+            return 1
+        fi
+    done
+    cp "$src/runtests" "$src/tests.init" "$CTHON.tmp/"
+    local f
+    while IFS= read -r -d '' f; do
+        if [ "$(head -c 4 "$f" | od -An -tx1 | tr -d ' \n')" = 7f454c46 ]; then
+            strip "$f" 2>/dev/null || true
+        fi
+    done < <(find "$CTHON.tmp" -type f -print0)
+    chmod -R a+rX,u+w "$CTHON.tmp"
+    cat "$src/.origin" >"$CTHON.tmp/.built"
+    rm -rf "$CTHON"
+    mv "$CTHON.tmp" "$CTHON"
+    rm -rf "$src"
+    log "cthon04 built ($(elapsed) s)"
+}
+
+install_pjdfstest || log "warning: ${SUITES_MISSING[-1]}"
+build_cthon04 || log "warning: ${SUITES_MISSING[-1]}"
+
+# ---------------------------------------------------------------------------
 # 4. Initramfs
 # ---------------------------------------------------------------------------
 
@@ -221,7 +331,8 @@ TOOLS=(bash ip rdma kmod modprobe insmod rmmod lsmod modinfo
        ib_send_lat ib_write_lat ib_read_lat ib_send_bw ib_write_bw ib_read_bw
        rpcbind rpc.nfsd rpc.mountd exportfs mount.nfs umount.nfs mount umount
        dd sha256sum diff cmp cp find ls sync stat sort wc seq head tail
-       mkdir rm mv ln readlink cat timeout date touch xargs dmesg)
+       mkdir rm mv ln readlink cat timeout date touch xargs dmesg
+       sleep setpriv)
 RXE_PROVIDER=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 RXE_DRIVER=/etc/libibverbs.d/rxe.driver
 BUSYBOX=/bin/busybox
@@ -232,6 +343,10 @@ image_key() {
         sha256sum "$SELF"
         echo "kernel $KVER"
         dpkg-query -W -f='${Package} ${Version}\n' "${PKGS[@]}" libc6 bash 2>/dev/null
+        # The suites: present or not, and which build.
+        cat "$PJD_ROOT/.crates.toml" "$CTHON/.built" 2>/dev/null || true
+        [ -x "$PJD_ROOT/bin/pjdfstest" ] && sha256sum "$PJD_ROOT/bin/pjdfstest"
+        printf '%s\n' "${SUITES_MISSING[@]}"
     } | sha256sum | cut -d' ' -f1
 }
 KEY=$(image_key)
@@ -382,6 +497,19 @@ build_initrd() {
         fi
     done
 
+    # The NFS test suites (guest-nfs-suites.sh): pjdfstest with its libraries,
+    # the static cthon04 tree in /opt/cthon04.
+    if [ -x "$PJD_ROOT/bin/pjdfstest" ]; then
+        put "$PJD_ROOT/bin/pjdfstest" /usr/bin/pjdfstest
+        elfs+=("$PJD_ROOT/bin/pjdfstest")
+    fi
+    if [ -e "$CTHON/.built" ]; then
+        mkdir -p "$ROOT/opt"
+        cp -r "$CTHON" "$ROOT/opt/cthon04"
+    fi
+    mkdir -p "$ROOT/etc/rxe-vm"
+    printf '%s\n' "${SUITES_MISSING[@]}" | sed '/^$/d' >"$ROOT/etc/rxe-vm/suites-missing"
+
     # The rxe provider only.
     [ -f "$RXE_PROVIDER" ] || die "no $RXE_PROVIDER (ibverbs-providers)"
     [ -f "$RXE_DRIVER" ] || die "no $RXE_DRIVER (ibverbs-providers)"
@@ -436,9 +564,19 @@ build_initrd() {
     depmod -b "$ROOT" "$KVER"
     log "$n kernel modules"
 
-    # Small /etc: the users rpcbind and the NFS tools switch to, TI-RPC's netconfig.
-    printf 'root:x:0:0:root:/root:/bin/bash\n_rpc:x:101:65534::/run/rpcbind:/usr/sbin/nologin\nstatd:x:102:65534::/var/lib/nfs:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n' >"$ROOT/etc/passwd"
-    printf 'root:x:0:\nnogroup:x:65534:\n' >"$ROOT/etc/group"
+    # Small /etc: the users rpcbind and the NFS tools switch to; pjdfstest's
+    # nobody/nogroup and tests/tests; u1000 and u1001 for the identity checks
+    # (guest-nfs-suites.sh); TI-RPC's netconfig.
+    cat >"$ROOT/etc/passwd" <<'PASSWD'
+root:x:0:0:root:/root:/bin/bash
+_rpc:x:101:65534::/run/rpcbind:/usr/sbin/nologin
+statd:x:102:65534::/var/lib/nfs:/usr/sbin/nologin
+u1000:x:1000:1000:identity checks:/tmp:/bin/bash
+u1001:x:1001:1001:identity checks:/tmp:/bin/bash
+tests:x:1002:1002:pjdfstest:/tmp:/bin/bash
+nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin
+PASSWD
+    printf 'root:x:0:\nu1000:x:1000:\nu1001:x:1001:\ntests:x:1002:\nnogroup:x:65534:\n' >"$ROOT/etc/group"
     local f
     for f in /etc/netconfig /etc/services /etc/protocols /etc/rpc; do
         [ -f "$f" ] && put "$f"
