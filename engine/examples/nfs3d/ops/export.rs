@@ -509,7 +509,8 @@ impl Export {
     pub fn resolve(&self, fh: &[u8]) -> Result<Obj, Stat> {
         let (id, kfh) = self.key.open(fh, self.root_id.dev).ok_or(Stat::BadHandle)?;
         match self.resolve_id(id, &kfh) {
-            Err(Stat::Stale | Stat::Acces) if identity::is_caller() => {
+            // A worker that may not open handles gives the whole job to the pool instead.
+            Err(Stat::Stale | Stat::Acces) if identity::is_caller() && !SEARCH_REFUSED.get() => {
                 identity::as_server(|| self.resolve_id(id, &kfh)).unwrap_or(Err(Stat::ServerFault))
             }
             r => r,
