@@ -118,15 +118,28 @@ fn rename_args(dir: &[u8], from: &str, to: &str) -> Vec<u8> {
     })
 }
 
-#[test]
-fn a_call_gets_the_rights_of_its_caller_never_the_servers() {
+/// A server exporting a directory that `fill` lays out, with the options `policy`, a
+/// client of it and the root's handle; `None` (the test says it is skipped) when this
+/// process is not root, which acting as callers needs.
+fn started(
+    policy: Policy,
+    fill: impl FnOnce(&Path),
+) -> Option<(TestServer, Client<Soft>, Vec<u8>)> {
     if !rustix::process::geteuid().is_root() {
         eprintln!("skipped: nfs3d acts as its callers only as root");
-        return;
+        return None;
     }
-    let srv = TestServer::start_with(Policy::default(), layout);
-    let mut c = srv.connect(client_config());
+    let srv = TestServer::start_with(policy, fill);
+    let c = srv.connect(client_config());
     let root = srv.export.root_fh().as_bytes().to_vec();
+    Some((srv, c, root))
+}
+
+#[test]
+fn a_call_gets_the_rights_of_its_caller_never_the_servers() {
+    let Some((srv, mut c, root)) = started(Policy::default(), layout) else {
+        return;
+    };
     let (u1000, u1001, u0) = (
         cred(1000, 1000, &[1000]),
         cred(1001, 1001, &[]),
@@ -213,20 +226,16 @@ fn a_call_gets_the_rights_of_its_caller_never_the_servers() {
 
 #[test]
 fn lookup_on_the_worker_needs_search_permission() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: nfs3d acts as its callers only as root");
-        return;
-    }
-    let srv = TestServer::start_with(Policy::default(), |d| {
+    let Some((srv, mut c, root)) = started(Policy::default(), |d| {
         layout(d);
         std::fs::create_dir(d.join("private")).unwrap();
         std::fs::write(d.join("private/secret"), b"s").unwrap();
         std::fs::set_permissions(d.join("private"), std::fs::Permissions::from_mode(0o700))
             .unwrap();
-    });
+    }) else {
+        return;
+    };
     srv.nfs.set_on_worker_all(true);
-    let mut c = srv.connect(client_config());
-    let root = srv.export.root_fh().as_bytes().to_vec();
     let u1000 = cred(1000, 1000, &[]);
     let private = lookup(&mut c, &u1000, &root, "private");
     // Twice: the second from the kernel's caches, on the worker.
@@ -246,19 +255,15 @@ fn lookup_on_the_worker_needs_search_permission() {
 
 #[test]
 fn all_squash_and_read_only_exports() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: nfs3d acts as its callers only as root");
-        return;
-    }
     let all = Policy {
         all_squash: true,
         anon_uid: 4242,
         anon_gid: 4343,
         ..Policy::default()
     };
-    let srv = TestServer::start_with(all, layout);
-    let mut c = srv.connect(client_config());
-    let root = srv.export.root_fh().as_bytes().to_vec();
+    let Some((srv, mut c, root)) = started(all, layout) else {
+        return;
+    };
     let u1000 = cred(1000, 1000, &[]);
     let open = lookup(&mut c, &u1000, &root, "open");
     assert_eq!(try_create(&mut c, &u1000, &open, "f").0, 0);
@@ -276,12 +281,12 @@ fn all_squash_and_read_only_exports() {
         root_squash: false,
         ..Policy::default()
     };
-    let srv = TestServer::start_with(ro, |d| {
+    let Some((srv, mut c, root)) = started(ro, |d| {
         layout(d);
         std::fs::write(d.join("open/f"), b"data").unwrap();
-    });
-    let mut c = srv.connect(client_config());
-    let root = srv.export.root_fh().as_bytes().to_vec();
+    }) else {
+        return;
+    };
     let owner = auth_sys_body(&srv.dir);
     let open = lookup(&mut c, &owner, &root, "open");
     let f = lookup(&mut c, &owner, &open, "f");
@@ -301,13 +306,9 @@ fn all_squash_and_read_only_exports() {
 
 #[test]
 fn link_mknod_and_the_dot_entries() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: nfs3d acts as its callers only as root");
+    let Some((srv, mut c, root)) = started(Policy::default(), layout) else {
         return;
-    }
-    let srv = TestServer::start_with(Policy::default(), layout);
-    let mut c = srv.connect(client_config());
-    let root = srv.export.root_fh().as_bytes().to_vec();
+    };
     let u1000 = cred(1000, 1000, &[]);
     let open = lookup(&mut c, &u1000, &root, "open");
     let (_, f) = try_create(&mut c, &u1000, &open, "f");
