@@ -18,10 +18,15 @@
 //! them from the permitted set (capabilities(7)). A thread switches only when the identity
 //! changes: a client whose Calls come from one user costs no system call per Call.
 //!
-//! A polling worker also runs engine code (which may register memory with the device), so
-//! by default a thread goes back to the server's identity when a procedure ends; the I/O
-//! threads, which run nothing else, keep the last caller's identity until the next Call
-//! ([`keep_between_calls`]).
+//! Only the I/O threads switch ([`switching_thread`]). A polling worker posts to the RDMA
+//! device and the connection manager through their character devices, and the kernel
+//! refuses a `write` to them from a thread whose credentials are no longer those the file
+//! was opened with (`ib_safe_file_access`: "changed security contexts after opening file
+//! descriptor", seen on soft-RoCE, whose every Send is such a write), even after switching
+//! back. So a worker keeps the server's credentials for good: it runs a procedure itself
+//! only for a caller who is the server's identity, root not squashed ([`runs_here`]), and
+//! hands every other caller's Calls to the I/O threads. An I/O thread keeps the last
+//! caller's identity until a Call needs another.
 
 use std::cell::RefCell;
 use std::io;
@@ -43,13 +48,13 @@ struct State {
     /// The effective group and the supplementary groups, once set (`None`: still the
     /// process's own).
     groups: Option<(u32, Vec<u32>)>,
-    /// Whether the thread goes back to the server's identity when a procedure ends.
-    restore: bool,
+    /// Whether the thread may take callers' identities (an I/O thread).
+    switching: bool,
 }
 
 thread_local! {
     static STATE: RefCell<State> = const {
-        RefCell::new(State { uid: 0, groups: None, restore: true })
+        RefCell::new(State { uid: 0, groups: None, switching: false })
     };
 }
 
@@ -66,11 +71,41 @@ fn set_euid(state: &mut State, raw: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// Makes this thread act as `c` until the returned guard drops: its effective user, group
-/// and supplementary groups (at most [`MAX_GROUPS`]).
+/// Whether `c` is the server's own identity (user and group 0), as whom any thread acts
+/// without changing its credentials.
+pub fn is_server(c: &Caller) -> bool {
+    c.uid == 0 && c.gid == 0
+}
+
+/// Whether this thread can run a procedure of `c`: an I/O thread any caller's, any other
+/// thread only the server's own identity's.
+pub fn runs_here(c: &Caller) -> bool {
+    is_server(c) || STATE.with(|s| s.borrow().switching)
+}
+
+/// Makes this thread one that takes its callers' identities (an I/O thread, which never
+/// touches the RDMA device). It keeps the last caller's identity between Calls.
+pub fn switching_thread() {
+    STATE.with(|s| s.borrow_mut().switching = true);
+}
+
+/// Makes this thread act as `c` for the procedure the returned guard lasts: its effective
+/// user, group and supplementary groups (at most [`MAX_GROUPS`]). A thread that does not
+/// switch ([`switching_thread`]) acts only as the server (`PermissionDenied` otherwise),
+/// with its own credentials untouched.
 pub fn act_as(c: &Caller) -> io::Result<Acting> {
     STATE.with(|s| {
         let mut s = s.borrow_mut();
+        if !s.switching {
+            return if is_server(c) {
+                Ok(Acting(()))
+            } else {
+                Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "this thread keeps the server's credentials (it drives RDMA connections)",
+                ))
+            };
+        }
         let groups = &c.gids[..c.gids.len().min(MAX_GROUPS)];
         let same = s
             .groups
@@ -98,30 +133,10 @@ pub fn act_as(c: &Caller) -> io::Result<Acting> {
     })
 }
 
-/// A procedure's time as its caller: when it drops, the thread becomes the server again
-/// unless it keeps callers' identities between Calls ([`keep_between_calls`]).
+/// A procedure's time as its caller. The thread keeps the identity when it ends: the next
+/// Call of the same user costs no system call.
 #[derive(Debug)]
 pub struct Acting(());
-
-impl Drop for Acting {
-    fn drop(&mut self) {
-        STATE.with(|s| {
-            let mut s = s.borrow_mut();
-            if s.restore {
-                // Back to effective user 0 is always allowed (the real and saved users
-                // are 0); a failure leaves the thread as the caller, never more.
-                let _ = set_euid(&mut s, 0);
-            }
-        });
-    }
-}
-
-/// Lets this thread keep the last caller's identity between procedures (an I/O thread,
-/// which runs nothing but procedures): one Call after another from the same user then
-/// costs no system call.
-pub fn keep_between_calls() {
-    STATE.with(|s| s.borrow_mut().restore = false);
-}
 
 /// Runs `f` as the server (effective user 0, with its capabilities), then acts as the
 /// caller again: what only the server may do, never on the caller's behalf beyond what
@@ -150,6 +165,7 @@ pub fn check() -> io::Result<()> {
     std::thread::Builder::new()
         .name("nfs3d-identity-check".into())
         .spawn(|| -> io::Result<()> {
+            switching_thread();
             if !rustix::process::geteuid().is_root() {
                 return Err(io::Error::new(
                     io::ErrorKind::PermissionDenied,
@@ -168,9 +184,9 @@ pub fn check() -> io::Result<()> {
                     "the thread's effective user did not change",
                 ));
             }
-            as_server(|| ())?;
+            let root = as_server(|| rustix::process::geteuid().is_root())?;
             drop(acting);
-            if !rustix::process::geteuid().is_root() {
+            if !root {
                 return Err(io::Error::other("the thread could not become root again"));
             }
             Ok(())
@@ -201,6 +217,7 @@ mod tests {
         let (acting_tx, acting_rx) = std::sync::mpsc::channel();
         let (seen_tx, seen_rx) = std::sync::mpsc::channel::<()>();
         let other = std::thread::spawn(move || {
+            switching_thread();
             let c = Caller {
                 uid: 1234,
                 gid: 2345,
@@ -216,7 +233,7 @@ mod tests {
             assert_eq!(inside, 0);
             assert_eq!(euid(), 1234, "back to the caller after as_server");
             drop(acting);
-            assert_eq!(euid(), 0, "restored when the procedure ends");
+            assert_eq!(euid(), 1234, "kept between Calls");
         });
         acting_rx.recv().unwrap();
         // This thread is still root while the other acts: the switch is per thread.
@@ -226,13 +243,38 @@ mod tests {
     }
 
     #[test]
-    fn a_thread_that_keeps_identities_switches_only_on_change() {
+    fn a_thread_that_does_not_switch_acts_only_as_the_server() {
+        in_thread(|| {
+            let before = rustix::process::geteuid().as_raw();
+            let root = Caller {
+                uid: 0,
+                gid: 0,
+                gids: vec![1, 2, 3],
+            };
+            assert!(runs_here(&root));
+            drop(act_as(&root).expect("the server's identity, unchanged"));
+            let user = Caller {
+                uid: 1000,
+                gid: 1000,
+                gids: vec![],
+            };
+            assert!(!runs_here(&user));
+            assert_eq!(
+                act_as(&user).map(|_| ()).unwrap_err().kind(),
+                io::ErrorKind::PermissionDenied
+            );
+            assert_eq!(rustix::process::geteuid().as_raw(), before, "untouched");
+        });
+    }
+
+    #[test]
+    fn a_switching_thread_keeps_identities_and_switches_only_on_change() {
         if !rustix::process::geteuid().is_root() {
             eprintln!("skipped: acting as a caller needs root");
             return;
         }
         in_thread(|| {
-            keep_between_calls();
+            switching_thread();
             let a = Caller {
                 uid: 1000,
                 gid: 1000,

@@ -332,8 +332,9 @@ pub fn runs_cached(proc_num: u32) -> bool {
 
 /// Runs GETATTR, ACCESS or LOOKUP on the polling worker, through the kernel's caches only
 /// ([`Reach::Cached`]): `None` when that is not enough (an object not in the caches, a
-/// handle the path cache does not know, a lock held by an I/O thread, any other
-/// procedure), and the Call goes to an I/O thread as every other.
+/// handle the path cache does not know, a lock held by an I/O thread, a LOOKUP of a
+/// caller this thread cannot act as, any other procedure), and the Call goes to an I/O
+/// thread as every other.
 pub fn run_cached(
     export: &Export,
     caller: &Caller,
@@ -346,9 +347,14 @@ pub fn run_cached(
     }
     let mut r = XdrReader::new(args);
     let mut w = XdrWriter::new(results);
-    // As the caller: LOOKUP needs search permission on the directory.
-    let Ok(acting) = identity::act_as(caller) else {
-        return None;
+    // GETATTR and ACCESS ask for no permission (ACCESS answers from the mode bits for the
+    // caller); LOOKUP needs search permission on the directory, so it runs here only as
+    // the caller: a worker, which keeps the server's credentials, leaves other callers'
+    // to an I/O thread (`identity`).
+    let acting = if proc_num == proc::LOOKUP {
+        Some(identity::act_as(caller).ok()?)
+    } else {
+        None
     };
     let res = match proc_num {
         proc::GETATTR => attr::getattr(export, Reach::Cached, &mut r, &mut w),

@@ -17,6 +17,7 @@ use rpcrdma_engine::stats::Snapshot;
 use rpcrdma_engine::worker::{Bell, Drive, WakeFds};
 
 use super::{io, lend, take_started, Answer, Finished, Job, Nfs, ReplyTo};
+use crate::identity;
 
 /// Most answers completed per poll (the worker's other connections get their turn).
 const COMPLETIONS_PER_POLL: usize = 64;
@@ -78,7 +79,9 @@ impl<P: Provider> NfsConn<P> {
                 tx: self.done_tx.clone(),
                 bell: self.bell.clone(),
             });
-            let job = if self.nfs.on_worker_all(job.proc_num) {
+            // A worker keeps the server's credentials (identity.rs): it runs only the Calls
+            // of the server's own identity.
+            let job = if self.nfs.on_worker_all(job.proc_num) && identity::runs_here(&job.caller) {
                 match io::run_on_worker(&self.nfs, &mut self.scratch, job) {
                     None => continue,
                     Some(job) => job,

@@ -91,9 +91,9 @@ impl IoPool {
 }
 
 fn serve(rx: &Mutex<Receiver<Job>>, nfs: &Nfs, stop: &AtomicBool, spin: Duration) {
-    // Nothing but procedures runs here: the last caller's identity is kept until the next
-    // Call needs another.
-    crate::identity::keep_between_calls();
+    // Nothing but procedures runs here (no RDMA device): this thread takes its callers'
+    // identities, and keeps the last one until a Call needs another.
+    crate::identity::switching_thread();
     let mut scratch = Vec::new();
     loop {
         let next = next_job(rx, spin);

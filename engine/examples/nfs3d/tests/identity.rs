@@ -224,9 +224,13 @@ fn a_call_gets_the_rights_of_its_caller_never_the_servers() {
     assert_eq!(r.u32().unwrap() & 0x04, 0, "no MODIFY for squashed root");
 }
 
+/// A polling worker keeps the server's credentials (the kernel refuses its writes to the
+/// RDMA device otherwise): it answers GETATTR for anyone and LOOKUP for root (not
+/// squashed), and leaves another caller's LOOKUP to an I/O thread, which checks the
+/// search right as that caller.
 #[test]
-fn lookup_on_the_worker_needs_search_permission() {
-    let Some((srv, mut c, root)) = started(Policy::default(), |d| {
+fn a_worker_looks_up_only_as_the_server_and_lookup_needs_search_permission() {
+    let Some((srv, mut c, root)) = started(no_root_squash(), |d| {
         layout(d);
         std::fs::create_dir(d.join("private")).unwrap();
         std::fs::write(d.join("private/secret"), b"s").unwrap();
@@ -236,21 +240,36 @@ fn lookup_on_the_worker_needs_search_permission() {
         return;
     };
     srv.nfs.set_on_worker_all(true);
-    let u1000 = cred(1000, 1000, &[]);
+    let (u1000, u0) = (cred(1000, 1000, &[]), cred(0, 0, &[]));
+    let stats = &srv.nfs.stats;
+    let counts = || {
+        (
+            stats.on_worker.load(Ordering::Relaxed),
+            stats.on_worker_missed.load(Ordering::Relaxed),
+        )
+    };
     let private = lookup(&mut c, &u1000, &root, "private");
-    // Twice: the second from the kernel's caches, on the worker.
+    // Twice each: the second would be in the kernel's caches.
     for _ in 0..2 {
         let args = enc(|w| diropargs(w, &private, "secret"));
+        let before = counts();
         assert_eq!(
             status_of(&mut c, &u1000, 3, &args),
             ACCES,
             "no search right"
         );
+        let after = counts();
+        assert_eq!(after.0, before.0, "not answered on the worker");
+        assert_eq!(after.1, before.1 + 1, "handed to an I/O thread");
+        let before = counts();
+        assert_eq!(status_of(&mut c, &u0, 3, &args), 0, "root may search");
+        assert_eq!(counts().0, before.0 + 1, "root's LOOKUP on the worker");
     }
-    assert!(
-        srv.nfs.stats.on_worker.load(Ordering::Relaxed) > 0,
-        "LOOKUP answered on the worker"
-    );
+    // GETATTR asks for no right: answered on the worker for anyone.
+    let before = counts();
+    let args = enc(|w| w.put_opaque_var(&private, 64).unwrap());
+    assert_eq!(status_of(&mut c, &u1000, 1, &args), 0);
+    assert_eq!(counts().0, before.0 + 1);
 }
 
 #[test]
