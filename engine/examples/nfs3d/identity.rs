@@ -89,16 +89,16 @@ pub fn switching_thread() {
     STATE.with(|s| s.borrow_mut().switching = true);
 }
 
-/// Makes this thread act as `c` for the procedure the returned guard lasts: its effective
-/// user, group and supplementary groups (at most [`MAX_GROUPS`]). A thread that does not
-/// switch ([`switching_thread`]) acts only as the server (`PermissionDenied` otherwise),
-/// with its own credentials untouched.
-pub fn act_as(c: &Caller) -> io::Result<Acting> {
+/// Makes this thread act as `c`: its effective user, group and supplementary groups (at
+/// most [`MAX_GROUPS`]), kept until a Call needs another (the next Call of the same user
+/// costs no system call). A thread that does not switch ([`switching_thread`]) acts only
+/// as the server (`PermissionDenied` otherwise), with its own credentials untouched.
+pub fn act_as(c: &Caller) -> io::Result<()> {
     STATE.with(|s| {
         let mut s = s.borrow_mut();
         if !s.switching {
             return if is_server(c) {
-                Ok(Acting(()))
+                Ok(())
             } else {
                 Err(io::Error::new(
                     io::ErrorKind::PermissionDenied,
@@ -128,15 +128,9 @@ pub fn act_as(c: &Caller) -> io::Result<Acting> {
             kept.1.clear();
             kept.1.extend_from_slice(groups);
         }
-        set_euid(&mut s, c.uid)?;
-        Ok(Acting(()))
+        set_euid(&mut s, c.uid)
     })
 }
-
-/// A procedure's time as its caller. The thread keeps the identity when it ends: the next
-/// Call of the same user costs no system call.
-#[derive(Debug)]
-pub struct Acting(());
 
 /// Runs `f` as the server (effective user 0, with its capabilities), then acts as the
 /// caller again: what only the server may do, never on the caller's behalf beyond what
@@ -178,14 +172,13 @@ pub fn check() -> io::Result<()> {
                 gid: 65534,
                 gids: vec![65534],
             };
-            let acting = act_as(&nobody)?;
+            act_as(&nobody)?;
             if rustix::process::geteuid().as_raw() != 65534 {
                 return Err(io::Error::other(
                     "the thread's effective user did not change",
                 ));
             }
             let root = as_server(|| rustix::process::geteuid().is_root())?;
-            drop(acting);
             if !root {
                 return Err(io::Error::other("the thread could not become root again"));
             }
@@ -223,7 +216,7 @@ mod tests {
                 gid: 2345,
                 gids: vec![3456, 4567],
             };
-            let acting = act_as(&c).unwrap();
+            act_as(&c).unwrap();
             assert_eq!(euid(), 1234);
             assert_eq!(rustix::process::getegid().as_raw(), 2345);
             assert!(is_caller());
@@ -232,7 +225,6 @@ mod tests {
             let inside = as_server(euid).unwrap();
             assert_eq!(inside, 0);
             assert_eq!(euid(), 1234, "back to the caller after as_server");
-            drop(acting);
             assert_eq!(euid(), 1234, "kept between Calls");
         });
         acting_rx.recv().unwrap();
@@ -252,7 +244,7 @@ mod tests {
                 gids: vec![1, 2, 3],
             };
             assert!(runs_here(&root));
-            drop(act_as(&root).expect("the server's identity, unchanged"));
+            act_as(&root).expect("the server's identity, unchanged");
             let user = Caller {
                 uid: 1000,
                 gid: 1000,
@@ -280,14 +272,14 @@ mod tests {
                 gid: 1000,
                 gids: vec![],
             };
-            drop(act_as(&a).unwrap());
+            act_as(&a).unwrap();
             assert_eq!(euid(), 1000, "kept between Calls");
             let b = Caller {
                 uid: 1001,
                 gid: 1001,
                 gids: vec![1000],
             };
-            drop(act_as(&b).unwrap());
+            act_as(&b).unwrap();
             assert_eq!(euid(), 1001);
             assert_eq!(rustix::process::getegid().as_raw(), 1001);
             // A file created now belongs to the caller.
@@ -299,9 +291,8 @@ mod tests {
                     .unwrap();
             })
             .unwrap();
-            let made = act_as(&b).unwrap();
+            act_as(&b).unwrap();
             std::fs::write(dir.join("f"), b"x").unwrap();
-            drop(made);
             let st = rustix::fs::stat(dir.join("f")).unwrap();
             assert_eq!((st.st_uid, st.st_gid), (1001, 1001));
             as_server(|| std::fs::remove_dir_all(&dir).unwrap()).unwrap();

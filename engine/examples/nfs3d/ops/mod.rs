@@ -283,7 +283,6 @@ pub fn run(
         };
         res.map(|()| w.position())
     };
-    drop(acting);
     finish(proc_num, results, outcome, bulk_len)
 }
 
@@ -351,18 +350,15 @@ pub fn run_cached(
     // caller); LOOKUP needs search permission on the directory, so it runs here only as
     // the caller: a worker, which keeps the server's credentials, leaves other callers'
     // to an I/O thread (`identity`).
-    let acting = if proc_num == proc::LOOKUP {
-        Some(identity::act_as(caller).ok()?)
-    } else {
-        None
-    };
+    if proc_num == proc::LOOKUP {
+        identity::act_as(caller).ok()?;
+    }
     let res = match proc_num {
         proc::GETATTR => attr::getattr(export, Reach::Cached, &mut r, &mut w),
         proc::ACCESS => attr::access(export, Reach::Cached, caller, &mut r, &mut w),
         proc::LOOKUP => dir::lookup(export, Reach::Cached, &mut r, &mut w),
         _ => return None,
     };
-    drop(acting);
     let outcome = match res {
         Err(Fail::WouldBlock) => return None,
         r => r.map(|()| w.position()),
