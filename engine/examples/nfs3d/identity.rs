@@ -62,12 +62,19 @@ fn uid(raw: u32) -> Uid {
     Uid::from_raw(raw)
 }
 
-/// Makes this thread's effective user `raw` (a no-op when it is already).
+/// Makes this thread's effective user `raw` (a no-op when it is already). From one user
+/// other than 0 to another, through 0: without its capabilities a thread may only take
+/// its real or saved user (both 0).
 fn set_euid(state: &mut State, raw: u32) -> io::Result<()> {
-    if state.uid != raw {
-        set_thread_res_uid(None, Some(uid(raw)), None)?;
-        state.uid = raw;
+    if state.uid == raw {
+        return Ok(());
     }
+    if state.uid != 0 && raw != 0 {
+        set_thread_res_uid(None, Some(uid(0)), None)?;
+        state.uid = 0;
+    }
+    set_thread_res_uid(None, Some(uid(raw)), None)?;
+    state.uid = raw;
     Ok(())
 }
 
@@ -282,6 +289,15 @@ mod tests {
             act_as(&b).unwrap();
             assert_eq!(euid(), 1001);
             assert_eq!(rustix::process::getegid().as_raw(), 1001);
+            // Another user with the same groups: only the user changes, through root.
+            let c = Caller {
+                uid: 1002,
+                ..b.clone()
+            };
+            act_as(&c).unwrap();
+            assert_eq!(euid(), 1002);
+            act_as(&b).unwrap();
+            assert_eq!(euid(), 1001);
             // A file created now belongs to the caller.
             let dir = std::env::temp_dir().join(format!("nfs3d-identity-{}", std::process::id()));
             as_server(|| {

@@ -251,7 +251,17 @@ pub fn run(
     let outcome = {
         let mut w = XdrWriter::new(results);
         let res = match proc_num {
-            _ if acting.is_err() => Err(Fail::Status(Stat::ServerFault)),
+            _ if acting.is_err() => {
+                // Never expected (a thread that cannot take the identity refused the job
+                // before it came here): said, and answered as the server's fault.
+                if let Err(e) = &acting {
+                    eprintln!(
+                        "nfs3d: procedure {proc_num} not run: acting as {}:{} failed: {e}",
+                        caller.uid, caller.gid
+                    );
+                }
+                Err(Fail::Status(Stat::ServerFault))
+            }
             p if p != 0 && p <= proc::COMMIT && export.config.read_only && changes(p) => {
                 Err(Fail::Status(Stat::Rofs))
             }
@@ -306,6 +316,9 @@ fn finish(
         // Only a worker's cached reach stops so; `run` reaches everything.
         Err(Fail::WouldBlock) => Stat::ServerFault,
     };
+    if s == Stat::ServerFault {
+        eprintln!("nfs3d: procedure {proc_num} answered NFS3ERR_SERVERFAULT");
+    }
     let mut w = XdrWriter::new(results);
     let mut put = || -> Result<(), EncodeError> {
         w.put_u32(s as u32)?;
