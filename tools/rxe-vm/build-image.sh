@@ -9,8 +9,8 @@
 # run.sh hands them to the guest through a 9p share at run time. Two third-party
 # NFS test suites are (guest-nfs-suites.sh): pjdfstest, from the crate registry
 # (`cargo install`, once), and the Connectathon tests (cthon04), built static
-# from their sources (CTHON04_SRC, default /work/shared/peer-suites/cthon04-src,
-# else a clone of the public mirror), once.
+# from their sources (CTHON04_SRC, default ../shared/peer-suites/cthon04-src beside
+# the checkout, else a clone of the public mirror), once.
 #
 # Outputs in OUTDIR:
 #   vmlinux or vmlinuz   kernel to boot (uncompressed ELF when it can be made)
@@ -220,7 +220,9 @@ if [ -s "$OUT/vmlinux" ]; then KFILE=vmlinux; else KFILE=vmlinuz; fi
 PJDFSTEST_VERSION=0.2.2
 PJD_ROOT=$OUT/pjdfstest
 CTHON=$OUT/cthon04
-CTHON04_SRC=${CTHON04_SRC:-/work/shared/peer-suites/cthon04-src}
+# The project's shared/ folder stands beside its checkout (CI's clone included).
+SHARED_DIR=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../../../shared" 2>/dev/null && pwd)
+CTHON04_SRC=${CTHON04_SRC:-${SHARED_DIR:-/work/shared}/peer-suites/cthon04-src}
 CTHON04_GIT=https://github.com/ckripto/cthon04
 CTHON04_COMMIT=d246a59
 SUITES_MISSING=()
