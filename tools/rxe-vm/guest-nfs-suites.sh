@@ -161,7 +161,9 @@ suites_run() { # SERVER
             echo "cthon04:$part" >>"$dir/failed"
             echo "cthon04-$part FAILED (exit $rc), $secs s, at: $(cthon_where "$dir/cthon04-$part.log")" \
                 | tee -a "$dir/summary"
-            tail -n 15 "$dir/cthon04-$part.log"
+            # Not only the tail: the tests' stdout is buffered, their stderr is not, so
+            # the error can come out before the headings printed ahead of it.
+            tail -n 40 "$dir/cthon04-$part.log"
         fi
         echo "{\"server\":\"$s\",\"step\":\"cthon04-$part\",\"seconds\":$secs,\"ok\":$([ "$rc" -eq 0 ] && echo true || echo false)}" \
             >>"$dir/times.jsonl"
@@ -201,9 +203,9 @@ suites_run() { # SERVER
     [ ! -s "$dir/incomplete" ]
 }
 
-# Lines of file A not in file B.
+# Lines of file A not in file B (by file name, not NR == FNR: B may be empty).
 lines_not_in() { # A B
-    awk 'NR == FNR { seen[$0] = 1; next } !($0 in seen)' "$2" "$1"
+    awk -v b="$2" 'FILENAME == b { seen[$0] = 1; next } !($0 in seen)' "$2" "$1"
 }
 
 nfs_suites() {
@@ -332,6 +334,8 @@ identity_checks() { # SERVER DIR
     else
         fail "$s: uid 1001's truncate failed but the size is $(stat -c %s "$sf")"
     fi
+    # The kernel's client applies the sticky rule itself (the VFS's check_sticky, from the
+    # attributes the server gave): this RENAME never reaches a server that would allow it.
     if as_user 1001 mv "$f" "$m/sticky/renamed-by-1001" 2>"$err"; then
         fail "$s: uid 1001 renamed uid 1000's file in the sticky folder"
     elif [ -e "$sf" ] && [ ! -e "$d/sticky/renamed-by-1001" ]; then

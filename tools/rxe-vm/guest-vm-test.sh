@@ -5,7 +5,9 @@
 #   test    rpcrdma devices lists rxe0; the fabric conformance suite passes on the
 #           verbs provider; a short fabric ping-pong runs; serve/call of every form;
 #           then the NFS part (guest-nfs.sh): the kernel's NFS client on nfs3d and on
-#           the kernel's nfsd over RDMA. Exits 1 if any failed.
+#           the kernel's nfsd over RDMA; then cthon04 and pjdfstest on both, and
+#           identity checks on default exports (guest-nfs-suites.sh; NFS_SUITES=0
+#           skips them). Exits 1 if any failed.
 #   bench   rpcrdma bench fabric (send, write, read; 8 B to 64 KiB) and perftest's
 #           ib_send_lat / ib_write_lat / ib_read_lat at the same sizes, for
 #           comparison in the same guest. Exits 1 if a run failed.
@@ -119,6 +121,14 @@ test)
     # shellcheck source=guest-nfs.sh
     . "$(dirname "$0")/guest-nfs.sh"
     nfs_tests
+    # Suites nobody here wrote (cthon04, pjdfstest) on both servers, nfs3d's failures
+    # among the kernel nfsd's; identity checks on default exports (guest-nfs-suites.sh).
+    if [ "${NFS_SUITES:-1}" = 1 ]; then
+        # shellcheck source=guest-nfs-suites.sh
+        . "$(dirname "$0")/guest-nfs-suites.sh"
+        nfs_suites
+        nfs_identity
+    fi
     ;;
 bench)
     # Each round measures every operation and size with the engine's verbs fabric and with

@@ -19,6 +19,8 @@
 # Environment: RXE_VM_IMAGE (image folder, default target/rxe-vm),
 # VM_TEST_TIMEOUT (seconds for the guest run, default 1200), NFS_ROUNDS (rounds of
 # the NFS workload on each server, alternating; the table gives medians; default 1),
+# VM_TEST_SUITES (0 skips cthon04, pjdfstest and the identity checks), NFS3D_SUITE_ARGS
+# (nfs3d's options for the suites; default --no-root-squash),
 # BENCH_ROUNDS, BENCH_ITERS, BENCH_OPS and BENCH_SIZES (`bench`: rounds, iterations, the
 # operations and the sizes, space-separated), CARGO.
 
@@ -74,10 +76,14 @@ echo "vm-test: image ready after $(secs) s; booting the guest ($MODE)" >&2
 # repeated at the very end, where a log cut to its tail (CI's) still shows them.
 GUEST_LOG=$(mktemp "${TMPDIR:-/tmp}/vm-test-guest.XXXXXX")
 trap 'rm -f "$GUEST_LOG"' EXIT
+SUITE_ENV=(--env "NFS_SUITES=${VM_TEST_SUITES:-1}")
+# Passed on only when set (empty included: nfs3d's defaults).
+[ -z "${NFS3D_SUITE_ARGS+set}" ] || SUITE_ENV+=(--env "NFS3D_SUITE_ARGS=$NFS3D_SUITE_ARGS")
 rc=0
 "$HERE/run.sh" --image "$IMAGE" --timeout "${VM_TEST_TIMEOUT:-1200}" \
     --mem 3G --bin "$BIN" --bin "$NFS3D" --bin "$NFS3PROBE" --bin "$HERE/guest-vm-test.sh" --bin "$HERE/guest-lib.sh" \
-    --bin "$HERE/guest-nfs.sh" --env "NFS_ROUNDS=${NFS_ROUNDS:-1}" \
+    --bin "$HERE/guest-nfs.sh" --bin "$HERE/guest-nfs-suites.sh" "${SUITE_ENV[@]}" \
+    --env "NFS_ROUNDS=${NFS_ROUNDS:-1}" \
     --env "ROUNDS=${BENCH_ROUNDS:-3}" --env "ITERS=${BENCH_ITERS:-5000}" \
     --env "OPS=${BENCH_OPS:-send write read}" --env "SIZES=${BENCH_SIZES:-8 64 512 4096 65536}" \
     -- guest-vm-test.sh "$MODE" 2>&1 | tee "$GUEST_LOG" || rc=${PIPESTATUS[0]}
