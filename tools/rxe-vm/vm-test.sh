@@ -17,7 +17,7 @@
 # (VM_TEST_TWO_HOST=0 skips it).
 #
 # Environment: RXE_VM_IMAGE (image folder, default target/rxe-vm),
-# VM_TEST_TIMEOUT (seconds for the guest run, default 1200), NFS_ROUNDS (rounds of
+# VM_TEST_TIMEOUT (seconds for the guest run, default 2400), NFS_ROUNDS (rounds of
 # the NFS workload on each server, alternating; the table gives medians; default 1),
 # VM_TEST_SUITES (0 skips cthon04, pjdfstest and the identity checks), NFS3D_SUITE_ARGS
 # (nfs3d's options for the suites; default --no-root-squash),
@@ -80,7 +80,7 @@ SUITE_ENV=(--env "NFS_SUITES=${VM_TEST_SUITES:-1}")
 # Passed on only when set (empty included: nfs3d's defaults).
 [ -z "${NFS3D_SUITE_ARGS+set}" ] || SUITE_ENV+=(--env "NFS3D_SUITE_ARGS=$NFS3D_SUITE_ARGS")
 rc=0
-"$HERE/run.sh" --image "$IMAGE" --timeout "${VM_TEST_TIMEOUT:-1200}" \
+"$HERE/run.sh" --image "$IMAGE" --timeout "${VM_TEST_TIMEOUT:-2400}" \
     --mem 3G --bin "$BIN" --bin "$NFS3D" --bin "$NFS3PROBE" --bin "$HERE/guest-vm-test.sh" --bin "$HERE/guest-lib.sh" \
     --bin "$HERE/guest-nfs.sh" --bin "$HERE/guest-nfs-suites.sh" "${SUITE_ENV[@]}" \
     --env "NFS_ROUNDS=${NFS_ROUNDS:-1}" \
