@@ -17,6 +17,7 @@ use rpcrdma_engine::fabric::soft::{Soft, SoftAddr};
 use rpcrdma_engine::fabric::{ConnectError, Provider};
 use rpcrdma_engine::loopback::soft_server;
 use rpcrdma_engine::requester::{CallArgs, Client};
+use rpcrdma_engine::responder::ServerConn;
 
 /// How long any one step may take.
 const WAIT: Duration = Duration::from_secs(5);
@@ -32,6 +33,23 @@ fn connecting(addr: &SoftAddr) -> JoinHandle<Result<Client<Soft>, ConnError>> {
         };
         Client::<Soft>::connect(&device, &addr, cfg)
     })
+}
+
+/// The client `t` once its connect ends, the server's side polled meanwhile (a version 2
+/// client's connect waits for the answer to its opening).
+fn connected(
+    t: JoinHandle<Result<Client<Soft>, ConnError>>,
+    s: &mut ServerConn<Soft>,
+) -> Client<Soft> {
+    let deadline = Instant::now() + WAIT;
+    while !t.is_finished() {
+        s.poll();
+        assert!(
+            Instant::now() < deadline,
+            "the client's connect did not end"
+        );
+    }
+    t.join().expect("client thread").expect("connect")
 }
 
 #[test]
@@ -68,16 +86,7 @@ fn a_refused_request_is_rejected_and_the_next_admitted_one_served() {
         .accept_if(WAIT, |peer| peer.is_none())
         .expect("admitted");
     assert_eq!(s.peer_addr(), None);
-    // A version 2 client's connect waits for the answer to its opening: poll meanwhile.
-    let deadline = Instant::now() + WAIT;
-    while !t.is_finished() {
-        s.poll();
-        assert!(
-            Instant::now() < deadline,
-            "the client's connect did not end"
-        );
-    }
-    let mut c = t.join().expect("client thread").expect("connect");
+    let mut c = connected(t, &mut s);
     let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
     for _ in 0..3 {
         assert!(call(&mut c, &mut s, &null, |x| x
@@ -89,15 +98,7 @@ fn a_refused_request_is_rejected_and_the_next_admitted_one_served() {
     // And a plain `accept` still takes whatever comes.
     let t = connecting(&addr);
     let mut s = srv.accept(WAIT).expect("accept");
-    let deadline = Instant::now() + WAIT;
-    while !t.is_finished() {
-        s.poll();
-        assert!(
-            Instant::now() < deadline,
-            "the client's connect did not end"
-        );
-    }
-    let mut c = t.join().expect("client thread").expect("connect");
+    let mut c = connected(t, &mut s);
     assert!(call(&mut c, &mut s, &null, |x| x
         .result
         .unwrap()
