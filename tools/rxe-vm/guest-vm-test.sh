@@ -57,6 +57,10 @@ test)
     for mode in "" "--no-remote-invalidation" "--persistent" "--version 2 --reverse 4"; do
         banner "rpcrdma serve / call ${mode:-(windows, remote invalidation)}"
         SRV=(rpcrdma serve --provider verbs --device "$DEV" --listen "$IP:20049" --seconds 60 $mode)
+        # Emptied first: the background start may truncate the log only after the wait
+        # below has read the last mode's "listening" line (a loaded host lost that race,
+        # and the first Calls found no listener).
+        : >"$WORK/serve.log"
         timeout "$STEP_TIMEOUT" "${SRV[@]}" >"$WORK/serve.log" 2>&1 &
         srv=$!
         # Listening once it says so (under emulation start-up can take seconds).
