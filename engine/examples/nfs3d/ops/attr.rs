@@ -7,15 +7,12 @@
 //! it (the client checked write access when it opened the file).
 
 use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
-use std::os::fd::AsRawFd;
-
 use rustix::fs::{
     AtFlags, Gid, Mode, OFlags, Timespec, Timestamps, Uid, CWD, UTIME_NOW, UTIME_OMIT,
 };
 
 use super::export::{fattr, stat_at, Export, Reach};
 use super::{Caller, Fail, Res};
-use crate::identity;
 use crate::xdr::{self, put_post_op_attr, put_wcc, FType, Sattr, SetTime, Stat, WccAttr};
 
 /// GETATTR (§3.3.1), the object reached as `reach` allows.
@@ -62,8 +59,7 @@ fn chmod_nofollow(
     if FType::of_mode(st.st_mode) == FType::Lnk {
         return Ok(());
     }
-    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    rustix::fs::chmodat(CWD, path.as_str(), mode, AtFlags::empty())?;
+    rustix::fs::chmodat(CWD, super::fd_path(&fd).as_str(), mode, AtFlags::empty())?;
     Ok(())
 }
 
@@ -93,9 +89,7 @@ pub fn apply(
             )
         };
         let f = match open() {
-            Err(rustix::io::Errno::ACCESS) if owner => {
-                identity::as_server(open).map_err(|_| Fail::Status(Stat::ServerFault))??
-            }
+            Err(rustix::io::Errno::ACCESS) if owner => super::as_server(open)?,
             r => r?,
         };
         rustix::fs::ftruncate(&f, size)?;

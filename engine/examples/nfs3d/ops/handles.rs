@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::{CStr, CString, OsStr};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -25,8 +25,7 @@ use crate::xdr::{FType, Stat};
 
 /// The path the kernel holds for the object `fd` is open on (`/proc/self/fd`).
 pub(super) fn kernel_path(fd: &OwnedFd) -> Option<PathBuf> {
-    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    let target = rustix::fs::readlinkat(CWD, link.as_str(), Vec::new()).ok()?;
+    let target = rustix::fs::readlinkat(CWD, super::fd_path(fd).as_str(), Vec::new()).ok()?;
     Some(PathBuf::from(OsStr::from_bytes(target.as_bytes())))
 }
 

@@ -17,7 +17,6 @@ use rustix::fs::{Mode, OFlags};
 
 use super::export::{fattr, stat_at, Export, Obj};
 use super::{Caller, Fail, Res};
-use crate::identity;
 use crate::xdr::{self, put_post_op_attr, put_wcc, FType, Stat, WccAttr, PATH_MAX};
 
 /// `stable_how` (§3.3.7).
@@ -50,11 +49,9 @@ fn open(o: &Obj, by: By<'_>, write: bool) -> Result<File, Fail> {
     let flags = access | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let open = || rustix::fs::openat(&o.parent, o.name.as_c_str(), flags, Mode::empty());
     let fd = match by {
-        By::Server => identity::as_server(open).map_err(|_| Fail::Status(Stat::ServerFault))??,
+        By::Server => super::as_server(open)?,
         By::Caller(c) => match open() {
-            Err(rustix::io::Errno::ACCESS) if overrides(o, c, write) => {
-                identity::as_server(open).map_err(|_| Fail::Status(Stat::ServerFault))??
-            }
+            Err(rustix::io::Errno::ACCESS) if overrides(o, c, write) => super::as_server(open)?,
             r => r?,
         },
     };

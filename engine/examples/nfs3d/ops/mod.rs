@@ -147,6 +147,19 @@ impl From<std::io::Error> for Fail {
     }
 }
 
+/// Runs the file system call `f` as the server ([`identity::as_server`]): what only the
+/// server may do on a caller's behalf (the owner's access its mode does not give, COMMIT's
+/// open). A thread that cannot become the server again answers NFS3ERR_SERVERFAULT.
+fn as_server<T>(f: impl FnOnce() -> rustix::io::Result<T>) -> Result<T, Fail> {
+    Ok(identity::as_server(f).map_err(|_| Fail::Status(Stat::ServerFault))??)
+}
+
+/// The name `/proc/self/fd/N` of the descriptor `fd`: the object it is open on, for the
+/// calls that take no descriptor (or refuse an `O_PATH` one).
+fn fd_path(fd: &impl std::os::fd::AsRawFd) -> String {
+    format!("/proc/self/fd/{}", fd.as_raw_fd())
+}
+
 /// What a procedure returns: `Ok` after writing its whole results.
 pub type Res = Result<(), Fail>;
 
