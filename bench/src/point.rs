@@ -158,6 +158,22 @@ pub struct Point {
     /// Each connection's rate, RPCs per second.
     #[serde(default)]
     pub per_conn_rps: Vec<f64>,
+    /// The slowest connection's rate, RPCs per second (`None` in files written before it
+    /// was reported).
+    #[serde(default)]
+    pub conn_rate_min: Option<f64>,
+    /// The median connection's rate (of an even count of connections, the mean of the
+    /// middle two).
+    #[serde(default)]
+    pub conn_rate_median: Option<f64>,
+    /// The fastest connection's rate.
+    #[serde(default)]
+    pub conn_rate_max: Option<f64>,
+    /// `conn_rate_min` over `conn_rate_median`: how fairly the server shared itself among
+    /// the connections (1: evenly; issue 33 asks for at least
+    /// [`ConnRates::FAIR`](crate::rpc::ConnRates::FAIR); 0 when the median is 0).
+    #[serde(default)]
+    pub conn_rate_min_to_median: Option<f64>,
     /// Each in-process server worker's rate, RPCs per second (empty for a remote server).
     #[serde(default)]
     pub per_worker_rps: Vec<f64>,
@@ -200,6 +216,15 @@ impl core::fmt::Display for ReadError {
 impl std::error::Error for ReadError {}
 
 impl Point {
+    /// Sets the `conn_rate_*` fields from the distribution of the connections' rates
+    /// (`None` clears them).
+    pub fn set_conn_rates(&mut self, r: Option<crate::rpc::ConnRates>) {
+        self.conn_rate_min = r.map(|r| r.min);
+        self.conn_rate_median = r.map(|r| r.median);
+        self.conn_rate_max = r.map(|r| r.max);
+        self.conn_rate_min_to_median = r.map(|r| r.min_to_median());
+    }
+
     /// The point as one line of JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
@@ -248,17 +273,19 @@ impl Point {
          lat_p90_ns,lat_p99_ns,lat_p999_ns,lat_max_ns,cpu_client_ns,cpu_server_ns,short_calls,\
          chunked_calls,long_calls,short_replies,long_replies,write_chunks,remote_invalidations,\
          cacheline_rtt_ns,copy_ns,p50_to_cacheline,p50_to_copy,copy_to_reader_ns,\
-         p50_to_copy_to_reader,server_work_p50_ns,server_work_p99_ns,ring_rps,rate_to_ring"
+         p50_to_copy_to_reader,server_work_p50_ns,server_work_p99_ns,ring_rps,rate_to_ring,\
+         conn_rate_min,conn_rate_median,conn_rate_max,conn_rate_min_to_median"
     }
 
     /// The point as one CSV row (no field needs quoting: names are plain words).
     pub fn csv_row(&self) -> String {
         let c = &self.config;
         let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.3}"));
+        let rps = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.1}"));
         let l = &self.lat_ns;
         let f = &self.forms;
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.1},{:.1},{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.1},{:.1},{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{},{},{},{},{}",
             c.provider,
             c.op,
             c.size,
@@ -309,6 +336,10 @@ impl Point {
                 .ring_rps
                 .map_or(String::new(), |r| format!("{r:.0}")),
             opt(self.ratios.rate_to_ring),
+            rps(self.conn_rate_min),
+            rps(self.conn_rate_median),
+            rps(self.conn_rate_max),
+            opt(self.conn_rate_min_to_median),
         )
     }
 }
@@ -370,6 +401,10 @@ pub(crate) mod tests {
                 rate_to_ring: None,
             },
             per_conn_rps: vec![rate],
+            conn_rate_min: Some(rate),
+            conn_rate_median: Some(rate),
+            conn_rate_max: Some(rate),
+            conn_rate_min_to_median: Some(1.0),
             per_worker_rps: vec![rate],
             memory_per_conn: MemoryPerConn {
                 client: 1 << 20,
@@ -429,7 +464,15 @@ pub(crate) mod tests {
         let row = p.csv_row();
         assert_eq!(row.split(',').count(), columns, "{row}");
         assert!(row.starts_with("soft,echo,1024,4096,"));
-        assert!(row.ends_with(",,,,"), "no server work, no ring: {row}");
+        // The connections' rates come last.
+        let conn_rates = ",1000000.0,1000000.0,1000000.0,1.000";
+        assert!(row.ends_with(conn_rates), "{row}");
+        // The row without them.
+        let before = |row: &str| row.rsplitn(5, ',').last().unwrap_or_default().to_string();
+        assert!(
+            before(&row).ends_with(",,,,"),
+            "no server work, no ring: {row}"
+        );
         let mut timed = point("read", 65536, "chunked", 0, 3000, 1e5);
         timed.server_work_ns = Some(Latency {
             p50: 1200,
@@ -438,7 +481,7 @@ pub(crate) mod tests {
         });
         let row = timed.csv_row();
         assert_eq!(row.split(',').count(), columns, "{row}");
-        assert!(row.ends_with(",1200,1500,,"), "{row}");
+        assert!(before(&row).ends_with(",1200,1500,,"), "{row}");
         // And it travels through JSON.
         let back = Point::read_all(&timed.to_json()).unwrap();
         assert_eq!(back[0].server_work_ns, timed.server_work_ns);
@@ -448,9 +491,49 @@ pub(crate) mod tests {
         null.ratios.rate_to_ring = Some(0.8);
         let row = null.csv_row();
         assert_eq!(row.split(',').count(), columns, "{row}");
-        assert!(row.ends_with(",8000000,0.800"), "{row}");
+        assert!(before(&row).ends_with(",8000000,0.800"), "{row}");
         let back = Point::read_all(&null.to_json()).unwrap();
         assert_eq!(back[0].limits, null.limits);
         assert_eq!(back[0].ratios, null.ratios);
+    }
+
+    /// The connections' rates: set from their distribution, written to JSON and CSV, and
+    /// absent (empty columns, `None`) from points read from files written before them.
+    #[test]
+    fn connection_rates_travel_and_old_points_read_without_them() {
+        let mut p = point("null", 0, "auto", 0, 4000, 2e6);
+        p.config.conns = 4;
+        p.per_conn_rps = vec![4e5, 6e5, 5e5, 5e5];
+        p.set_conn_rates(crate::rpc::ConnRates::of(&p.per_conn_rps));
+        assert_eq!(
+            (p.conn_rate_min, p.conn_rate_median, p.conn_rate_max),
+            (Some(4e5), Some(5e5), Some(6e5))
+        );
+        assert_eq!(p.conn_rate_min_to_median, Some(0.8));
+        let v: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+        assert_eq!(v["conn_rate_median"], 5e5);
+        assert_eq!(v["conn_rate_min_to_median"], 0.8);
+        assert_eq!(Point::read_all(&p.to_json()).unwrap(), vec![p.clone()]);
+        assert!(p.csv_row().ends_with(",400000.0,500000.0,600000.0,0.800"));
+        // A line from before: no conn_rate_* fields.
+        let mut old = v.clone();
+        for k in [
+            "conn_rate_min",
+            "conn_rate_median",
+            "conn_rate_max",
+            "conn_rate_min_to_median",
+        ] {
+            old.as_object_mut().unwrap().remove(k);
+        }
+        let back = Point::read_all(&old.to_string()).unwrap();
+        let mut want = p.clone();
+        want.set_conn_rates(None);
+        assert_eq!(back, vec![want.clone()]);
+        let row = want.csv_row();
+        assert_eq!(
+            row.split(',').count(),
+            Point::csv_header().split(',').count()
+        );
+        assert!(row.ends_with(",,,,"), "{row}");
     }
 }

@@ -81,6 +81,63 @@ impl Percentiles {
     }
 }
 
+/// How evenly a run's connections were served: the distribution of their rates over the
+/// measured phase (each connection's RPCs completed in it over its length). A fair server
+/// keeps the slowest connection at least [`ConnRates::FAIR`] times the median.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ConnRates {
+    /// Connections counted.
+    pub conns: usize,
+    /// The slowest connection's rate, RPCs per second.
+    pub min: f64,
+    /// The median connection's rate (of an even count, the mean of the middle two).
+    pub median: f64,
+    /// The fastest connection's rate.
+    pub max: f64,
+}
+
+impl ConnRates {
+    /// The least [`min_to_median`](Self::min_to_median) of a fair run (issue 33: the
+    /// slowest connection at least half as fast as the median one).
+    pub const FAIR: f64 = 0.5;
+
+    /// The distribution of `rates` (one per connection, RPCs per second); `None` for no
+    /// connection. Not for measured loops: it sorts a copy.
+    pub fn of(rates: &[f64]) -> Option<ConnRates> {
+        let mut sorted = rates.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let (&min, &max) = (sorted.first()?, sorted.last()?);
+        let median = if n.is_multiple_of(2) {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        } else {
+            sorted[n / 2]
+        };
+        Some(ConnRates {
+            conns: n,
+            min,
+            median,
+            max,
+        })
+    }
+
+    /// The slowest connection's rate over the median's: 1 when every connection went as
+    /// fast, 0 when the median connection completed nothing (half of them or more starved).
+    pub fn min_to_median(&self) -> f64 {
+        if self.median > 0.0 {
+            self.min / self.median
+        } else {
+            0.0
+        }
+    }
+
+    /// Whether the slowest connection went at least [`FAIR`](Self::FAIR) times as fast as
+    /// the median one.
+    pub fn fair(&self) -> bool {
+        self.min_to_median() >= Self::FAIR
+    }
+}
+
 /// What a fault run saw: how often connections were dropped, and whether every RPC
 /// completed exactly once.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -149,6 +206,23 @@ pub struct LoadReport {
     pub per_conn: Vec<u64>,
     /// Exactly-once accounting (meaningful for every run, essential for fault runs).
     pub faults: Faults,
+}
+
+impl LoadReport {
+    /// Each connection's rate over the measured phase, RPCs per second, in the order of
+    /// [`per_conn`](Self::per_conn) (over [`seconds`](Self::seconds): of a merged report,
+    /// the longest thread's measured phase, over which the total rate is taken too, so
+    /// that the rates add up to it).
+    pub fn per_conn_rps(&self) -> Vec<f64> {
+        let secs = self.seconds.max(1e-9);
+        self.per_conn.iter().map(|&n| n as f64 / secs).collect()
+    }
+
+    /// The distribution of the connections' rates ([`per_conn_rps`](Self::per_conn_rps));
+    /// `None` for a report of no connection.
+    pub fn conn_rates(&self) -> Option<ConnRates> {
+        ConnRates::of(&self.per_conn_rps())
+    }
 }
 
 /// Progress of a run, for a display.
@@ -616,6 +690,50 @@ pub fn run_many<P: Provider>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Odd and even counts, unsorted input, one connection, none; the ratio and the
+    /// fairness threshold.
+    #[test]
+    fn connection_rates_give_min_median_max() {
+        let r = ConnRates::of(&[300.0, 100.0, 200.0]).unwrap();
+        assert_eq!((r.conns, r.min, r.median, r.max), (3, 100.0, 200.0, 300.0));
+        assert_eq!(r.min_to_median(), 0.5);
+        assert!(r.fair());
+        // An even count: the mean of the middle two.
+        let r = ConnRates::of(&[40.0, 10.0, 30.0, 100.0]).unwrap();
+        assert_eq!((r.conns, r.min, r.median, r.max), (4, 10.0, 35.0, 100.0));
+        assert!((r.min_to_median() - 10.0 / 35.0).abs() < 1e-12);
+        assert!(!r.fair());
+        // One connection: every figure its rate.
+        let r = ConnRates::of(&[42.0]).unwrap();
+        assert_eq!(
+            (r.min, r.median, r.max, r.min_to_median()),
+            (42.0, 42.0, 42.0, 1.0)
+        );
+        assert_eq!(ConnRates::of(&[]), None);
+        // Half the connections starved: the median is 0, and so is the ratio.
+        let r = ConnRates::of(&[0.0, 0.0, 0.0, 50.0]).unwrap();
+        assert_eq!((r.median, r.min_to_median()), (0.0, 0.0));
+        assert!(!r.fair());
+        // From a report: RPCs over the measured phase, in the connections' order.
+        let hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        let report = LoadReport {
+            rpcs: 1000,
+            seconds: 0.5,
+            rate_rps: 2000.0,
+            lat_ns: Percentiles::default(),
+            hist: hist.clone(),
+            server_work: hist,
+            allocs_per_rpc: None,
+            client: Snapshot::default(),
+            per_conn: vec![300, 200, 250, 250],
+            faults: Faults::default(),
+        };
+        assert_eq!(report.per_conn_rps(), vec![600.0, 400.0, 500.0, 500.0]);
+        let r = report.conn_rates().unwrap();
+        assert_eq!((r.min, r.median, r.max), (400.0, 500.0, 600.0));
+        assert_eq!(report.per_conn_rps().iter().sum::<f64>(), report.rate_rps);
+    }
 
     /// Runs of equal stamps, interleaved ones and single ones: the histogram holds exactly
     /// what recording each round trip on its own would.

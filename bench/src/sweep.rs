@@ -493,7 +493,7 @@ fn combine(
         remote_invalidations: s.remote_invalidations,
     };
     let payload = u64::from(c.size);
-    Point {
+    let mut p = Point {
         config: c.clone(),
         rep,
         rpcs,
@@ -522,17 +522,20 @@ fn combine(
             rate_to_ring: same_run.ring.map(|g| rate / g.max(1e-9)),
         },
         spoke: c.version.max(1),
-        per_conn_rps: r
-            .per_conn
-            .iter()
-            .map(|&n| n as f64 / seconds.max(1e-9))
-            .collect(),
+        per_conn_rps: r.per_conn_rps(),
+        conn_rate_min: None,
+        conn_rate_median: None,
+        conn_rate_max: None,
+        conn_rate_min_to_median: None,
         per_worker_rps: per_worker_rpcs
             .iter()
             .map(|&n| n as f64 / seconds.max(1e-9))
             .collect(),
         memory_per_conn: MemoryPerConn::default(),
-    }
+    };
+    // How evenly the connections were served (issue 33's fairness).
+    p.set_conn_rates(r.conn_rates());
+    p
 }
 
 #[cfg(test)]
@@ -606,6 +609,13 @@ mod tests {
         for p in &out {
             assert!(p.rpcs > 0 && p.lat_ns.p50 > 0, "{p:?}");
             assert_eq!(p.per_conn_rps.len(), 2);
+            let (min, median, max) = (
+                p.conn_rate_min.unwrap(),
+                p.conn_rate_median.unwrap(),
+                p.conn_rate_max.unwrap(),
+            );
+            assert!(min <= median && median <= max, "{p:?}");
+            assert_eq!(p.conn_rate_min_to_median, Some(min / median));
             assert_eq!(p.per_worker_rps.len(), 1);
             assert!(p.memory_per_conn.client > 0 && p.memory_per_conn.server > Some(0));
             let f = &p.forms;

@@ -211,9 +211,9 @@ impl Out {
 
 fn header() -> String {
     format!(
-        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>1} {:>5} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>1} {:>5} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
         "op", "bytes", "inline", "cred", "depth", "con", "form", "v", "reg", "rep", "p50 ns", "p99 ns", "p99.9 ns",
-        "max ns", "RPC/s", "MB/s", "cpu c ns", "cpu s ns", "p50/line", "p50/copy", "rps/ring", "MiB/conn", "work ns"
+        "max ns", "RPC/s", "MB/s", "cpu c ns", "cpu s ns", "p50/line", "p50/copy", "rps/ring", "min/med", "MiB/conn", "work ns"
     )
 }
 
@@ -226,7 +226,7 @@ fn row(p: &Point) -> String {
         .p50_to_copy
         .map_or("-".to_string(), |r| format!("{r:.2}"));
     format!(
-        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>1} {:>5} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11.0} {:>11.1} {:>8.0} {:>8} {:>8.2} {:>8} {:>8} {:>8.1} {:>8}",
+        "{:>6} {:>9} {:>6} {:>4} {:>5} {:>3} {:>7} {:>1} {:>5} {:>3}  {:>9} {:>9} {:>9} {:>9} {:>11.0} {:>11.1} {:>8.0} {:>8} {:>8.2} {:>8} {:>8} {:>8} {:>8.1} {:>8}",
         c.op,
         c.size,
         c.inline,
@@ -261,6 +261,11 @@ fn row(p: &Point) -> String {
         // The rate over the zero-work ring's (null points of one connection and worker).
         p.ratios
             .rate_to_ring
+            .map_or("-".to_string(), |r| format!("{r:.2}")),
+        // How evenly the connections were served: the slowest one's rate over the median
+        // one's (points of several connections).
+        p.conn_rate_min_to_median
+            .filter(|_| c.conns > 1)
             .map_or("-".to_string(), |r| format!("{r:.2}")),
         (p.memory_per_conn.client + p.memory_per_conn.server.unwrap_or(0)) as f64
             / f64::from(1 << 20),

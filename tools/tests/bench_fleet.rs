@@ -76,6 +76,68 @@ fn many_connections_on_several_threads_and_workers_report_each_part() {
     }
 }
 
+/// Four connections on one client thread: the spread of their rates (issue 33's fairness)
+/// is each connection's rate's, ordered, and the rates add up to the total; the terminal
+/// shows it too. (No speed is asserted.)
+#[test]
+fn four_connections_report_the_spread_of_their_rates() {
+    let out = bench(&[
+        "--workload",
+        "null",
+        "--conns",
+        "4",
+        "--depth",
+        "2",
+        "--seconds",
+        "0.3",
+    ]);
+    let rs = reports(&out);
+    assert_eq!(rs.len(), 1);
+    let r = &rs[0];
+    let per_conn: Vec<f64> = r["per_conn_rps"]
+        .as_array()
+        .expect("per_conn_rps")
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    assert_eq!(per_conn.len(), 4, "{r}");
+    let f = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k} in {r}"));
+    let (min, median, max) = (
+        f("conn_rate_min"),
+        f("conn_rate_median"),
+        f("conn_rate_max"),
+    );
+    assert!(min <= median && median <= max, "{r}");
+    // The ends are the slowest and the fastest connection's (each rounded on its own).
+    let lowest = per_conn.iter().copied().fold(f64::INFINITY, f64::min);
+    let highest = per_conn.iter().copied().fold(0.0, f64::max);
+    assert!(
+        (min - lowest).abs() <= 1.0 && (max - highest).abs() <= 1.0,
+        "{r}"
+    );
+    let ratio = f("conn_rate_min_to_median");
+    assert!((0.0..=1.0).contains(&ratio), "{r}");
+    assert!((ratio - min / median).abs() <= 0.01, "{r}");
+    let sum: f64 = per_conn.iter().sum();
+    let rate = f("rate_rps");
+    assert!((sum - rate).abs() <= 0.02 * rate + 4.0, "{sum} vs {rate}");
+    assert_eq!(r["allocs_per_rpc"], 0.0, "counting allocates nothing: {r}");
+
+    let out = bin()
+        .args(["bench", "rpc", "--warmup", "0.05", "--workload", "null"])
+        .args(["--conns", "4", "--depth", "2", "--seconds", "0.2"])
+        .output()
+        .expect("run bench rpc");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("RPC/s per connection: min ")
+            && text.contains(", median ")
+            && text.contains("x the median"),
+        "{text}"
+    );
+}
+
 /// The fault report of a run that dropped connections: every RPC exactly once.
 fn check_faults(r: &Value, server_counts: bool) {
     let f = &r["faults"];

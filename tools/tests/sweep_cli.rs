@@ -211,6 +211,126 @@ fn a_sweep_against_a_running_server() {
     assert!(pts.iter().all(|p| p["cpu_ns_per_rpc"]["server"].is_null()));
 }
 
+/// Points of several connections carry the spread of the connections' rates (JSON, CSV, and
+/// the table's `min/med`, the slowest connection's rate over the median's); a point of one
+/// connection shows `-` there; `report` still reads points written before these fields.
+#[test]
+fn a_sweep_of_several_connections_reports_the_spread_of_their_rates() {
+    let d = scratch("conns");
+    let (json, csv) = (d.join("c.json"), d.join("c.csv"));
+    let out = run(&[
+        "sweep",
+        "--op",
+        "null",
+        "--sizes",
+        "64",
+        "--depth",
+        "2",
+        "--conns",
+        "1,4",
+        "--client-threads",
+        "1",
+        "--reps",
+        "1",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0.01",
+        "--json",
+        json.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pts = points(&json);
+    assert_eq!(pts.len(), 2);
+    for p in &pts {
+        let f = |k: &str| p[k].as_f64().unwrap_or_else(|| panic!("{k} in {p}"));
+        let (min, median, max) = (
+            f("conn_rate_min"),
+            f("conn_rate_median"),
+            f("conn_rate_max"),
+        );
+        assert!(min <= median && median <= max, "{p}");
+        let per_conn: Vec<f64> = p["per_conn_rps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert_eq!(per_conn.len() as u64, p["conns"].as_u64().unwrap(), "{p}");
+        let sum: f64 = per_conn.iter().sum();
+        let rate = f("rate_rps");
+        assert!((sum - rate).abs() <= 0.02 * rate, "{sum} vs {rate}");
+        assert!((f("conn_rate_min_to_median") - min / median).abs() < 1e-9);
+    }
+    // The table: the ratio for four connections, `-` for one.
+    let header = stdout.lines().next().unwrap();
+    assert!(header.contains("min/med"), "{header}");
+    let ratios: Vec<(String, String)> = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("null "))
+        .map(|l| {
+            let cells: Vec<&str> = l.split_whitespace().collect();
+            // op bytes inline cred depth con ... p50/line p50/copy rps/ring min/med MiB/conn work
+            (cells[5].to_string(), cells[cells.len() - 3].to_string())
+        })
+        .collect();
+    assert_eq!(ratios.len(), 2, "{stdout}");
+    for (conns, ratio) in &ratios {
+        match conns.as_str() {
+            "1" => assert_eq!(ratio, "-", "{stdout}"),
+            _ => assert!(
+                ratio.parse::<f64>().is_ok_and(|r| (0.0..=1.0).contains(&r)),
+                "{stdout}"
+            ),
+        }
+    }
+    let csv_text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = csv_text.lines();
+    let columns: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert!(columns.ends_with(&[
+        "conn_rate_min",
+        "conn_rate_median",
+        "conn_rate_max",
+        "conn_rate_min_to_median"
+    ]));
+    for l in lines {
+        assert_eq!(l.split(',').count(), columns.len(), "{l}");
+    }
+    // Points written before these fields still read, and compare with the new ones.
+    let old = d.join("old.json");
+    let stripped: Vec<String> = pts
+        .iter()
+        .map(|p| {
+            let mut p = p.clone();
+            for k in [
+                "conn_rate_min",
+                "conn_rate_median",
+                "conn_rate_max",
+                "conn_rate_min_to_median",
+            ] {
+                p.as_object_mut().unwrap().remove(k);
+            }
+            p.to_string()
+        })
+        .collect();
+    std::fs::write(&old, stripped.join("\n")).unwrap();
+    let report = run(&["report", old.to_str().unwrap(), json.to_str().unwrap()]);
+    assert!(
+        report.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&report.stdout),
+        String::from_utf8_lossy(&report.stderr)
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
 #[test]
 fn settings_that_cannot_work_are_refused_before_the_run() {
     let out = run(&[

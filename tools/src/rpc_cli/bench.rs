@@ -412,11 +412,10 @@ fn report(
     // A null run's rate against the zero-work ring's at the same depth.
     let ring = ring.filter(|_| w == Workload::Null);
     let ring_ratio = ring.map(|g| r.rate_rps / g.best.rate_rps.max(1e-9));
-    let per_conn: Vec<f64> = r
-        .per_conn
-        .iter()
-        .map(|&n| (n as f64 / secs).round())
-        .collect();
+    let per_conn: Vec<f64> = r.per_conn_rps().iter().map(|x| x.round()).collect();
+    // How evenly the connections were served: the slowest, median and fastest connection's
+    // rates (unrounded, from which the ratio is taken).
+    let conn_rates = r.conn_rates();
     let per_worker: Vec<f64> = m.per_worker_rps.iter().map(|x| x.round()).collect();
     let per_thread: Vec<Value> = m
         .run
@@ -479,6 +478,11 @@ fn report(
                     "ratio_rate": (x * 1000.0).round() / 1000.0,
                 })),
                 "per_conn_rps": per_conn,
+                "conn_rate_min": conn_rates.map(|c| c.min.round()),
+                "conn_rate_median": conn_rates.map(|c| c.median.round()),
+                "conn_rate_max": conn_rates.map(|c| c.max.round()),
+                "conn_rate_min_to_median": conn_rates
+                    .map(|c| (c.min_to_median() * 1000.0).round() / 1000.0),
                 "per_worker_rps": per_worker,
                 "threads": per_thread,
                 "faults": faults,
@@ -530,6 +534,20 @@ fn report(
             args.conns,
             list(&per_conn),
             list(&per_worker)
+        );
+    }
+    if let Some(c) = conn_rates.filter(|c| c.conns > 1) {
+        println!(
+            "      RPC/s per connection: min {:.0}, median {:.0}, max {:.0}; the slowest {:.2}x the median{}",
+            c.min,
+            c.median,
+            c.max,
+            c.min_to_median(),
+            if c.fair() {
+                String::new()
+            } else {
+                format!(" (under {}x: unfair)", rpcrdma_bench::rpc::ConnRates::FAIR)
+            }
         );
     }
     if let Some(v) = &m.once {
