@@ -1,5 +1,5 @@
-//! Bulk memory shared by a connection's RPCs (`ConnConfig::slot_bulk_size`,
-//! `large_bufs`): NFS-sized I/O (1 MiB READs and WRITEs, Long Calls and Long replies) with
+//! Bulk memory shared by a connection's RPCs (the client: `ConnConfig::slot_bulk_size`,
+//! `large_bufs`) and by a server's connections (`ConnConfig::shared_bulk`): NFS-sized I/O (1 MiB READs and WRITEs, Long Calls and Long replies) with
 //! 128 credits on the default configuration, on a fraction of the memory a fixed 1 MiB per
 //! credit takes, every byte verified; RPCs beyond the shared buffers wait and complete.
 
@@ -158,9 +158,10 @@ fn few_large_buffers_and_calls_that_need_several_never_deadlock() {
 }
 
 #[test]
-fn credits_owning_the_largest_buffers_share_nothing() {
-    // slot_bulk_size = bulk_size: every credit has buffers of the largest size (the layout
-    // before sharing), no large pool.
+fn a_client_whose_credits_own_the_largest_buffers_shares_nothing() {
+    // slot_bulk_size = bulk_size: every credit of the client has buffers of the largest
+    // size (the layout before sharing), no large pool. (A server's connections own no bulk
+    // buffers whatever the sizes: they take them from the server's share.)
     let cfg = ConnConfig {
         credits: 8,
         initial_grant: 8,
@@ -170,50 +171,60 @@ fn credits_owning_the_largest_buffers_share_nothing() {
     };
     let (mut c, mut s) = soft_pair(dispatch(), cfg, cfg).expect("pair");
     run(&mut c, &mut s, 40, 8);
-    assert_eq!(c.snapshot().large_bulk + s.snapshot().large_bulk, 0);
+    assert_eq!(c.snapshot().large_bulk, 0);
 }
 
 #[test]
-fn the_server_registers_large_buffers_as_its_calls_need_them() {
+fn the_server_takes_shared_buffers_as_its_calls_need_them_within_the_bound() {
     let cfg = ConnConfig {
         credits: 32,
         initial_grant: 32,
+        shared_bulk: 16 * MIB as u64,
         ..ConnConfig::default()
     };
     let (mut c, mut s) = soft_pair(dispatch(), cfg, cfg).expect("pair");
+    let share = std::sync::Arc::clone(s.share());
     let at_accept = s.registered_bytes();
-    let large = u64::from(cfg.bulk_size);
-    // Calls that fit the credits' own buffers register nothing more.
-    let small = [8192u32.to_be_bytes(), 14u32.to_be_bytes()].concat();
+    // Calls that fit the connection's own buffers take no bulk buffer.
+    let small = [2048u32.to_be_bytes(), 14u32.to_be_bytes()].concat();
     let mut a = CallArgs::new(PROG, VERS, READ, &small, 4);
-    a.bulk_results = &[8192];
+    a.bulk_results = &[2048];
     for _ in 0..20 {
         let ok = call(&mut c, &mut s, &a, |r| {
             r.result
-                .is_ok_and(|r| r.bulk()[0] == pattern(14, 8192).as_slice())
+                .is_ok_and(|r| r.bulk()[0] == pattern(14, 2048).as_slice())
         });
         assert!(ok);
     }
+    assert_eq!(
+        s.registered_bytes(),
+        at_accept,
+        "a connection registers only at accept"
+    );
+    assert_eq!(share.stats().bulk_bytes, 0);
+    assert_eq!(s.snapshot().large_bulk, 0);
+    // 32 NFS-sized Calls in flight: the share registers bulk buffers, within its bound, and
+    // Calls beyond it wait and complete (`run` checks every byte).
+    run(&mut c, &mut s, 200, 32);
+    let st = share.stats();
+    assert!(
+        st.bulk_bytes > 0 && st.bulk_bytes <= share.config().bulk_limit,
+        "{st:?}"
+    );
+    assert!(s.snapshot().large_bulk > 0);
+    // The same load again registers nothing more than the bound allows, and once the
+    // replies are retired nothing is out.
+    run(&mut c, &mut s, 200, 32);
+    let again = share.stats();
+    assert!(again.bulk_bytes <= share.config().bulk_limit, "{again:?}");
     assert_eq!(s.registered_bytes(), at_accept);
-    assert_eq!(s.snapshot().large_registered, 0);
-    // 32 NFS-sized Calls in flight: the server registers more, up to large_bufs in all.
-    run(&mut c, &mut s, 200, 32);
-    let grown = s.snapshot().large_registered;
-    assert!(
-        // Three were registered at accept.
-        grown > 0 && grown <= u64::from(cfg.large_bufs) - 3,
-        "{grown} registered"
-    );
-    let now = s.registered_bytes();
-    assert!(
-        now >= at_accept + grown * large && now <= at_accept + grown * (large + 4096),
-        "{at_accept} at accept, {now} now, {grown} buffers added"
-    );
-    // At its peak the connection registers what the same load needs, no more: at most
-    // large_bufs large buffers.
-    run(&mut c, &mut s, 200, 32);
-    let again = s.snapshot().large_registered;
-    assert!(again <= u64::from(cfg.large_bufs) - 3, "{again} registered");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while share.stats().bulk_out != 0 {
+        assert!(Instant::now() < deadline, "{:?}", share.stats());
+        // A NULL's completion carries the retirement of the signaled replies before it.
+        let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
+        assert!(call(&mut c, &mut s, &null, |r| r.result.is_ok()));
+    }
     assert_eq!(s.snapshot().err_chunk + s.snapshot().system_err, 0);
 }
 

@@ -23,6 +23,7 @@ pub use sq::SendQueue;
 use crate::fabric::{
     Access, ConnectError, FabricError, Payload, PostError, Provider, QueuePair, RecvWr, Sge,
 };
+use crate::pool::share::ShareConfig;
 use crate::pool::{Buf, BufferPool, PoolConfig, PoolError};
 use wrid::Kind;
 
@@ -173,6 +174,13 @@ pub struct ConnConfig {
     /// accept, then one at a time as an RPC finds none free (counted in
     /// `large_registered`), keeping them for the connection's life.
     pub large_bufs: u32,
+    /// Responder: the most bytes of bulk buffers the connections of one
+    /// [`Server`](crate::responder::Server) share, registered as their Calls need them
+    /// ([`ShareConfig::bulk_limit`]; at least three buffers of `bulk_size`, what one Call
+    /// may need at once). A responder's connections own only their receives:
+    /// `slot_bulk_size` and `bulk_size` are the sizes of the shared buffers, and
+    /// `large_bufs` is the requester's alone.
+    pub shared_bulk: u64,
     /// Requester: longest segment it advertises; longer chunks are split into several
     /// segments of one window. A Call whose chunk would need more segments than a list
     /// holds (64: a result over 4 MiB at 64 KiB) has longer ones, as few KiB longer as do.
@@ -277,7 +285,27 @@ pub const DEFAULT_SLOT_BULK_SIZE: u32 = 68 * 1024;
 /// connection (16 MiB at each end with the default `bulk_size`, whatever the credits).
 pub const DEFAULT_LARGE_BUFS: u32 = 16;
 
+/// The default [`ConnConfig::shared_bulk`]: 64 MiB, 58 RPCs of a megabyte at once for all
+/// of a server's connections (what 4 connections held before they shared).
+pub const DEFAULT_SHARED_BULK: u64 = 64 << 20;
+
 impl ConnConfig {
+    /// The buffers a responder's connections share ([`Share`](crate::pool::share::Share)):
+    /// reply ring entries of `send_size` and 1 KiB of headers, small bulk buffers of
+    /// [`slot_bulk`](Self::slot_bulk), large ones of `bulk_size`, `shared_bulk` bytes of
+    /// them at most (raised to what one Call may need).
+    pub fn share_config(&self) -> ShareConfig {
+        let large = self.bulk_size.max(4096) as usize;
+        let mut share = ShareConfig {
+            reply_size: self.send_size as usize + 1024,
+            small_size: (self.slot_bulk() as usize).min(large),
+            large_size: large,
+            bulk_limit: self.shared_bulk,
+        };
+        share.bulk_limit = share.bulk_limit.max(share.min_bulk_limit());
+        share
+    }
+
     /// Bytes of the bulk buffers each credit owns: `slot_bulk_size`, at most `bulk_size`
     /// and at least 4096.
     pub fn slot_bulk(&self) -> u32 {
@@ -311,6 +339,7 @@ impl Default for ConnConfig {
             bulk_size: DEFAULT_BULK_SIZE,
             slot_bulk_size: DEFAULT_SLOT_BULK_SIZE,
             large_bufs: DEFAULT_LARGE_BUFS,
+            shared_bulk: DEFAULT_SHARED_BULK,
             max_segment: 64 * 1024,
             max_reads: 8,
             registration: Registration::Windows,

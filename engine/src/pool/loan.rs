@@ -19,9 +19,12 @@
 //!   read with `Acquire` before completing, so the borrower's writes are visible to the
 //!   thread that then sends them.
 //! - **The memory outlives the loan.** The board holds a reference to the shared state of
-//!   every pool of the connection (their registered regions), so a connection dropped
-//!   while a loan is out — lost, say — keeps the regions mapped until the last loan is
-//!   dropped. Its buffers are never handed out again: the pools went with the connection.
+//!   every pool of the connection (its receive pool and the server's share), so a
+//!   connection dropped while a loan is out — lost, say — keeps the regions mapped until
+//!   the last loan is dropped. Its receive buffers are never handed out again (their pool
+//!   went with the connection), and the shared pull and bulk buffers of a Call with loans
+//!   out are handed to the board (`LoanBoard::hold`) instead of going back to the share,
+//!   until the last loan goes.
 
 #![allow(unsafe_code)]
 
@@ -30,8 +33,9 @@ use std::sync::Arc;
 
 /// The loans out, per slot of one connection, and what keeps the lent memory alive.
 pub(crate) struct LoanBoard {
-    /// The pools' shared states (registered regions), type-erased. Locked only when a pool
-    /// is added (a connection's large buffers grow as Calls need them), never by a loan.
+    /// The pools' shared states (registered regions), type-erased, and the lent buffers of
+    /// a dropped connection. Locked only when the connection is dropped with loans out,
+    /// never by a loan.
     keep: std::sync::Mutex<Vec<Arc<dyn Send + Sync>>>,
     /// Loans out per slot.
     out: Box<[AtomicU32]>,
@@ -46,12 +50,14 @@ impl LoanBoard {
         })
     }
 
-    /// Keeps one more pool alive for as long as the board (a pool made after the board).
-    pub(crate) fn keep(&self, pool: Arc<dyn Send + Sync>) {
+    /// Keeps `buf` (a lent buffer of a shared pool, say) out of its pool until the board
+    /// goes, that is until the last loan is dropped; it is dropped before anything else the
+    /// board keeps, so that it goes home while its pool is still there.
+    pub(crate) fn hold(&self, buf: Arc<dyn Send + Sync>) {
         self.keep
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(pool);
+            .insert(0, buf);
     }
 
     /// Loans of `slot` not yet dropped. `Acquire`: what their borrowers wrote is visible

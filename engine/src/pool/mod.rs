@@ -68,6 +68,7 @@
 mod buf;
 pub mod loan;
 mod ret;
+pub mod share;
 #[cfg(test)]
 mod tests;
 
@@ -329,6 +330,45 @@ struct Shared<P: Provider> {
 }
 
 impl<P: Provider> Shared<P> {
+    /// Allocates and registers the regions `config` describes (as few as
+    /// [`PoolConfig::max_region_len`] allows), with an empty return list.
+    fn create(pd: &P::Pd, config: PoolConfig) -> Result<Arc<Shared<P>>, PoolError> {
+        let layout = config.layout()?;
+        let regions = (0..layout.regions())
+            .map(|r| pd.alloc_region(layout.region_len(r), config.access))
+            .collect::<Result<Box<[P::Mr]>, FabricError>>()?;
+        Ok(Arc::new(Shared {
+            regions,
+            layout,
+            remote: config.access.is_remote(),
+            returns: ReturnList::new(layout.count),
+            counters: CachePadded::new(Counters::default()),
+        }))
+    }
+
+    /// The handle of buffer `index`, which the caller holds from now on: its address and
+    /// scatter-gather element worked out once.
+    #[inline]
+    fn buf(&self, index: u32) -> Buf<P> {
+        let (region, offset) = self.layout.locate(index);
+        let mr = &self.regions[region];
+        let sge = mr.sge(offset, self.layout.buf_size);
+        // SAFETY: `offset` is inside the region by construction of the layout (checked
+        // again by `sge` just above), so the pointer stays inside the region's allocation.
+        let ptr = unsafe { mr.as_ptr().add(offset) };
+        Buf {
+            shared: NonNull::from(self),
+            ptr,
+            sge,
+            index,
+        }
+    }
+
+    /// Bytes of the registered regions.
+    fn bytes(&self) -> u64 {
+        u64::from(self.layout.count) * self.layout.stride as u64
+    }
+
     fn stats(&self) -> PoolStats {
         let c = &self.counters;
         PoolStats {
@@ -359,23 +399,14 @@ impl<P: Provider> BufferPool<P> {
     /// [`PoolConfig::max_region_len`] allows) and carves them into `config.count` buffers,
     /// all at home. The only allocations of the pool's life happen here.
     pub fn new(pd: &P::Pd, config: PoolConfig) -> Result<BufferPool<P>, PoolError> {
-        let layout = config.layout()?;
-        let regions = (0..layout.regions())
-            .map(|r| pd.alloc_region(layout.region_len(r), config.access))
-            .collect::<Result<Box<[P::Mr]>, FabricError>>()?;
-        let shared = Arc::new(Shared {
-            regions,
-            layout,
-            remote: config.access.is_remote(),
-            returns: ReturnList::new(layout.count),
-            counters: CachePadded::new(Counters::default()),
-        });
+        let shared = Shared::create(pd, config)?;
+        let count = shared.layout.count;
         // Lowest index on top, so a fresh pool hands out buffers in address order.
-        let free = (0..layout.count).rev().map(Cell::new).collect();
+        let free = (0..count).rev().map(Cell::new).collect();
         Ok(BufferPool {
             shared,
             free,
-            top: Cell::new(layout.count),
+            top: Cell::new(count),
         })
     }
 
@@ -397,18 +428,7 @@ impl<P: Provider> BufferPool<P> {
         let index = self.free[top as usize].get();
         self.top.set(top);
         bump(&self.shared.counters.allocated, 1);
-        let (region, offset) = self.shared.layout.locate(index);
-        let mr = &self.shared.regions[region];
-        let sge = mr.sge(offset, self.shared.layout.buf_size);
-        // SAFETY: `offset` is inside the region by construction of the layout (checked
-        // again by `sge` just above), so the pointer stays inside the region's allocation.
-        let ptr = unsafe { mr.as_ptr().add(offset) };
-        Ok(Buf {
-            shared: NonNull::from(&*self.shared),
-            ptr,
-            sge,
-            index,
-        })
+        Ok(self.shared.buf(index))
     }
 
     /// Takes a buffer as a [`Lease`], which frees it onto this pool when dropped.
@@ -487,7 +507,7 @@ impl<P: Provider> BufferPool<P> {
 
     /// Bytes the pool's buffers take in its registered regions (`capacity` × `stride`).
     pub fn bytes(&self) -> u64 {
-        u64::from(self.capacity()) * self.stride() as u64
+        self.shared.bytes()
     }
 
     /// Buffers on the owner's free stack (not counting any sent back and not reclaimed).

@@ -1,17 +1,22 @@
 //! Listening and accepting: [`Server`] waits for connection requests, and
-//! [`ServerConn::accept`] makes one connection's domain, queues and buffers, posts every
-//! receive and completes the RFC 8797 exchange.
+//! [`ServerConn::accept_in`] makes one connection's queues and receive buffers in the
+//! server's protection domain, posts every receive and completes the RFC 8797 exchange.
+//! Everything else a connection uses comes from the server's [`Share`] at its first Call.
 
 use std::time::Instant;
 
 use super::*;
+use crate::pool::share::ShareStats;
 
 /// A listening endpoint that accepts RPC-over-RDMA connections.
 pub struct Server<P: Provider> {
-    device: P::Device,
     listener: P::Listener,
     dispatch: Arc<Dispatch>,
     config: ConnConfig,
+    /// The protection domain and the buffers every connection accepted here shares.
+    share: Arc<Share<P>>,
+    /// Declared last: the listener goes before the device.
+    device: P::Device,
 }
 
 impl<P: Provider> core::fmt::Debug for Server<P> {
@@ -31,13 +36,25 @@ impl<P: Provider> Server<P> {
         config: ConnConfig,
     ) -> Result<Server<P>, ConnError> {
         config.validate()?;
+        let share = Share::new(device.alloc_pd()?, config.share_config())?;
         let listener = P::listen(&device, addr)?;
         Ok(Server {
             device,
             listener,
             dispatch,
             config,
+            share,
         })
+    }
+
+    /// The buffers this server's connections share, and its protection domain.
+    pub fn share(&self) -> &Arc<Share<P>> {
+        &self.share
+    }
+
+    /// What the share has registered and lent out now ([`Share::stats`]).
+    pub fn share_stats(&self) -> ShareStats {
+        self.share.stats()
     }
 
     /// Waits at most `timeout` for a connection request and accepts it: the RFC 8797
@@ -72,8 +89,9 @@ impl<P: Provider> Server<P> {
             let _ = req.reject(&[]);
             return Err(ConnError::Refused { peer });
         }
-        ServerConn::accept(
+        ServerConn::accept_in(
             &self.device,
+            &self.share,
             req,
             Arc::clone(&self.dispatch),
             self.config,
@@ -88,8 +106,8 @@ impl<P: Provider> Server<P> {
 }
 
 impl<P: Provider> ServerConn<P> {
-    /// Accepts `req`: allocates the connection's domain, queues and buffers, posts every
-    /// receive, and completes the RFC 8797 exchange.
+    /// Accepts `req` with a protection domain and a share of its own (a [`Server`] shares
+    /// one among its connections: [`accept_in`](Self::accept_in)).
     pub fn accept(
         device: &P::Device,
         req: P::ConnRequest,
@@ -98,6 +116,28 @@ impl<P: Provider> ServerConn<P> {
         timeout: Duration,
     ) -> Result<ServerConn<P>, ConnError> {
         config.validate()?;
+        let share = Share::new(device.alloc_pd()?, config.share_config())?;
+        Self::accept_in(device, &share, req, dispatch, config, timeout)
+    }
+
+    /// Accepts `req` in `share`'s protection domain: makes the connection's queues and
+    /// receive buffers (all it registers), posts every receive, and completes the RFC 8797
+    /// exchange. Its reply ring and bulk buffers come from `share` at its first Call.
+    /// `share` must have been made for `config` ([`ConnConfig::share_config`]) on `device`.
+    pub fn accept_in(
+        device: &P::Device,
+        share: &Arc<Share<P>>,
+        req: P::ConnRequest,
+        dispatch: Arc<Dispatch>,
+        config: ConnConfig,
+        timeout: Duration,
+    ) -> Result<ServerConn<P>, ConnError> {
+        config.validate()?;
+        if *share.config() != config.share_config() {
+            return Err(ConnError::Config(
+                "the share was made for other buffer sizes than the connection's",
+            ));
+        }
         let started = Instant::now();
         let credits = config.credits;
         // Receives: one per credit, and one per reverse-direction Call this end may have
@@ -112,35 +152,21 @@ impl<P: Provider> ServerConn<P> {
         let nrecv = credits + reverse + SPARE_RECVS;
         let ring_len = (2 * credits).max(8);
         let sq_depth = (4 * ring_len + config.max_reads + 2 * REPLY_WRS as u32).min(16384);
-        let pd = device.alloc_pd()?;
+        let pd = share.pd();
         let cq = device.create_cq(sq_depth + nrecv + 64)?;
-        // A ring entry holds an inline reply; a Long one takes a large buffer (`large.rs`),
-        // unless every receive owns buffers of the largest size already.
-        let large_count = config.large_count();
-        let reply_size = if large_count > 0 {
-            config.send_size as usize + 1024
-        } else {
-            config.send_size.max(config.bulk_size) as usize + 1024
-        };
-        let own = config.slot_bulk() as usize;
         let (recv_pool, recv) =
-            conn::pool_taken(&pd, config.recv_size as usize, nrecv, Access::LOCAL_WRITE)?;
-        let (pull_pool, pull) = conn::pool_taken(&pd, own, nrecv, Access::LOCAL_WRITE)?;
-        let (bulk_pool, bulk) = conn::pool_taken(&pd, own, nrecv, Access::LOCAL_WRITE)?;
-        let (ring_pool, ring) = conn::pool_taken(&pd, reply_size, ring_len, Access::LOCAL_WRITE)?;
-        let large = large::Large::new(&pd, &config, nrecv as usize, ring_len as usize, reply_size)?;
-        let pools = [recv_pool, pull_pool, bulk_pool, ring_pool];
+            conn::pool_taken(pd, config.recv_size as usize, nrecv, Access::LOCAL_WRITE)?;
+        let large = large::Large::new(Arc::clone(share), nrecv as usize, ring_len as usize);
         let loans = LoanBoard::new(
-            pools
-                .iter()
-                .map(BufferPool::keepalive)
-                .chain(large.keepalive())
-                .collect(),
+            vec![
+                recv_pool.keepalive(),
+                Arc::clone(share) as Arc<dyn Send + Sync>,
+            ],
             nrecv as usize,
         );
-        // Rebound after the pools, so that on an early return the buffers drop first: a pool
+        // Rebound after the pool, so that on an early return the buffers drop first: a pool
         // dropped with buffers still out leaks its memory on purpose.
-        let (recv, pull, bulk, ring) = (recv, pull, bulk, ring);
+        let recv = recv;
         let local = Negotiation::advertise(&config);
         let peer_addr = req.peer_addr();
         let peer = req.private_data();
@@ -156,7 +182,7 @@ impl<P: Provider> ServerConn<P> {
             ack_timeout: config.ack_timeout,
             ..QpInit::new(&cq, &cq, caps)
         };
-        let qp = req.accept(&pd, init, &local.encode(), timeout, |qp| {
+        let qp = req.accept(pd, init, &local.encode(), timeout, |qp| {
             conn::post_all_recvs::<P>(qp, &recv)
         })?;
         let inline_max = qp.caps().max_inline_data.min(caps.max_inline_data);
@@ -193,9 +219,9 @@ impl<P: Provider> ServerConn<P> {
             },
             cq,
             recv,
-            pull,
-            bulk,
-            ring,
+            pull: Vec::new(),
+            bulk: Vec::new(),
+            ring: Vec::new(),
             ring_seq: vec![0; ring_len as usize].into_boxed_slice(),
             ring_next: 0,
             hot_pull: None,
@@ -212,17 +238,17 @@ impl<P: Provider> ServerConn<P> {
             credits: ResponderCredits::new(credits, config.initial_grant),
             negotiation,
             mode: Mode::for_config(config.version),
-            reverse: reverse::Reverse::new(&pd, reverse, config.send_size, config.recv_size)?,
+            reverse: reverse::Reverse::new(pd, reverse, config.send_size, config.recv_size)?,
             dispatch,
             config,
             wc: [Wc::default(); POLL_BATCH],
             large,
-            _pools: pools,
+            recv_pool,
             loans,
             echo: Echo::new(),
             setup: started.elapsed(),
             peer_addr,
-            _pd: pd,
+            _share: Arc::clone(share),
         })
     }
 }

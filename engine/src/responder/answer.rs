@@ -8,14 +8,29 @@ use rpcrdma_proto::v2::Error2;
 
 impl<P: Provider> ServerConn<P> {
     pub(super) fn answer_or_defer(&mut self, idx: u32) {
-        if !(self.ready.is_empty() && self.can_reply() && self.answer(idx)) {
-            let slot = &mut self.slots[idx as usize];
-            slot.state = State::Ready;
-            if !slot.queued {
-                slot.queued = true;
-                self.ready.push_back(idx);
+        if self.ready.is_empty() && self.can_reply() {
+            if !self.answer(idx) {
+                self.await_share(idx);
             }
+            return;
         }
+        let slot = &mut self.slots[idx as usize];
+        slot.state = State::Ready;
+        if !slot.queued {
+            slot.queued = true;
+            self.ready.push_back(idx);
+        }
+    }
+
+    /// The Call in slot `idx` waits for shared buffers (it holds none): beside those whose
+    /// pulls wait, not in the ready queue, where it would hold up Calls behind it that have
+    /// theirs (and may be what it waits for). Tried again as they are (`start_pull` answers
+    /// a Call without Read chunks).
+    pub(super) fn await_share(&mut self, idx: u32) {
+        let slot = &mut self.slots[idx as usize];
+        slot.state = State::AwaitLarge;
+        slot.queued = false;
+        self.large.waiting.push_back(idx);
     }
 
     /// Whether a reply can be built now: a free reply buffer and send-queue room.

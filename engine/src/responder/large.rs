@@ -1,34 +1,31 @@
-//! Shared large bulk buffers: each receive owns a pull and a bulk buffer of
-//! [`ConnConfig::slot_bulk_size`] and each reply ring entry a buffer for an inline reply;
-//! a Call whose chunks need more (a Read chunk larger than its pull buffer, Write chunks
-//! larger than its bulk buffer, a Reply chunk larger than a ring entry) takes the
-//! connection's large buffers of [`ConnConfig::bulk_size`] for its lifetime.
-//!
-//! The large buffers are registered as they are needed: [`FIRST_LARGE`] at accept (what one
-//! Call may need at once, so that every Call can proceed), then one more each time a Call
-//! finds none free, up to [`ConnConfig::large_bufs`]; they stay registered for the
-//! connection's life. A connection that never moves large chunks costs their memory (and
-//! the accept their registration: ~4 ms per MiB on soft-RoCE in the emulated guest) only
-//! for the first ones; a busy one reaches its steady state, with no registration, after its
-//! first burst.
+//! Bulk buffers from the server's [`Share`]: a connection owns no bulk memory. At its
+//! first Call it takes its reply ring and, per receive, a pull and a bulk buffer of the
+//! share's reply class (an inline reply's size: enough for a Short Call's DDP-eligible
+//! results, which go inline, and for small chunks); a Call whose chunks need more (a Read
+//! chunk larger than its pull buffer, Write chunks larger than its bulk buffer, a Reply
+//! chunk larger than a ring entry) takes shared bulk buffers of the smallest class that
+//! holds them for its lifetime.
 //!
 //! A Call takes everything it needs at once, when its pull starts (or, without Read
-//! chunks, when it is answered), or waits without holding anything: so a Call holding
-//! large buffers never waits for another, and every holder finishes (a pulled Call is
-//! answered, a deferred one completed, a reply retires), which rules out deadlock.
+//! chunks, when it is answered), or waits its turn without holding anything
+//! ([`Share::reserve`]): so a Call holding shared buffers never waits for another, and every
+//! holder finishes (a pulled Call is answered, a deferred one completed, a reply retires),
+//! which rules out deadlock; waiting Calls are served in the order they began to wait,
+//! whatever their connections.
 //!
-//! Where a large buffer stands in:
+//! Where a shared buffer stands in:
 //! - the pull and bulk buffers of the slot (its own ones parked beside, swapped back when
 //!   the Call is answered);
 //! - a Long reply: reserved for the slot, put into the ring entry the reply is built in at
 //!   answer time (the entry's own buffer parked), taken back if the handler defers;
 //! - after the answer, the bulk buffer (whose RDMA Writes leave before the reply's Send)
 //!   and the Long reply's buffer belong to the ring entry until its Send is retired, as
-//!   the entry's own buffer does. They go back to the pool when the entry is next used, or
-//!   sooner when a Call waits for one ([`ServerConn::reclaim_large`]).
+//!   the entry's own buffer does. They go back to the share as soon as the poll that sees
+//!   the reply's (signaled) completion ends ([`ServerConn::reclaim_large`]), so that other
+//!   connections' Calls may have them.
 
 use super::*;
-use crate::pool::PoolConfig;
+use crate::pool::share::{Class, Share, Turn, Wait};
 use rpcrdma_proto::header::{Segments, WriteList};
 use std::cell::Cell;
 
@@ -37,11 +34,7 @@ const REPLY_SLACK: u64 = 1024;
 /// Bytes of padding a bulk result may take beyond its data (alignment, per result).
 const BULK_SLACK: u64 = 64;
 
-/// Large buffers registered at accept: a pull buffer, a bulk buffer and a Long reply's, the
-/// most one Call takes.
-pub(super) const FIRST_LARGE: u32 = 3;
-
-/// The large buffers of one connection and who holds them.
+/// The shared buffers one connection holds beyond its own, and its place in the share.
 pub(super) struct Large<P: Provider> {
     /// Per slot: its own pull (0) and bulk (1) buffers while large ones stand in.
     parked: Box<[[Option<Buf<P>>; 2]]>,
@@ -56,45 +49,28 @@ pub(super) struct Large<P: Provider> {
     /// Ring entries that took large buffers since they were last reclaimed (some may have
     /// given them back since, when they were used again).
     holders: Vec<u32>,
-    /// Slots whose Calls wait for large buffers before pulling, in arrival order.
+    /// Slots whose Calls wait for shared buffers before pulling, in arrival order.
     pub(super) waiting: VecDeque<u32>,
-    /// Bytes of a ring entry's own buffer.
-    ring_own: usize,
-    /// Bytes of a slot's own pull and bulk buffers.
+    /// Per slot: its Call's place in the share's line while it waits.
+    turns: Box<[Turn]>,
+    /// Bytes of a ring entry's own buffer, and of a slot's own pull and bulk buffers (all
+    /// of the share's reply class).
     own: usize,
-    /// Bytes of one large buffer.
+    /// Bytes of the largest shared buffer.
     size: usize,
-    /// The most large buffers there may be (0: none, every buffer is large enough).
-    max: u32,
-    /// Large buffers out of the pools now (standing in, reserved or held by ring entries):
-    /// while none is, the per-Call bookkeeping above has nothing to look at.
+    /// Shared buffers out now (standing in, reserved or held by ring entries): while none
+    /// is, the per-Call bookkeeping above has nothing to look at.
     out: Cell<u32>,
-    /// The pools: the one made at accept, then one per buffer added (room reserved for all,
-    /// so that adding one does not reallocate). Declared last: dropped after the buffers
-    /// above went back to them.
-    pools: Vec<BufferPool<P>>,
+    /// The share. Declared last: the buffers above go back to it before it may go.
+    pub(super) share: Arc<Share<P>>,
 }
 
 impl<P: Provider> Large<P> {
-    /// The large buffers `config` asks for ([`ConnConfig::large_count`] of `bulk_size`, for
-    /// local writes: RDMA Read sinks, bulk results, Long replies), for `slots` receives and
-    /// `ring` reply ring entries of `ring_own` bytes each.
-    pub(super) fn new(
-        pd: &P::Pd,
-        config: &ConnConfig,
-        slots: usize,
-        ring: usize,
-        ring_own: usize,
-    ) -> Result<Large<P>, ConnError> {
-        let (size, max) = (config.bulk_size as usize, config.large_count());
-        let mut pools = Vec::with_capacity((max.saturating_sub(FIRST_LARGE) + 1) as usize);
-        if max > 0 {
-            pools.push(BufferPool::new(
-                pd,
-                PoolConfig::new(size, max.min(FIRST_LARGE), Access::LOCAL_WRITE),
-            )?);
-        }
-        Ok(Large {
+    /// The shared buffers of a connection with `slots` receives and `ring` reply ring
+    /// entries, none held yet.
+    pub(super) fn new(share: Arc<Share<P>>, slots: usize, ring: usize) -> Large<P> {
+        let config = *share.config();
+        Large {
             parked: (0..slots).map(|_| [None, None]).collect(),
             reply: (0..slots).map(|_| None).collect(),
             ring_parked: (0..ring).map(|_| None).collect(),
@@ -102,58 +78,24 @@ impl<P: Provider> Large<P> {
             listed: vec![false; ring].into_boxed_slice(),
             holders: Vec::with_capacity(ring),
             waiting: VecDeque::with_capacity(slots),
-            ring_own,
-            own: config.slot_bulk() as usize,
-            size,
-            max,
+            turns: vec![Turn::default(); slots].into_boxed_slice(),
+            own: config.reply_size,
+            size: config.large_size,
             out: Cell::new(0),
-            pools,
-        })
-    }
-
-    /// The registered bytes of the large buffers made so far.
-    pub(super) fn bytes(&self) -> u64 {
-        self.pools.iter().map(BufferPool::bytes).sum()
-    }
-
-    /// What keeps the first pool's regions alive (for loans), if there is one.
-    pub(super) fn keepalive(&self) -> Option<Arc<dyn Send + Sync>> {
-        self.pools.first().map(BufferPool::keepalive)
-    }
-
-    /// Whether the connection has large buffers at all.
-    fn exists(&self) -> bool {
-        !self.pools.is_empty()
-    }
-
-    /// Large buffers free now (after taking back those other threads sent back).
-    fn available(&self) -> u32 {
-        self.pools
-            .iter()
-            .map(|p| {
-                p.reclaim();
-                p.available()
-            })
-            .sum()
-    }
-
-    /// Large buffers registered so far.
-    fn registered(&self) -> u32 {
-        self.pools.iter().map(BufferPool::capacity).sum()
-    }
-
-    /// Takes a free large buffer (from a pool that has one: an allocation from an empty
-    /// pool would count as its exhaustion).
-    fn take(&self) -> Option<Buf<P>> {
-        let big = self
-            .pools
-            .iter()
-            .find(|p| p.available() > 0)
-            .and_then(|p| p.alloc().ok());
-        if big.is_some() {
-            self.out.set(self.out.get() + 1);
+            share,
         }
-        big
+    }
+
+    /// Whether shared buffers may stand in at all (they always may: kept for the checks
+    /// that read better with it).
+    fn exists(&self) -> bool {
+        true
+    }
+
+    /// Whether ring entries hold shared buffers that may go back once their replies retire.
+    #[inline]
+    pub(super) fn has_holders(&self) -> bool {
+        !self.holders.is_empty()
     }
 
     /// Whether no large buffer is out of the pools: no slot, reply or ring entry holds one.
@@ -188,12 +130,35 @@ impl<P: Provider> Large<P> {
     }
 
     fn give_back(&self, big: Buf<P>) {
-        // Every buffer given back was taken (`take`); were the count ever wrong, it would
-        // wrap to a huge value, which only turns the shortcut of `none_out` off.
+        // Every buffer given back was taken (`reserve_large`); were the count ever wrong,
+        // it would wrap to a huge value, which only turns the shortcut of `none_out` off.
         self.out.set(self.out.get().wrapping_sub(1));
-        match self.pools.iter().find(|p| p.owns(&big)) {
-            Some(pool) => pool.free(big),
-            None => drop(big),
+        // Back on its chunk's free stack.
+        drop(big);
+    }
+
+    /// Bytes of the shared buffers held here now beside those in the connection's ring,
+    /// pull and bulk vectors: own buffers parked while others stand in, Long-reply buffers
+    /// reserved, bulk buffers held by ring entries.
+    pub(super) fn held_bytes(&self) -> u64 {
+        if self.none_out() {
+            return 0;
+        }
+        self.parked
+            .iter()
+            .flatten()
+            .chain(self.reply.iter())
+            .chain(self.ring_parked.iter())
+            .chain(self.ring_held.iter())
+            .flatten()
+            .map(|b| b.size() as u64)
+            .sum()
+    }
+
+    /// Gives up every waiting Call's place in the share's line (the connection is going).
+    pub(super) fn leave_line(&mut self) {
+        for turn in self.turns.iter_mut() {
+            self.share.leave(turn);
         }
     }
 
@@ -234,37 +199,42 @@ impl<P: Provider> Large<P> {
     }
 }
 
-/// The large buffers a Call needs: beyond what its slot's buffers (and the ring entry)
-/// hold, within `bulk_size`.
+/// The shared buffers a Call needs beyond what its slot's buffers (and the ring entry)
+/// hold: the bytes of each, 0 for none, at most the largest shared buffer's.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Needs {
-    pull: bool,
-    bulk: bool,
-    reply: bool,
+    pull: u64,
+    bulk: u64,
+    reply: u64,
 }
 
 impl Needs {
     pub(super) fn count(self) -> u32 {
-        u32::from(self.pull) + u32::from(self.bulk) + u32::from(self.reply)
+        u32::from(self.pull > 0) + u32::from(self.bulk > 0) + u32::from(self.reply > 0)
     }
 }
 
 impl<P: Provider> ServerConn<P> {
     /// What the Call of slot `i` (header `h`, `pull_total` bytes to pull) needs beyond the
-    /// buffers it has: a pull buffer (not for a stream beyond `bulk_size`, which is
-    /// refused), a bulk buffer when its Write chunks (with 64 bytes of alignment each) are
-    /// larger than the slot's, a buffer for a Long reply when its Reply chunk and the
-    /// headers are larger than a ring entry; nothing without a large pool. A large buffer
-    /// holds `bulk_size` bytes whatever the chunks ask.
+    /// buffers it has: a pull buffer (not for a stream beyond the largest shared buffer,
+    /// which is refused), a bulk buffer when its Write chunks (with 64 bytes of alignment
+    /// each) are larger than the slot's, a buffer for a Long reply when its Reply chunk and
+    /// the headers are larger than a ring entry. Each of the smallest shared class that
+    /// holds what the chunks ask, within the largest.
     pub(super) fn large_needs(&self, i: usize, h: &HeaderView<'_>, pull_total: u64) -> Needs {
-        let max = u64::from(self.config.bulk_size);
-        let own = self.large.own as u64;
+        let max = self.large.size as u64;
+        // Room for the shift that aligns the stream (`Slot::shift`, below 64).
+        let want = pull_total + 64;
         Needs {
             // A stream larger than any buffer is refused (ERR_CHUNK) without one.
-            pull: self.large.exists()
-                && self.large.parked[i][0].is_none()
-                && pull_total > own
-                && pull_total <= max,
+            pull: if self.large.parked[i][0].is_none()
+                && want > self.large.own as u64
+                && pull_total <= max
+            {
+                want.min(max)
+            } else {
+                0
+            },
             ..self.lists_need_large(i, h.write_list(), h.reply_chunk())
         }
     }
@@ -277,47 +247,48 @@ impl<P: Provider> ServerConn<P> {
         wl: WriteList<'_>,
         rc: Option<Segments<'_>>,
     ) -> Needs {
-        if !self.large.exists() {
-            return Needs::default();
-        }
+        let max = self.large.size as u64;
+        let own = self.large.own as u64;
         let writes: u64 = wl.iter().map(|c| c.total_len() + BULK_SLACK).sum();
         let reply = rc.map_or(0, |c| c.total_len());
         Needs {
-            pull: false,
-            // Write chunks larger than the slot's bulk buffer: results up to `bulk_size`.
-            bulk: self.large.parked[i][1].is_none() && writes > self.large.own as u64,
-            reply: self.large.reply[i].is_none()
-                && reply > 0
-                && reply + REPLY_SLACK > self.large.ring_own as u64,
+            pull: 0,
+            // Write chunks larger than the slot's bulk buffer: results up to the largest.
+            bulk: if self.large.parked[i][1].is_none() && writes > own {
+                writes.min(max)
+            } else {
+                0
+            },
+            reply: if self.large.reply[i].is_none() && reply > 0 && reply + REPLY_SLACK > own {
+                (reply + REPLY_SLACK).min(max)
+            } else {
+                0
+            },
         }
     }
 
-    /// Takes every large buffer `needs` names for slot `i`, or none: false when they cannot
-    /// all be had now (after taking back what retired replies held, and registering more
-    /// up to `large_bufs`).
+    /// Takes every shared buffer `needs` names for slot `i`, or none: false when they
+    /// cannot all be had now (after giving back what retired replies held), and the Call
+    /// keeps its place in the share's line.
     pub(super) fn reserve_large(&mut self, i: usize, needs: Needs) -> bool {
-        let k = needs.count();
-        if k == 0 || !self.large.exists() {
+        if needs.count() == 0 {
             return true;
         }
-        if self.large.available() < k {
-            self.reclaim_large();
-        }
-        let free = self.large.available();
-        if free < k {
-            self.grow_large(k - free);
-        }
-        if self.large.available() < k {
-            bump(&self.io.stats.large_bulk_waits, 1);
-            return false;
-        }
-        let large = &self.large;
-        let mut take = || large.take();
-        let (pull, bulk, reply) = (
-            needs.pull.then(&mut take).flatten(),
-            needs.bulk.then(&mut take).flatten(),
-            needs.reply.then(&mut take).flatten(),
-        );
+        self.reclaim_large();
+        let sizes = [needs.reply, needs.pull, needs.bulk];
+        let [reply, pull, bulk] = match self.large.share.reserve(sizes, &mut self.large.turns[i]) {
+            Ok(got) => got,
+            Err(Wait::Later | Wait::TooLarge) => {
+                // (Never too large: every need is within the largest class.)
+                bump(&self.io.stats.large_bulk_waits, 1);
+                return false;
+            }
+        };
+        let taken = [&reply, &pull, &bulk]
+            .iter()
+            .filter(|b| b.is_some())
+            .count() as u32;
+        self.large.out.set(self.large.out.get() + taken);
         if let Some(big) = pull {
             self.large.parked[i][0] = Some(core::mem::replace(&mut self.pull[i], big));
         }
@@ -329,6 +300,26 @@ impl<P: Provider> ServerConn<P> {
         }
         bump(&self.io.stats.large_bulk, 1);
         true
+    }
+
+    /// Takes the connection's own buffers from the share at its first Call: the reply ring
+    /// and a pull and a bulk buffer per receive, of the reply class. False when the share
+    /// cannot register them (the connection is then lost).
+    #[cold]
+    pub(super) fn dress(&mut self) -> bool {
+        let share = Arc::clone(&self.large.share);
+        let (ring, slots) = (self.ring_seq.len(), self.slots.len());
+        let take = |n: usize, into: &mut Vec<Buf<P>>| {
+            into.reserve_exact(n);
+            for _ in 0..n {
+                match share.take(Class::Reply) {
+                    Some(b) => into.push(b),
+                    None => return false,
+                }
+            }
+            true
+        };
+        take(ring, &mut self.ring) && take(slots, &mut self.pull) && take(slots, &mut self.bulk)
     }
 
     /// Before the Call of slot `i` is answered in ring entry `r` (whose last reply is
@@ -393,27 +384,6 @@ impl<P: Provider> ServerConn<P> {
         let at = 16 + self.io.wire.extra();
         self.large.exists()
             && !(bytes.len() >= at + 12 && bytes[at..at + 12].iter().all(|&b| b == 0))
-    }
-
-    /// Registers up to `n` more large buffers, within `large_bufs` (a failed registration
-    /// leaves the Call to wait for one of those there are).
-    fn grow_large(&mut self, n: u32) {
-        for _ in 0..n {
-            if self.large.registered() >= self.large.max {
-                return;
-            }
-            match BufferPool::new(
-                &self._pd,
-                PoolConfig::new(self.large.size, 1, Access::LOCAL_WRITE),
-            ) {
-                Ok(pool) => {
-                    self.loans.keep(pool.keepalive());
-                    self.large.pools.push(pool);
-                    bump(&self.io.stats.large_registered, 1);
-                }
-                Err(_) => return,
-            }
-        }
     }
 
     /// Ring entry `r`'s large buffers back to the pool, its own buffer in place.

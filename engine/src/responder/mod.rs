@@ -8,14 +8,19 @@
 //! calls [`ServerConn::poll`] on each of its connections in turn: every call does a bounded
 //! amount of work, never blocks, takes no lock and allocates nothing.
 //!
-//! # Resources of one connection (all allocated at accept)
+//! # Resources of one connection
 //!
+//! Registered at accept, the connection's own:
 //! - `credits` receive buffers and `conn::SPARE_RECVS` more, all posted at accept and reposted
 //!   (in a batch) before the replies of the Calls they carried are sent, unless the spare
 //!   ones cover the batch (`flush.rs`): posted + in process ≥ `credits` at every instant,
 //!   and the grant never exceeds `credits` (RFC 8166 §3.3.1).
+//!
+//! Taken from the server's [`Share`](crate::pool::share::Share) at the first Call and held
+//! while the connection lives (`large.rs`):
 //! - one pull buffer and one bulk result buffer per receive buffer, for the reassembled
-//!   arguments of a chunked Call and the DDP-eligible results of its reply;
+//!   arguments of a chunked Call and the DDP-eligible results of its reply, of an inline
+//!   reply's size; larger ones stand in for a Call's lifetime when its chunks need them;
 //! - a ring of reply buffers, indexed in send order, reused only once the Send that used it
 //!   has been retired by a signaled completion.
 
@@ -65,6 +70,7 @@ use crate::fabric::{
     QpState, QueuePair, RemoteAddr, SendOp, SendWr, Sge, Wc, WcStatus,
 };
 use crate::pool::loan::LoanBoard;
+use crate::pool::share::Share;
 use crate::pool::{Buf, BufferPool};
 use crate::stats::{bump, Counters, Snapshot};
 
@@ -258,12 +264,15 @@ pub struct ServerConn<P: Provider> {
     io: Io<P>,
     cq: P::Cq,
     recv: Box<[Buf<P>]>,
-    pull: Box<[Buf<P>]>,
+    /// Per slot: its pull buffer (empty until the first Call, `Large::dress`).
+    pull: Vec<Buf<P>>,
     /// The slot whose pull buffer received the last Call answered (its lines still in this
     /// core's cache), while that slot's receive waits for a message (`pull.rs`).
     hot_pull: Option<u32>,
-    bulk: Box<[Buf<P>]>,
-    ring: Box<[Buf<P>]>,
+    /// Per slot: its bulk result buffer (empty until the first Call).
+    bulk: Vec<Buf<P>>,
+    /// The reply ring (empty until the first Call).
+    ring: Vec<Buf<P>>,
     ring_seq: Box<[u64]>,
     /// The reply ring slot the next reply takes (always below the ring's length).
     ring_next: u32,
@@ -291,10 +300,11 @@ pub struct ServerConn<P: Provider> {
     dispatch: Arc<Dispatch>,
     config: ConnConfig,
     wc: [Wc; POLL_BATCH],
-    /// The shared large bulk buffers (declared after the buffers above, which may hold
+    /// The shared buffers standing in (declared after the buffers above, which may hold
     /// some of them: dropped after them).
     large: large::Large<P>,
-    _pools: [BufferPool<P>; 4],
+    /// The receive buffers' pool.
+    recv_pool: BufferPool<P>,
     /// Loans of deferred Calls' bytes out to other threads, per slot; keeps the pools'
     /// regions alive while one is out, even past this connection.
     loans: Arc<LoanBoard>,
@@ -303,7 +313,29 @@ pub struct ServerConn<P: Provider> {
     setup: Duration,
     /// The client's address, as its connection request gave it.
     peer_addr: Option<std::net::SocketAddr>,
-    _pd: P::Pd,
+    /// The share, whose protection domain holds the queue pair and every region above:
+    /// declared last, so that it goes after them.
+    _share: Arc<Share<P>>,
+}
+
+impl<P: Provider> Drop for ServerConn<P> {
+    /// A Call whose bytes are still lent keeps its pull and bulk buffers out of the share
+    /// until the last loan goes (the loan board holds them), so that no other Call is
+    /// given memory a borrower still reads or writes; the connection's place in the share's
+    /// line is given up.
+    fn drop(&mut self) {
+        self.large.leave_line();
+        let (pull, bulk) = (
+            core::mem::take(&mut self.pull),
+            core::mem::take(&mut self.bulk),
+        );
+        for (i, (p, b)) in pull.into_iter().zip(bulk).enumerate() {
+            if self.loans.outstanding(i as u32) != 0 {
+                self.loans.hold(Arc::new(p));
+                self.loans.hold(Arc::new(b));
+            }
+        }
+    }
 }
 
 impl<P: Provider> core::fmt::Debug for ServerConn<P> {
@@ -406,11 +438,16 @@ impl<P: Provider> ServerConn<P> {
         let mut work = 0;
         // Calls deferred for send resources first, in arrival order.
         while let Some(&idx) = self.ready.front() {
-            if !self.can_reply() || !self.answer(idx) {
+            if !self.can_reply() {
                 break;
             }
+            let answered = self.answer(idx);
             self.ready.pop_front();
             self.slots[idx as usize].queued = false;
+            if !answered {
+                // Waits for shared buffers, out of the way of the Calls behind it.
+                self.await_share(idx);
+            }
             work += 1;
         }
         let n = match self.cq.poll(&mut self.wc) {
@@ -451,6 +488,11 @@ impl<P: Provider> ServerConn<P> {
             }
         }
         work += n;
+        if self.large.has_holders() {
+            // Shared buffers of retired replies go back now: other connections' Calls may
+            // be waiting for them.
+            self.reclaim_large();
+        }
         if !self.large.waiting.is_empty() {
             self.retry_large_waits();
         }
@@ -517,6 +559,10 @@ impl<P: Provider> ServerConn<P> {
     }
 
     fn on_call(&mut self, idx: u32, byte_len: u32) {
+        if self.ring.is_empty() && !self.dress() {
+            bump(&self.io.stats.post_refused, 1);
+            return self.lose();
+        }
         self.io.tally.calls += 1;
         self.io.tally.bytes_received += u64::from(byte_len);
         self.in_process += 1;

@@ -113,6 +113,11 @@ pub(super) struct Reverse<P: Provider> {
 }
 
 impl<P: Provider> Reverse<P> {
+    /// Bytes registered for the reverse Calls' buffers.
+    pub(super) fn registered_bytes(&self) -> u64 {
+        self._pool.as_ref().map_or(0, BufferPool::bytes)
+    }
+
     /// `count` reverse Calls of up to `send_size` bytes, results of up to `recv_size`.
     pub(super) fn new(
         pd: &P::Pd,

@@ -16,11 +16,32 @@ impl<P: Provider> ServerConn<P> {
         self.io.inline_max
     }
 
-    /// Bytes of memory this connection registered for its buffers (receive, send or reply,
-    /// and bulk buffers: every pool's buffers at their stride), the memory one more
-    /// connection costs.
+    /// Bytes of memory this connection registered for itself (its receive buffers at their
+    /// stride, and version 2's reverse-direction buffers): what accepting one more
+    /// connection costs. What it holds of the server's share is
+    /// [`shared_bytes`](Self::shared_bytes).
     pub fn registered_bytes(&self) -> u64 {
-        self._pools.iter().map(BufferPool::bytes).sum::<u64>() + self.large.bytes()
+        self.recv_pool.bytes() + self.reverse.registered_bytes()
+    }
+
+    /// The share this connection takes its ring and bulk buffers from (its server's, or
+    /// its own for a connection made by [`ServerConn::accept`]).
+    pub fn share(&self) -> &Arc<Share<P>> {
+        &self._share
+    }
+
+    /// Bytes of the server's share this connection holds now: its reply ring and its own
+    /// pull and bulk buffers once it has had a Call, and the shared buffers standing in for
+    /// its Calls' chunks.
+    pub fn shared_bytes(&self) -> u64 {
+        let own: u64 = self
+            .ring
+            .iter()
+            .chain(&self.pull)
+            .chain(&self.bulk)
+            .map(|b| b.size() as u64)
+            .sum();
+        own + self.large.held_bytes()
     }
 
     /// The grant advertised in every reply.

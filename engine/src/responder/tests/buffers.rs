@@ -6,8 +6,9 @@ use super::*;
 #[test]
 fn a_pulled_call_takes_the_pull_buffer_the_last_one_used() {
     let cfg = ConnConfig::default();
-    let (mut c, mut s) =
-        crate::loopback::soft_pair(crate::program::dispatch(), cfg, cfg).expect("soft pair");
+    let (mut c, mut s) = dressed(
+        crate::loopback::soft_pair(crate::program::dispatch(), cfg, cfg).expect("soft pair"),
+    );
     let n = s.pull.len();
     assert!(n >= 4, "a ring of several receives");
     let addrs = |s: &ServerConn<Soft>| s.pull.iter().map(Buf::addr).collect::<Vec<_>>();
@@ -109,7 +110,7 @@ fn the_count_of_large_buffers_out_is_what_is_held() {
         ..ConnConfig::default()
     };
     let (mut c, mut s) =
-        crate::loopback::soft_pair(crate::program::dispatch(), cfg, cfg).expect("pair");
+        dressed(crate::loopback::soft_pair(crate::program::dispatch(), cfg, cfg).expect("pair"));
     let mut data = vec![0; 300_000];
     fill_pattern(5, &mut data);
     let seed = 5u32.to_be_bytes();

@@ -87,9 +87,18 @@ fn dispatch() -> Arc<Dispatch> {
     Arc::new(d)
 }
 
+/// A pair whose server holds its ring, pull and bulk buffers already (as after its first
+/// Call), for tests that reach them before any Call.
+fn dressed(
+    (c, mut s): (crate::requester::Client<Soft>, ServerConn<Soft>),
+) -> (crate::requester::Client<Soft>, ServerConn<Soft>) {
+    assert!(s.dress(), "the share gives a connection its buffers");
+    (c, s)
+}
+
 fn server() -> (crate::requester::Client<Soft>, ServerConn<Soft>) {
     let cfg = ConnConfig::default();
-    crate::loopback::soft_pair(dispatch(), cfg, cfg).expect("soft pair")
+    dressed(crate::loopback::soft_pair(dispatch(), cfg, cfg).expect("soft pair"))
 }
 
 /// A Short RDMA_MSG Call without chunks (built by the protocol crate's encoders).

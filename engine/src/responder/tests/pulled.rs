@@ -227,8 +227,9 @@ fn pulled_calls_without_write_or_reply_chunks_answer_as_the_general_path() {
 #[test]
 fn a_pulled_chunk_lands_where_its_source_is_in_a_cache_line() {
     let cfg = ConnConfig::default();
-    let (mut c, mut s) =
-        crate::loopback::soft_pair(crate::program::dispatch(), cfg, cfg).expect("soft pair");
+    let (mut c, mut s) = dressed(
+        crate::loopback::soft_pair(crate::program::dispatch(), cfg, cfg).expect("soft pair"),
+    );
     let mut shifted = 0;
     for seed in 1..6 {
         assert!(
