@@ -136,6 +136,10 @@ pub struct QpInit<'a, P: Provider> {
     /// an unacknowledged packet is sent again; IB spec. §9.7.6.1.3); 0 keeps the
     /// connection manager's. Providers without transport retries ignore it.
     pub ack_timeout: u8,
+    /// A shared receive queue the queue pair takes its receives from
+    /// ([`SharedReceiveQueue`](super::SharedReceiveQueue)), made in the same protection
+    /// domain; `None`: a receive queue of its own, of `caps.max_recv_wr`.
+    pub srq: Option<&'a P::Srq>,
 }
 
 impl<'a, P: Provider> QpInit<'a, P> {
@@ -148,6 +152,7 @@ impl<'a, P: Provider> QpInit<'a, P> {
             caps,
             sig_all: false,
             ack_timeout: 0,
+            srq: None,
         }
     }
 }
@@ -204,6 +209,8 @@ pub struct DeviceAttr {
     pub max_msg_sz: u64,
     /// Largest memory region.
     pub max_mr_size: u64,
+    /// Largest shared receive queue (0: the device has none).
+    pub max_srq_wr: u32,
 }
 
 #[cfg(test)]

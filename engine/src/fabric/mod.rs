@@ -89,6 +89,8 @@ pub trait Provider: Sized + Send + Sync + 'static {
     type Mw: MemoryWindow + Send + Sync;
     /// A completion queue (`struct ibv_cq`).
     type Cq: CompletionQueue + Send + Sync;
+    /// A shared receive queue (`struct ibv_srq`).
+    type Srq: SharedReceiveQueue + Send + Sync;
     /// A reliable-connected queue pair (`struct ibv_qp` with its `rdma_cm_id`).
     type Qp: QueuePair<Self> + Send;
     /// A listening endpoint (`rdma_listen` on an `rdma_cm_id`).
@@ -148,6 +150,46 @@ pub trait ProtectionDomain<P: Provider> {
 
     /// Allocates an unbound type 2 memory window (`ibv_alloc_mw(pd, IBV_MW_TYPE_2)`).
     fn alloc_mw(&self) -> Result<P::Mw, FabricError>;
+
+    /// Creates a shared receive queue holding at least `max_wr` receives of at most
+    /// `max_sge` scatter elements each (`ibv_create_srq`); [`SharedReceiveQueue::depth`]
+    /// tells the size granted. [`FabricError::InvalidArgument`] beyond the device's
+    /// [`DeviceAttr::max_srq_wr`] (0: the device has none).
+    fn create_srq(&self, max_wr: u32, max_sge: u32) -> Result<P::Srq, FabricError>;
+}
+
+/// A shared receive queue: receives that any queue pair made with it
+/// ([`QpInit::srq`]) consumes, in the order they were posted.
+///
+/// A receive it holds completes on the receive completion queue of the queue pair whose
+/// incoming Send (or RDMA Write With Immediate) consumed it, with that queue pair's
+/// [`Wc::qp_num`] and the receive's `wr_id`. A queue pair that goes to the error state
+/// flushes none of the shared queue's receives (they stay for the other queue pairs); they
+/// are released when the queue is destroyed, after every queue pair made with it. Posting on
+/// such a queue pair's own receive queue is refused ([`PostError::InvalidWr`]).
+pub trait SharedReceiveQueue {
+    /// Posts `wrs` in order (`ibv_post_srq_recv`). Any thread may post; concurrent posts
+    /// are serialized by the provider. On a refusal, the requests before the refused one
+    /// are posted.
+    fn post_recv_list(&self, wrs: &[RecvWr<'_>]) -> Result<(), BadWr>;
+
+    /// Posts one receive.
+    fn post_recv(&self, wr: &RecvWr<'_>) -> Result<(), PostError> {
+        self.post_recv_list(core::slice::from_ref(wr))
+            .map_err(|bad| bad.error)
+    }
+
+    /// How many receives the queue holds at most.
+    fn depth(&self) -> u32;
+
+    /// Arms the limit (`ibv_modify_srq` with `IBV_SRQ_LIMIT`): once fewer than `limit`
+    /// receives remain posted, [`take_limit_event`](Self::take_limit_event) says so
+    /// (`IBV_EVENT_SRQ_LIMIT_REACHED`). The limit fires once; arm it again to watch again.
+    /// `limit` 0 disarms it.
+    fn arm_limit(&self, limit: u32) -> Result<(), FabricError>;
+
+    /// Whether the armed limit was reached since the last call (reading clears it).
+    fn take_limit_event(&self) -> bool;
 }
 
 /// A registered memory region that owns its memory. Dropping it deregisters the region.

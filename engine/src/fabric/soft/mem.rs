@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::arena::{Domain, RegionInfo};
+use super::srq::SoftSrq;
 use super::sys::copy_bytes;
 use super::Soft;
 use crate::fabric::{Access, FabricError, MemoryRegion, MemoryWindow, ProtectionDomain};
@@ -56,6 +57,10 @@ impl ProtectionDomain<Soft> for SoftPd {
             index,
             rkey: AtomicU32::new(key),
         })
+    }
+
+    fn create_srq(&self, max_wr: u32, max_sge: u32) -> Result<SoftSrq, FabricError> {
+        SoftSrq::create(max_wr, max_sge)
     }
 }
 

@@ -120,6 +120,7 @@ mod faults;
 mod mem;
 mod qp;
 mod rq;
+mod srq;
 mod sys;
 
 use std::time::Duration;
@@ -129,6 +130,7 @@ pub use cq::SoftCq;
 pub use faults::{Delay, Faults};
 pub use mem::{SoftMr, SoftMw, SoftPd};
 pub use qp::SoftQp;
+pub use srq::SoftSrq;
 
 use crate::fabric::{
     ConnectError, Device, DeviceAttr, FabricError, PostError, PrivateData, Provider, QpInit,
@@ -205,6 +207,7 @@ impl Device<Soft> for SoftDevice {
             max_inline_data: MAX_INLINE,
             max_msg_sz: MAX_MSG_SZ,
             max_mr_size: self.config.arena_bytes as u64,
+            max_srq_wr: 0,
         }
     }
 
@@ -224,6 +227,7 @@ impl Provider for Soft {
     type Mr = SoftMr;
     type Mw = SoftMw;
     type Cq = SoftCq;
+    type Srq = SoftSrq;
     type Qp = SoftQp;
     type Listener = SoftListener;
     type ConnRequest = SoftConnRequest;

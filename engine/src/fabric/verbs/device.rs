@@ -316,6 +316,7 @@ impl Context {
                 max_inline_data: 0,
                 max_msg_sz: 0,
                 max_mr_size: 0,
+                max_srq_wr: 0,
             },
             mw: MwSupport::default(),
             max_qp_rd_atom: 0,
@@ -350,6 +351,7 @@ impl Context {
             max_inline_data: probe_max_inline(ctx),
             max_msg_sz,
             max_mr_size: a.max_mr_size,
+            max_srq_wr: 0,
         };
         c.mw = MwSupport::from_attr(&a);
         if a.vendor_id == RXE_VENDOR_ID {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rdma_sys::*;
 
 use super::device::{Context, DeallocMwFn};
+use super::srq::VerbsSrq;
 use super::sys::{errno, Mapping};
 use super::Verbs;
 use crate::fabric::{Access, FabricError, MemoryRegion, MemoryWindow, ProtectionDomain};
@@ -65,6 +66,10 @@ impl ProtectionDomain<Verbs> for VerbsPd {
 
     fn alloc_mw(&self) -> Result<VerbsMw, FabricError> {
         VerbsMw::new(&self.inner)
+    }
+
+    fn create_srq(&self, max_wr: u32, max_sge: u32) -> Result<VerbsSrq, FabricError> {
+        VerbsSrq::create(max_wr, max_sge)
     }
 }
 

@@ -46,6 +46,7 @@ mod info;
 mod mem;
 mod monitor;
 mod qp;
+mod srq;
 mod sys;
 
 use std::net::{IpAddr, SocketAddr};
@@ -58,6 +59,7 @@ pub use device::{MwSupport, VerbsDevice};
 pub use info::{list_devices, DeviceInfo, DeviceList, GidInfo, Limits, PortInfo};
 pub use mem::{VerbsMr, VerbsMw, VerbsPd};
 pub use qp::VerbsQp;
+pub use srq::VerbsSrq;
 
 use super::{ConnectError, FabricError, PostError, PrivateData, Provider, QpInit};
 
@@ -72,6 +74,7 @@ impl Provider for Verbs {
     type Mr = VerbsMr;
     type Mw = VerbsMw;
     type Cq = VerbsCq;
+    type Srq = VerbsSrq;
     type Qp = VerbsQp;
     type Listener = VerbsListener;
     type ConnRequest = VerbsConnRequest;
