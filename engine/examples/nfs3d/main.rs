@@ -97,7 +97,9 @@ fn on_memory_fs(dir: &std::path::Path) -> bool {
 /// nfs3d: an NFS version 3 server over RPC-over-RDMA (RFC 1813, RFC 8166, RFC 8267), on
 /// the rpcrdma engine. Runs as root: every Call runs as its caller.
 #[derive(Parser, Debug)]
-#[command(name = "nfs3d", version, about, long_about = None)]
+// `--version` is the RPC-over-RDMA version served: clap's own version flag, which would
+// take the same name (a duplicate its debug builds refuse at start), is off.
+#[command(name = "nfs3d", version, about, long_about = None, disable_version_flag = true)]
 struct Cli {
     /// The directory to export.
     #[arg(long)]
@@ -137,6 +139,12 @@ struct Cli {
     /// Polling worker threads.
     #[arg(long, default_value_t = 1)]
     workers: usize,
+    /// Refuse an RDMA connection, at the connection manager (a reject), while this many
+    /// are live (accepted and not yet dropped as dead); each refusal is logged and counted
+    /// (`refused_max_conns`). Default: what the workers can hold, 64 per worker (more are
+    /// made room for when this asks for more).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    max_conns: Option<u32>,
     /// I/O threads that run the file system operations.
     #[arg(long, default_value_t = 4)]
     io_threads: usize,
@@ -216,6 +224,13 @@ impl Cli {
         }
     }
 
+    /// Room for connections in each of `workers` workers: 64, or enough for `--max-conns`
+    /// between them.
+    fn conns_per_worker(&self, workers: usize) -> usize {
+        let wanted = self.max_conns.map_or(0, |n| n as usize);
+        CONNS_PER_WORKER.max(wanted.div_ceil(workers.max(1)))
+    }
+
     /// The export's options.
     fn policy(&self) -> Policy {
         Policy {
@@ -226,6 +241,38 @@ impl Cli {
             read_only: self.ro,
             allow: self.allow.clone(),
         }
+    }
+}
+
+/// Connections each worker has room for unless `--max-conns` asks for more.
+const CONNS_PER_WORKER: usize = 64;
+
+/// Why a connection request is refused at the connection manager.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refusal {
+    /// Its client is not in `--allow`.
+    NotAllowed,
+    /// `--max-conns` connections are live: `live` of them.
+    Full {
+        /// The connections live when the request came.
+        live: u64,
+    },
+}
+
+/// Whether to take a connection request from `peer` while `live` connections are: a client
+/// outside the policy's `--allow` is refused first, then any past `max_conns`.
+fn admission(
+    policy: &Policy,
+    peer: Option<SocketAddr>,
+    live: u64,
+    max_conns: u64,
+) -> Result<(), Refusal> {
+    if !policy.allows(peer.map(|a| a.ip())) {
+        Err(Refusal::NotAllowed)
+    } else if live >= max_conns {
+        Err(Refusal::Full { live })
+    } else {
+        Ok(())
     }
 }
 
@@ -342,10 +389,11 @@ where
         Ok(s) => s,
         Err(e) => return fail(&format!("listen on {}", cli.listen), e),
     };
-    let configs: Vec<WorkerConfig> = (0..cli.workers.max(1))
+    let n_workers = cli.workers.max(1);
+    let configs: Vec<WorkerConfig> = (0..n_workers)
         .map(|_| WorkerConfig {
             core: None,
-            max_conns: 64,
+            max_conns: cli.conns_per_worker(n_workers),
         })
         .collect();
     let mut workers = match Workers::<NfsConn<P>>::start(&configs) {
@@ -361,6 +409,8 @@ where
     if cli.wait_after_us > 0 {
         workers.set_wait(Some(Duration::from_micros(cli.wait_after_us)));
     }
+    // Refused at the connection manager past this, never accepted and then closed.
+    let max_conns = cli.max_conns.map_or(workers.capacity() as u64, u64::from);
     // SIGINT and SIGTERM stop the service gracefully.
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -394,11 +444,12 @@ where
         _ => None,
     };
     eprintln!(
-        "nfs3d: exporting {} over {} on {} (NFS v3, {} worker(s), {} I/O threads{}, max I/O {} B); MOUNT v3 on tcp {}",
+        "nfs3d: exporting {} over {} on {} (NFS v3, {} worker(s), at most {} connections, {} I/O threads{}, max I/O {} B); MOUNT v3 on tcp {}",
         export.export_path().display(),
         P::NAME,
         cli.listen,
         workers.len(),
+        max_conns,
         cli.io_threads.max(1),
         if memory {
             " for READ, WRITE and listings: a memory export, the rest on the workers"
@@ -445,9 +496,13 @@ where
     while !stop.load(Ordering::Relaxed)
         && (cli.seconds == 0 || start.elapsed() < Duration::from_secs(cli.seconds))
     {
-        // A client outside --allow is refused before anything is spent on it (an RDMA_CM
-        // reject).
-        let admit = |peer: Option<SocketAddr>| policy.allows(peer.map(|a| a.ip()));
+        // A client outside --allow, or past --max-conns, is refused before anything is spent
+        // on it (an RDMA_CM reject).
+        let mut refusal = None;
+        let admit = |peer: Option<SocketAddr>| {
+            refusal = admission(&policy, peer, workers.live_conns(), max_conns).err();
+            refusal.is_none()
+        };
         match listener.accept_if(Duration::from_millis(200), admit) {
             Ok(conn) => {
                 eprintln!(
@@ -464,11 +519,24 @@ where
             }
             Err(ConnError::Connect(ConnectError::Timeout)) => {}
             Err(ConnError::Refused { peer }) => {
-                nfs.stats.refused_conns.fetch_add(1, Ordering::Relaxed);
-                eprintln!(
-                    "nfs3d: refused a connection from {}: not in --allow",
-                    peer.map_or("an unknown address".to_string(), |p| p.ip().to_string())
-                );
+                let from = match peer {
+                    Some(p) => p.ip().to_string(),
+                    None if P::NAME == Soft::NAME => "a soft peer".to_string(),
+                    None => "an unknown address".to_string(),
+                };
+                match refusal {
+                    Some(Refusal::Full { live }) => {
+                        nfs.stats.refused_max_conns.fetch_add(1, Ordering::Relaxed);
+                        eprintln!(
+                            "nfs3d: refused a connection from {from}: {live} connections \
+                             already (--max-conns {max_conns})"
+                        );
+                    }
+                    _ => {
+                        nfs.stats.refused_conns.fetch_add(1, Ordering::Relaxed);
+                        eprintln!("nfs3d: refused a connection from {from}: not in --allow");
+                    }
+                }
             }
             Err(e) => eprintln!("nfs3d: a connection attempt failed: {e}"),
         }
@@ -532,6 +600,74 @@ impl ConnStats {
             sum.add(&c.snapshot());
         }
         sum
+    }
+}
+
+#[cfg(test)]
+mod admission_tests {
+    use super::*;
+
+    fn cli(args: &[&str]) -> Cli {
+        let base = [
+            "nfs3d",
+            "--export",
+            "/srv",
+            "--listen",
+            "@x",
+            "--mountd-port",
+            "0",
+        ];
+        Cli::try_parse_from(base.iter().chain(args)).expect("parses")
+    }
+
+    #[test]
+    fn max_conns_is_parsed_and_sizes_the_workers() {
+        let none = cli(&[]);
+        assert_eq!(none.max_conns, None);
+        assert_eq!(none.conns_per_worker(2), CONNS_PER_WORKER);
+        let few = cli(&["--max-conns", "3"]);
+        assert_eq!(few.max_conns, Some(3));
+        assert_eq!(few.conns_per_worker(1), CONNS_PER_WORKER);
+        // More than the workers hold by default: room is made, shared between them.
+        let many = cli(&["--max-conns", "1000", "--workers", "3"]);
+        assert_eq!(many.conns_per_worker(3), 334);
+        let base = [
+            "nfs3d",
+            "--export",
+            "/srv",
+            "--listen",
+            "@x",
+            "--mountd-port",
+            "0",
+        ];
+        assert!(
+            Cli::try_parse_from(base.iter().chain(&["--max-conns", "0"])).is_err(),
+            "at least one connection"
+        );
+    }
+
+    #[test]
+    fn a_request_is_refused_past_max_conns_and_outside_allow_first() {
+        let open = Policy::default();
+        assert_eq!(admission(&open, None, 0, 2), Ok(()));
+        assert_eq!(admission(&open, None, 1, 2), Ok(()));
+        assert_eq!(admission(&open, None, 2, 2), Err(Refusal::Full { live: 2 }));
+        let inside: SocketAddr = "10.0.2.2:900".parse().unwrap();
+        let outside: SocketAddr = "192.0.2.1:900".parse().unwrap();
+        let allow = Policy {
+            allow: vec!["10.0.2.0/24".parse().unwrap()],
+            ..Policy::default()
+        };
+        assert_eq!(admission(&allow, Some(inside), 0, 2), Ok(()));
+        assert_eq!(
+            admission(&allow, Some(inside), 5, 2),
+            Err(Refusal::Full { live: 5 })
+        );
+        assert_eq!(
+            admission(&allow, Some(outside), 5, 2),
+            Err(Refusal::NotAllowed)
+        );
+        assert_eq!(admission(&allow, None, 0, 2), Err(Refusal::NotAllowed));
     }
 }
 

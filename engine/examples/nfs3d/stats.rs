@@ -85,6 +85,8 @@ pub struct NfsStats {
     pub denied: AtomicU64,
     /// RDMA connections refused because their client is not allowed (`--allow`).
     pub refused_conns: AtomicU64,
+    /// RDMA connections refused because `--max-conns` connections were live.
+    pub refused_max_conns: AtomicU64,
 }
 
 fn get(c: &AtomicU64) -> u64 {
@@ -137,6 +139,7 @@ impl NfsStats {
             "anonymous": get(&self.anonymous),
             "denied": get(&self.denied),
             "refused_conns": get(&self.refused_conns),
+            "refused_max_conns": get(&self.refused_max_conns),
         })
     }
 

@@ -9,6 +9,12 @@
 //! every 256 turns that found nothing to do — the worker looks at its inbox for new
 //! connections, drops the dead ones and publishes its counters.
 //!
+//! [`Workers::live_conns`] says how many connections the workers hold now (assigned and not
+//! yet dropped as dead), without waiting for a housekeeping: an accept loop compares it
+//! with its limit to refuse a connection at the connection manager
+//! ([`Server::accept_if`](crate::responder::Server::accept_if)) rather than accept one the
+//! workers have no room for; [`Workers::capacity`] is the most they can hold.
+//!
 //! Counters ([`WorkerStats`]) are relaxed atomics written by the worker alone, so any thread
 //! reads them without a lock: the worker's own (loop turns, connections) and the sum of its
 //! connections' [`Counters`], refreshed at each publication (a few microseconds stale at
@@ -239,6 +245,11 @@ struct Shared {
     loops: AtomicU64,
     busy_loops: AtomicU64,
     conns: AtomicU64,
+    /// Connections this worker holds: counted by [`Workers::assign`] before it hands one
+    /// over (so one still in the inbox counts), discounted by the worker when it drops a
+    /// dead one or closes one it has no room for, zeroed when it exits. Current, unlike
+    /// `conns` (published at housekeeping); `assign` chooses and refuses by it.
+    held: AtomicU64,
     conns_adopted: AtomicU64,
     conns_dead: AtomicU64,
     naps: AtomicU64,
@@ -340,23 +351,29 @@ impl<T: Drive> Workers<T> {
         self.workers.is_empty()
     }
 
-    /// Hands `conn` to the worker driving the fewest connections; returns its index. When
-    /// every worker is full or stopping, the connection is closed and dropped.
+    /// Hands `conn` to the worker holding the fewest connections (counting those not yet
+    /// adopted); returns its index. When every worker is full or stopping, the connection
+    /// is closed and dropped. While [`live_conns`](Self::live_conns) is below
+    /// [`capacity`](Self::capacity), some worker has room: the connection is never closed
+    /// for want of it.
     pub fn assign(&mut self, mut conn: T) -> Result<usize, WorkerError> {
         let best = self
             .workers
             .iter()
             .enumerate()
             .filter(|(_, w)| !w.shared.stop.load(Ordering::Relaxed))
-            .min_by_key(|(_, w)| w.shared.conns.load(Ordering::Relaxed));
+            .min_by_key(|(_, w)| w.shared.held.load(Ordering::Relaxed));
         let Some((i, w)) = best else {
             conn.close();
             return Err(WorkerError::Stopped);
         };
-        if w.shared.conns.load(Ordering::Relaxed) >= w.max_conns as u64 {
+        if w.shared.held.load(Ordering::Relaxed) >= w.max_conns as u64 {
             conn.close();
             return Err(WorkerError::Full);
         }
+        // Counted before the send, so that the worker's discount of this connection (after
+        // its receive) never comes first.
+        w.shared.held.fetch_add(1, Ordering::Relaxed);
         match w.inbox.try_send(conn) {
             Ok(()) => {
                 // After the send: a worker that reads `mail` set then finds the connection.
@@ -365,14 +382,35 @@ impl<T: Drive> Workers<T> {
                 Ok(i)
             }
             Err(TrySendError::Full(mut c)) => {
+                w.shared.held.fetch_sub(1, Ordering::Relaxed);
                 c.close();
                 Err(WorkerError::Full)
             }
             Err(TrySendError::Disconnected(mut c)) => {
+                w.shared.held.fetch_sub(1, Ordering::Relaxed);
                 c.close();
                 Err(WorkerError::Stopped)
             }
         }
+    }
+
+    /// How many connections the workers hold now: every one [`assign`](Self::assign) handed
+    /// over (adopted or still in an inbox) and not yet dropped as dead. Exact as of the last
+    /// `assign` and the workers' last housekeeping (a connection that has died stays counted
+    /// until its worker's next one, microseconds later while it polls, at most its wait
+    /// limit while it waits); relaxed loads, no lock. A worker that panicked keeps its last
+    /// count.
+    pub fn live_conns(&self) -> u64 {
+        self.workers
+            .iter()
+            .map(|w| w.shared.held.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// The most connections the workers can hold: the sum of their
+    /// [`WorkerConfig::max_conns`].
+    pub fn capacity(&self) -> usize {
+        self.workers.iter().map(|w| w.max_conns).sum()
     }
 
     /// Every worker's counters, read without a lock.
@@ -546,6 +584,9 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
     }
     shared.rpc.store(&retired);
     shared.conns.store(0, Ordering::Relaxed);
+    // Only a stop ends the loop, and only `shutdown` or the drop of the set stops: no
+    // `assign` can come after this.
+    shared.held.store(0, Ordering::Relaxed);
     shared.loops.store(loops, Ordering::Relaxed);
     shared.busy_loops.store(loops - idle, Ordering::Relaxed);
 }
@@ -566,9 +607,9 @@ fn drain<T: Drive>(conns: &mut [T], grace: Duration) {
 ///
 /// The dead go first, so that their places go to the new ones. A connection the worker has
 /// no room for is closed and dropped, as [`Workers::assign`] does when it sees the worker
-/// full: `assign` judges by the count published at the last housekeeping, so a few can be
-/// queued beyond the limit, and one left waiting in the inbox would be neither served nor
-/// closed (its client would hang) until another connection ended.
+/// full: one left waiting in the inbox would be neither served nor closed (its client would
+/// hang) until another connection ended. `assign` judges by `held`, which counts the
+/// inbox too, so it never sends one beyond the limit; this is the safety net.
 fn housekeeping<T: Drive>(
     inbox: &Receiver<T>,
     conns: &mut Vec<T>,
@@ -587,6 +628,7 @@ fn housekeeping<T: Drive>(
             bump(&shared.conns_adopted, 1);
         } else {
             c.close();
+            shared.held.fetch_sub(1, Ordering::Relaxed);
         }
     }
     let mut sum = *retired;
@@ -606,6 +648,7 @@ fn reap<T: Drive>(conns: &mut Vec<T>, retired: &mut Snapshot, shared: &Shared, r
             // The connection (its queue pair and memory) goes with the statement.
             retired.add(&conns.swap_remove(i).counters());
             bump(&shared.conns_dead, 1);
+            shared.held.fetch_sub(1, Ordering::Relaxed);
         } else {
             i += 1;
         }

@@ -145,6 +145,11 @@ fn connections_are_driven_spread_and_dropped_when_dead() {
     wait_for("polls to be counted", || {
         w.stats().iter().map(|s| s.rpc.rpcs).sum::<u64>() > 10_000
     });
+    // The dying one went to the first worker (the two held one each): the second may not
+    // have adopted its own yet on a busy machine.
+    wait_for("every adoption", || {
+        w.stats().iter().map(|s| s.conns_adopted).sum::<u64>() == 3
+    });
     let s = w.stats();
     assert_eq!(s.iter().map(|s| s.conns).sum::<u64>(), 2);
     assert_eq!(s.iter().map(|s| s.conns_adopted).sum::<u64>(), 3);
@@ -183,15 +188,63 @@ fn a_connection_queued_beyond_the_limit_is_closed() {
     let (a, _, a_closed) = Mock::new(u64::MAX, 0);
     w.assign(a).unwrap();
     wait_for("the adoption", || w.stats()[0].conns == 1);
-    // What `assign` does when its view of the count is stale.
+    // What `assign` would do if its count were wrong: count it and send it.
     let (b, _, b_closed) = Mock::new(u64::MAX, 0);
+    w.workers[0].shared.held.fetch_add(1, Ordering::Relaxed);
     assert!(w.workers[0].inbox.try_send(b).is_ok());
     wait_for("the extra connection to be closed", || {
         b_closed.load(Ordering::Relaxed)
     });
     let s = &w.stats()[0];
     assert_eq!((s.conns, s.conns_adopted), (1, 1));
+    assert_eq!(w.live_conns(), 1, "the closed one is no longer counted");
     assert!(!a_closed.load(Ordering::Relaxed));
+    w.shutdown(Duration::from_secs(1)).unwrap();
+}
+
+/// A connection that dies when told.
+struct Mortal {
+    dead: Arc<AtomicBool>,
+}
+
+impl Drive for Mortal {
+    fn poll(&mut self) -> usize {
+        0
+    }
+    fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Relaxed)
+    }
+    fn busy(&self) -> bool {
+        false
+    }
+    fn close(&mut self) {}
+    fn counters(&self) -> Snapshot {
+        Snapshot::default()
+    }
+}
+
+/// `live_conns` counts a connection from its `assign` (before any housekeeping) until its
+/// worker drops it as dead, and `assign` spreads and refuses by that count.
+#[test]
+fn live_conns_counts_each_connection_from_assign_until_dropped() {
+    let mut w = Workers::<Mortal>::start(&[unpinned(1), unpinned(1)]).unwrap();
+    assert_eq!((w.capacity(), w.live_conns()), (2, 0));
+    let deaths: Vec<Arc<AtomicBool>> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
+    let mortal = |i: usize| Mortal {
+        dead: Arc::clone(&deaths[i]),
+    };
+    // Back to back, before either worker has adopted anything: the second goes to the
+    // other worker all the same.
+    let first = w.assign(mortal(0)).unwrap();
+    let second = w.assign(mortal(1)).unwrap();
+    assert_ne!(first, second);
+    assert_eq!(w.live_conns(), 2);
+    assert_eq!(w.assign(mortal(2)), Err(WorkerError::Full));
+    assert_eq!(w.live_conns(), 2, "a refused connection is not counted");
+    deaths[0].store(true, Ordering::Relaxed);
+    wait_for("the dead connection to be dropped", || w.live_conns() == 1);
+    assert_eq!(w.assign(mortal(2)), Ok(first), "its place is free again");
+    assert_eq!(w.live_conns(), 2);
     w.shutdown(Duration::from_secs(1)).unwrap();
 }
 

@@ -32,7 +32,10 @@ where
     };
     let mut client = match connect_one::<P>(device, &addr, args.conn.config()) {
         Ok(c) => c,
-        Err(e) => return fail(&format!("connect to {addr}"), e),
+        Err(e) => {
+            eprintln!("{}", connect_failure(&addr, &e));
+            return ExitCode::FAILURE;
+        }
     };
     if args.generic.prog.is_some() {
         let timeout = Duration::from_millis(args.timeout_ms);

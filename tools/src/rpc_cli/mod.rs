@@ -212,6 +212,24 @@ pub struct ServeArgs {
     /// instead of spinning; 0: spin (the lowest latency).
     #[arg(long, default_value_t = 0)]
     wait_after_us: u64,
+    /// Refuse a connection, at the connection manager (a reject the client sees as the
+    /// server refusing it), while this many are live (accepted and not yet dropped as
+    /// dead); each refusal is logged and counted (`refused_max_conns`). Default: what the
+    /// workers can hold, 64 per worker (more are made room for when this asks for more).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    max_conns: Option<u32>,
+}
+
+/// Connections each `serve` worker has room for unless `--max-conns` asks for more.
+const SERVE_CONNS_PER_WORKER: usize = 64;
+
+impl ServeArgs {
+    /// Room for connections in each of `workers` workers: 64, or enough for `--max-conns`
+    /// between them.
+    fn conns_per_worker(&self, workers: usize) -> usize {
+        let wanted = self.max_conns.map_or(0, |n| n as usize);
+        SERVE_CONNS_PER_WORKER.max(wanted.div_ceil(workers.max(1)))
+    }
 }
 
 /// Arguments of `rpcrdma call`.
@@ -365,10 +383,32 @@ where
     let addr = parse_addr::<P>(addr)?;
     let device = open()?;
     (0..n)
-        .map(|_| {
-            connect_one::<P>(&device, &addr, cfg).map_err(|e| format!("connect to {addr}: {e}"))
-        })
+        .map(|_| connect_one::<P>(&device, &addr, cfg).map_err(|e| connect_failure(&addr, &e)))
         .collect()
+}
+
+/// Why connecting to the server at `addr` failed, as a user reads it: a reject at the
+/// connection manager is the server refusing the connection (`serve --max-conns`, nfs3d's
+/// `--max-conns` or `--allow`), not a fault of the fabric.
+fn connect_failure(addr: &impl std::fmt::Display, e: &ConnError) -> String {
+    match e {
+        ConnError::Connect(ConnectError::Rejected(_)) => format!(
+            "connect to {addr}: the server refused the connection (rejected at the connection \
+             manager: it may hold as many connections as its --max-conns allows, or not admit \
+             this client)"
+        ),
+        e => format!("connect to {addr}: {e}"),
+    }
+}
+
+/// How a refusal log line names the peer: its address, or what the fabric gives instead
+/// (soft addresses are names, not told to the listener).
+fn peer_name(peer: Option<std::net::SocketAddr>, provider: &str) -> String {
+    match peer {
+        Some(p) => p.to_string(),
+        None if provider == Soft::NAME => "a soft peer".to_string(),
+        None => "a peer of unknown address".to_string(),
+    }
 }
 
 /// One client: serving the server's reverse Calls from the built-in program when

@@ -43,10 +43,11 @@ where
         Ok(s) => s,
         Err(e) => return fail(&format!("listen on {addr}"), e),
     };
-    let configs: Vec<WorkerConfig> = (0..args.workers.max(1))
+    let n_workers = args.workers.max(1);
+    let configs: Vec<WorkerConfig> = (0..n_workers)
         .map(|i| WorkerConfig {
             core: args.first_core.map(|c| c + i),
-            max_conns: 64,
+            max_conns: args.conns_per_worker(n_workers),
         })
         .collect();
     let mut workers = match Workers::<Callbacks<P>>::start(&configs) {
@@ -56,13 +57,16 @@ where
     if args.wait_after_us > 0 {
         workers.set_wait(Some(Duration::from_micros(args.wait_after_us)));
     }
+    // Refused at the connection manager past this, never accepted and then closed.
+    let max_conns = args.max_conns.map_or(workers.capacity() as u64, u64::from);
     eprintln!(
-        "rpcrdma serve: program {} v{} on {} ({}), {} worker(s)",
+        "rpcrdma serve: program {} v{} on {} ({}), {} worker(s), at most {} connections",
         program::PROG,
         program::VERS,
         addr,
         P::NAME,
-        workers.len()
+        workers.len(),
+        max_conns
     );
     // SIGINT and SIGTERM end the service gracefully: Calls in process finish, the
     // connections close, the counters are printed.
@@ -74,6 +78,8 @@ where
     }
     // Reverse results that were wrong or failed, over every connection (`--reverse`).
     let bad_reverse = Arc::new(AtomicU64::new(0));
+    // Connections refused because `max_conns` were live.
+    let mut refused: u64 = 0;
     let start = Instant::now();
     let mut next_stats = start;
     loop {
@@ -82,7 +88,13 @@ where
         {
             break;
         }
-        match server.accept(Duration::from_millis(200)) {
+        // The live count when the request came, for the refusal's log line.
+        let mut live = 0;
+        let admit = |_| {
+            live = workers.live_conns();
+            live < max_conns
+        };
+        match server.accept_if(Duration::from_millis(200), admit) {
             Ok(conn) => {
                 let n = conn.negotiation();
                 eprintln!(
@@ -96,18 +108,26 @@ where
                 }
             }
             Err(ConnError::Connect(ConnectError::Timeout)) => {}
+            Err(ConnError::Refused { peer }) => {
+                refused += 1;
+                eprintln!(
+                    "rpcrdma serve: refused a connection from {}: {live} connections already \
+                     (--max-conns {max_conns})",
+                    peer_name(peer, P::NAME)
+                );
+            }
             Err(e) => eprintln!("rpcrdma serve: a connection attempt failed: {e}"),
         }
         if args.stats_every > 0 && Instant::now() >= next_stats {
             next_stats = Instant::now() + Duration::from_secs(args.stats_every);
-            eprintln!("{}", workers_json(&workers.stats()));
+            eprintln!("{}", workers_json(&workers.stats(), refused));
         }
     }
     let stats = workers.stats();
     if let Err(e) = workers.shutdown(Duration::from_secs(2)) {
         return fail("stopping workers", e);
     }
-    let mut out = workers_json(&stats);
+    let mut out = workers_json(&stats, refused);
     let bad = bad_reverse.load(Ordering::Relaxed);
     if args.conn.reverse > 0 {
         out["reverse_bad"] = json!(bad);
@@ -120,8 +140,11 @@ where
     ExitCode::SUCCESS
 }
 
-fn workers_json(stats: &[WorkerStats]) -> Value {
+/// The counters `serve` prints: each worker's, and the connections refused past
+/// `--max-conns`.
+fn workers_json(stats: &[WorkerStats], refused: u64) -> Value {
     json!({
+        "refused_max_conns": refused,
         "workers": stats.iter().map(|w| json!({
             "core": w.core, "loops": w.loops, "busy_loops": w.busy_loops,
             "waits": w.waits, "wakeups": w.wakeups,
