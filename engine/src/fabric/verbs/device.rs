@@ -20,6 +20,9 @@ pub(super) type PostSendFn =
 /// `ibv_post_recv` as the provider implements it.
 pub(super) type PostRecvFn =
     unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> i32;
+/// `ibv_post_srq_recv` as the provider implements it.
+pub(super) type PostSrqRecvFn =
+    unsafe extern "C" fn(*mut ibv_srq, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> i32;
 /// `ibv_poll_cq` as the provider implements it.
 pub(super) type PollCqFn = unsafe extern "C" fn(*mut ibv_cq, i32, *mut ibv_wc) -> i32;
 /// `ibv_alloc_mw` as the provider implements it.
@@ -35,6 +38,8 @@ pub(super) struct Ops {
     pub(super) post_send: PostSendFn,
     pub(super) post_recv: PostRecvFn,
     pub(super) poll_cq: PollCqFn,
+    /// None: the provider has no shared receive queues.
+    pub(super) post_srq_recv: Option<PostSrqRecvFn>,
     pub(super) alloc_mw: Option<AllocMwFn>,
     pub(super) dealloc_mw: Option<DeallocMwFn>,
 }
@@ -89,6 +94,8 @@ pub(super) struct Context {
     pub(super) max_qp_rd_atom: u8,
     /// `max_qp_init_rd_atom`: RDMA Reads this side may have outstanding per queue pair.
     pub(super) max_qp_init_rd_atom: u8,
+    /// `max_srq_sge`: scatter elements of a shared receive queue's receive.
+    pub(super) max_srq_sge: u32,
     pub(super) ops: Ops,
     /// The `wc_flags` bits that mean "the completion carries an invalidated rkey". Normally
     /// `IBV_WC_WITH_INV`; soft-RoCE (rxe, vendor 0xffffff) copies the kernel's
@@ -228,6 +235,7 @@ fn ops_of(ctx: *mut ibv_context) -> Result<Ops, FabricError> {
         post_send: ops.post_send.ok_or_else(|| missing("ibv_post_send"))?,
         post_recv: ops.post_recv.ok_or_else(|| missing("ibv_post_recv"))?,
         poll_cq: ops.poll_cq.ok_or_else(|| missing("ibv_poll_cq"))?,
+        post_srq_recv: ops.post_srq_recv,
         alloc_mw: ops.alloc_mw,
         dealloc_mw: ops.dealloc_mw,
     })
@@ -321,10 +329,12 @@ impl Context {
             mw: MwSupport::default(),
             max_qp_rd_atom: 0,
             max_qp_init_rd_atom: 0,
+            max_srq_sge: 0,
             ops: Ops {
                 post_send: unsupported_post_send,
                 post_recv: unsupported_post_recv,
                 poll_cq: unsupported_poll_cq,
+                post_srq_recv: None,
                 alloc_mw: None,
                 dealloc_mw: None,
             },
@@ -351,7 +361,12 @@ impl Context {
             max_inline_data: probe_max_inline(ctx),
             max_msg_sz,
             max_mr_size: a.max_mr_size,
-            max_srq_wr: 0,
+            // 0 when the provider cannot post to one.
+            max_srq_wr: if c.ops.post_srq_recv.is_some() {
+                a.max_srq_wr.max(0) as u32
+            } else {
+                0
+            },
         };
         c.mw = MwSupport::from_attr(&a);
         if a.vendor_id == RXE_VENDOR_ID {
@@ -359,6 +374,7 @@ impl Context {
         }
         c.max_qp_rd_atom = a.max_qp_rd_atom.clamp(0, 255) as u8;
         c.max_qp_init_rd_atom = a.max_qp_init_rd_atom.clamp(0, 255) as u8;
+        c.max_srq_sge = a.max_srq_sge.max(0) as u32;
         if let Some(m) = monitor() {
             c.watched = m.watch_context(ctx);
         }

@@ -24,8 +24,8 @@ unsafe impl Sync for PdInner {}
 
 impl Drop for PdInner {
     fn drop(&mut self) {
-        // SAFETY: every region, window and queue pair of the domain holds an Arc of this
-        // value, so none is left.
+        // SAFETY: every region, window, shared receive queue and queue pair of the domain
+        // holds an Arc of this value, so none is left.
         unsafe { ibv_dealloc_pd(self.pd) };
     }
 }
@@ -69,7 +69,7 @@ impl ProtectionDomain<Verbs> for VerbsPd {
     }
 
     fn create_srq(&self, max_wr: u32, max_sge: u32) -> Result<VerbsSrq, FabricError> {
-        VerbsSrq::create(max_wr, max_sge)
+        VerbsSrq::create(&self.inner, max_wr, max_sge)
     }
 }
 

@@ -17,6 +17,12 @@
 //!   Work requests are translated into `ibv_send_wr`/`ibv_recv_wr` chains on the stack (16
 //!   per provider call, no allocation); scatter lists are passed as they are (`Sge` has
 //!   `ibv_sge`'s layout).
+//! - [`VerbsSrq`]: a shared receive queue (`ibv_create_srq`, at most the device's
+//!   `max_srq_wr`), posted to with the provider's `post_srq_recv` in the same stack chains
+//!   from any thread (one lock per post call), its limit armed with `ibv_modify_srq` and its
+//!   `IBV_EVENT_SRQ_LIMIT_REACHED` read by the monitor. A queue pair made with it
+//!   (`QpInit::srq`, on either side of rdma_cm) has no receive queue of its own and keeps it
+//!   alive: it is destroyed after the last of them.
 //!
 //! The hot-path verbs are static inline functions in C that call the provider's function
 //! pointers; rdma-sys re-implements them with `.unwrap()` on those pointers. This provider
@@ -36,6 +42,10 @@
 //!   `rnr_retry_count` is 0 (a Send without a posted receive fails at once), `retry_count` 7.
 //! - A peer's disconnection moves the local queue pair to the error state (a monitor thread
 //!   handles the `DISCONNECTED` event), so outstanding requests flush.
+//! - Except a shared receive queue's receives: a queue pair with one that goes to the error
+//!   state flushes none of them (rxe flushes nothing for it; they stay posted for the other
+//!   queue pairs), so no flush completion is to be expected for them. A shared receive holds
+//!   its place in the queue's depth from post to poll, like any request.
 //!
 //! Every `unsafe` block carries a `// SAFETY:` comment.
 

@@ -8,7 +8,12 @@
 //!   events);
 //! - the asynchronous event descriptor of every open device context: `IBV_EVENT_CQ_ERR`
 //!   (a completion queue overflowed, rxe's way of reporting an overrun) marks the completion
-//!   queue, whose next poll then fails with [`CqError::Overrun`](crate::fabric::CqError).
+//!   queue, whose next poll then fails with [`CqError::Overrun`](crate::fabric::CqError);
+//!   `IBV_EVENT_SRQ_LIMIT_REACHED` (fewer receives remain on a shared receive queue than its
+//!   armed limit) sets the queue's flag, which
+//!   [`take_limit_event`](crate::fabric::SharedReceiveQueue::take_limit_event) reads. Other
+//!   events (`IBV_EVENT_QP_LAST_WQE_REACHED` of a queue pair with a shared receive queue
+//!   that went to the error state, say) are acknowledged and ignored.
 //!
 //! Nothing here is on the hot path: polling reads one relaxed atomic flag.
 
@@ -37,6 +42,8 @@ struct State {
     contexts: HashMap<usize, (u64, usize)>,
     /// Completion queue pointer → its overrun flag.
     cqs: HashMap<usize, Arc<AtomicBool>>,
+    /// Shared receive queue pointer → its limit flag.
+    srqs: HashMap<usize, Arc<AtomicBool>>,
 }
 
 /// The monitor thread's shared state.
@@ -160,6 +167,16 @@ impl Monitor {
         self.lock().cqs.remove(&(cq as usize));
     }
 
+    /// Routes `IBV_EVENT_SRQ_LIMIT_REACHED` of `srq` to `flag`.
+    pub(super) fn watch_srq(&self, srq: *mut ibv_srq, flag: &Arc<AtomicBool>) {
+        self.lock().srqs.insert(srq as usize, flag.clone());
+    }
+
+    /// Undoes [`watch_srq`](Self::watch_srq), before the queue is destroyed.
+    pub(super) fn unwatch_srq(&self, srq: *mut ibv_srq) {
+        self.lock().srqs.remove(&(srq as usize));
+    }
+
     fn run(&self) {
         // SAFETY: epoll_event is plain old data.
         let mut evs: [libc::epoll_event; 16] = unsafe { std::mem::zeroed() };
@@ -210,6 +227,13 @@ fn drain_async(ctx: *mut ibv_context, st: &State) {
             // SAFETY: for a CQ event the element is the completion queue.
             let cq = unsafe { ptr::read(ptr::addr_of!((*p).element.cq)) };
             if let Some(flag) = st.cqs.get(&(cq as usize)) {
+                flag.store(true, Ordering::Release);
+            }
+        } else if kind == ibv_event_type::IBV_EVENT_SRQ_LIMIT_REACHED as u32 {
+            // SAFETY: for an SRQ event the element is the shared receive queue (libibverbs
+            // gives back the pointer it registered as the queue's user handle).
+            let srq = unsafe { ptr::read(ptr::addr_of!((*p).element.srq)) };
+            if let Some(flag) = st.srqs.get(&(srq as usize)) {
                 flag.store(true, Ordering::Release);
             }
         }

@@ -1,5 +1,10 @@
 //! Reliable-connected queue pairs: creation on an rdma_cm id, posting work requests (chains
 //! of `ibv_send_wr`/`ibv_recv_wr` built on the stack), state and disconnection.
+//!
+//! A queue pair made with a shared receive queue ([`QpInit::srq`]) has no receive queue of
+//! its own (`max_recv_wr` and `max_recv_sge` 0): posting to it is refused before the
+//! library sees it, and its receives complete on its receive completion queue, which learns
+//! the shared queue's table when the queue pair is created.
 
 use std::mem::{self, MaybeUninit};
 use std::ptr;
@@ -13,6 +18,7 @@ use super::cq::{CqInner, Slot, WqTrack};
 use super::device::{PostRecvFn, PostSendFn};
 use super::mem::{PdInner, VerbsPd};
 use super::monitor::monitor;
+use super::srq::SrqInner;
 use super::sys::{errno, os_err};
 use super::Verbs;
 use crate::fabric::{
@@ -21,7 +27,7 @@ use crate::fabric::{
 };
 
 /// Work requests handed to the provider per post call.
-const CHUNK: usize = 16;
+pub(super) const CHUNK: usize = 16;
 
 const _: () = {
     // Scatter lists are passed to the provider as they are: the layouts must agree.
@@ -46,6 +52,9 @@ pub(super) struct Conn {
     pub(super) established: AtomicBool,
     slots: Vec<(Arc<CqInner>, Slot)>,
     _pd: Arc<PdInner>,
+    /// The shared receive queue the queue pair takes its receives from: destroyed after
+    /// the queue pair (`ibv_destroy_srq` fails while a queue pair uses it).
+    _srq: Option<Arc<SrqInner>>,
 }
 
 // SAFETY: the id and queue pair are used through thread-safe librdmacm/libibverbs calls;
@@ -139,6 +148,8 @@ pub struct VerbsQp {
     recv: Arc<WqTrack>,
     recv_slot: Slot,
     recv_posted: u64,
+    /// Receives come from a shared receive queue: posting to the queue pair's is refused.
+    shared_recv: bool,
     connected: bool,
     monitor_token: Option<u64>,
 }
@@ -171,16 +182,29 @@ impl VerbsQp {
                 "the connection's RDMA device is not the protection domain's",
             )));
         }
+        let srq = init.srq.map(|s| s.inner.clone());
+        if let Some(s) = &srq {
+            if !Arc::ptr_eq(&s.pd, &pd.inner) {
+                return Err(ConnectError::Fabric(FabricError::InvalidArgument(
+                    "the shared receive queue is not of the queue pair's protection domain",
+                )));
+            }
+        }
+        // With a shared receive queue, no receive queue of its own.
+        let (want_recv_wr, want_recv_sge) = match srq {
+            Some(_) => (0, 0),
+            None => (init.caps.max_recv_wr, init.caps.max_recv_sge),
+        };
         let mut attr = ibv_qp_init_attr {
             qp_context: ptr::null_mut(),
             send_cq: init.send_cq.inner.cq,
             recv_cq: init.recv_cq.inner.cq,
-            srq: ptr::null_mut(),
+            srq: srq.as_ref().map_or(ptr::null_mut(), |s| s.srq),
             cap: ibv_qp_cap {
                 max_send_wr: init.caps.max_send_wr,
-                max_recv_wr: init.caps.max_recv_wr,
+                max_recv_wr: want_recv_wr,
                 max_send_sge: init.caps.max_send_sge,
-                max_recv_sge: init.caps.max_recv_sge,
+                max_recv_sge: want_recv_sge,
                 max_inline_data: init.caps.max_inline_data,
             },
             qp_type: ibv_qp_type::IBV_QPT_RC,
@@ -195,10 +219,12 @@ impl VerbsQp {
             established: AtomicBool::new(false),
             slots: Vec::with_capacity(2),
             _pd: pd.inner.clone(),
+            _srq: srq.clone(),
         };
-        // SAFETY: the id is live and resolved to the domain's device; the domain and both
-        // completion queues are live objects of that device (the Conn keeps the domain, the
-        // slots keep the queues); `attr` is valid for the call and receives the granted
+        // SAFETY: the id is live and resolved to the domain's device; the domain, both
+        // completion queues and the shared receive queue, if any, are live objects of that
+        // device (the Conn keeps the domain and the shared queue, the slots keep the
+        // completion queues); `attr` is valid for the call and receives the granted
         // capacities.
         let rc = unsafe { rdma_create_qp(conn.id.raw, pd.inner.pd, &mut attr) };
         if rc != 0 {
@@ -207,11 +233,22 @@ impl VerbsQp {
         // SAFETY: rdma_create_qp stored the new queue pair in the id.
         conn.qp = unsafe { (*conn.id.raw).qp };
         let granted = attr.cap;
+        // A queue pair on a shared receive queue has no receive queue, whatever a device
+        // reports for it.
+        let own_recv = srq.is_none();
         let caps = QpCaps {
             max_send_wr: granted.max_send_wr.max(init.caps.max_send_wr),
-            max_recv_wr: granted.max_recv_wr.max(init.caps.max_recv_wr),
+            max_recv_wr: if own_recv {
+                granted.max_recv_wr.max(want_recv_wr)
+            } else {
+                0
+            },
             max_send_sge: granted.max_send_sge.max(init.caps.max_send_sge),
-            max_recv_sge: granted.max_recv_sge.max(init.caps.max_recv_sge),
+            max_recv_sge: if own_recv {
+                granted.max_recv_sge.max(want_recv_sge)
+            } else {
+                0
+            },
             max_inline_data: granted.max_inline_data.max(init.caps.max_inline_data),
         };
         let send = Arc::new(WqTrack::new(caps.max_send_wr, true));
@@ -220,6 +257,9 @@ impl VerbsQp {
         conn.slots.push((init.send_cq.inner.clone(), send_slot));
         let recv_slot = init.recv_cq.inner.register(recv.clone())?;
         conn.slots.push((init.recv_cq.inner.clone(), recv_slot));
+        if let Some(s) = &srq {
+            init.recv_cq.inner.register_srq(&s.track);
+        }
         let qp = conn.qp;
         Ok(VerbsQp {
             conn: Arc::new(conn),
@@ -235,6 +275,7 @@ impl VerbsQp {
             recv,
             recv_slot,
             recv_posted: 0,
+            shared_recv: srq.is_some(),
             connected: false,
             monitor_token: None,
         })
@@ -515,7 +556,7 @@ impl VerbsQp {
 
 /// How many entries of the chain at `chain` (of `count`) the provider took before the one
 /// it reports in `bad`, bounded by the chain (a pointer before it counts none).
-fn posted_before<T>(chain: *mut T, bad: *mut T, count: usize) -> usize {
+pub(super) fn posted_before<T>(chain: *mut T, bad: *mut T, count: usize) -> usize {
     if bad.is_null() {
         return 0;
     }
@@ -523,7 +564,7 @@ fn posted_before<T>(chain: *mut T, bad: *mut T, count: usize) -> usize {
 }
 
 /// A post verb's nonzero return: a negative value defers to errno; ENOMEM is a full queue.
-fn post_error(rc: i32) -> PostError {
+pub(super) fn post_error(rc: i32) -> PostError {
     let e = if rc < 0 { errno() } else { rc };
     if e == libc::ENOMEM {
         PostError::QueueFull
@@ -596,6 +637,14 @@ impl QueuePair<Verbs> for VerbsQp {
     }
 
     fn post_recv_list(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), BadWr> {
+        if self.shared_recv && !wrs.is_empty() {
+            return Err(BadWr {
+                index: 0,
+                error: PostError::InvalidWr(
+                    "the queue pair takes its receives from a shared receive queue",
+                ),
+            });
+        }
         let mut base = 0;
         while base < wrs.len() {
             match self.post_recv_chunk(&wrs[base..]) {

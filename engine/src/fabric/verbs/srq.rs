@@ -1,38 +1,547 @@
-//! Shared receive queues on verbs (to come: `create_srq` refuses for now).
+//! Shared receive queues on verbs: `ibv_create_srq` in a protection domain, receives posted
+//! with the provider's `post_srq_recv`, the limit armed with `ibv_modify_srq` and reported by
+//! the monitor thread (`IBV_EVENT_SRQ_LIMIT_REACHED`).
+//!
+//! # What the device does, and what the caller sees
+//!
+//! - Receives are posted under provider `wr_id`s naming an entry of the queue's table
+//!   (`cq.rs`, `SrqTrack`): a receive holds its entry, and a place in the queue's depth,
+//!   from its post until its completion is polled on whichever completion queue it arrived
+//!   (the fabric's queue-depth rule), so [`depth`](SharedReceiveQueue::depth) receives may
+//!   be outstanding at once and the next post is refused with [`PostError::QueueFull`].
+//! - A receive completes on the receive completion queue of the queue pair whose incoming
+//!   Send consumed it, with that queue pair's `qp_num` (`ibv_wc.qp_num`).
+//! - A queue pair made with the queue that goes to the error state flushes none of the
+//!   queue's receives (rxe's `flush_recv_queue` returns at once for a queue pair with a
+//!   shared receive queue; a NIC does the same): they stay posted for the other queue pairs,
+//!   and the engine must expect no flush completion for them. A receive the queue pair was in
+//!   the middle of filling is lost with it (rxe) and never completes.
+//! - An empty queue answers an incoming Send with receiver-not-ready, as an empty receive
+//!   queue of a queue pair does (`rnr_retry_count` 0: the sender's request fails).
+//!
+//! # Lifetime
+//!
+//! `ibv_destroy_srq` fails (EBUSY) while a queue pair uses the queue. Every queue pair made
+//! with it keeps it (the rdma_cm connection holds a reference, like its protection domain),
+//! so the queue is destroyed when its [`VerbsSrq`] and the last such queue pair are gone,
+//! whichever goes last; its posted receives are released then. Should the device still
+//! refuse, the queue is leaked (as a region that cannot be deregistered is): the device may
+//! still reach its receives' buffers.
 
+use std::mem::{self, MaybeUninit};
+use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rdma_sys::*;
+
+use super::cq::{srq_wr_id, SrqTrack, SRQ_MAX_ENTRIES};
+use super::device::PostSrqRecvFn;
+use super::mem::PdInner;
+use super::monitor::monitor;
+use super::qp::{post_error, posted_before, CHUNK};
+use super::sys::{errno, os_err};
 use crate::fabric::{BadWr, FabricError, PostError, RecvWr, SharedReceiveQueue};
 
-/// A verbs shared receive queue.
-#[derive(Debug)]
+/// The device object, shared by the [`VerbsSrq`] and the rdma_cm connections of the queue
+/// pairs made with it; the last holder destroys it.
+pub(super) struct SrqInner {
+    pub(super) srq: *mut ibv_srq,
+    /// The table of the queue's receives, shared with the completion queues they complete on.
+    pub(super) track: Arc<SrqTrack>,
+    /// Set by the monitor on `IBV_EVENT_SRQ_LIMIT_REACHED`.
+    limit_reached: Arc<AtomicBool>,
+    /// The protection domain the queue was created in (freed after it).
+    pub(super) pd: Arc<PdInner>,
+}
+
+// SAFETY: an ibv_srq may be used from any thread: the verbs taking it are thread-safe
+// (libibverbs and its providers lock what needs it); the other fields are thread-safe.
+unsafe impl Send for SrqInner {}
+// SAFETY: as above; `&SrqInner` only passes the pointer to thread-safe verbs.
+unsafe impl Sync for SrqInner {}
+
+impl Drop for SrqInner {
+    fn drop(&mut self) {
+        if let Some(m) = monitor() {
+            m.unwatch_srq(self.srq);
+        }
+        self.track.set_dead();
+        // On failure (EBUSY: a queue pair still uses it) nothing of the queue is freed, by
+        // libibverbs or here: it is leaked, as the device may still reach its receives'
+        // buffers.
+        // SAFETY: the queue is destroyed once, by its last holder: every queue pair made
+        // with it holds this value and was destroyed first, nothing posts to it any more, and
+        // the monitor acknowledges at once any event of it that it read (libibverbs waits
+        // for that).
+        let _ = unsafe { ibv_destroy_srq(self.srq) };
+    }
+}
+
+/// A verbs shared receive queue (`struct ibv_srq`), created in a protection domain with
+/// [`ProtectionDomain::create_srq`](crate::fabric::ProtectionDomain::create_srq) and given
+/// to queue pairs through [`QpInit::srq`](crate::fabric::QpInit::srq).
+///
+/// Every queue pair made with it keeps the device object alive: `ibv_destroy_srq` runs when
+/// this handle and the last of them are gone (the engine drops the queue after its queue
+/// pairs in any case). Should the device refuse (EBUSY) the queue is leaked, never freed
+/// while the device may use it. Receives still posted then are released with it, without
+/// completions.
 pub struct VerbsSrq {
-    _private: (),
+    pub(super) inner: Arc<SrqInner>,
+    post_fn: PostSrqRecvFn,
+    depth: u32,
+    max_sge: u32,
+    /// Where the search for a free entry of the table starts; the lock serialises posts.
+    cursor: Mutex<usize>,
+}
+
+impl core::fmt::Debug for VerbsSrq {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("VerbsSrq")
+            .field("depth", &self.depth)
+            .field("max_sge", &self.max_sge)
+            .field("outstanding", &self.inner.track.outstanding())
+            .finish()
+    }
 }
 
 impl VerbsSrq {
-    pub(crate) fn create(_max_wr: u32, _max_sge: u32) -> Result<VerbsSrq, FabricError> {
-        Err(FabricError::InvalidArgument(
-            "shared receive queues are not wired to verbs yet",
-        ))
+    /// `ibv_create_srq` in `pd` for `max_wr` receives of `max_sge` elements, limit unarmed.
+    pub(super) fn create(
+        pd: &Arc<PdInner>,
+        max_wr: u32,
+        max_sge: u32,
+    ) -> Result<VerbsSrq, FabricError> {
+        let ctx = &pd.ctx;
+        if ctx.attr.max_srq_wr == 0 {
+            return Err(FabricError::InvalidArgument(
+                "the device has no shared receive queues",
+            ));
+        }
+        if max_wr > ctx.attr.max_srq_wr || max_wr >= SRQ_MAX_ENTRIES {
+            return Err(FabricError::InvalidArgument(
+                "shared receive queue deeper than the device's max_srq_wr",
+            ));
+        }
+        if max_sge > ctx.max_srq_sge {
+            return Err(FabricError::InvalidArgument(
+                "more scatter elements than the device's max_srq_sge",
+            ));
+        }
+        let Some(post_fn) = ctx.ops.post_srq_recv else {
+            return Err(FabricError::Os {
+                call: "ibv_post_srq_recv",
+                errno: libc::EOPNOTSUPP,
+            });
+        };
+        let mut init = ibv_srq_init_attr {
+            srq_context: ptr::null_mut(),
+            attr: ibv_srq_attr {
+                max_wr: max_wr.max(1),
+                max_sge: max_sge.max(1),
+                srq_limit: 0,
+            },
+        };
+        // SAFETY: the domain is live while the Arc is; `init` is valid for the call and
+        // receives the granted sizes.
+        let srq = unsafe { ibv_create_srq(pd.pd, &mut init) };
+        if srq.is_null() {
+            let e = errno();
+            if e == libc::ENOMEM {
+                return Err(FabricError::Exhausted("shared receive queues"));
+            }
+            return Err(FabricError::Os {
+                call: "ibv_create_srq",
+                errno: if e == 0 { libc::EIO } else { e },
+            });
+        }
+        let mut granted = init.attr;
+        // SAFETY: plain old data; all zeroes is valid and the call overwrites it.
+        let mut q: ibv_srq_attr = unsafe { mem::zeroed() };
+        // SAFETY: the queue was just created; `q` is a valid out-parameter.
+        if unsafe { ibv_query_srq(srq, &mut q) } == 0 && q.max_wr > 0 {
+            granted = q;
+        }
+        // A device that granted fewer than asked for is taken at its word: it holds no more.
+        let depth = granted.max_wr.clamp(1, SRQ_MAX_ENTRIES - 1);
+        let limit_reached = Arc::new(AtomicBool::new(false));
+        if let Some(m) = monitor() {
+            m.watch_srq(srq, &limit_reached);
+        }
+        Ok(VerbsSrq {
+            inner: Arc::new(SrqInner {
+                srq,
+                track: Arc::new(SrqTrack::new(depth)),
+                limit_reached,
+                pd: pd.clone(),
+            }),
+            post_fn,
+            depth,
+            max_sge: granted.max_sge.max(max_sge),
+            cursor: Mutex::new(0),
+        })
+    }
+
+    /// Posts `wrs` (at most [`CHUNK`]) in one provider call, stopping before the first that
+    /// cannot be posted now. Returns how many were posted, or the refused request's index
+    /// and why. The caller holds the post lock (`cursor`).
+    fn post_chunk(
+        &self,
+        cursor: &mut usize,
+        wrs: &[RecvWr<'_>],
+    ) -> Result<usize, (usize, PostError)> {
+        let mut raw = MaybeUninit::<[ibv_recv_wr; CHUNK]>::uninit();
+        let raw_p = raw.as_mut_ptr().cast::<ibv_recv_wr>();
+        let mut entries = [0u32; CHUNK];
+        let track = &self.inner.track;
+        let free = self.depth.saturating_sub(track.outstanding()) as usize;
+        let mut count: usize = 0;
+        let mut refused = None;
+        for (i, wr) in wrs.iter().take(CHUNK).enumerate() {
+            if wr.sges.len() > self.max_sge as usize {
+                refused = Some((
+                    i,
+                    PostError::TooManySge {
+                        given: wr.sges.len(),
+                        max: self.max_sge,
+                    },
+                ));
+                break;
+            }
+            // Fewer than `depth` taken leaves a free entry in the table of `depth`.
+            let entry = match (i < free).then(|| track.take(cursor, wr.wr_id)) {
+                Some(Some(e)) => e,
+                _ => {
+                    refused = Some((i, PostError::QueueFull));
+                    break;
+                }
+            };
+            entries[i] = entry;
+            let w = ibv_recv_wr {
+                wr_id: srq_wr_id(track.id(), entry),
+                next: ptr::null_mut(),
+                sg_list: if wr.sges.is_empty() {
+                    ptr::null_mut()
+                } else {
+                    wr.sges.as_ptr().cast_mut().cast()
+                },
+                num_sge: wr.sges.len() as i32,
+            };
+            // SAFETY: `i < CHUNK`, inside the array.
+            unsafe { raw_p.add(i).write(w) };
+            count += 1;
+        }
+        if count > 0 {
+            for i in 0..count - 1 {
+                // SAFETY: entries `i` and `i + 1` are inside the array; `i` was written.
+                unsafe { (*raw_p.add(i)).next = raw_p.add(i + 1) };
+            }
+            let mut bad: *mut ibv_recv_wr = ptr::null_mut();
+            // libibverbs's providers serialise concurrent posts on one queue themselves
+            // (rxe takes the queue's spinlock); here the post lock already does.
+            // SAFETY: the queue is live while `inner` is; the chain's `count` entries are
+            // initialised and linked; their scatter lists (borrowed from `wrs`, `Sge` having
+            // `ibv_sge`'s layout) outlive the call, and the provider copies them into its
+            // queue before returning.
+            let rc = unsafe { (self.post_fn)(self.inner.srq, raw_p, &mut bad) };
+            if rc != 0 {
+                let posted = posted_before(raw_p, bad, count);
+                for &e in &entries[posted..count] {
+                    track.free(e as usize);
+                }
+                return Err((posted, post_error(rc)));
+            }
+        }
+        match refused {
+            Some(r) => Err(r),
+            None => Ok(count),
+        }
     }
 }
 
 impl SharedReceiveQueue for VerbsSrq {
-    fn post_recv_list(&self, _wrs: &[RecvWr<'_>]) -> Result<(), BadWr> {
-        Err(BadWr {
-            index: 0,
-            error: PostError::InvalidWr("no shared receive queue"),
-        })
+    /// `ibv_post_srq_recv` through the provider's operation, in chains of up to 16 built on
+    /// the stack. Posts from several threads take turns on the queue's lock (the provider
+    /// would serialise them anyway: rxe takes a spinlock per post).
+    fn post_recv_list(&self, wrs: &[RecvWr<'_>]) -> Result<(), BadWr> {
+        let mut cursor = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
+        let mut base = 0;
+        while base < wrs.len() {
+            match self.post_chunk(&mut cursor, &wrs[base..]) {
+                Ok(n) => base += n,
+                Err((i, error)) => {
+                    return Err(BadWr {
+                        index: base + i,
+                        error,
+                    })
+                }
+            }
+        }
+        Ok(())
     }
 
+    /// The `max_wr` the device granted (`ibv_query_srq` after creation; rxe rounds the one
+    /// asked for up to a power of two, less one).
     fn depth(&self) -> u32 {
-        0
+        self.depth
     }
 
-    fn arm_limit(&self, _limit: u32) -> Result<(), FabricError> {
+    /// `ibv_modify_srq` with `IBV_SRQ_LIMIT`. A limit above the depth is
+    /// [`FabricError::InvalidArgument`]. Without the monitor thread (no epoll) the event is
+    /// never seen.
+    fn arm_limit(&self, limit: u32) -> Result<(), FabricError> {
+        if limit > self.depth {
+            return Err(FabricError::InvalidArgument(
+                "a limit beyond the shared receive queue's depth",
+            ));
+        }
+        let mut attr = ibv_srq_attr {
+            max_wr: 0,
+            max_sge: 0,
+            srq_limit: limit,
+        };
+        // SAFETY: the queue is live while `inner` is; `attr` is valid for the call.
+        let rc = unsafe {
+            ibv_modify_srq(
+                self.inner.srq,
+                &mut attr,
+                ibv_srq_attr_mask::IBV_SRQ_LIMIT.0 as i32,
+            )
+        };
+        if rc != 0 {
+            return Err(os_err("ibv_modify_srq", rc));
+        }
         Ok(())
     }
 
     fn take_limit_event(&self) -> bool {
-        false
+        self.inner.limit_reached.swap(false, Ordering::AcqRel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::time::{Duration, Instant};
+
+    use super::super::{Verbs, VerbsEnv};
+    use crate::fabric::conformance::{connect_pair, expect_quiet, poll_one, Env, Side};
+    use crate::fabric::{
+        Access, Device, FabricError, MemoryRegion, PostError, ProtectionDomain, Provider, QpCaps,
+        QpInit, QueuePair, RecvWr, SendWr, Sge, SharedReceiveQueue, WcOpcode, WcStatus,
+    };
+
+    /// Two queue pairs on one shared receive queue, one accepted and one connecting (both
+    /// of rdma_cm's paths), on a real device: each Send consumes the next shared receive,
+    /// which completes on its own queue pair's receive completion queue with its `qp_num`;
+    /// the queue pairs' own receive queues refuse posts; the armed limit fires once; the
+    /// depth is enforced from post to poll; a disconnected queue pair flushes none of the
+    /// shared receives, which the other queue pair then consumes. Runs only where a device
+    /// opens (the rxe-vm guest), listening on `RPCRDMA_VERBS_ADDR` (default
+    /// 10.0.2.15:18750, the guest's address).
+    #[test]
+    fn two_queue_pairs_share_receives() {
+        let device = match Verbs::open_device(None) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("no RDMA device ({e}); the shared receive queue test does not apply");
+                return;
+            }
+        };
+        let base: SocketAddr = std::env::var("RPCRDMA_VERBS_ADDR")
+            .ok()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| "10.0.2.15:18750".parse().unwrap());
+        let env = VerbsEnv::new(device, base, Duration::from_secs(10));
+        if let Err(e) = run(&env) {
+            panic!("{e}");
+        }
+    }
+
+    fn run(env: &VerbsEnv) -> Result<(), String> {
+        let t = env.timeout();
+        let dev = env.device();
+        let attr = dev.attr();
+        if attr.max_srq_wr == 0 {
+            return Err(format!("{} reports no shared receive queues", dev.name()));
+        }
+        let cq = |what: &str| dev.create_cq(16).map_err(|e| format!("{what}: {e}"));
+        let pd = |what: &str| dev.alloc_pd().map_err(|e| format!("{what}: {e}"));
+
+        // The server: one domain, one shared receive queue, a pair of completion queues per
+        // queue pair. Declared before the queue pairs, so dropped after them.
+        let spd = pd("server pd")?;
+        let (s1_scq, mut s1_rcq, s2_scq, mut s2_rcq) =
+            (cq("s1 scq")?, cq("s1 rcq")?, cq("s2 scq")?, cq("s2 rcq")?);
+        match spd.create_srq(attr.max_srq_wr + 1, 1) {
+            Err(FabricError::InvalidArgument(_)) => {}
+            other => return Err(format!("create_srq beyond max_srq_wr: {other:?}")),
+        }
+        let srq = spd
+            .create_srq(8, 1)
+            .map_err(|e| format!("create_srq: {e}"))?;
+        if srq.depth() < 8 {
+            return Err(format!("depth {} < 8", srq.depth()));
+        }
+        let buf = spd
+            .alloc_region(4096, Access::LOCAL_WRITE)
+            .map_err(|e| format!("region: {e}"))?;
+        let sge = |i: u64| Sge::new(buf.addr() + i * 64, 64, buf.lkey());
+
+        // The clients.
+        let (c1pd, c2pd) = (pd("c1 pd")?, pd("c2 pd")?);
+        let (mut c1_cq, mut c2_cq) = (cq("c1 cq")?, cq("c2 cq")?);
+        let cbuf = c1pd
+            .alloc_region(64, Access::LOCAL_WRITE)
+            .map_err(|e| format!("region: {e}"))?;
+        let cbuf2 = c2pd
+            .alloc_region(64, Access::LOCAL_WRITE)
+            .map_err(|e| format!("region: {e}"))?;
+        let caps = QpCaps::default();
+        let mut s1_init = QpInit::<Verbs>::new(&s1_scq, &s1_rcq, caps);
+        s1_init.srq = Some(&srq);
+        let mut s2_init = QpInit::<Verbs>::new(&s2_scq, &s2_rcq, caps);
+        s2_init.srq = Some(&srq);
+        // c1 connects to s1 (accepted with the shared queue); s2 connects to c2 (connecting
+        // with it).
+        let (mut c1, mut s1) = env.pair(
+            Side {
+                pd: &c1pd,
+                init: QpInit::new(&c1_cq, &c1_cq, caps),
+            },
+            Side {
+                pd: &spd,
+                init: s1_init,
+            },
+        )?;
+        let (mut s2, _, mut c2, _) = connect_pair(
+            env,
+            Side {
+                pd: &spd,
+                init: s2_init,
+            },
+            Side {
+                pd: &c2pd,
+                init: QpInit::new(&c2_cq, &c2_cq, caps),
+            },
+            &[],
+            &[],
+        )?;
+
+        let own = [sge(15)];
+        for (name, qp) in [("accepted", &mut s1), ("connecting", &mut s2)] {
+            match qp.post_recv(&RecvWr::new(1, &own)) {
+                Err(PostError::InvalidWr(_)) => {}
+                other => return Err(format!("{name}: own receive queue post: {other:?}")),
+            }
+            if qp.caps().max_recv_wr != 0 {
+                return Err(format!("{name}: caps {:?}", qp.caps()));
+            }
+        }
+
+        let sges: Vec<[Sge; 1]> = (0..4).map(|i| [sge(i)]).collect();
+        let wrs: Vec<RecvWr<'_>> = (0..4)
+            .map(|i| RecvWr::new(100 + i as u64, &sges[i]))
+            .collect();
+        srq.post_recv_list(&wrs)
+            .map_err(|e| format!("post_recv_list: {e:?}"))?;
+        srq.arm_limit(3).map_err(|e| format!("arm_limit: {e}"))?;
+        if srq.take_limit_event() {
+            return Err("limit event before any receive was consumed".into());
+        }
+
+        let send = |qp: &mut <Verbs as Provider>::Qp,
+                    cq: &mut <Verbs as Provider>::Cq,
+                    mr: &<Verbs as Provider>::Mr,
+                    bytes: &[u8],
+                    wr_id: u64|
+         -> Result<(), String> {
+            mr.write_at(0, bytes);
+            let s = [Sge::new(mr.addr(), bytes.len() as u32, mr.lkey())];
+            qp.post_send(&SendWr::send(wr_id, &s).signaled())
+                .map_err(|e| format!("post_send: {e}"))?;
+            let wc = poll_one::<Verbs>(cq, t)?;
+            if wc.wr_id != wr_id || wc.status != WcStatus::Success {
+                return Err(format!("send completion {wc:?}"));
+            }
+            Ok(())
+        };
+        let expect_recv = |cq: &mut <Verbs as Provider>::Cq,
+                           wr_id: u64,
+                           qp_num: u32,
+                           bytes: &[u8]|
+         -> Result<(), String> {
+            let wc = poll_one::<Verbs>(cq, t)?;
+            if wc.wr_id != wr_id
+                || wc.status != WcStatus::Success
+                || wc.opcode != WcOpcode::Recv
+                || wc.qp_num != qp_num
+                || wc.byte_len as usize != bytes.len()
+            {
+                return Err(format!(
+                    "receive completion {wc:?}, expected wr_id {wr_id} on qp {qp_num}"
+                ));
+            }
+            let mut got = vec![0; bytes.len()];
+            buf.read_at((wr_id - 100) as usize * 64, &mut got);
+            if got != bytes {
+                return Err(format!("received {got:?}, expected {bytes:?}"));
+            }
+            Ok(())
+        };
+
+        send(&mut c1, &mut c1_cq, &cbuf, b"first", 1)?;
+        expect_recv(&mut s1_rcq, 100, s1.qp_num(), b"first")?;
+        if srq.take_limit_event() {
+            return Err("limit event with 3 receives left of a limit of 3".into());
+        }
+        send(&mut c2, &mut c2_cq, &cbuf2, b"second", 2)?;
+        expect_recv(&mut s2_rcq, 101, s2.qp_num(), b"second")?;
+        let deadline = Instant::now() + t;
+        while !srq.take_limit_event() {
+            if Instant::now() > deadline {
+                return Err("no limit event with 2 receives left of a limit of 3".into());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if srq.take_limit_event() {
+            return Err("the limit event was not cleared by reading it".into());
+        }
+
+        // Depth from post to poll: 2 outstanding, depth - 2 more fit, then the queue is full.
+        let more = srq.depth() as usize - 2;
+        let extra: Vec<[Sge; 1]> = (0..more).map(|i| [sge(16 + i as u64 % 48)]).collect();
+        let extra_wrs: Vec<RecvWr<'_>> = (0..more)
+            .map(|i| RecvWr::new(1000 + i as u64, &extra[i]))
+            .collect();
+        srq.post_recv_list(&extra_wrs)
+            .map_err(|e| format!("posting up to the depth: {e:?}"))?;
+        match srq.post_recv(&RecvWr::new(9999, &own)) {
+            Err(PostError::QueueFull) => {}
+            other => return Err(format!("post beyond the depth: {other:?}")),
+        }
+
+        // The peer of s1 disconnects: s1 goes to the error state and flushes no shared
+        // receive; s2 consumes the next one.
+        c1.disconnect();
+        let deadline = Instant::now() + t;
+        while s1.state() != crate::fabric::QpState::Err {
+            if Instant::now() > deadline {
+                return Err(format!("s1 in state {:?} after the disconnect", s1.state()));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        expect_quiet::<Verbs>(&mut s1_rcq, env.quiet_period() * 5)?;
+        send(&mut c2, &mut c2_cq, &cbuf2, b"third", 3)?;
+        expect_recv(&mut s2_rcq, 102, s2.qp_num(), b"third")?;
+
+        // The queue handle may go before its queue pairs: they keep the device object.
+        drop(srq);
+        drop(s1);
+        drop(s2);
+        drop(c1);
+        drop(c2);
+        Ok(())
     }
 }
