@@ -4,12 +4,18 @@
 //! ```text
 //! client                                   listener
 //!   create QP (Init), prepare (post recvs)
-//!   HELLO  pd[56] + fds(arena, qp, cq, bell) -> get_request: map the client's memory
+//!   HELLO  pd[56] + fds(arena, qp, cq, bell[, srq])
+//!                                         -> get_request: map the client's memory
 //!                                            accept: create QP, prepare, state RTR
 //!          <-  ACCEPT pd[196] + fds           (or REJECT pd[148])
 //!   map, state RTS
 //!   READY                               ->   state RTS
 //! ```
+//!
+//! A queue pair made with a shared receive queue names the queue in its header
+//! (`QpInfo::srq_id`) and sends the queue's memfd fifth; the receiving end maps it (once per
+//! connection), checks that it is the queue named, and claims the queue pair's receives from
+//! it. A queue pair without one sends four descriptors, and a fifth is refused.
 //!
 //! After the handshake the socket carries nothing; each side's watchdog thread blocks on it
 //! and flushes its queue pair when it reaches end of stream (the peer closed it, or died).
@@ -37,6 +43,7 @@ use super::cq::CqRing;
 use super::mem::SoftPd;
 use super::qp::{PeerLink, SoftQp};
 use super::rq::QpMem;
+use super::srq::SrqMem;
 use super::sys::{poll_readable, recv_some_with_fds, recv_with_fds, send_with_fds, Mapping};
 use super::{Soft, SoftDevice};
 use crate::fabric::{
@@ -154,7 +161,7 @@ fn recv_msg(
     sock.set_read_timeout(Some(remaining(deadline)?))
         .map_err(io_err)?;
     let mut m = [0u8; MSG_LEN];
-    let fds = recv_with_fds(sock.as_raw_fd(), &mut m, PEER_FDS)
+    let fds = recv_with_fds(sock.as_raw_fd(), &mut m, MAX_PEER_FDS)
         .map_err(io_err)?
         .ok_or(ConnectError::Protocol(
             "peer closed the connection during setup",
@@ -164,16 +171,36 @@ fn recv_msg(
 }
 
 /// Descriptors each end sends with its HELLO or ACCEPT: arena, queue pair, completion queue
-/// and that queue's bell.
-const PEER_FDS: usize = 4;
+/// and that queue's bell, then the shared receive queue's memory if the queue pair has one.
+const MAX_PEER_FDS: usize = 5;
 
-/// Maps a peer's arena, queue pair and completion queue from the descriptors it sent.
-fn map_peer(fds: Vec<OwnedFd>) -> Result<PeerLink, ConnectError> {
-    let [arena, qp, cq, bell]: [OwnedFd; PEER_FDS] = fds
+/// Maps a peer's arena, queue pair, completion queue and shared receive queue (if its queue
+/// pair names one) from the descriptors it sent.
+fn map_peer(mut fds: Vec<OwnedFd>) -> Result<PeerLink, ConnectError> {
+    let srq_fd = if fds.len() == MAX_PEER_FDS {
+        fds.pop()
+    } else {
+        None
+    };
+    let [arena, qp, cq, bell]: [OwnedFd; 4] = fds
         .try_into()
-        .map_err(|_| ConnectError::Protocol("expected four descriptors"))?;
+        .map_err(|_| ConnectError::Protocol("expected four or five descriptors"))?;
     let arena = ArenaView::open(Arc::new(Mapping::from_fd(arena)?))?;
     let mem = QpMem::open(Arc::new(Mapping::from_fd(qp)?))?;
+    let srq = match (mem.srq_id(), srq_fd) {
+        (0, None) => None,
+        (0, Some(_)) => {
+            return Err(ConnectError::Protocol(
+                "a shared receive queue for a queue pair without one",
+            ))
+        }
+        (_, None) => {
+            return Err(ConnectError::Protocol(
+                "no shared receive queue for a queue pair made with one",
+            ))
+        }
+        (id, Some(fd)) => Some(SrqMem::open(Arc::new(Mapping::from_fd(fd)?), id)?),
+    };
     let recv_cq = CqRing::open(Arc::new(Mapping::from_fd(cq)?), bell)?;
     let qp_num = mem.info().qp_num.load(Ordering::Relaxed);
     Ok(PeerLink {
@@ -181,6 +208,7 @@ fn map_peer(fds: Vec<OwnedFd>) -> Result<PeerLink, ConnectError> {
         arena,
         recv_cq,
         qp_num,
+        srq,
     })
 }
 
@@ -225,7 +253,7 @@ impl Pending {
 
     /// Takes what has arrived, without blocking.
     fn read(&mut self) -> Progress {
-        let room = PEER_FDS.saturating_sub(self.fds.len());
+        let room = MAX_PEER_FDS.saturating_sub(self.fds.len());
         match recv_some_with_fds(self.sock.as_raw_fd(), &mut self.msg[self.got..], room) {
             Ok((0, _)) => Progress::Failed,
             Ok((n, fds)) => {
@@ -410,10 +438,11 @@ impl ConnRequest<Soft> for SoftConnRequest {
         let mut qp = SoftQp::create(pd, init)?;
         prepare(&mut qp).map_err(ConnectError::Prepare)?;
         qp.set_ready_to_receive();
+        let (fds, n) = qp.fds_for_peer();
         send_with_fds(
             self.sock.as_raw_fd(),
             &encode(ACCEPT, data.as_bytes()),
-            &qp.fds_for_peer(),
+            &fds[..n],
         )
         .map_err(io_err)?;
         let (kind, _, _) = recv_msg(&self.sock, deadline)?;
@@ -452,12 +481,8 @@ where
         .map_err(io_err)?;
     let mut qp = SoftQp::create(pd, init)?;
     prepare(&mut qp).map_err(ConnectError::Prepare)?;
-    send_with_fds(
-        sock.as_raw_fd(),
-        &encode(HELLO, data.as_bytes()),
-        &qp.fds_for_peer(),
-    )
-    .map_err(io_err)?;
+    let (fds, n) = qp.fds_for_peer();
+    send_with_fds(sock.as_raw_fd(), &encode(HELLO, data.as_bytes()), &fds[..n]).map_err(io_err)?;
     let (kind, reply, fds) = recv_msg(&sock, deadline)?;
     match kind {
         ACCEPT => {}
@@ -477,7 +502,8 @@ where
 }
 
 /// Connects two queue pairs of this process directly, without a socket: the fastest way to
-/// get a pair for tests and benchmarks on threads. Dropping either queue pair (or
+/// get a pair for tests and benchmarks on threads. A queue pair made with a shared receive
+/// queue (`QpInit::srq`) shares its memory with the peer as it is. Dropping either queue pair (or
 /// [`disconnect`](crate::fabric::QueuePair::disconnect)) moves the other to the error state.
 pub fn pair(
     pd_a: &SoftPd,

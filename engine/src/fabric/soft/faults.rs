@@ -60,7 +60,9 @@ impl Faults {
 
     /// The `n`th receive consumed from now on (1 = the next one) completes with `status`;
     /// the queue pair moves to the error state and the sender's request fails with
-    /// [`WcStatus::RemOpErr`], as when a responder fails an incoming message. One-shot.
+    /// [`WcStatus::RemOpErr`], as when a responder fails an incoming message. One-shot. On a
+    /// queue pair made with a shared receive queue, the receives counted are those consumed
+    /// by Sends arriving on this queue pair (not the other queue pairs').
     ///
     /// # Panics
     ///

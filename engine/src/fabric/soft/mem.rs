@@ -60,7 +60,7 @@ impl ProtectionDomain<Soft> for SoftPd {
     }
 
     fn create_srq(&self, max_wr: u32, max_sge: u32) -> Result<SoftSrq, FabricError> {
-        SoftSrq::create(max_wr, max_sge)
+        SoftSrq::create(self.dom.view().domain_id(), max_wr, max_sge)
     }
 }
 

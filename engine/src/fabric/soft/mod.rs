@@ -17,6 +17,18 @@
 //!   in `post_send`, on the poster's thread: a Send claims the peer's oldest receive, checks
 //!   and fills its buffer and pushes the receive completion into the peer's completion queue;
 //!   its own completion, if signaled, goes into its own completion queue in posting order.
+//! - **Shared receive queues** ([`SoftSrq`], `srq`) are receive rings in memfds of their
+//!   own, with a queue pair's ring layout and code. A queue pair made with one
+//!   (`QpInit::srq`, same domain) has no receive queue of its own (posting to it is
+//!   `InvalidWr`); its header names the queue, and its peer, which maps the queue once per
+//!   connection, claims the oldest receive from it (one locked instruction) and pushes the
+//!   completion into the receiving queue pair's completion queue, with that queue pair's
+//!   number. A queue pair going to the error state flushes none of them. The owner posts
+//!   from any thread, serialized by a flag taken with a bounded spin and then yields; since
+//!   many peers consume, a claim hands its slot back through the slot's sequence word
+//!   before the completion is published, and a post finding its slot not yet handed back is
+//!   refused with `QueueFull`. The limit is a word on the claim counter's line; the claim
+//!   that leaves fewer receives posted disarms it and sets the event word.
 //! - **Completion queues** are bounded lock-free multi-producer rings in shared memory
 //!   (several queue pairs and peers push into one). A full ring is an overrun: reported by
 //!   `poll`, and the queue pair whose completion was lost goes to the error state. A queue
@@ -24,21 +36,26 @@
 //!   pair, which a producer rings (one non-blocking send) only when it finds the consumer
 //!   armed; the flag shares the line of the tail the producer has just claimed from.
 //! - **Hot path.** `post_send`, `post_recv` and `poll` take no lock, make no system call and
-//!   allocate nothing: atomics and copies in shared memory only. The monotonic clock is read
+//!   allocate nothing (a shared receive queue's post takes its posters' flag, one locked
+//!   instruction when free, and yields only when another poster holds it long): atomics and copies in shared memory only. The monotonic clock is read
 //!   (through the vDSO) only while a completion delay is armed. A Send claims its completion
 //!   slot before copying, so that no locked instruction waits for the copy; it prefetches the
 //!   peer's next receive and completion slot for the next Send; a completion's cache line
 //!   travels once, producer to consumer (the consumer publishes its position elsewhere), and
-//!   so does a receive's: consumers never write the receive ring (a slot returns to its
-//!   owner through the owner's depth accounting, when the receive's completion is polled). A
+//!   so does a receive's: consumers never write a queue pair's receive ring (a slot returns
+//!   to its owner through the owner's depth accounting, when the receive's completion is
+//!   polled; a shared receive queue's consumer hands the slot back itself). A
 //!   receive completion carries where the message landed, and `poll` starts fetching its first
 //!   two lines as soon as it sees it, before the caller asks for the bytes. A list of Sends
 //!   (`post_send_list`) claims all its receives and completion slots with one locked
 //!   instruction each, so that no claim waits for the previous Send's copy; what the list
-//!   does not use goes back (receives to the ring, slots as entries `poll` passes over).
+//!   does not use goes back (receives to the ring, slots as entries `poll` passes over). A
+//!   shared receive queue's receives are claimed one Send at a time (claimed ahead, they
+//!   could not go back once another queue pair's peer had claimed after them).
 //! - **Connections** ([`Soft::connect`](crate::fabric::Provider::connect), [`SoftListener`])
 //!   go over a Unix socket (abstract name or path), carry rdma_cm's private data and pass the
-//!   arena, queue pair and completion queue memfds and the queue's bell with `SCM_RIGHTS`, so
+//!   arena, queue pair and completion queue memfds, the queue's bell and the shared receive
+//!   queue's memfd if the queue pair has one with `SCM_RIGHTS`, so
 //!   peers may be threads
 //!   of one process or separate processes; [`pair`] connects two queue pairs of one process
 //!   directly. A watchdog thread per socket connection blocks on the socket (off the hot path);
@@ -103,6 +120,19 @@
 //!     race would cost a fence on every post.
 //! 14. **A zero-length window bind is refused when posted** (`InvalidWr`), by both
 //!     providers; verbs would bind a window that grants nothing.
+//! 15. **Shared receive queue slots are reused in ring order.** A queue holds the next power
+//!     of two of the receives asked for, at least 2. A receive's slot is free once its
+//!     completion has been published (so once it has been polled), but slots are reused in
+//!     posting order: a post whose slot still holds a receive that a peer is consuming (its
+//!     Send's copy under way) is refused with `QueueFull` even when fewer than `depth`
+//!     receives are outstanding, and succeeds when retried a moment later. rxe copies a
+//!     receive out of its queue when it takes it, so its posts are refused only when the
+//!     queue holds `depth` receives.
+//! 16. **A peer that dies while consuming a shared receive** (between claiming it and
+//!     publishing its completion) leaves its slot taken: that receive never completes, and
+//!     posting stops at its slot (`QueueFull`) until the queue is destroyed, as a peer dying
+//!     mid-completion wedges a completion queue (7). The queue pairs' watchdogs still move
+//!     the dead peer's queue pair to the error state.
 //!
 //! Where the specification leaves a choice, the soft provider follows rxe: a region's lkey and
 //! rkey are equal; regions cannot be invalidated (only windows); an invalid Send With
@@ -207,7 +237,7 @@ impl Device<Soft> for SoftDevice {
             max_inline_data: MAX_INLINE,
             max_msg_sz: MAX_MSG_SZ,
             max_mr_size: self.config.arena_bytes as u64,
-            max_srq_wr: 0,
+            max_srq_wr: srq::MAX_SRQ_WR,
         }
     }
 

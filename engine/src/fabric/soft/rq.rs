@@ -1,11 +1,18 @@
-//! A queue pair's shared memory: its header (number, state, fault settings) and its receive
-//! queue, a ring with one producer (the owner posting receives) and lock-free consumers (the
-//! peer executing Sends, and whoever flushes the queue).
+//! Receive rings in shared memory ([`Ring`]), and a queue pair's shared memory ([`QpMem`]):
+//! its header (number, state, fault settings) and its own receive ring.
+//!
+//! A ring has one producer (the owner posting receives) and lock-free consumers (the peer
+//! executing Sends, and whoever flushes the queue). A queue pair's ring has one consuming
+//! peer, which never writes the ring: a slot returns to the owner through its depth
+//! accounting. A shared receive queue's ring (`srq`) has the consuming peers of every queue
+//! pair made with it, and each hands the slot it claimed back through the slot's sequence
+//! word (see [`Claimed`]). Both use this code and this layout of the first page:
 //!
 //! ```text
-//! 0       QpInfo   (read-mostly: number, state, geometry, fault settings)
-//! 0x200   Head     (consumers' claim counter)
-//! 0x300   Posted   (send requests posted so far, for faults armed "from now")
+//! 0       QpInfo   (read-mostly: number, state, geometry, fault settings; an SRQ's SrqInfo)
+//! 0x200   Head     (consumers' claim counter; an SRQ's armed limit on the same line)
+//! 0x300   Posted   (send requests posted so far, for faults armed "from now"; an SRQ's
+//!                   producer position)
 //! 4096    receive ring: `size` slots of `stride` bytes, WqeHead then SgeSlot[max_sge]
 //! ```
 
@@ -17,11 +24,18 @@ use super::cq::{CqRing, Cqe0};
 use super::sys::{Atomics, Mapping};
 use crate::fabric::{FabricError, QpState, Sge, WcOpcode, WcStatus};
 
-const MAGIC: u64 = 0x7270_6364_7170_7231; // "rpcdqpr1"
-                                          // Apart from the header's sets (see `arena::TABLE_OFF`).
+// "rpcdqpr2": version 2 added `QpInfo::srq_id`.
+const MAGIC: u64 = 0x7270_6364_7170_7232;
+// Apart from the header's sets (see `arena::TABLE_OFF`).
 const HEAD_OFF: usize = 0x200;
-const POSTED_OFF: usize = 0x300;
+pub(crate) const POSTED_OFF: usize = 0x300;
 const WQE_HEAD: usize = 32;
+/// Where the ring starts.
+const RING_OFF: usize = PAGE;
+/// Largest ring a peer's memory may declare.
+const MAX_RING: u64 = 1 << 20;
+/// Most scatter elements a peer's ring may declare.
+const MAX_RING_SGE: u32 = 1024;
 
 pub(crate) const S_INIT: u32 = 1;
 pub(crate) const S_RTR: u32 = 2;
@@ -55,18 +69,33 @@ pub(crate) struct QpInfo {
     pub send_fail_status: AtomicU32,
     pub recv_fail_status: AtomicU32,
     pub recv_fail_at: AtomicU64,
+    /// The shared receive queue the queue pair takes its receives from (its identifier, which
+    /// its memory repeats), 0 for none: then a peer claims from the queue pair's own ring.
+    pub srq_id: AtomicU64,
 }
 
 // SAFETY: repr(C), atomics only.
 unsafe impl Atomics for QpInfo {}
 
 #[repr(C, align(64))]
-struct Counter {
-    v: AtomicU64,
+pub(crate) struct Counter {
+    pub v: AtomicU64,
 }
 
 // SAFETY: repr(C), atomics only.
 unsafe impl Atomics for Counter {}
+
+/// The consumers' claim counter, on its own line. A shared receive queue keeps its armed
+/// limit there too, which a consumer reads right after its claim brought the line to it.
+#[repr(C, align(64))]
+pub(crate) struct Head {
+    pub pos: AtomicU64,
+    /// Shared receive queues: the armed limit (0: none). Unused by a queue pair's ring.
+    pub limit: AtomicU64,
+}
+
+// SAFETY: repr(C), atomics only.
+unsafe impl Atomics for Head {}
 
 #[repr(C)]
 struct WqeHead {
@@ -90,27 +119,45 @@ struct SgeSlot {
 // SAFETY: repr(C), atomics only.
 unsafe impl Atomics for SgeSlot {}
 
-/// A view of a queue pair's shared memory, the owner's or a peer's.
+/// A receive ring in shared memory (a queue pair's own, or a shared receive queue's), the
+/// owner's view or a peer's, with its geometry checked against the mapping when built.
+///
+/// A slot's sequence word says what it holds: `pos` free for receive `pos` (a fresh ring
+/// holds `i` in slot `i`), `pos + 1` receive `pos` posted. On a shared ring the consumer of
+/// receive `pos` stores `pos + size` once done with the slot: free for the receive one lap
+/// later (the scheme of Vyukov's bounded queue, hence at least two slots).
 #[derive(Clone)]
-pub(crate) struct QpMem {
+pub(crate) struct Ring {
     map: Arc<Mapping>,
     mask: u64,
     stride: usize,
     max_sge: u32,
+    /// A shared receive queue's: consumers hand slots back (see [`Claimed`]).
+    shared: bool,
 }
 
-/// A receive request claimed from the ring. Consumers never write the ring: the slot goes
-/// back to the producer through its depth accounting (a receive's completion is pushed after
-/// its consumer is done with the slot, and the owner reuses a slot only after polling enough
-/// completions), so a receive's cache line travels once, producer to consumer.
+/// A receive request claimed from a ring.
+///
+/// On a queue pair's own ring, consumers never write the ring: the slot goes back to the
+/// producer through its depth accounting (a receive's completion is pushed after its consumer
+/// is done with the slot, and the owner reuses a slot only after polling enough completions),
+/// so a receive's cache line travels once, producer to consumer.
+///
+/// On a shared receive queue's ring that accounting cannot work (the completions of one ring
+/// land on the completion queues of many queue pairs, polled at different times), so dropping
+/// the claim hands the slot back: it stores the slot's sequence word (`pos + size`, with
+/// release ordering, after every read of the request), which the producer checks before
+/// writing the slot again. A consumer drops the claim after its last read of the request and
+/// before it publishes the receive's completion, so that a receive whose completion has been
+/// polled has its slot free.
 pub(crate) struct Claimed<'a> {
-    mem: &'a QpMem,
+    ring: &'a Ring,
     pos: u64,
 }
 
 impl Claimed<'_> {
     fn head(&self) -> &WqeHead {
-        self.mem.wqe(self.pos)
+        self.ring.wqe(self.pos)
     }
 
     /// The request's `wr_id`.
@@ -118,23 +165,23 @@ impl Claimed<'_> {
         self.head().wr_id.load(Ordering::Relaxed)
     }
 
-    /// Its position in the queue: the number of receives consumed before it.
+    /// Its position in the ring: the number of receives claimed before it.
     pub(crate) fn index(&self) -> u64 {
         self.pos
     }
 
-    /// Number of scatter elements (bounded by the queue pair's maximum).
+    /// Number of scatter elements (bounded by the ring's maximum).
     pub(crate) fn num_sge(&self) -> usize {
         (self
             .head()
             .num_sge
             .load(Ordering::Relaxed)
-            .min(self.mem.max_sge)) as usize
+            .min(self.ring.max_sge)) as usize
     }
 
     /// Scatter element `i` (< `num_sge`).
     pub(crate) fn sge(&self, i: usize) -> Sge {
-        let s = self.mem.sge_slot(self.pos, i);
+        let s = self.ring.sge_slot(self.pos, i);
         Sge {
             addr: s.addr.load(Ordering::Relaxed),
             length: s.length.load(Ordering::Relaxed),
@@ -150,40 +197,271 @@ impl Claimed<'_> {
     }
 }
 
-impl QpMem {
+impl Drop for Claimed<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if self.ring.shared {
+            // Every read of the slot is done: free for the receive one lap later.
+            self.head()
+                .seq
+                .store(self.pos.wrapping_add(self.ring.mask + 1), Ordering::Release);
+        }
+    }
+}
+
+impl Ring {
+    /// The stride of a slot and the bytes of memory a ring of `size` slots needs.
     fn layout(size: u64, max_sge: u32) -> (usize, usize) {
         let stride = (WQE_HEAD + 16 * max_sge as usize).div_ceil(64) * 64;
-        (stride, PAGE + stride * size as usize)
+        (stride, RING_OFF + stride * size as usize)
     }
 
-    /// New shared memory for a queue pair with a receive ring of at least `min_size` slots.
+    /// New shared memory named `name` for a ring of `size` slots (a power of two) with
+    /// room for the header page; every slot free.
+    pub(crate) fn create(
+        name: &str,
+        size: u64,
+        max_sge: u32,
+        shared: bool,
+    ) -> Result<Ring, FabricError> {
+        debug_assert!(size.is_power_of_two());
+        let (stride, bytes) = Self::layout(size, max_sge);
+        let ring = Ring {
+            map: Arc::new(Mapping::create(name, bytes)?),
+            mask: size - 1,
+            stride,
+            max_sge,
+            shared,
+        };
+        for i in 0..size {
+            ring.wqe(i).seq.store(i, Ordering::Relaxed);
+        }
+        Ok(ring)
+    }
+
+    /// A view of a ring in a peer's memory of the geometry its header declares, after
+    /// checking that it fits the mapping.
+    pub(crate) fn open(
+        map: Arc<Mapping>,
+        size: u64,
+        max_sge: u32,
+        stride: u32,
+        shared: bool,
+    ) -> Result<Ring, FabricError> {
+        if !size.is_power_of_two() || size > MAX_RING || max_sge > MAX_RING_SGE {
+            return Err(FabricError::InvalidArgument("peer receive ring geometry"));
+        }
+        let (want, bytes) = Self::layout(size, max_sge);
+        if stride as usize != want || bytes > map.len() {
+            return Err(FabricError::InvalidArgument(
+                "peer receive ring does not fit",
+            ));
+        }
+        Ok(Ring {
+            map,
+            mask: size - 1,
+            stride: want,
+            max_sge,
+            shared,
+        })
+    }
+
+    /// The mapping.
+    pub(crate) fn mapping(&self) -> &Arc<Mapping> {
+        &self.map
+    }
+
+    /// Slots.
+    pub(crate) fn size(&self) -> u64 {
+        self.mask + 1
+    }
+
+    /// Scatter elements a slot holds.
+    pub(crate) fn max_sge(&self) -> u32 {
+        self.max_sge
+    }
+
+    /// The stride of a slot, for the header.
+    pub(crate) fn stride(&self) -> u32 {
+        self.stride as u32
+    }
+
+    /// The consumers' claim counter.
+    #[inline]
+    pub(crate) fn head(&self) -> &Head {
+        // SAFETY: `HEAD_OFF` is 64-byte aligned and inside the first page, before the ring,
+        // which `create`/`open` checked fits in the mapping.
+        unsafe { self.map.at_unchecked(HEAD_OFF) }
+    }
+
+    /// A counter in the first page (`POSTED_OFF`).
+    #[inline]
+    pub(crate) fn counter(&self, off: usize) -> &Counter {
+        debug_assert!(off == POSTED_OFF);
+        // SAFETY: as for `head`.
+        unsafe { self.map.at_unchecked(off) }
+    }
+
+    #[inline]
+    fn wqe(&self, pos: u64) -> &WqeHead {
+        // SAFETY: `pos & mask < size`, and `RING_OFF + stride * size` was checked against the
+        // mapping's length by `create`/`open`; `stride` is a multiple of 64.
+        unsafe {
+            self.map
+                .at_unchecked(RING_OFF + (pos & self.mask) as usize * self.stride)
+        }
+    }
+
+    #[inline]
+    fn sge_slot(&self, pos: u64, i: usize) -> &SgeSlot {
+        assert!(i < self.max_sge as usize, "scatter element index");
+        // SAFETY: as for `wqe`; `i < max_sge` and the stride holds `WQE_HEAD + 16 * max_sge`
+        // bytes.
+        unsafe {
+            self.map.at_unchecked(
+                RING_OFF + (pos & self.mask) as usize * self.stride + WQE_HEAD + 16 * i,
+            )
+        }
+    }
+
+    /// Whether the slot of receive `pos` is free for it: on a shared ring, its consumer one
+    /// lap earlier has handed it back (acquire: that consumer's reads of the slot come before
+    /// the writes that follow).
+    #[inline]
+    pub(crate) fn is_free(&self, pos: u64) -> bool {
+        self.wqe(pos).seq.load(Ordering::Acquire) == pos
+    }
+
+    /// Writes receive `pos` (the producer's running count) into the ring and publishes it.
+    /// The caller knows the slot's previous receive is done with: on a queue pair's ring, its
+    /// completion has been polled (see [`Claimed`]; reading the slot first would stall on a
+    /// line the consumer last held); on a shared ring, [`is_free`](Self::is_free) said so.
+    #[inline]
+    pub(crate) fn produce(&self, pos: u64, wr_id: u64, sges: &[Sge]) {
+        let w = self.wqe(pos);
+        w.wr_id.store(wr_id, Ordering::Relaxed);
+        w.num_sge.store(sges.len() as u32, Ordering::Relaxed);
+        for (i, s) in sges.iter().enumerate() {
+            let slot = self.sge_slot(pos, i);
+            slot.addr.store(s.addr, Ordering::Relaxed);
+            slot.length.store(s.length, Ordering::Relaxed);
+            slot.lkey.store(s.lkey, Ordering::Relaxed);
+        }
+        w.seq.store(pos + 1, Ordering::Release);
+    }
+
+    /// Starts taking, for writing, the cache lines of the slots of receives `pos .. pos + n`.
+    #[inline]
+    fn prefetch_produce(&self, pos: u64, n: u64) {
+        for p in pos..pos + n.min(self.mask + 1) {
+            super::sys::prefetch_write(self.wqe(p));
+        }
+    }
+
+    /// Starts fetching the first two cache lines of the first scatter element of receive
+    /// `pos`.
+    #[inline]
+    fn prefetch_landing(&self, pos: u64) {
+        if self.wqe(pos).num_sge.load(Ordering::Relaxed) > 0 {
+            let addr = self.sge_slot(pos, 0).addr.load(Ordering::Relaxed);
+            super::sys::prefetch_addr(addr);
+            super::sys::prefetch_addr(addr.wrapping_add(64));
+        }
+    }
+
+    /// Starts fetching the cache line of the receive a consumer will claim next.
+    #[inline]
+    pub(crate) fn prefetch_head(&self) {
+        super::sys::prefetch(self.wqe(self.head().pos.load(Ordering::Relaxed)));
+    }
+
+    /// Claims the oldest posted receive, if any (one locked instruction).
+    #[inline]
+    pub(crate) fn consume(&self) -> Option<Claimed<'_>> {
+        let head = self.head();
+        let mut pos = head.pos.load(Ordering::Relaxed);
+        loop {
+            let seq = self.wqe(pos).seq.load(Ordering::Acquire);
+            let dif = seq.wrapping_sub(pos + 1) as i64;
+            if dif == 0 {
+                match head.pos.compare_exchange_weak(
+                    pos,
+                    pos + 1,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return Some(Claimed { ring: self, pos }),
+                    Err(now) => pos = now,
+                }
+            } else if dif < 0 {
+                return None;
+            } else {
+                pos = head.pos.load(Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Claims up to `max` of the oldest posted receives with one locked instruction: returns
+    /// the first position and the count (0: none posted).
+    #[inline]
+    fn consume_n(&self, max: u64) -> (u64, u64) {
+        let head = self.head();
+        let mut pos = head.pos.load(Ordering::Relaxed);
+        loop {
+            let mut k = 0;
+            while k < max && self.is_posted(pos + k) {
+                k += 1;
+            }
+            if k == 0 {
+                return (pos, 0);
+            }
+            match head
+                .pos
+                .compare_exchange_weak(pos, pos + k, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return (pos, k),
+                Err(now) => pos = now,
+            }
+        }
+    }
+
+    /// Whether receive `pos` is posted (and not yet claimed, for a `pos` at or past the head).
+    #[inline]
+    fn is_posted(&self, pos: u64) -> bool {
+        self.wqe(pos).seq.load(Ordering::Acquire) == pos + 1
+    }
+}
+
+/// A view of a queue pair's shared memory, the owner's or a peer's.
+#[derive(Clone)]
+pub(crate) struct QpMem {
+    ring: Ring,
+}
+
+impl QpMem {
+    /// New shared memory for a queue pair with a receive ring of at least `min_size` slots,
+    /// or, with a shared receive queue (`srq_id` not 0), the smallest ring, never posted to.
     pub(crate) fn create(
         qp_num: u32,
         min_size: u32,
         max_sge: u32,
         recv_cq_slot: u32,
         recv_cq_gen: u32,
+        srq_id: u64,
     ) -> Result<QpMem, FabricError> {
         let size = u64::from(min_size.max(1)).next_power_of_two();
-        let (stride, bytes) = Self::layout(size, max_sge);
-        let map = Arc::new(Mapping::create("rpcrdma-soft-qp", bytes)?);
         let mem = QpMem {
-            map,
-            mask: size - 1,
-            stride,
-            max_sge,
+            ring: Ring::create("rpcrdma-soft-qp", size, max_sge, false)?,
         };
-        for i in 0..size {
-            mem.wqe(i).seq.store(i, Ordering::Relaxed);
-        }
         let info = mem.info();
         info.qp_num.store(qp_num, Ordering::Relaxed);
         info.state.store(S_INIT, Ordering::Relaxed);
         info.ring_size.store(size as u32, Ordering::Relaxed);
         info.max_sge.store(max_sge, Ordering::Relaxed);
-        info.stride.store(stride as u32, Ordering::Relaxed);
+        info.stride.store(mem.ring.stride(), Ordering::Relaxed);
         info.recv_cq_slot.store(recv_cq_slot, Ordering::Relaxed);
         info.recv_cq_gen.store(recv_cq_gen, Ordering::Relaxed);
+        info.srq_id.store(srq_id, Ordering::Relaxed);
         info.magic.store(MAGIC, Ordering::Release);
         Ok(mem)
     }
@@ -200,24 +478,14 @@ impl QpMem {
         }
         let size = u64::from(info.ring_size.load(Ordering::Relaxed));
         let max_sge = info.max_sge.load(Ordering::Relaxed);
-        if !size.is_power_of_two() || size > 1 << 20 || max_sge > 1024 {
-            return Err(FabricError::InvalidArgument("peer queue pair geometry"));
-        }
-        let (stride, bytes) = Self::layout(size, max_sge);
-        if info.stride.load(Ordering::Relaxed) as usize != stride || bytes > map.len() {
-            return Err(FabricError::InvalidArgument("peer queue pair does not fit"));
-        }
-        Ok(QpMem {
-            map,
-            mask: size - 1,
-            stride,
-            max_sge,
-        })
+        let stride = info.stride.load(Ordering::Relaxed);
+        let ring = Ring::open(map, size, max_sge, stride, false)?;
+        Ok(QpMem { ring })
     }
 
     /// The mapping.
     pub(crate) fn mapping(&self) -> &Arc<Mapping> {
-        &self.map
+        self.ring.mapping()
     }
 
     /// The header.
@@ -225,15 +493,7 @@ impl QpMem {
     pub(crate) fn info(&self) -> &QpInfo {
         // SAFETY: the header lies in the first page, before the ring, which
         // `create`/`open` checked fits in the mapping.
-        unsafe { self.map.at_unchecked(0) }
-    }
-
-    /// A counter in the first page (`HEAD_OFF`, `POSTED_OFF`).
-    #[inline]
-    fn counter(&self, off: usize) -> &Counter {
-        debug_assert!(off == HEAD_OFF || off == POSTED_OFF);
-        // SAFETY: as for `info`: both offsets are 64-byte aligned and inside the first page.
-        unsafe { self.map.at_unchecked(off) }
+        unsafe { self.ring.map.at_unchecked(0) }
     }
 
     /// The stored state.
@@ -242,60 +502,46 @@ impl QpMem {
         self.info().state.load(Ordering::Acquire)
     }
 
+    /// The shared receive queue the queue pair takes its receives from, 0 for none.
+    pub(crate) fn srq_id(&self) -> u64 {
+        self.info().srq_id.load(Ordering::Relaxed)
+    }
+
     /// Publishes the number of send requests posted so far.
     #[inline]
     pub(crate) fn set_posted(&self, n: u64) {
-        self.counter(POSTED_OFF).v.store(n, Ordering::Relaxed);
+        self.ring.counter(POSTED_OFF).v.store(n, Ordering::Relaxed);
     }
 
     /// The number of send requests posted so far.
     pub(crate) fn posted(&self) -> u64 {
-        self.counter(POSTED_OFF).v.load(Ordering::Relaxed)
+        self.ring.counter(POSTED_OFF).v.load(Ordering::Relaxed)
     }
 
-    /// The number of receives consumed so far.
+    /// The number of receives consumed so far: on a queue pair with a shared receive queue,
+    /// those counted by [`count_srq_claim`](Self::count_srq_claim).
     pub(crate) fn consumed(&self) -> u64 {
-        self.counter(HEAD_OFF).v.load(Ordering::Acquire)
+        self.ring.head().pos.load(Ordering::Acquire)
     }
 
+    /// Counts a receive of the shared receive queue consumed by this queue pair, returning
+    /// the count before it: its position among this queue pair's receives, for a receive
+    /// fault. Only while a receive fault is armed (that is what the fault counts from). The
+    /// queue pair's own ring, never posted to, lends its claim counter: nothing is ever
+    /// found posted at it.
     #[inline]
-    fn wqe(&self, pos: u64) -> &WqeHead {
-        // SAFETY: `pos & mask < size`, and `PAGE + stride * size` was checked against the
-        // mapping's length by `create`/`open`; `stride` is a multiple of 64.
-        unsafe {
-            self.map
-                .at_unchecked(PAGE + (pos & self.mask) as usize * self.stride)
-        }
-    }
-
-    #[inline]
-    fn sge_slot(&self, pos: u64, i: usize) -> &SgeSlot {
-        assert!(i < self.max_sge as usize, "scatter element index");
-        // SAFETY: as for `wqe`; `i < max_sge` and the stride holds `WQE_HEAD + 16 * max_sge`
-        // bytes.
-        unsafe {
-            self.map
-                .at_unchecked(PAGE + (pos & self.mask) as usize * self.stride + WQE_HEAD + 16 * i)
-        }
+    pub(crate) fn count_srq_claim(&self) -> u64 {
+        self.ring.head().pos.fetch_add(1, Ordering::AcqRel)
     }
 
     /// Writes receive `pos` (the owner's running count) into the ring and publishes it. The
     /// caller's depth accounting guarantees the slot's previous receive was consumed: its
-    /// completion has been polled (see [`Claimed`]). Reading the slot first would stall on a
-    /// line the consumer last held. The caller then checks the state: a receive posted to a
-    /// queue pair already in error is flushed at once (see [`QpMem::must_flush_after_post`]).
+    /// completion has been polled (see [`Claimed`]). The caller then checks the state: a
+    /// receive posted to a queue pair already in error is flushed at once (see
+    /// [`QpMem::must_flush_after_post`]).
     #[inline]
     pub(crate) fn produce(&self, pos: u64, wr_id: u64, sges: &[Sge]) {
-        let w = self.wqe(pos);
-        w.wr_id.store(wr_id, Ordering::Relaxed);
-        w.num_sge.store(sges.len() as u32, Ordering::Relaxed);
-        for (i, s) in sges.iter().enumerate() {
-            let slot = self.sge_slot(pos, i);
-            slot.addr.store(s.addr, Ordering::Relaxed);
-            slot.length.store(s.length, Ordering::Relaxed);
-            slot.lkey.store(s.lkey, Ordering::Relaxed);
-        }
-        w.seq.store(pos + 1, Ordering::Release);
+        self.ring.produce(pos, wr_id, sges);
     }
 
     /// Whether a receive just produced must be flushed by its producer: the queue pair is
@@ -313,9 +559,7 @@ impl QpMem {
     /// would wait for its copy to be invalidated, as would the next locked instruction.
     #[inline]
     pub(crate) fn prefetch_produce(&self, pos: u64, n: u64) {
-        for p in pos..pos + n.min(self.mask + 1) {
-            super::sys::prefetch_write(self.wqe(p));
-        }
+        self.ring.prefetch_produce(pos, n);
     }
 
     /// Starts fetching the first two cache lines of the first scatter element of receive
@@ -324,44 +568,19 @@ impl QpMem {
     /// fetch that follows the sender's write overlaps the fetch of the completion itself.
     #[inline]
     pub(crate) fn prefetch_landing(&self, pos: u64) {
-        if self.wqe(pos).num_sge.load(Ordering::Relaxed) > 0 {
-            let addr = self.sge_slot(pos, 0).addr.load(Ordering::Relaxed);
-            super::sys::prefetch_addr(addr);
-            super::sys::prefetch_addr(addr.wrapping_add(64));
-        }
+        self.ring.prefetch_landing(pos);
     }
 
     /// Starts fetching the cache line of the receive a consumer will claim next.
     #[inline]
     pub(crate) fn prefetch_head(&self) {
-        let head = self.counter(HEAD_OFF);
-        super::sys::prefetch(self.wqe(head.v.load(Ordering::Relaxed)));
+        self.ring.prefetch_head();
     }
 
     /// Claims the oldest posted receive, if any.
     #[inline]
     pub(crate) fn consume(&self) -> Option<Claimed<'_>> {
-        let head = self.counter(HEAD_OFF);
-        let mut pos = head.v.load(Ordering::Relaxed);
-        loop {
-            let seq = self.wqe(pos).seq.load(Ordering::Acquire);
-            let dif = seq.wrapping_sub(pos + 1) as i64;
-            if dif == 0 {
-                match head.v.compare_exchange_weak(
-                    pos,
-                    pos + 1,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => return Some(Claimed { mem: self, pos }),
-                    Err(now) => pos = now,
-                }
-            } else if dif < 0 {
-                return None;
-            } else {
-                pos = head.v.load(Ordering::Relaxed);
-            }
-        }
+        self.ring.consume()
     }
 
     /// Claims up to `max` of the oldest posted receives with one locked instruction, for a
@@ -369,37 +588,24 @@ impl QpMem {
     /// then taken with [`claimed_at`](Self::claimed_at), in order.
     #[inline]
     pub(crate) fn consume_n(&self, max: u64) -> (u64, u64) {
-        let head = self.counter(HEAD_OFF);
-        let mut pos = head.v.load(Ordering::Relaxed);
-        loop {
-            let mut k = 0;
-            while k < max && self.is_posted(pos + k) {
-                k += 1;
-            }
-            if k == 0 {
-                return (pos, 0);
-            }
-            match head
-                .v
-                .compare_exchange_weak(pos, pos + k, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => return (pos, k),
-                Err(now) => pos = now,
-            }
-        }
+        self.ring.consume_n(max)
     }
 
     /// The receive at `pos`, claimed earlier by [`consume_n`](Self::consume_n).
     #[inline]
     pub(crate) fn claimed_at(&self, pos: u64) -> Claimed<'_> {
-        Claimed { mem: self, pos }
+        Claimed {
+            ring: &self.ring,
+            pos,
+        }
     }
 
     /// Gives back the receives claimed at `from..to` and not used, if nothing was claimed
     /// after them (only a flush can have: then the caller completes them itself).
     pub(crate) fn unclaim(&self, from: u64, to: u64) -> bool {
-        let head = self.counter(HEAD_OFF);
-        head.v
+        self.ring
+            .head()
+            .pos
             .compare_exchange(to, from, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
     }
@@ -430,23 +636,19 @@ impl QpMem {
         }
     }
 
-    /// Whether receive `pos` is posted (and not yet claimed, for a `pos` at or past the head).
-    #[inline]
-    fn is_posted(&self, pos: u64) -> bool {
-        self.wqe(pos).seq.load(Ordering::Acquire) == pos + 1
-    }
-
     /// Whether a posted receive waits at the head of the ring (a look, not a claim).
     fn has_posted(&self) -> bool {
-        self.is_posted(self.counter(HEAD_OFF).v.load(Ordering::Relaxed))
+        self.ring
+            .is_posted(self.ring.head().pos.load(Ordering::Relaxed))
     }
 
-    /// Completes every posted receive with a flush error into `cq`. As a Send does, each
-    /// takes its completion slot before its receive, so that completions of consumed
-    /// receives stay in claim order (the owner's ring-slot reuse relies on it, see
-    /// [`Claimed`]); a slot left without a receive (a racing Send took the last one) is
-    /// published empty. Nothing is reserved when nothing is posted: a full queue with
-    /// nothing to flush is no overrun.
+    /// Completes every posted receive of the queue pair's own ring with a flush error into
+    /// `cq` (a shared receive queue's stay for its other queue pairs: a queue pair made with
+    /// one has nothing here). As a Send does, each takes its completion slot before its
+    /// receive, so that completions of consumed receives stay in claim order (the owner's
+    /// ring-slot reuse relies on it, see [`Claimed`]); a slot left without a receive (a
+    /// racing Send took the last one) is published empty. Nothing is reserved when nothing
+    /// is posted: a full queue with nothing to flush is no overrun.
     pub(crate) fn flush(&self, cq: &CqRing) {
         while self.has_posted() {
             // A full queue is reported as its overrun; the flush completions are lost then.
@@ -485,7 +687,7 @@ mod tests {
 
     #[test]
     fn ring_order_and_flush() {
-        let mem = QpMem::create(5, 3, 2, 0, 0).unwrap();
+        let mem = QpMem::create(5, 3, 2, 0, 0, 0).unwrap();
         let sges = [Sge::new(1, 2, 3), Sge::new(4, 5, 6)];
         for i in 0..4 {
             mem.produce(i, 100 + i, &sges[..(i as usize % 3).min(2)]);

@@ -1,7 +1,9 @@
 //! Claiming the peer's receives and receive completion slots for Sends (and RDMA Writes with
 //! immediate): one at a time, or for a whole list of Sends ahead with one locked instruction
 //! each (`preclaim`), giving back what the list did not use (`release_pre`); and the receive
-//! faults applied to a claimed receive.
+//! faults applied to a claimed receive. A peer's shared receive queue is claimed from one
+//! receive at a time: receives claimed ahead could not go back to it once another queue
+//! pair's peer had claimed after them.
 
 use std::sync::atomic::Ordering;
 
@@ -25,12 +27,21 @@ pub(super) struct Pre {
 }
 
 impl SoftQp {
-    /// The status of a receive fault armed for the claimed `wqe`, disarming it.
+    /// The status of a receive fault armed for the claimed `wqe`, disarming it. A receive of
+    /// a shared receive queue is counted among the queue pair's own while a fault is armed
+    /// (see `QpMem::count_srq_claim`).
     #[inline]
     fn recv_fault(peer: &PeerLink, wqe: &Claimed<'_>) -> Option<WcStatus> {
         let info = peer.mem.info();
         let fail_at = info.recv_fail_at.load(Ordering::Acquire);
-        if fail_at == wqe.index() + 1
+        if fail_at == 0 {
+            return None;
+        }
+        let index = match peer.srq {
+            None => wqe.index(),
+            Some(_) => peer.mem.count_srq_claim(),
+        };
+        if fail_at == index + 1
             && info
                 .recv_fail_at
                 .compare_exchange(fail_at, 0, Ordering::AcqRel, Ordering::Relaxed)
@@ -75,7 +86,7 @@ impl SoftQp {
         };
         let wqe = if batch_recv {
             peer.mem.claimed_at(pre.recv)
-        } else if let Some(wqe) = peer.mem.consume() {
+        } else if let Some(wqe) = peer.claim() {
             wqe
         } else {
             peer.recv_cq.skip(slot);
@@ -114,7 +125,11 @@ impl SoftQp {
         let Some(slot) = peer.recv_cq.reserve_n(n) else {
             return;
         };
-        let (recv, k) = peer.mem.consume_n(n);
+        // Only completion slots ahead from a shared receive queue (see the module docs).
+        let (recv, k) = match peer.srq {
+            None => peer.mem.consume_n(n),
+            Some(_) => (0, 0),
+        };
         self.pre.set(Pre {
             recv,
             recv_end: recv + k,
@@ -159,6 +174,8 @@ impl SoftQp {
     /// for it, and moves the peer to the error state.
     pub(super) fn fail_recv(peer: &PeerLink, wqe: Claimed<'_>, status: WcStatus, slot: u64) {
         let cqe = peer.mem.recv_cqe(wqe.wr_id(), status);
+        // A shared receive queue's slot back before the completion (see `exec_send`).
+        drop(wqe);
         peer.recv_cq.commit(slot, &cqe);
         peer.fail();
     }

@@ -99,12 +99,16 @@ impl SoftQp {
             }
             _ => {
                 if src.total > wqe.capacity() {
+                    drop(wqe);
                     fail(&mut cqe, WcStatus::LocLenErr);
                     return (WcStatus::RemInvReqErr, op, 0);
                 }
                 scatter(&src, &wqe, &peer.arena)
             }
         };
+        // Every read of the receive is done: a shared receive queue's slot goes back before
+        // the completion is published, so that a polled receive's slot is free.
+        drop(wqe);
         if !placed {
             fail(&mut cqe, WcStatus::LocQpOpErr);
             return (WcStatus::RemOpErr, op, 0);
@@ -130,7 +134,7 @@ impl SoftQp {
             // The next Send will claim the peer's next receive and completion slot (within a
             // batch, they are claimed already): start moving their cache lines now, off that
             // Send's path.
-            peer.mem.prefetch_head();
+            peer.prefetch_head();
             peer.recv_cq.prefetch();
         }
         (WcStatus::Success, op, src.total as u32)
@@ -176,6 +180,8 @@ impl SoftQp {
         unsafe { copy_gathered::<STREAM_MIN>(&src, dst) };
         if let (Some((w, slot)), Some(imm)) = (recv, imm) {
             let mut cqe = peer.mem.recv_cqe(w.wr_id(), WcStatus::Success);
+            // As in `exec_send`: the slot back before the completion.
+            drop(w);
             cqe.opcode = WcOpcode::RecvRdmaWithImm;
             cqe.byte_len = src.total as u32;
             cqe.imm = Some(imm);

@@ -1,6 +1,7 @@
 //! Soft queue pairs: work requests execute inline, in the posting thread, against shared
-//! memory. A Send claims the peer's oldest posted receive from its ring, scatters into the
-//! peer's registered memory and pushes the receive completion into the peer's completion
+//! memory. A Send claims the peer's oldest posted receive from its ring (or from the shared
+//! receive queue the peer's queue pair was made with), scatters into the peer's registered
+//! memory and pushes the receive completion into the peer's completion
 //! queue; RDMA Reads and Writes check the rkey against the peer's key table and copy directly
 //! to or from the peer's arena. The peer's CPU does nothing.
 //!
@@ -36,6 +37,7 @@ use super::cq::CqLocal;
 use super::faults::Faults;
 use super::mem::SoftPd;
 use super::rq::{state_of, QpMem, S_ERR, S_INIT, S_RTR, S_RTS};
+use super::srq::SrqMem;
 use super::{Soft, MAX_INLINE, MAX_QP_WR, MAX_SGE};
 use crate::fabric::{
     BadWr, FabricError, PostError, QpCaps, QpInit, QpState, QueuePair, RecvWr, SendWr,
@@ -63,6 +65,9 @@ pub struct SoftQp {
     sq_pending: u32,
     rq_posted: u64,
     pre: Cell<Pre>,
+    /// The shared receive queue the queue pair takes its receives from; then its own ring is
+    /// never posted to.
+    srq: Option<SrqMem>,
     /// The local region last resolved for a request's gather list, and the peer's region
     /// last resolved for a receive's element (see `ArenaView::resolve_local_memo`).
     memo_src: Cell<RegionMemo>,
@@ -87,22 +92,35 @@ fn next_qp_num() -> u32 {
 }
 
 impl SoftQp {
-    /// Creates an unconnected queue pair (state Init): receives may be posted.
+    /// Creates an unconnected queue pair (state Init): receives may be posted. With a shared
+    /// receive queue (`init.srq`, of the same domain), `caps.max_recv_wr` and `max_recv_sge`
+    /// are ignored and granted as 0: the queue pair has no receive queue of its own.
     pub(crate) fn create(pd: &SoftPd, init: QpInit<'_, Soft>) -> Result<SoftQp, FabricError> {
-        let c = init.caps;
+        let mut c = init.caps;
+        let own_rq = init.srq.is_none();
         if c.max_send_wr == 0
             || c.max_send_wr > MAX_QP_WR
-            || c.max_recv_wr == 0
-            || c.max_recv_wr > MAX_QP_WR
+            || (own_rq && (c.max_recv_wr == 0 || c.max_recv_wr > MAX_QP_WR))
         {
             return Err(FabricError::InvalidArgument("queue depth"));
         }
-        if c.max_send_sge as usize > MAX_SGE || c.max_recv_sge as usize > MAX_SGE {
+        if c.max_send_sge as usize > MAX_SGE || (own_rq && c.max_recv_sge as usize > MAX_SGE) {
             return Err(FabricError::InvalidArgument("scatter-gather elements"));
         }
         if c.max_inline_data > MAX_INLINE {
             return Err(FabricError::InvalidArgument("inline data size"));
         }
+        if let Some(srq) = init.srq {
+            if srq.domain_id() != pd.dom.view().domain_id() {
+                return Err(FabricError::InvalidArgument(
+                    "shared receive queue of another protection domain",
+                ));
+            }
+            c.max_recv_wr = 0;
+            c.max_recv_sge = 0;
+        }
+        let srq = init.srq.map(|s| s.mem().clone());
+        let srq_id = srq.as_ref().map_or(0, SrqMem::id);
         let qp_num = next_qp_num();
         let send_cq = init.send_cq.local().clone();
         let recv_cq = init.recv_cq.local().clone();
@@ -120,7 +138,8 @@ impl SoftQp {
                 }
             }
         };
-        let mem = match QpMem::create(qp_num, c.max_recv_wr, c.max_recv_sge, r_slot, r_gen) {
+        let created = QpMem::create(qp_num, c.max_recv_wr, c.max_recv_sge, r_slot, r_gen, srq_id);
+        let mem = match created {
             Ok(m) => m,
             Err(e) => {
                 send_cq.free_slot(s_slot);
@@ -154,6 +173,7 @@ impl SoftQp {
             sq_pending: 0,
             rq_posted: 0,
             pre: Cell::new(Pre::default()),
+            srq,
             memo_src: Cell::new(RegionMemo::default()),
             memo_dst: Cell::new(RegionMemo::default()),
             peer: None,
@@ -168,18 +188,28 @@ impl SoftQp {
             arena: self.dom.view().clone(),
             recv_cq: self.recv_cq.ring().clone(),
             qp_num: self.qp_num,
+            srq: self.srq.clone(),
         }
     }
 
     /// The descriptors a peer in another process needs: the memfds it maps (arena, queue
-    /// pair, receive queue's completion queue) and that completion queue's bell.
-    pub(crate) fn fds_for_peer(&self) -> [std::os::fd::RawFd; 4] {
-        [
+    /// pair, receive queue's completion queue), that completion queue's bell and, for a
+    /// queue pair made with a shared receive queue, that queue's memfd; how many of the five.
+    pub(crate) fn fds_for_peer(&self) -> ([std::os::fd::RawFd; 5], usize) {
+        let mut fds = [
             self.dom.view().mapping().fd(),
             self.mem.mapping().fd(),
             self.recv_cq.ring().mapping().fd(),
             self.recv_cq.ring().bell_fd(),
-        ]
+            -1,
+        ];
+        match &self.srq {
+            Some(srq) => {
+                fds[4] = srq.mapping().fd();
+                (fds, 5)
+            }
+            None => (fds, 4),
+        }
     }
 
     /// Marks the queue pair ready to receive (the listener side, between accept and the
@@ -298,6 +328,9 @@ impl QueuePair<Soft> for SoftQp {
 
     #[inline]
     fn expect_recv_posts(&self, n: usize) {
+        if self.srq.is_some() {
+            return;
+        }
         self.mem
             .prefetch_produce(self.rq_posted, (n as u64).min(MAX_EXPECTED_POSTS));
     }

@@ -1,5 +1,5 @@
 //! What a queue pair shares beyond itself: [`PeerLink`], its views of the connected peer's
-//! queue pair memory, arena and receive completion queue; [`QpShared`], the part its
+//! queue pair memory, arena, receive completion queue and shared receive queue, if any; [`QpShared`], the part its
 //! watchdog thread and fault handle hold; and the watchdog, which moves the queue pair to
 //! the error state when the connection's socket closes (the peer went away, as with
 //! rdma_cm's DREQ).
@@ -10,20 +10,44 @@ use std::sync::{Arc, OnceLock};
 
 use crate::fabric::soft::arena::ArenaView;
 use crate::fabric::soft::cq::CqRing;
-use crate::fabric::soft::rq::QpMem;
+use crate::fabric::soft::rq::{Claimed, QpMem};
+use crate::fabric::soft::srq::SrqMem;
 
 /// What a queue pair knows of its connected peer: views of the peer's queue pair memory,
-/// arena and receive completion queue.
+/// arena and receive completion queue, and of the shared receive queue the peer's queue pair
+/// takes its receives from, if it was made with one (fixed when connecting: what the peer's
+/// header says later changes nothing).
 #[derive(Clone)]
 pub(crate) struct PeerLink {
     pub mem: QpMem,
     pub arena: ArenaView,
     pub recv_cq: CqRing,
     pub qp_num: u32,
+    pub srq: Option<SrqMem>,
 }
 
 impl PeerLink {
-    /// Moves the peer to the error state and flushes its receives.
+    /// Claims the peer's oldest posted receive, from its shared receive queue or its own
+    /// ring.
+    #[inline(always)]
+    pub(crate) fn claim(&self) -> Option<Claimed<'_>> {
+        match &self.srq {
+            None => self.mem.consume(),
+            Some(srq) => srq.claim(),
+        }
+    }
+
+    /// Starts fetching the cache line of the receive the next Send will claim.
+    #[inline]
+    pub(crate) fn prefetch_head(&self) {
+        match &self.srq {
+            None => self.mem.prefetch_head(),
+            Some(srq) => srq.prefetch_head(),
+        }
+    }
+
+    /// Moves the peer to the error state and flushes its receives (those of its own ring: a
+    /// shared receive queue keeps its receives for its other queue pairs).
     pub(crate) fn fail(&self) {
         self.mem.enter_error(&self.recv_cq);
     }

@@ -8,6 +8,11 @@ impl SoftQp {
     /// Writes one receive into the ring without the error-state check that must follow.
     #[inline]
     pub(super) fn produce_recv(&mut self, wr: &RecvWr<'_>) -> Result<(), PostError> {
+        if self.srq.is_some() {
+            return Err(PostError::InvalidWr(
+                "the queue pair takes its receives from a shared receive queue",
+            ));
+        }
         if wr.sges.len() > self.caps.max_recv_sge as usize {
             return Err(PostError::TooManySge {
                 given: wr.sges.len(),
