@@ -67,6 +67,11 @@ conformance_tests!(
     cq_overrun,
     disconnect_flushes,
     peer_destroyed_flushes,
+    srq_shared_by_two_queue_pairs,
+    srq_kept_when_a_queue_pair_disconnects,
+    srq_limit_event,
+    srq_own_receive_queue_refused,
+    srq_rnr_when_empty,
 );
 
 #[test]

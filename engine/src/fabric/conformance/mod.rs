@@ -11,6 +11,10 @@
 //!   process and talk only through the fabric; the active end also checks that the passive
 //!   end's death flushes its requests.
 //!
+//! A case that needs an optional feature the device lacks (shared receive queues, when
+//! `DeviceAttr::max_srq_wr` is 0) passes without running, saying so on stderr: the report
+//! has no "skipped" outcome.
+//!
 //! Every wait has a deadline ([`Env::timeout`]); a lost completion is a failure, not a hang.
 //! A verbs environment must connect with `rnr_retry_count = 0` and a short transport timeout
 //! so that receiver-not-ready and peer-loss errors surface within it.
@@ -24,7 +28,8 @@ use std::time::{Duration, Instant};
 use super::{
     inc_rkey, Access, CompletionQueue, ConnRequest, ConnectError, Device, Listener, MemoryRegion,
     MemoryWindow, MwBind, Payload, PostError, PrivateData, ProtectionDomain, Provider, QpCaps,
-    QpInit, QpState, QueuePair, RecvWr, RemoteAddr, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus,
+    QpInit, QpState, QueuePair, RecvWr, RemoteAddr, SendOp, SendWr, Sge, SharedReceiveQueue, Wc,
+    WcOpcode, WcStatus,
 };
 
 /// What the suite needs from its surroundings: a device, addresses to listen on, and a way to
@@ -217,6 +222,11 @@ pub fn cases<P: Provider, E: Env<P>>() -> Vec<Case<P, E>> {
         cq_overrun,
         disconnect_flushes,
         peer_destroyed_flushes,
+        srq_shared_by_two_queue_pairs,
+        srq_kept_when_a_queue_pair_disconnects,
+        srq_limit_event,
+        srq_own_receive_queue_refused,
+        srq_rnr_when_empty,
     ]
 }
 
@@ -317,10 +327,13 @@ fn read_back<M: MemoryRegion>(mr: &M, offset: usize, len: usize) -> Vec<u8> {
     v
 }
 
-/// One host: a protection domain and its send and receive completion queues.
+/// One host: a protection domain and its send and receive completion queues, and a shared
+/// receive queue for the queue pairs of its sides if it was given one (declared before the
+/// domain: destroyed before it, after the queue pairs).
 struct Host<P: Provider> {
     scq: P::Cq,
     rcq: P::Cq,
+    srq: Option<P::Srq>,
     pd: P::Pd,
 }
 
@@ -330,15 +343,17 @@ impl<P: Provider> Host<P> {
         Ok(Host {
             scq: dev.create_cq(cq_depth).map_err(err("create send cq"))?,
             rcq: dev.create_cq(cq_depth).map_err(err("create recv cq"))?,
+            srq: None,
             pd: dev.alloc_pd().map_err(err("alloc pd"))?,
         })
     }
 
+    /// A queue pair on the host's queues, taking its receives from its shared receive queue
+    /// if it has one.
     fn side(&self, caps: QpCaps) -> Side<'_, P> {
-        Side {
-            pd: &self.pd,
-            init: QpInit::new(&self.scq, &self.rcq, caps),
-        }
+        let mut init = QpInit::new(&self.scq, &self.rcq, caps);
+        init.srq = self.srq.as_ref();
+        Side { pd: &self.pd, init }
     }
 
     fn region(&self, len: usize, access: Access) -> Result<P::Mr, String> {
@@ -438,11 +453,13 @@ mod one_sided;
 mod queues;
 mod sends;
 mod split;
+mod srq;
 mod windows;
 
 use one_sided::*;
 use queues::*;
 use sends::*;
+use srq::*;
 use windows::*;
 
 pub use split::{split_active, split_passive};
