@@ -125,6 +125,9 @@ pub struct Response<'a> {
     bulk_items: [(u32, u32); MAX_BULK_RESULTS],
     n_bulk: usize,
     max_bulk: usize,
+    /// Where the bulk buffer would have had to end for a DDP-eligible result it could not
+    /// hold (0: none): the reply is then refused as too long for what the Call provided.
+    overflow: usize,
 }
 
 impl<'a> Response<'a> {
@@ -146,7 +149,14 @@ impl<'a> Response<'a> {
             bulk_items: [(0, 0); MAX_BULK_RESULTS],
             n_bulk: 0,
             max_bulk: max_bulk.min(MAX_BULK_RESULTS),
+            overflow: 0,
         }
+    }
+
+    /// The bytes a DDP-eligible result [`push_bulk`](Self::push_bulk) could not hold would
+    /// have needed in the bulk buffer, if one was refused for room.
+    pub(crate) fn overflow(&self) -> Option<usize> {
+        (self.overflow != 0).then_some(self.overflow)
     }
 
     /// The ticket that answers this Call later, if the handler returns
@@ -191,6 +201,7 @@ impl<'a> Response<'a> {
         let start = (self.bulk_used + 7) & !7;
         let end = start.checked_add(len)?;
         if end > self.bulk.len() || len > u32::MAX as usize {
+            self.overflow = self.overflow.max(end);
             return None;
         }
         self.bulk_items[self.n_bulk] = (start as u32, len as u32);

@@ -128,16 +128,27 @@ counters! {
     /// New connections established by the requester after a loss (automatic or
     /// [`Client::reconnect`](crate::requester::Client::reconnect)).
     reconnects,
-    /// RPCs that took one of the connection's shared large bulk buffers (their chunks did
-    /// not fit the slot's own; [`ConnConfig::slot_bulk_size`](crate::conn::ConnConfig)).
+    /// RPCs that took shared bulk buffers (requester: one of the connection's large ones,
+    /// their chunks not fitting the slot's own, [`ConnConfig::slot_bulk_size`]; responder:
+    /// buffers of the server's share, their chunks not fitting the connection's own).
+    ///
+    /// [`ConnConfig::slot_bulk_size`]: crate::conn::ConnConfig::slot_bulk_size
     large_bulk,
-    /// Times an RPC waited because every shared large bulk buffer was taken (requester:
-    /// `submit` said `WouldBlock`; responder: the Call waited for one to come back).
+    /// Times an RPC waited because the shared bulk buffers it needed were taken
+    /// (requester: `submit` said `WouldBlock`; responder: the Call waited its turn in the
+    /// server's share).
     large_bulk_waits,
-    /// Shared large bulk buffers registered after the connection was set up, as its Calls
-    /// needed them (responder: beyond the first three, up to
-    /// [`ConnConfig::large_bufs`](crate::conn::ConnConfig)).
+    /// Large bulk buffers the requester registered after connecting, as its RPCs needed
+    /// them (beyond the first two, up to [`ConnConfig::large_bufs`]; a responder's come
+    /// from its server's share, counted there).
+    ///
+    /// [`ConnConfig::large_bufs`]: crate::conn::ConnConfig::large_bufs
     large_registered,
+    /// Grants raised by a responder whose receives come from its server's shared receive
+    /// queue, as a connection's Calls filled its grant ([`ConnConfig::srq`]).
+    ///
+    /// [`ConnConfig::srq`]: crate::conn::ConnConfig::srq
+    grants_raised,
     /// Connections that speak RPC-over-RDMA version 2 (\[V2\] §7.1).
     v2_connections,
     /// Version 2 openings answered ERR_VERS without 2 (or not at all), after which the

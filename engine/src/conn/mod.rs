@@ -181,6 +181,18 @@ pub struct ConnConfig {
     /// `slot_bulk_size` and `bulk_size` are the sizes of the shared buffers, and
     /// `large_bufs` is the requester's alone.
     pub shared_bulk: u64,
+    /// Responder: take receives from a shared receive queue of the server's
+    /// ([`SharedRecvs`](crate::pool::srq::SharedRecvs)) instead of posting
+    /// `credits` receives per connection. Each connection then starts with a grant of at
+    /// most `srq_grant` and is granted more, up to `credits`, as its Calls fill its grant,
+    /// while the queue can back it (RFC 8166 §3.3.1; see the module documentation of
+    /// `pool::srq`).
+    pub srq: bool,
+    /// Responder with [`srq`](Self::srq): the grant a connection starts with.
+    pub srq_grant: u32,
+    /// Responder with [`srq`](Self::srq): the most receives the server's shared queue
+    /// holds, the bound on the credits of all its connections together.
+    pub srq_recvs: u32,
     /// Requester: longest segment it advertises; longer chunks are split into several
     /// segments of one window. A Call whose chunk would need more segments than a list
     /// holds (64: a result over 4 MiB at 64 KiB) has longer ones, as few KiB longer as do.
@@ -289,6 +301,13 @@ pub const DEFAULT_LARGE_BUFS: u32 = 16;
 /// of a server's connections (what 4 connections held before they shared).
 pub const DEFAULT_SHARED_BULK: u64 = 64 << 20;
 
+/// The default [`ConnConfig::srq_grant`]: eight Calls in flight before a connection is
+/// granted more.
+pub const DEFAULT_SRQ_GRANT: u32 = 8;
+
+/// The default [`ConnConfig::srq_recvs`]: 16,384 receives (64 MiB of 4 KiB ones at most).
+pub const DEFAULT_SRQ_RECVS: u32 = 16384;
+
 impl ConnConfig {
     /// The buffers a responder's connections share ([`Share`](crate::pool::share::Share)):
     /// reply ring entries of `send_size` and 1 KiB of headers, small bulk buffers of
@@ -301,6 +320,13 @@ impl ConnConfig {
             small_size: (self.slot_bulk() as usize).min(large),
             large_size: large,
             bulk_limit: self.shared_bulk,
+            srq: self.srq.then(|| crate::pool::srq::SrqConfig {
+                recv_size: self.recv_size as usize,
+                max_recvs: self.srq_recvs,
+                // A poll's worth of Calls on a busy connection, beyond every reservation.
+                headroom: 256.min(self.srq_recvs / 2).max(1),
+                per_chunk: 256,
+            }),
         };
         share.bulk_limit = share.bulk_limit.max(share.min_bulk_limit());
         share
@@ -340,6 +366,9 @@ impl Default for ConnConfig {
             slot_bulk_size: DEFAULT_SLOT_BULK_SIZE,
             large_bufs: DEFAULT_LARGE_BUFS,
             shared_bulk: DEFAULT_SHARED_BULK,
+            srq: false,
+            srq_grant: DEFAULT_SRQ_GRANT,
+            srq_recvs: DEFAULT_SRQ_RECVS,
             max_segment: 64 * 1024,
             max_reads: 8,
             registration: Registration::Windows,
@@ -430,6 +459,9 @@ pub enum ConnError {
         /// soft, and on verbs for an address that is not IPv4 or IPv6).
         peer: Option<std::net::SocketAddr>,
     },
+    /// The server's shared receive queue cannot back another connection's credits
+    /// ([`ConnConfig::srq`]): full, or more receives could not be registered.
+    Receives(crate::pool::srq::SrqError),
 }
 
 impl core::fmt::Display for ConnError {
@@ -458,6 +490,7 @@ impl core::fmt::Display for ConnError {
                 "refused a connection request (rejected at the connection manager; the \
                  fabric gives no peer address)",
             ),
+            ConnError::Receives(e) => write!(f, "receives for the connection's credits: {e}"),
         }
     }
 }

@@ -18,6 +18,8 @@ pub enum Kind {
     Read = 5,
     /// An RDMA Write.
     Write = 6,
+    /// A receive posted on a shared receive queue; the index is the buffer's id there.
+    SrqRecv = 7,
 }
 
 const SEQ_BITS: u32 = 40;
@@ -41,6 +43,7 @@ pub fn kind(wr_id: u64) -> Option<Kind> {
         4 => Kind::LocalInv,
         5 => Kind::Read,
         6 => Kind::Write,
+        7 => Kind::SrqRecv,
         _ => return None,
     })
 }

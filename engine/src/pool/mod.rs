@@ -69,6 +69,7 @@ mod buf;
 pub mod loan;
 mod ret;
 pub mod share;
+pub mod srq;
 #[cfg(test)]
 mod tests;
 

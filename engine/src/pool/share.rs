@@ -52,6 +52,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use super::srq::{SharedRecvs, SrqConfig};
 use super::{Buf, PoolConfig, PoolError, Shared};
 use crate::fabric::{Access, Provider};
 
@@ -93,6 +94,8 @@ pub struct ShareConfig {
     /// The most bytes the two bulk classes may register together; at least
     /// [`min_bulk_limit`](Self::min_bulk_limit), what one Call may need at once.
     pub bulk_limit: u64,
+    /// A shared receive queue for the connections, if they use one.
+    pub srq: Option<SrqConfig>,
 }
 
 impl Default for ShareConfig {
@@ -104,6 +107,7 @@ impl Default for ShareConfig {
             small_size: crate::conn::DEFAULT_SLOT_BULK_SIZE as usize,
             large_size: crate::conn::DEFAULT_BULK_SIZE as usize,
             bulk_limit: 64 << 20,
+            srq: None,
         }
     }
 }
@@ -155,6 +159,9 @@ impl ShareConfig {
             return Err(PoolError::InvalidConfig(
                 "large bulk buffers smaller than small ones",
             ));
+        }
+        if let Some(srq) = &self.srq {
+            srq.validate()?;
         }
         if self.bulk_limit < self.min_bulk_limit() {
             return Err(PoolError::InvalidConfig(
@@ -272,6 +279,28 @@ pub struct ShareStats {
     pub grown: u64,
     /// Chunks that could not be registered (the bound, or the fabric refused).
     pub refused: u64,
+    /// Connections using the share now.
+    pub conns: u32,
+    /// Bytes those connections registered for themselves (their receives, or their
+    /// placeholders with a shared receive queue).
+    pub conn_bytes: u64,
+    /// Bytes of the shared receive queue's buffers (0 without one).
+    pub srq_bytes: u64,
+    /// Receives the connections reserved in the shared receive queue.
+    pub srq_reserved: u32,
+}
+
+impl ShareStats {
+    /// Every byte registered for the server's connections: their own, the share's and the
+    /// shared receive queue's.
+    pub fn total_bytes(&self) -> u64 {
+        self.conn_bytes + self.registered_bytes + self.srq_bytes
+    }
+
+    /// [`total_bytes`](Self::total_bytes) per connection (0 without connections).
+    pub fn per_conn_bytes(&self) -> u64 {
+        self.total_bytes() / u64::from(self.conns.max(1)) * u64::from(self.conns.min(1))
+    }
 }
 
 /// Buffers many connections share; see the module documentation.
@@ -289,6 +318,11 @@ pub struct Share<P: Provider> {
     /// Serializes growth (registration), never taken to take or give back a buffer.
     growing: Mutex<()>,
     counters: Counters,
+    /// The shared receive queue and its buffers, if the connections use one.
+    recvs: Option<SharedRecvs<P>>,
+    /// Connections using the share, and the bytes they registered for themselves.
+    conns: AtomicU32,
+    conn_bytes: AtomicU64,
     /// Declared last: dropped after every chunk's regions.
     pd: P::Pd,
 }
@@ -298,6 +332,10 @@ impl<P: Provider> Share<P> {
     /// connections that use it are made in [`pd`](Self::pd)). Nothing is registered yet.
     pub fn new(pd: P::Pd, config: ShareConfig) -> Result<Arc<Share<P>>, PoolError> {
         config.validate()?;
+        let recvs = match &config.srq {
+            Some(srq) => Some(SharedRecvs::new(&pd, *srq)?),
+            None => None,
+        };
         let bulk_chunks = |class| (config.bulk_limit / config.chunk_bytes(class)) as usize + 1;
         Ok(Arc::new(Share {
             classes: [
@@ -315,6 +353,9 @@ impl<P: Provider> Share<P> {
             epoch: Instant::now(),
             growing: Mutex::new(()),
             counters: Counters::default(),
+            recvs,
+            conns: AtomicU32::new(0),
+            conn_bytes: AtomicU64::new(0),
             pd,
         }))
     }
@@ -327,6 +368,24 @@ impl<P: Provider> Share<P> {
     /// The sizes and the bound.
     pub fn config(&self) -> &ShareConfig {
         &self.config
+    }
+
+    /// Counts a connection that registered `bytes` for itself, until
+    /// [`leave_conn`](Self::leave_conn).
+    pub fn join_conn(&self, bytes: u64) {
+        self.conns.fetch_add(1, Ordering::Relaxed);
+        self.conn_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// A connection counted by [`join_conn`](Self::join_conn) is gone.
+    pub fn leave_conn(&self, bytes: u64) {
+        self.conns.fetch_sub(1, Ordering::Relaxed);
+        self.conn_bytes.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// The shared receive queue, if the connections use one.
+    pub fn recvs(&self) -> Option<&SharedRecvs<P>> {
+        self.recvs.as_ref()
     }
 
     /// The class whose buffers hold `bytes`: the smallest bulk class that does, `None`
@@ -494,7 +553,16 @@ impl<P: Provider> Share<P> {
 
     /// A snapshot of what is registered and out.
     pub fn stats(&self) -> ShareStats {
+        let srq = self
+            .recvs
+            .as_ref()
+            .map(SharedRecvs::stats)
+            .unwrap_or_default();
         let mut s = ShareStats {
+            conns: self.conns.load(Ordering::Relaxed),
+            conn_bytes: self.conn_bytes.load(Ordering::Relaxed),
+            srq_bytes: srq.bytes,
+            srq_reserved: srq.reserved,
             waits: self.counters.waits.load(Ordering::Relaxed),
             grown: self.counters.grown.load(Ordering::Relaxed),
             refused: self.counters.refused.load(Ordering::Relaxed),
@@ -557,6 +625,7 @@ mod tests {
             small_size: 8192,
             large_size: 64 << 10,
             bulk_limit,
+            srq: None,
         };
         Share::new(pd, config).unwrap()
     }

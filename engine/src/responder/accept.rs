@@ -105,6 +105,25 @@ impl<P: Provider> Server<P> {
     }
 }
 
+/// Bytes of a slot's placeholder receive buffer when the receives come from the shared
+/// receive queue: registered, never posted, swapped for a Call's receive buffer.
+const SRQ_PLACEHOLDER: usize = 64;
+
+/// Receives reserved in the shared receive queue for a connection being accepted, given
+/// back if the accept fails.
+struct SrqReservation<'a, P: Provider> {
+    recvs: Option<&'a crate::pool::srq::SharedRecvs<P>>,
+    n: u32,
+}
+
+impl<P: Provider> Drop for SrqReservation<'_, P> {
+    fn drop(&mut self) {
+        if let Some(r) = self.recvs {
+            r.release(self.n);
+        }
+    }
+}
+
 impl<P: Provider> ServerConn<P> {
     /// Accepts `req` with a protection domain and a share of its own (a [`Server`] shares
     /// one among its connections: [`accept_in`](Self::accept_in)).
@@ -154,8 +173,31 @@ impl<P: Provider> ServerConn<P> {
         let sq_depth = (4 * ring_len + config.max_reads + 2 * REPLY_WRS as u32).min(16384);
         let pd = share.pd();
         let cq = device.create_cq(sq_depth + nrecv + 64)?;
-        let (recv_pool, recv) =
-            conn::pool_taken(pd, config.recv_size as usize, nrecv, Access::LOCAL_WRITE)?;
+        // With the server's shared receive queue, the connection's receives come from it:
+        // it reserves receives for its first grant and spares (`pool::srq`), and each slot
+        // holds a placeholder until a Call's receive stands in.
+        let srq = share.recvs();
+        let (grant, srq_reserved) = match srq {
+            Some(r) => {
+                let g = config.initial_grant.min(config.srq_grant).clamp(1, credits);
+                let n = g + reverse + SPARE_RECVS;
+                r.admit(pd, n).map_err(ConnError::Receives)?;
+                (g, n)
+            }
+            None => (config.initial_grant, 0),
+        };
+        // Given back if anything below fails.
+        let reservation = SrqReservation {
+            recvs: srq,
+            n: srq_reserved,
+        };
+        let reverse_state = reverse::Reverse::new(pd, reverse, config.send_size, config.recv_size)?;
+        let own_recv = if srq.is_some() {
+            SRQ_PLACEHOLDER
+        } else {
+            config.recv_size as usize
+        };
+        let (recv_pool, recv) = conn::pool_taken(pd, own_recv, nrecv, Access::LOCAL_WRITE)?;
         let large = large::Large::new(Arc::clone(share), nrecv as usize, ring_len as usize);
         let loans = LoanBoard::new(
             vec![
@@ -173,18 +215,27 @@ impl<P: Provider> ServerConn<P> {
         let negotiation = Negotiation::complete(Role::Server, local, peer.as_bytes());
         let caps = QpCaps {
             max_send_wr: sq_depth,
-            max_recv_wr: nrecv,
+            max_recv_wr: if srq.is_some() { 0 } else { nrecv },
             max_send_sge: 2,
             max_recv_sge: 1,
             max_inline_data: conn::inline_cap(&config, device.attr().max_inline_data),
         };
         let init = QpInit {
             ack_timeout: config.ack_timeout,
+            srq: srq.map(|r| r.srq()),
             ..QpInit::new(&cq, &cq, caps)
         };
         let qp = req.accept(pd, init, &local.encode(), timeout, |qp| {
-            conn::post_all_recvs::<P>(qp, &recv)
+            if srq.is_some() {
+                // The shared queue's receives are posted already.
+                Ok(())
+            } else {
+                conn::post_all_recvs::<P>(qp, &recv)
+            }
         })?;
+        // Kept from here on by the connection, which gives it back when dropped.
+        core::mem::forget(reservation);
+        share.join_conn(recv_pool.bytes() + reverse_state.registered_bytes());
         let inline_max = qp.caps().max_inline_data.min(caps.max_inline_data);
         let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
         let max_segs = config.recv_size as usize / 20 + 1;
@@ -234,11 +285,24 @@ impl<P: Provider> ServerConn<P> {
             idle_polls: 0,
             id,
             reposts: Vec::with_capacity(nrecv as usize),
+            srq_free: if srq_reserved > 0 {
+                (0..nrecv).rev().collect()
+            } else {
+                Vec::new()
+            },
+            srq_parked: if srq_reserved > 0 {
+                (0..nrecv).map(|_| None).collect()
+            } else {
+                Box::new([])
+            },
+            srq_reserved,
+            reverse_slots: reverse,
+            known_grant: grant,
             sends: Vec::with_capacity(POLL_BATCH + nrecv as usize),
-            credits: ResponderCredits::new(credits, config.initial_grant),
+            credits: ResponderCredits::new(credits, grant),
             negotiation,
             mode: Mode::for_config(config.version),
-            reverse: reverse::Reverse::new(pd, reverse, config.send_size, config.recv_size)?,
+            reverse: reverse_state,
             dispatch,
             config,
             wc: [Wc::default(); POLL_BATCH],

@@ -140,8 +140,14 @@ impl<P: Provider> ServerConn<P> {
         }
         let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
         let wc = verdict::write_call(bytes)?;
-        if self.lists_need_large(i, wc.writes, None).count() != 0 {
-            return None;
+        let needs = self.lists_need_large(i, wc.writes, None, true);
+        if needs.count() != 0 {
+            // Shared bulk buffers for its Write chunks, or the general path, which waits.
+            if !self.reserve_large(i, needs) {
+                return None;
+            }
+            // Read again: the reservation borrowed the connection.
+            return self.answer_written(idx, r, gen, answerer);
         }
         // The two fields alone: `wc` borrows the receive buffer.
         self.large.enter_ring(&mut self.ring, i, r);
@@ -149,6 +155,7 @@ impl<P: Provider> ServerConn<P> {
             ticket: self.ticket(idx, gen),
             answerer,
             loans: Some(&self.loans),
+            max_bulk: self.large.max_bulk(),
         };
         let at = Answering::of(&self.credits, &self.negotiation, &self.dispatch);
         written::answer(
@@ -180,7 +187,7 @@ impl<P: Provider> ServerConn<P> {
             let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
             if self.may_need_large(bytes) {
                 let needs = match HeaderView::parse_any(bytes) {
-                    Ok(h) => self.large_needs(i, &h, 0),
+                    Ok(h) => self.large_needs(i, &h, 0, self.may_have_ddp_results(&h)),
                     Err(_) => Default::default(),
                 };
                 if !self.reserve_large(i, needs) {
@@ -193,6 +200,7 @@ impl<P: Provider> ServerConn<P> {
             ticket: self.ticket(idx, gen),
             answerer,
             loans: Some(&self.loans),
+            max_bulk: self.large.max_bulk(),
         };
         let byte_len = self.slots[i].byte_len as usize;
         let wire = if self.slots[i].open_v2 {
@@ -258,6 +266,12 @@ impl<P: Provider> ServerConn<P> {
         };
         Some((built, judged))
     }
+}
+
+/// Whether [`run_handler`]'s count says a DDP-eligible result did not fit the bulk buffer.
+#[inline]
+pub(crate) fn overflowed(n_items: usize) -> bool {
+    n_items == usize::MAX
 }
 
 /// The part of pull buffer `pull` from `shift` (where a pulled stream starts, `Slot::shift`)
@@ -433,7 +447,10 @@ pub(super) fn garbage_args<P: Provider>(
     )
 }
 
-/// Builds a [`Response`] over the reply ring buffer and the bulk buffer, runs the handler.
+/// Builds a [`Response`] over the reply ring buffer and the bulk buffer and runs the
+/// handler (or `run`'s answerer) for `req`: its outcome, the inline results' length, the DDP-eligible results (offset and length in `bulk`) and their count. A count
+/// of `usize::MAX` ([`overflowed`]) says a DDP-eligible result did not fit `bulk`: the
+/// length is then where it would have ended, and the reply must be refused as too long.
 pub(crate) fn run_handler(
     entry: &crate::dispatch::Entry,
     run: &mut Run<'_, '_>,
@@ -468,6 +485,20 @@ pub(crate) fn run_handler(
     } else {
         outcome
     };
+    // A DDP-eligible result the bulk buffer could not hold, though the server's largest
+    // could: the buffer holds what the Call's chunks and an inline reply can carry, so the
+    // reply is too long for what the Call provided — refused as such (ERR_CHUNK; version 2:
+    // RDMA2_ERR_REPLY_RESOURCE) rather than with whatever the handler made of it.
+    if let (Some(need), Outcome::Success | Outcome::SystemErr) =
+        (resp.overflow().filter(|&n| n <= run.max_bulk), outcome)
+    {
+        return (
+            Outcome::SystemErr,
+            need,
+            [(0, 0); crate::dispatch::MAX_BULK_RESULTS],
+            usize::MAX,
+        );
+    }
     let mut items = [(0, 0); crate::dispatch::MAX_BULK_RESULTS];
     let n = resp.bulk_items().len();
     items[..n].copy_from_slice(resp.bulk_items());

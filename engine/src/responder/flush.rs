@@ -28,6 +28,23 @@ impl<P: Provider> ServerConn<P> {
     /// Reposts the consumed receives in one post; false if the post was refused (the
     /// connection is then lost).
     fn post_reposts(&mut self) -> bool {
+        if let Some(recvs) = self._share.recvs() {
+            // Shared receive queue: each slot's buffer goes back to the queue, its
+            // placeholder back in place, the slot free for the next Call.
+            let (recv, parked, free) = (&mut self.recv, &mut self.srq_parked, &mut self.srq_free);
+            let bufs = self.reposts.iter().filter_map(|&k| {
+                let own = parked[k as usize].take()?;
+                free.push(k);
+                Some(core::mem::replace(&mut recv[k as usize], own))
+            });
+            let posted = recvs.repost(bufs);
+            self.reposts.clear();
+            if posted.is_err() {
+                self.refused();
+                return false;
+            }
+            return true;
+        }
         if !self.reposts.is_empty() {
             if conn::repost_recvs::<P>(&mut self.io.qp, &self.recv, &self.reposts).is_err() {
                 self.refused();

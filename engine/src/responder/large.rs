@@ -137,6 +137,11 @@ impl<P: Provider> Large<P> {
         drop(big);
     }
 
+    /// Bytes of the largest shared buffer.
+    pub(super) fn max_bulk(&self) -> usize {
+        self.size
+    }
+
     /// Bytes of the shared buffers held here now beside those in the connection's ring,
     /// pull and bulk vectors: own buffers parked while others stand in, Long-reply buffers
     /// reserved, bulk buffers held by ring entries.
@@ -221,7 +226,13 @@ impl<P: Provider> ServerConn<P> {
     /// each) are larger than the slot's, a buffer for a Long reply when its Reply chunk and
     /// the headers are larger than a ring entry. Each of the smallest shared class that
     /// holds what the chunks ask, within the largest.
-    pub(super) fn large_needs(&self, i: usize, h: &HeaderView<'_>, pull_total: u64) -> Needs {
+    pub(super) fn large_needs(
+        &self,
+        i: usize,
+        h: &HeaderView<'_>,
+        pull_total: u64,
+        ddp: bool,
+    ) -> Needs {
         let max = self.large.size as u64;
         // Room for the shift that aligns the stream (`Slot::shift`, below 64).
         let want = pull_total + 64;
@@ -235,22 +246,30 @@ impl<P: Provider> ServerConn<P> {
             } else {
                 0
             },
-            ..self.lists_need_large(i, h.write_list(), h.reply_chunk())
+            ..self.lists_need_large(i, h.write_list(), h.reply_chunk(), ddp)
         }
     }
 
     /// [`large_needs`](Self::large_needs) of a Call with nothing to pull, from its Write
     /// list and Reply chunk.
+    ///
+    /// `ddp`: whether the procedure may have DDP-eligible results (unknown: true). Without a
+    /// Write list they go through the Reply chunk when there is one, so the bulk buffer
+    /// that holds them before they are placed must be as large as it.
     pub(super) fn lists_need_large(
         &self,
         i: usize,
         wl: WriteList<'_>,
         rc: Option<Segments<'_>>,
+        ddp: bool,
     ) -> Needs {
         let max = self.large.size as u64;
         let own = self.large.own as u64;
-        let writes: u64 = wl.iter().map(|c| c.total_len() + BULK_SLACK).sum();
         let reply = rc.map_or(0, |c| c.total_len());
+        let mut writes: u64 = wl.iter().map(|c| c.total_len() + BULK_SLACK).sum();
+        if writes == 0 && ddp {
+            writes = reply + BULK_SLACK;
+        }
         Needs {
             pull: 0,
             // Write chunks larger than the slot's bulk buffer: results up to the largest.
@@ -375,6 +394,19 @@ impl<P: Provider> ServerConn<P> {
     /// one).
     pub(super) fn ring_holds_large(&self, r: usize) -> bool {
         self.large.holds(r)
+    }
+
+    /// Whether the procedure the Call `h` (without Read chunks: its RPC header is inline)
+    /// names has DDP-eligible results; true when the header does not say (the answer will
+    /// refuse it anyway).
+    pub(super) fn may_have_ddp_results(&self, h: &HeaderView<'_>) -> bool {
+        match rpcrdma_proto::rpc::CallHeader::parse(h.payload()) {
+            Ok((c, _)) => match self.dispatch.lookup(c.prog, c.vers, c.proc_num) {
+                Lookup::Found(e) => e.spec.ddp_results > 0,
+                _ => false,
+            },
+            Err(_) => true,
+        }
     }
 
     /// Whether the Call in `bytes` may need large buffers: it has a write list or a Reply

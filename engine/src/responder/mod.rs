@@ -180,6 +180,11 @@ pub(crate) struct Run<'a, 'f> {
     /// The connection's loan board, through which the handler may lend the Call's bytes
     /// (`None`: it cannot).
     loans: Option<&'a Arc<LoanBoard>>,
+    /// Bytes of the largest bulk buffer the server has: a DDP-eligible result the Call's
+    /// bulk buffer cannot hold but one this large could was too long for what the Call
+    /// provided (refused as such); a larger one is beyond the server (the handler's answer
+    /// stands).
+    max_bulk: usize,
 }
 
 #[cfg(test)]
@@ -194,6 +199,7 @@ impl Run<'_, '_> {
             },
             answerer: None,
             loans: None,
+            max_bulk: usize::MAX,
         }
     }
 }
@@ -290,6 +296,18 @@ pub struct ServerConn<P: Provider> {
     /// This connection's number in its tickets.
     id: u64,
     reposts: Vec<u32>,
+    /// With the shared receive queue: the slots free for the next Call (a stack).
+    srq_free: Vec<u32>,
+    /// With the shared receive queue: per slot, its placeholder while a Call's receive
+    /// buffer stands in `recv` (empty without it).
+    srq_parked: Box<[Option<Buf<P>>]>,
+    /// Receives this connection reserved in the shared receive queue (0 without it).
+    srq_reserved: u32,
+    /// Receives beyond the grant for version 2's reverse-direction Replies.
+    reverse_slots: u32,
+    /// The grant as of the start of this poll: the largest the client may know, since
+    /// replies leave only at the end of a poll (or from `complete`, between polls).
+    known_grant: u32,
     sends: Vec<PendingSend>,
     credits: ResponderCredits,
     negotiation: Negotiation,
@@ -325,6 +343,22 @@ impl<P: Provider> Drop for ServerConn<P> {
     /// line is given up.
     fn drop(&mut self) {
         self.large.leave_line();
+        self._share.leave_conn(self.registered_bytes());
+        if let Some(recvs) = self._share.recvs() {
+            recvs.release(self.srq_reserved);
+            for k in 0..self.srq_parked.len() {
+                let Some(own) = self.srq_parked[k].take() else {
+                    continue;
+                };
+                let b = core::mem::replace(&mut self.recv[k], own);
+                if self.loans.outstanding(k as u32) != 0 {
+                    // Lent: out of the queue until the last loan goes (then lost to it).
+                    self.loans.hold(Arc::new(b));
+                } else {
+                    let _ = recvs.repost([b]);
+                }
+            }
+        }
         let (pull, bulk) = (
             core::mem::take(&mut self.pull),
             core::mem::take(&mut self.bulk),
@@ -436,6 +470,7 @@ impl<P: Provider> ServerConn<P> {
 
     fn poll_batch(&mut self) -> usize {
         let mut work = 0;
+        self.known_grant = self.credits.grant();
         // Calls deferred for send resources first, in arrival order.
         while let Some(&idx) = self.ready.front() {
             if !self.can_reply() {
@@ -519,6 +554,7 @@ impl<P: Provider> ServerConn<P> {
         }
         match kind {
             Kind::Recv => self.on_call(idx, wc.byte_len),
+            Kind::SrqRecv => self.on_srq_recv(wc.wr_id, wc.byte_len),
             Kind::Read => {
                 self.reads_in_flight -= 1;
                 let slot = &mut self.slots[idx as usize];
@@ -576,6 +612,60 @@ impl<P: Provider> ServerConn<P> {
         }
         self.note_overrun();
         self.on_call_v1(idx)
+    }
+
+    /// A receive of the shared receive queue completed on this connection: its buffer
+    /// stands in a free slot's `recv` and the Call is handled as any other. A connection
+    /// with more Calls in process than its grant (and the reverse Replies and spares
+    /// beyond it) takes receives the other connections' grants need (RFC 8166 §3.3.1: a
+    /// requester never exceeds its grant): its receive goes back and the connection ends.
+    fn on_srq_recv(&mut self, wr_id: u64, byte_len: u32) {
+        let Some(recvs) = self._share.recvs() else {
+            return;
+        };
+        let Some(buf) = recvs.take(wr_id) else {
+            // Not a receive the queue holds: nothing to answer.
+            bump(&self.io.stats.discards, 1);
+            return;
+        };
+        let held = self.in_process + self.reposts.len() as u32;
+        // Against the grant the client may know: one raised in this poll reaches it with
+        // the replies at the poll's end.
+        let limit = self.known_grant + self.reverse_slots + SPARE_RECVS;
+        let slot = if held < limit {
+            self.srq_free.pop()
+        } else {
+            None
+        };
+        let Some(k) = slot else {
+            bump(&self.io.stats.credit_overruns, 1);
+            let _ = recvs.repost([buf]);
+            return self.lose();
+        };
+        self.srq_parked[k as usize] = Some(core::mem::replace(&mut self.recv[k as usize], buf));
+        if held + 1 >= self.credits.grant() {
+            self.raise_grant();
+        }
+        self.on_call(k, byte_len)
+    }
+
+    /// The Calls in process fill the grant: with the shared receive queue, the grant
+    /// doubles (up to `credits`) if the queue can back it; the receives are posted before
+    /// any reply carries it.
+    #[cold]
+    fn raise_grant(&mut self) {
+        let g = self.credits.grant();
+        let add = g.min(self.config.credits.saturating_sub(g));
+        if add == 0 {
+            return;
+        }
+        if let Some(recvs) = self._share.recvs() {
+            if recvs.raise(self._share.pd(), add).is_ok() {
+                self.srq_reserved += add;
+                self.credits.set_grant(g + add);
+                bump(&self.io.stats.grants_raised, 1);
+            }
+        }
     }
 
     /// RFC 8166 §3.3.1, §8.1.4: the requester's outstanding Calls are those in process and

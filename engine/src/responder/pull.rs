@@ -27,7 +27,7 @@ impl<P: Provider> ServerConn<P> {
             i,
         );
         // Every large buffer the Call needs, taken before anything else (`large.rs`).
-        let needs = self.large_needs(i, &call.header, total as u64);
+        let needs = self.large_needs(i, &call.header, total as u64, true);
         if needs != Default::default() {
             if self.reserve_large(i, needs) {
                 // Judged again with the buffers in hand (the verdict borrowed the receive).

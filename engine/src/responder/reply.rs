@@ -17,7 +17,7 @@ use rpcrdma_proto::v2::{Error2, Header2, Wire};
 use rpcrdma_proto::verdict;
 use rpcrdma_proto::xdr::pad4;
 
-use super::{run_handler, Answering, Io, Run};
+use super::{overflowed, run_handler, Answering, Io, Run};
 use crate::conn::view;
 use crate::conn::wrid::{self, Kind};
 use crate::dispatch::{Entry, Lookup, Outcome, Request, MAX_BULK_RESULTS};
@@ -251,6 +251,16 @@ fn answer_short<P: Provider>(
         run_handler(entry, run, &req, results, view::bytes_mut(bulk));
     // A Short Call counts as one once answered; a pulled one does not.
     let counted = u64::from(!how.pulled);
+    if overflowed(n_items) {
+        // DDP-eligible results beyond the bulk buffer, which holds more than an inline
+        // reply may carry: too long for a Call without chunks, refused as `build` refuses
+        // a reply over the threshold.
+        io.tally.short_calls += counted;
+        let e = Error2::ReplyResource {
+            length_needed: (RPC_LEN + len) as u32,
+        };
+        return Some(refuse(io, ring, call, at.grant, e));
+    }
     let (stat, len) = match outcome {
         // Counted when answered.
         Outcome::Deferred => return Some(Built::Deferred),
@@ -576,6 +586,14 @@ pub(super) fn build<P: Provider>(
                 &mut out[hlen + rpc_len..],
                 view::bytes_mut(bulk_bytes),
             );
+            if overflowed(n) {
+                // DDP-eligible results beyond what the Call's chunks and an inline reply
+                // can carry (the bulk buffer holds that much): too long for this Call.
+                let e = Error2::ReplyResource {
+                    length_needed: (rpc_len + len) as u32,
+                };
+                return refuse(io, ring, header.bytes(), grant, e);
+            }
             match outcome {
                 Outcome::Deferred => return Built::Deferred,
                 Outcome::Success => (

@@ -53,8 +53,26 @@ impl<P: Provider> ServerConn<P> {
     /// polls every receive buffer is posted or in process (and within one, a reply leaves
     /// before its repost only while a spare receive stands in), so the new grant is backed
     /// by posted receives before the next reply carries it (RFC 8166 §3.3.1).
+    ///
+    /// With the server's shared receive queue ([`ConnConfig::srq`]) a raise takes the
+    /// receives that back it from the queue first, and is clamped to what it could take.
     pub fn set_grant(&mut self, grant: u32) -> u32 {
-        self.credits.set_grant(grant)
+        let Some(recvs) = self._share.recvs() else {
+            return self.credits.set_grant(grant);
+        };
+        let backed = self.srq_reserved - self.reverse_slots - SPARE_RECVS;
+        let want = grant.clamp(1, self.config.credits);
+        if want > backed && recvs.raise(self._share.pd(), want - backed).is_ok() {
+            self.srq_reserved += want - backed;
+        }
+        let backed = self.srq_reserved - self.reverse_slots - SPARE_RECVS;
+        self.credits.set_grant(want.min(backed))
+    }
+
+    /// Receives this connection reserved in its server's shared receive queue (0 when it
+    /// has its own): its grant and spares, the registered memory it costs there.
+    pub fn shared_receives(&self) -> u32 {
+        self.srq_reserved
     }
 
     /// The counters, shared: readable from any thread.

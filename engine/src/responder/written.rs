@@ -81,6 +81,14 @@ pub(super) fn answer<P: Provider>(
         &mut out[results_at..],
         view::bytes_mut(bulk),
     );
+    if super::overflowed(n_items) {
+        // A result larger than the chunks and the bulk buffer that holds them (version 1:
+        // ERR_CHUNK).
+        let e = Error2::ReplyResource {
+            length_needed: (AUTH_NONE_ACCEPTED_LEN + len) as u32,
+        };
+        return Some(reply::refuse_short(io, ring, call, at.grant, e));
+    }
     // The reply's RPC words after the transport header, its length, and the DDP-eligible
     // results it places (none but on SUCCESS).
     let (rpc, rpc_words, end, n_items) = match outcome {

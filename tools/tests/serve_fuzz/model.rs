@@ -51,6 +51,9 @@ enum Outcome {
     },
     Garbage,
     SystemErr,
+    /// A DDP-eligible result the bulk buffer could not hold: the reply is refused as too
+    /// long for what the Call provided (`responder::answer::run_handler`).
+    Overflow,
 }
 
 pub(crate) fn arg(a: &[u8], k: usize) -> Option<u32> {
@@ -62,7 +65,18 @@ pub(crate) fn arg(a: &[u8], k: usize) -> Option<u32> {
 /// `program.rs`'s procedures as specified in its table, with the transport's limits: inline
 /// results at most `cap` bytes (the reply buffer left after the headers), DDP-eligible
 /// results in a bulk buffer of `bulk` bytes, each aligned to 8.
-fn handler(proc_num: u32, a: &[u8], cap: usize, bulk: usize) -> Outcome {
+/// A DDP-eligible result whose bytes would end at `need` in a bulk buffer that cannot hold
+/// them: refused as too long when the server's largest bulk buffer (`max_bulk`) could, the
+/// program's SYSTEM_ERR when none could (`responder::answer::run_handler`).
+fn overflow(need: usize, max_bulk: usize) -> Outcome {
+    if need <= max_bulk {
+        Outcome::Overflow
+    } else {
+        Outcome::SystemErr
+    }
+}
+
+fn handler(proc_num: u32, a: &[u8], cap: usize, bulk: usize, max_bulk: usize) -> Outcome {
     match proc_num {
         NULL => Outcome::Success {
             results: Vec::new(),
@@ -90,7 +104,7 @@ fn handler(proc_num: u32, a: &[u8], cap: usize, bulk: usize) -> Outcome {
                 return Outcome::Garbage;
             };
             if n as usize > bulk {
-                return Outcome::SystemErr;
+                return overflow(n as usize, max_bulk);
             }
             let mut item = vec![0; n as usize];
             fill_pattern(seed, &mut item);
@@ -128,7 +142,7 @@ fn handler(proc_num: u32, a: &[u8], cap: usize, bulk: usize) -> Outcome {
                 let start = (used + 7) & !7;
                 let end = start + n as usize;
                 if end > bulk {
-                    return Outcome::SystemErr;
+                    return overflow(end, max_bulk);
                 }
                 used = end;
                 let mut item = vec![0; n as usize];
@@ -285,12 +299,14 @@ impl Model<'_> {
                     args,
                     cap.min(max_results) & !3,
                     self.cfg.bulk_cap(h),
+                    self.cfg.bulk as usize,
                 ) {
                     Outcome::Success { results, items } => {
                         (ReplyHeader::accepted_success(xid), results, items)
                     }
                     Outcome::Garbage => (ReplyHeader::garbage_args(xid), Vec::new(), Vec::new()),
                     Outcome::SystemErr => (ReplyHeader::system_err(xid), Vec::new(), Vec::new()),
+                    Outcome::Overflow => return chunk_error(),
                 }
             }
         };

@@ -85,39 +85,51 @@ impl Cfg {
         self.inline.min(peer_recv)
     }
 
-    /// Bytes of the bulk buffers each credit owns (`ConnConfig::slot_bulk`, the default
-    /// `--slot-bulk-size`).
+    /// Bytes of a connection's own buffers (reply ring entries, and the pull and bulk
+    /// buffers of each receive): the server share's reply class, an inline reply and 1 KiB
+    /// of headers (`ConnConfig::share_config`).
     fn own(&self) -> usize {
-        (rpcrdma_engine::conn::DEFAULT_SLOT_BULK_SIZE as usize).clamp(4096, self.bulk as usize)
+        self.inline as usize + 1024
     }
 
-    /// Whether the connection shares large buffers of `bulk` bytes (`responder/large.rs`).
-    fn shares(&self) -> bool {
-        self.own() < self.bulk as usize
-    }
-
-    /// Bytes of the reply buffer the Call `h` is answered in (`ServerConn::accept`, and a
-    /// large buffer for a Reply chunk larger than a ring entry).
-    pub(crate) fn ring_len(&self, h: &HeaderView<'_>) -> usize {
-        let entry = self.inline as usize + 1024;
-        if !self.shares() {
-            return self.inline.max(self.bulk) as usize + 1024;
+    /// Bytes of the shared buffer that stands in for a need of `bytes`: the share's small
+    /// class (`--slot-bulk-size`'s default) or its large one (`--bulk-size`).
+    fn class(&self, bytes: u64) -> usize {
+        let large = (self.bulk as usize).max(4096);
+        let small = (rpcrdma_engine::conn::DEFAULT_SLOT_BULK_SIZE as usize)
+            .clamp(4096, large)
+            .min(large);
+        if bytes <= small as u64 {
+            small
+        } else {
+            large
         }
+    }
+
+    /// Bytes of the reply buffer the Call `h` is answered in: a ring entry, or a shared
+    /// buffer for a Reply chunk larger than one (`responder/large.rs`).
+    pub(crate) fn ring_len(&self, h: &HeaderView<'_>) -> usize {
+        let entry = self.own();
         match h.reply_chunk() {
-            Some(rc) if rc.total_len() + 1024 > entry as u64 => self.bulk as usize,
+            Some(rc) if rc.total_len() + 1024 > entry as u64 => {
+                self.class((rc.total_len() + 1024).min(self.bulk as u64))
+            }
             _ => entry,
         }
     }
 
-    /// Bytes of the bulk buffer the Call `h`'s DDP-eligible results go to: the credit's
-    /// own, or a large one when its Write chunks (64 bytes of alignment each) are larger.
+    /// Bytes of the bulk buffer the Call `h`'s DDP-eligible results go to: the
+    /// connection's own, or a shared one when its Write chunks (64 bytes of alignment each)
+    /// — or, without Write chunks, its Reply chunk — are larger.
     pub(crate) fn bulk_cap(&self, h: &HeaderView<'_>) -> usize {
-        if !self.shares() {
-            return self.bulk as usize;
+        let mut need: u64 = h.write_list().iter().map(|c| c.total_len() + 64).sum();
+        if need == 0 {
+            // Every procedure the fuzzer calls may have DDP-eligible results but NULL,
+            // ECHO and WRITE; READ and MULTI have them.
+            need = h.reply_chunk().map_or(0, |c| c.total_len()) + 64;
         }
-        let writes: u64 = h.write_list().iter().map(|c| c.total_len() + 64).sum();
-        if writes > self.own() as u64 {
-            self.bulk as usize
+        if need > self.own() as u64 {
+            self.class(need.min(self.bulk as u64))
         } else {
             self.own()
         }

@@ -199,9 +199,11 @@ fn pulled_calls_without_write_or_reply_chunks_answer_as_the_general_path() {
     }
     assert_eq!(taken, 160);
     // BULKY's DDP result inline past the threshold (64 bytes of results, then the
-    // threshold less 100), on SUCCESS, in each of the four configurations; its 70,000
-    // bytes do not fit the bulk buffer (SYSTEM_ERR).
-    assert_eq!(refused, 4);
+    // threshold less 100), on SUCCESS, in each of the four configurations; and its 70,000
+    // bytes, which the bulk buffer cannot hold, whatever the handler returns after
+    // `push_bulk` refused them (5 outcomes × 4 configurations): too long for a Call that
+    // provided no Write or Reply chunk (ERR_CHUNK).
+    assert_eq!(refused, 4 + 20);
     // Another XID inside the pulled stream: left to the general path (ERR_CHUNK).
     let rpc = CallHeader::new(9, PROG, 1, ECHOISH, OpaqueAuth::NONE, OpaqueAuth::NONE);
     let mut stream = vec![0u8; rpc.encoded_len()];

@@ -1,0 +1,376 @@
+//! Receive buffers that a server's connections share through a shared receive queue
+//! ([`SharedReceiveQueue`]): each connection owns no receive buffer of its own, and the
+//! receives posted cover the credits granted on every connection together.
+//!
+//! # Credits and receives (RFC 8166 §3.3.1)
+//!
+//! A responder must never grant a credit that no posted receive backs. With one receive
+//! queue per connection that is a per-connection count; with a shared one it is a sum:
+//! every connection admitted reserves its grant plus its spare receives here
+//! ([`SharedRecvs::admit`]), a grant is raised only after the receives that back it are
+//! registered and posted ([`SharedRecvs::raise`]), and grants are never lowered. So the
+//! receives registered are always at least the sum of the reservations plus
+//! [`SrqConfig::headroom`], and every Call's receive is posted again before its reply
+//! leaves (the connections' flush order), so that a Call the grant allows always finds
+//! one. The headroom covers the moments between a burst of Calls and the poll that reposts
+//! their receives, when the queue holds fewer. A connection that sends beyond its grant
+//! takes receives the others' grants need: the responder ends it (`responder`).
+//!
+//! # Ownership of a receive buffer
+//!
+//! A buffer is free (registered, on its chunk's free stack), posted (the queue holds it)
+//! or held (a connection's Call is in it). Its state word moves posted → held when a
+//! connection takes it from a completion ([`SharedRecvs::take`]): one compare-and-swap, so
+//! a completion naming a buffer that is not posted (a duplicate, or a forged `wr_id`) gets
+//! nothing. Posting moves it back.
+
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::{Buf, PoolConfig, PoolError, Shared};
+use crate::conn::wrid::{self, Kind};
+use crate::fabric::{
+    Access, MemoryRegion, PostError, ProtectionDomain, Provider, RecvWr, Sge, SharedReceiveQueue,
+};
+
+const FREE: u8 = 0;
+const POSTED: u8 = 1;
+const HELD: u8 = 2;
+
+/// Receives posted per call to the queue.
+const POST_BATCH: usize = 32;
+
+/// The sizes of a server's shared receive queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SrqConfig {
+    /// Bytes of a receive buffer (the inline threshold this end receives).
+    pub recv_size: usize,
+    /// The most receives the queue holds: the bound on the sum of the reservations.
+    pub max_recvs: u32,
+    /// Receives registered and posted beyond the reservations.
+    pub headroom: u32,
+    /// Receives registered at a time when the queue must grow.
+    pub per_chunk: u32,
+}
+
+impl SrqConfig {
+    fn pool_config(&self) -> PoolConfig {
+        PoolConfig::new(self.recv_size, self.per_chunk, Access::LOCAL_WRITE)
+    }
+
+    /// Checks the sizes.
+    pub fn validate(&self) -> Result<(), PoolError> {
+        self.pool_config().layout()?;
+        if self.headroom == 0 || self.headroom >= self.max_recvs {
+            return Err(PoolError::InvalidConfig(
+                "the headroom of a shared receive queue must be 1 ..= max_recvs - 1",
+            ));
+        }
+        if self.max_recvs >= 1 << 20 {
+            return Err(PoolError::InvalidConfig(
+                "a shared receive queue holds fewer than 2^20 receives",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Why [`SharedRecvs::admit`] or [`SharedRecvs::raise`] reserved nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SrqError {
+    /// The queue would hold more than [`SrqConfig::max_recvs`].
+    Full,
+    /// Registering or posting receives failed.
+    Fabric(String),
+}
+
+impl core::fmt::Display for SrqError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SrqError::Full => f.write_str("the shared receive queue is full"),
+            SrqError::Fabric(e) => write!(f, "shared receive queue: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SrqError {}
+
+/// A snapshot of a [`SharedRecvs`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SrqStats {
+    /// Receives reserved by the connections (grants and spares).
+    pub reserved: u32,
+    /// Receive buffers registered.
+    pub registered: u32,
+    /// Their registered bytes.
+    pub bytes: u64,
+    /// Receives held by Calls now.
+    pub held: u32,
+}
+
+/// A shared receive queue and its buffers; see the module documentation.
+pub struct SharedRecvs<P: Provider> {
+    /// Declared first: destroyed before the buffers its receives point into.
+    srq: P::Srq,
+    config: SrqConfig,
+    /// Buffers registered so far: `chunks[..len]`, each `per_chunk` buffers.
+    chunks: Box<[OnceLock<Arc<Shared<P>>>]>,
+    len: AtomicU32,
+    /// Per buffer id: FREE, POSTED or HELD.
+    state: Box<[AtomicU8]>,
+    /// Receives reserved by the connections.
+    reserved: AtomicU32,
+    /// Serializes growth (registration and the first posts), never taken by a Call.
+    growing: Mutex<()>,
+    /// Free buffers waiting on their chunks' free stacks for a post the queue refused for
+    /// now (a soft queue whose next slot is still being consumed says `QueueFull`).
+    pending: AtomicU32,
+}
+
+impl<P: Provider> SharedRecvs<P> {
+    /// A queue of `config.max_recvs` receives in `pd`, none registered yet.
+    pub fn new(pd: &P::Pd, config: SrqConfig) -> Result<SharedRecvs<P>, PoolError> {
+        config.validate()?;
+        let srq = pd.create_srq(config.max_recvs, 1)?;
+        let chunks = config.max_recvs.div_ceil(config.per_chunk) as usize;
+        Ok(SharedRecvs {
+            chunks: (0..chunks).map(|_| OnceLock::new()).collect(),
+            len: AtomicU32::new(0),
+            state: (0..chunks as u32 * config.per_chunk)
+                .map(|_| AtomicU8::new(FREE))
+                .collect(),
+            reserved: AtomicU32::new(0),
+            growing: Mutex::new(()),
+            pending: AtomicU32::new(0),
+            config,
+            srq,
+        })
+    }
+
+    /// The queue, for [`QpInit::srq`](crate::fabric::QpInit).
+    pub fn srq(&self) -> &P::Srq {
+        &self.srq
+    }
+
+    /// The sizes.
+    pub fn config(&self) -> &SrqConfig {
+        &self.config
+    }
+
+    /// Reserves `n` receives for a connection (its grant and spares), registering (in
+    /// `pd`, the queue's) and posting more if the reservations and the headroom need them.
+    pub fn admit(&self, pd: &P::Pd, n: u32) -> Result<(), SrqError> {
+        let max = self.config.max_recvs - self.config.headroom;
+        self.reserved
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                r.checked_add(n).filter(|&t| t <= max)
+            })
+            .map_err(|_| SrqError::Full)?;
+        if let Err(e) = self.cover(pd) {
+            self.reserved.fetch_sub(n, Ordering::AcqRel);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Reserves `n` more receives for a connection raising its grant: as
+    /// [`admit`](Self::admit), and when it returns `Ok` the receives are posted, so the new
+    /// grant may be advertised.
+    pub fn raise(&self, pd: &P::Pd, n: u32) -> Result<(), SrqError> {
+        self.admit(pd, n)
+    }
+
+    /// Gives back `n` receives a connection reserved (it is gone). Its buffers stay
+    /// registered and posted, for the next connections.
+    pub fn release(&self, n: u32) {
+        let _ = self
+            .reserved
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                Some(r.saturating_sub(n))
+            });
+    }
+
+    /// Registers and posts receives until the reservations and the headroom are covered.
+    fn cover(&self, pd: &P::Pd) -> Result<(), SrqError> {
+        let want = self.reserved.load(Ordering::Acquire) + self.config.headroom;
+        if self.registered() >= want {
+            return Ok(());
+        }
+        let _guard = self.growing.lock().unwrap_or_else(|p| p.into_inner());
+        while self.registered() < want {
+            let n = self.len.load(Ordering::Acquire);
+            let Some(entry) = self.chunks.get(n as usize) else {
+                return Err(SrqError::Full);
+            };
+            let chunk = Shared::<P>::create(pd, self.config.pool_config())
+                .map_err(|e| SrqError::Fabric(e.to_string()))?;
+            let _ = entry.set(chunk);
+            self.len.store(n + 1, Ordering::Release);
+            let first = n * self.config.per_chunk;
+            let ids: Vec<u32> = (first..first + self.config.per_chunk).collect();
+            self.post_or_keep(&ids)
+                .map_err(|e| SrqError::Fabric(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Receive buffers registered so far.
+    fn registered(&self) -> u32 {
+        self.len.load(Ordering::Acquire) * self.config.per_chunk
+    }
+
+    /// Takes the buffer of the receive `wr_id` names (a completion's): `None` unless the
+    /// queue holds it (posted, not yet taken).
+    #[inline]
+    pub fn take(&self, wr_id: u64) -> Option<Buf<P>> {
+        if wrid::kind(wr_id) != Some(Kind::SrqRecv) {
+            return None;
+        }
+        let id = wrid::index(wr_id);
+        let state = self.state.get(id as usize)?;
+        state
+            .compare_exchange(POSTED, HELD, Ordering::AcqRel, Ordering::Relaxed)
+            .ok()?;
+        let chunk = self.chunks[(id / self.config.per_chunk) as usize].get()?;
+        Some(chunk.buf(id % self.config.per_chunk))
+    }
+
+    /// The id of `buf`, one of this queue's (taken from it).
+    fn id_of(&self, buf: &Buf<P>) -> Option<u32> {
+        let n = self.len.load(Ordering::Acquire) as usize;
+        self.chunks[..n]
+            .iter()
+            .position(|c| {
+                c.get()
+                    .is_some_and(|c| core::ptr::eq(buf.shared.as_ptr(), Arc::as_ptr(c)))
+            })
+            .map(|k| k as u32 * self.config.per_chunk + buf.index)
+    }
+
+    /// Posts `bufs` (taken from this queue) again, in batches, after any free buffers whose
+    /// post was refused for now. A buffer the queue refuses for now waits on its chunk's
+    /// free stack for the next post; any other refusal is returned (the queue is broken).
+    /// A buffer that is not this queue's is dropped.
+    pub fn repost(&self, bufs: impl IntoIterator<Item = Buf<P>>) -> Result<(), PostError> {
+        if self.pending.load(Ordering::Relaxed) != 0 {
+            self.post_pending()?;
+        }
+        let mut ids = [0u32; POST_BATCH];
+        let mut n = 0;
+        let mut result = Ok(());
+        for buf in bufs {
+            let Some(id) = self.id_of(&buf) else {
+                drop(buf);
+                continue;
+            };
+            // The queue owns it from here on: its handle is not dropped (which would put it
+            // on the chunk's free stack) but forgotten, and made again by `take`.
+            core::mem::forget(buf);
+            self.state[id as usize].store(FREE, Ordering::Relaxed);
+            ids[n] = id;
+            n += 1;
+            if n == POST_BATCH {
+                result = result.and(self.post_or_keep(&ids[..n]));
+                n = 0;
+            }
+        }
+        if n > 0 {
+            result = result.and(self.post_or_keep(&ids[..n]));
+        }
+        result
+    }
+
+    /// Posts the free buffers `ids`; those the queue refuses for now wait on their chunks'
+    /// free stacks (counted in `pending`).
+    fn post_or_keep(&self, ids: &[u32]) -> Result<(), PostError> {
+        let (posted, error) = match self.post_ids(ids) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        for &id in &ids[posted..] {
+            self.state[id as usize].store(FREE, Ordering::Relaxed);
+            let chunk = self.chunks[(id / self.config.per_chunk) as usize]
+                .get()
+                .expect("registered before its ids are posted");
+            chunk.returns.push(id % self.config.per_chunk);
+            self.pending.fetch_add(1, Ordering::Relaxed);
+        }
+        match error {
+            PostError::QueueFull => Ok(()),
+            e => Err(e),
+        }
+    }
+
+    /// Posts the buffers waiting on the chunks' free stacks, until the queue refuses one
+    /// for now (it waits again).
+    #[cold]
+    fn post_pending(&self) -> Result<(), PostError> {
+        let n = self.len.load(Ordering::Acquire) as usize;
+        for (k, chunk) in self.chunks[..n].iter().enumerate() {
+            let Some(chunk) = chunk.get() else { continue };
+            while let Some(index) = chunk.returns.pop() {
+                let _ = self
+                    .pending
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| {
+                        Some(p.saturating_sub(1))
+                    });
+                let id = k as u32 * self.config.per_chunk + index;
+                if let Err((_, e)) = self.post_ids(core::slice::from_ref(&id)) {
+                    self.state[id as usize].store(FREE, Ordering::Relaxed);
+                    chunk.returns.push(index);
+                    self.pending.fetch_add(1, Ordering::Relaxed);
+                    return match e {
+                        PostError::QueueFull => Ok(()),
+                        e => Err(e),
+                    };
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Posts the free buffers `ids`; on a refusal, how many were posted and why.
+    fn post_ids(&self, ids: &[u32]) -> Result<(), (usize, PostError)> {
+        let mut done = 0;
+        for batch in ids.chunks(POST_BATCH) {
+            let mut sges = [Sge::default(); POST_BATCH];
+            for (sge, &id) in sges.iter_mut().zip(batch) {
+                let chunk = self.chunks[(id / self.config.per_chunk) as usize]
+                    .get()
+                    .expect("registered before its ids are posted");
+                let (region, offset) = chunk.layout.locate(id % self.config.per_chunk);
+                *sge = chunk.regions[region].sge(offset, chunk.layout.buf_size);
+            }
+            let mut wrs = [RecvWr::new(0, &[]); POST_BATCH];
+            for ((wr, sge), &id) in wrs.iter_mut().zip(&sges).zip(batch) {
+                // Posted before the queue can hand it to a completion.
+                self.state[id as usize].store(POSTED, Ordering::Release);
+                *wr = RecvWr::new(wrid::pack(Kind::SrqRecv, id, 0), core::slice::from_ref(sge));
+            }
+            if let Err(bad) = self.srq.post_recv_list(&wrs[..batch.len()]) {
+                return Err((done + bad.index, bad.error));
+            }
+            done += batch.len();
+        }
+        Ok(())
+    }
+
+    /// A snapshot of the reservations and buffers.
+    pub fn stats(&self) -> SrqStats {
+        let registered = self.registered();
+        let held = self.state[..registered as usize]
+            .iter()
+            .filter(|s| s.load(Ordering::Relaxed) == HELD)
+            .count() as u32;
+        let bytes = (0..self.len.load(Ordering::Acquire) as usize)
+            .filter_map(|k| self.chunks[k].get())
+            .map(|c| c.bytes())
+            .sum();
+        SrqStats {
+            reserved: self.reserved.load(Ordering::Relaxed),
+            registered,
+            bytes,
+            held,
+        }
+    }
+}
