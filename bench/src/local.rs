@@ -23,7 +23,9 @@ where
     pub workers: Workers<ServerConn<P>>,
     /// One client per connection.
     pub clients: Vec<Client<P>>,
-    /// Bytes one server connection registered.
+    /// Bytes each server connection registered for itself (its receives, or placeholders
+    /// with a shared receive queue); what they take of the server's share comes on top
+    /// ([`Server::share_stats`]).
     pub server_memory: u64,
     /// The listener, for connections still to come (a client's reconnections:
     /// [`Accepting`]).
@@ -53,7 +55,6 @@ where
         .map_err(|e| format!("listen on {addr}: {e}"))?;
     let mut w = Workers::<ServerConn<P>>::start(workers).map_err(|e| e.to_string())?;
     let mut clients = Vec::with_capacity(conns);
-    let mut server_memory = 0;
     for _ in 0..conns {
         let (client, assigned) = thread::scope(|s| {
             let t = s.spawn(|| {
@@ -65,10 +66,7 @@ where
             let assigned = server
                 .accept(cfg.connect_timeout)
                 .map_err(|e| e.to_string())
-                .and_then(|conn| {
-                    server_memory = conn.registered_bytes();
-                    w.assign(conn).map_err(|e| e.to_string())
-                });
+                .and_then(|conn| w.assign(conn).map_err(|e| e.to_string()));
             let client = t
                 .join()
                 .unwrap_or_else(|_| Err("connect thread panicked".into()));
@@ -77,6 +75,10 @@ where
         assigned?;
         clients.push(client?);
     }
+    // What each connection registered for itself (its receives, or its placeholders with
+    // a shared receive queue).
+    let st = server.share_stats();
+    let server_memory = st.conn_bytes / u64::from(st.conns.max(1));
     Ok(Local {
         workers: w,
         clients,

@@ -341,7 +341,7 @@ where
     // The server: in this process, its workers pinned after the client's core.
     let mut workers: Option<Workers<ServerConn<P>>> = None;
     let mut clients: Vec<Client<P>> = Vec::with_capacity(conns);
-    let mut server_memory = None;
+    let mut server: Option<(rpcrdma_engine::responder::Server<P>, u64)> = None;
     let addr = match target {
         Target::InProcess(base) => point_addr(base, n * 64 + rep as usize),
         Target::Connect(a) => a.clone(),
@@ -357,7 +357,7 @@ where
                 .collect();
             let l = local::start::<P>(open, &paddr, program::dispatch(), cfg, &configs, conns)
                 .map_err(setup)?;
-            server_memory = Some(l.server_memory);
+            server = Some((l.server, l.server_memory));
             clients = l.clients;
             workers = Some(l.workers);
         }
@@ -417,6 +417,13 @@ where
             .collect(),
         _ => Vec::new(),
     };
+    // Everything the server registered for its connections after the run, per connection:
+    // each one's own, and its part of the share (rings, bulk buffers, a shared receive
+    // queue), which stays registered for the next connections.
+    let server_memory = server.as_ref().map(|(s, own)| {
+        let st = s.share_stats();
+        own + (st.registered_bytes + st.srq_bytes) / conns.max(1) as u64
+    });
     if let Some(w) = workers {
         let _ = w.shutdown(Duration::from_secs(1));
     }

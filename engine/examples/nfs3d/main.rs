@@ -49,7 +49,7 @@ use clap::{Parser, ValueEnum};
 use rpcrdma_engine::conn::{ConnConfig, ConnError, Version};
 use rpcrdma_engine::fabric::soft::Soft;
 use rpcrdma_engine::fabric::verbs::Verbs;
-use rpcrdma_engine::fabric::{ConnectError, Provider};
+use rpcrdma_engine::fabric::{ConnectError, Device, Provider};
 use rpcrdma_engine::responder::{Server, ServerConn};
 use rpcrdma_engine::stats::{Counters, Snapshot};
 use rpcrdma_engine::worker::{WorkerConfig, Workers};
@@ -167,15 +167,22 @@ struct Cli {
     /// Credits: receives posted per connection, the most Calls a client has in process.
     #[arg(long, default_value_t = 64)]
     credits: u32,
-    /// Buffers of --max-io the RPCs of one connection share for READs and WRITEs larger
-    /// than 64 KiB (at least 3): the most such RPCs in process at once per connection.
-    #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_LARGE_BUFS)]
-    large_bufs: u32,
-    /// Bytes of the pull and bulk buffers each credit owns: READs and WRITEs whose data
-    /// fits (with their headers) use them, larger ones the shared --large-bufs. Their
-    /// registration is most of what accepting a connection costs (credits x 2 x this).
+    /// MiB of bulk buffers (for READ and WRITE data, and long replies) the connections of
+    /// each worker share, registered as their Calls need them (at least three of --max-io).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    bulk_pool: u64,
+    /// Bytes of the smaller shared bulk buffers: READs and WRITEs whose data fits (with
+    /// their headers) take one, larger ones a buffer of --max-io.
     #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_SLOT_BULK_SIZE)]
     slot_bulk_size: u32,
+    /// Take every connection's receives from one shared receive queue (each connection
+    /// reserves its grant there, 8 to start, raised as its Calls fill it). Default: where
+    /// the device has shared receive queues.
+    #[arg(long, conflicts_with = "no_srq")]
+    srq: bool,
+    /// A receive queue of its own for each connection (--credits receives each).
+    #[arg(long)]
+    no_srq: bool,
     /// Largest READ or WRITE (rtmax/wtmax in FSINFO), in bytes.
     #[arg(long, default_value_t = 1 << 20)]
     max_io: u32,
@@ -378,10 +385,21 @@ where
         cli.inline,
         !cli.no_remote_invalidation,
     );
+    let n_workers = cli.workers.max(1);
+    let max_srq = device.attr().max_srq_wr;
+    if cli.srq && max_srq == 0 {
+        return fail(
+            "--srq",
+            format!("device {} has no shared receive queues", device.name()),
+        );
+    }
     let cfg = ConnConfig {
         version: cli.version,
-        large_bufs: cli.large_bufs.max(3),
         slot_bulk_size: cli.slot_bulk_size,
+        shared_bulk: (cli.bulk_pool << 20) * n_workers as u64,
+        srq: !cli.no_srq && max_srq > 0,
+        // Half the device's largest: a device may round the size asked for up.
+        srq_recvs: cfg.srq_recvs.min(max_srq / 2).max(512.min(max_srq / 2)),
         ..cfg
     };
     let dispatch = Arc::new(server::dispatch(&nfs));
@@ -389,7 +407,6 @@ where
         Ok(s) => s,
         Err(e) => return fail(&format!("listen on {}", cli.listen), e),
     };
-    let n_workers = cli.workers.max(1);
     let configs: Vec<WorkerConfig> = (0..n_workers)
         .map(|_| WorkerConfig {
             core: None,
@@ -444,12 +461,18 @@ where
         _ => None,
     };
     eprintln!(
-        "nfs3d: exporting {} over {} on {} (NFS v3, {} worker(s), at most {} connections, {} I/O threads{}, max I/O {} B); MOUNT v3 on tcp {}",
+        "nfs3d: exporting {} over {} on {} (NFS v3, {} worker(s), at most {} connections, {}, {} MiB of shared bulk buffers at most, {} I/O threads{}, max I/O {} B); MOUNT v3 on tcp {}",
         export.export_path().display(),
         P::NAME,
         cli.listen,
         workers.len(),
         max_conns,
+        if cfg.srq {
+            format!("a shared receive queue of {} receives", cfg.srq_recvs)
+        } else {
+            format!("{} receives per connection", cfg.credits)
+        },
+        cfg.share_config().bulk_limit >> 20,
         cli.io_threads.max(1),
         if memory {
             " for READ, WRITE and listings: a memory export, the rest on the workers"
@@ -506,10 +529,11 @@ where
         match listener.accept_if(Duration::from_millis(200), admit) {
             Ok(conn) => {
                 eprintln!(
-                    "nfs3d: accepted a connection ({}) in {:.1} ms, {:.1} MiB registered",
+                    "nfs3d: accepted a connection ({}) in {:.1} ms, {}; {}",
                     conn.negotiation(),
                     conn.setup_time().as_secs_f64() * 1e3,
-                    conn.registered_bytes() as f64 / f64::from(1 << 20)
+                    conn.memory(),
+                    listener.share_stats()
                 );
                 conn_stats.add(conn.stats());
                 let c = NfsConn::new(conn, Arc::clone(&nfs), pool.sender());

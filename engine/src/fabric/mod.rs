@@ -345,6 +345,16 @@ pub trait QueuePair<P: Provider> {
     /// The current state.
     fn state(&self) -> QpState;
 
+    /// Whether the connection is known to be over, cheaply enough to ask often (no system
+    /// call): on verbs, a flag set when either end disconnected (the peer's disconnection
+    /// arrives through the connection manager); on soft, the shared state. A queue pair that
+    /// went to the error state for another reason may still say false; [`state`](Self::state)
+    /// tells. A caller whose queue pair has no receives of its own (a shared receive queue's)
+    /// gets no flush completion when the peer goes, and asks this instead.
+    fn is_disconnected(&self) -> bool {
+        self.state() == QpState::Err
+    }
+
     /// Posts `wrs` to the send queue in order (`ibv_post_send`). On a refusal, the requests
     /// before the refused one are posted.
     fn post_send_list(&mut self, wrs: &[SendWr<'_, P>]) -> Result<(), BadWr>;

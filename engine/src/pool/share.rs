@@ -290,6 +290,29 @@ pub struct ShareStats {
     pub srq_reserved: u32,
 }
 
+impl core::fmt::Display for ShareStats {
+    /// "N connection(s), T MiB registered in all (P KiB per connection): their own A MiB,
+    /// bulk B MiB, reply rings R MiB[, shared receive queue Q MiB]".
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mib = |b: u64| b as f64 / f64::from(1 << 20);
+        write!(
+            f,
+            "{} connection(s), {:.1} MiB registered in all ({:.1} KiB per connection): their own \
+             {:.1} MiB, bulk {:.1} MiB, reply rings {:.1} MiB",
+            self.conns,
+            mib(self.total_bytes()),
+            self.per_conn_bytes() as f64 / 1024.0,
+            mib(self.conn_bytes),
+            mib(self.bulk_bytes),
+            mib(self.reply_bytes),
+        )?;
+        if self.srq_bytes > 0 {
+            write!(f, ", shared receive queue {:.1} MiB", mib(self.srq_bytes))?;
+        }
+        Ok(())
+    }
+}
+
 impl ShareStats {
     /// Every byte registered for the server's connections: their own, the share's and the
     /// shared receive queue's.

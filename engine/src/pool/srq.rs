@@ -132,6 +132,11 @@ impl<P: Provider> SharedRecvs<P> {
     pub fn new(pd: &P::Pd, config: SrqConfig) -> Result<SharedRecvs<P>, PoolError> {
         config.validate()?;
         let srq = pd.create_srq(config.max_recvs, 1)?;
+        // A device may grant more than asked (rxe rounds up); never count on more.
+        let config = SrqConfig {
+            max_recvs: config.max_recvs.min(srq.depth().max(config.headroom + 1)),
+            ..config
+        };
         let chunks = config.max_recvs.div_ceil(config.per_chunk) as usize;
         Ok(SharedRecvs {
             chunks: (0..chunks).map(|_| OnceLock::new()).collect(),
@@ -155,6 +160,14 @@ impl<P: Provider> SharedRecvs<P> {
     /// The sizes.
     pub fn config(&self) -> &SrqConfig {
         &self.config
+    }
+
+    /// Registered bytes per receive buffer (its size at its stride).
+    pub fn stride(&self) -> u64 {
+        self.config
+            .pool_config()
+            .layout()
+            .map_or(0, |l| l.stride as u64)
     }
 
     /// Reserves `n` receives for a connection (its grant and spares), registering (in

@@ -39,6 +39,7 @@ mod state;
 mod version;
 mod written;
 
+pub use crate::pool::share::ShareStats;
 pub use accept::Server;
 pub use reverse::{ReverseCallError, ReverseError, ReverseReply, MAX_REVERSE};
 
@@ -81,6 +82,10 @@ const POLL_BATCH: usize = 32;
 /// Idle polls between two looks at the queue pair's state (a system call on verbs,
 /// `ibv_query_qp`): about every millisecond of idleness.
 const STATE_CHECK_EVERY: u32 = 1 << 16;
+/// Idle polls between two looks at whether a connection on the shared receive queue was
+/// ended (a flag, no system call): its queue pair has no receive to flush when the peer
+/// goes.
+const GONE_CHECK_EVERY: u32 = 256;
 /// Send-queue slots a reply may need (RDMA Writes plus its Send).
 const REPLY_WRS: u64 =
     (reply::MAX_WRITE_CHUNKS * reply::MAX_SEGMENTS + reply::MAX_SEGMENTS + 1) as u64;
@@ -229,6 +234,44 @@ impl core::fmt::Display for CompleteError {
 }
 
 impl std::error::Error for CompleteError {}
+
+/// The registered memory one connection costs ([`ServerConn::memory`]), beside what it
+/// holds of its server's share for its Calls ([`ServerConn::shared_bytes`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConnMemory {
+    /// Bytes it registered for itself ([`ServerConn::registered_bytes`]).
+    pub own_bytes: u64,
+    /// Receives it reserved in the server's shared receive queue (0 without one).
+    pub shared_receives: u32,
+    /// Their registered bytes.
+    pub shared_receive_bytes: u64,
+}
+
+impl ConnMemory {
+    /// Both together: what accepting the connection cost.
+    pub fn total_bytes(&self) -> u64 {
+        self.own_bytes + self.shared_receive_bytes
+    }
+}
+
+impl core::fmt::Display for ConnMemory {
+    /// "X KiB registered for it" and, with a shared receive queue, "(N receives of the
+    /// shared queue: A KiB, and B KiB of its own)".
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let kib = |b: u64| b as f64 / 1024.0;
+        write!(f, "{:.1} KiB registered for it", kib(self.total_bytes()))?;
+        if self.shared_receives > 0 {
+            write!(
+                f,
+                " ({} receives of the shared queue: {:.1} KiB, and {:.1} KiB of its own)",
+                self.shared_receives,
+                kib(self.shared_receive_bytes),
+                kib(self.own_bytes)
+            )?;
+        }
+        Ok(())
+    }
+}
 
 /// Connection numbers, for tickets.
 static NEXT_CONN_ID: AtomicU64 = AtomicU64::new(1);
@@ -511,6 +554,12 @@ impl<P: Provider> ServerConn<P> {
             self.io.qp.watch_next_recv();
             if self.idle_polls.is_multiple_of(STATE_CHECK_EVERY) {
                 self.check_state();
+            } else if self.srq_reserved > 0
+                && self.idle_polls.is_multiple_of(GONE_CHECK_EVERY)
+                && self.io.qp.is_disconnected()
+            {
+                // No receive of its own to flush: a departed peer says nothing else.
+                self.lose();
             }
             return 0;
         }

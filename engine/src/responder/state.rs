@@ -69,6 +69,17 @@ impl<P: Provider> ServerConn<P> {
         self.credits.set_grant(want.min(backed))
     }
 
+    /// What this connection costs in registered memory: its own registration and, with
+    /// the server's shared receive queue, the receives it reserved there.
+    pub fn memory(&self) -> ConnMemory {
+        let stride = self._share.recvs().map_or(0, |r| r.stride());
+        ConnMemory {
+            own_bytes: self.registered_bytes(),
+            shared_receives: self.srq_reserved,
+            shared_receive_bytes: u64::from(self.srq_reserved) * stride,
+        }
+    }
+
     /// Receives this connection reserved in its server's shared receive queue (0 when it
     /// has its own): its grant and spares, the registered memory it costs there.
     pub fn shared_receives(&self) -> u32 {

@@ -364,6 +364,11 @@ where
     } else {
         program::dispatch()
     };
+    // The in-process server as `serve` would be on this device (a shared receive queue
+    // where it has one, --bulk-pool per worker); the clients ignore those settings.
+    let cfg = args
+        .conn
+        .server_config::<P>(&open()?, cfg.version, workers.len())?;
     let l = rpcrdma_bench::local::start::<P>(open, &addr, dispatch, cfg, &workers, args.conns)?;
     let server = if faults {
         LocalServer::Accepting(Accepting::start(l.server, l.workers))

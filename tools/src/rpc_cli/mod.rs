@@ -27,10 +27,10 @@ use rpcrdma_bench::rpc::{LoadConfig, Prepared, Workload};
 use rpcrdma_engine::conn::{ConnConfig, ConnError, Registration, RetransmitPolicy, Version};
 use rpcrdma_engine::fabric::soft::Soft;
 use rpcrdma_engine::fabric::verbs::Verbs;
-use rpcrdma_engine::fabric::{bench as fabric_bench, ConnectError, Provider};
+use rpcrdma_engine::fabric::{bench as fabric_bench, ConnectError, Device, Provider};
 use rpcrdma_engine::program;
 use rpcrdma_engine::requester::Client;
-use rpcrdma_engine::responder::{Server, ServerConn};
+use rpcrdma_engine::responder::{Server, ServerConn, ShareStats};
 use rpcrdma_engine::stats::{Snapshot, ERROR_COUNTERS};
 use rpcrdma_engine::worker::{WorkerConfig, WorkerStats, Workers};
 use serde_json::{json, Value};
@@ -102,9 +102,67 @@ pub struct ConnOpts {
     /// at once from the built-in program. 0: none.
     #[arg(long, default_value_t = 0)]
     reverse: u32,
+    /// Server: take every connection's receives from one shared receive queue (each
+    /// connection then reserves its grant there, 8 to start, raised as its Calls fill it).
+    /// Default: where the device has shared receive queues.
+    #[arg(long, conflicts_with = "no_srq")]
+    srq: bool,
+    /// Server: a receive queue of its own for each connection (credits receives each).
+    #[arg(long)]
+    no_srq: bool,
+    /// Server: MiB of bulk buffers (pull buffers for Read chunks, result buffers for Write
+    /// and Reply chunks) the connections of each worker share, registered as their Calls
+    /// need them; at least three buffers of --bulk-size.
+    #[arg(long, default_value_t = DEFAULT_BULK_POOL_MIB, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    bulk_pool: u64,
+}
+
+/// The default `--bulk-pool`: 64 MiB per worker.
+const DEFAULT_BULK_POOL_MIB: u64 = 64;
+
+/// Whether a server on `device` takes its connections' receives from a shared receive
+/// queue (`--srq`, `--no-srq`, else where the device has them), and how many it may hold.
+fn srq_for<P: Provider>(
+    opts: &ConnOpts,
+    device: &P::Device,
+    mut config: ConnConfig,
+) -> Result<ConnConfig, String> {
+    let max = device.attr().max_srq_wr;
+    config.srq = if opts.no_srq {
+        false
+    } else if opts.srq {
+        if max == 0 {
+            return Err(format!(
+                "--srq: device {} has no shared receive queues",
+                device.name()
+            ));
+        }
+        true
+    } else {
+        max > 0
+    };
+    // Half the device's largest: a device may round the size asked for up.
+    config.srq_recvs = config.srq_recvs.min(max / 2).max(512.min(max / 2));
+    Ok(config)
 }
 
 impl ConnOpts {
+    /// A server's settings on `device` with `workers` workers: the shared receive queue
+    /// where the device has one (unless `--no-srq`), `--bulk-pool` MiB of shared bulk
+    /// buffers per worker.
+    pub(crate) fn server_config<P: Provider>(
+        &self,
+        device: &P::Device,
+        version: Version,
+        workers: usize,
+    ) -> Result<ConnConfig, String> {
+        let config = ConnConfig {
+            shared_bulk: (self.bulk_pool << 20) * workers.max(1) as u64,
+            ..self.config_with(version)
+        };
+        srq_for::<P>(self, device, config)
+    }
+
     /// The settings, with `version` when `--version` was not given.
     fn config_with(&self, version: Version) -> ConnConfig {
         ConnConfig {

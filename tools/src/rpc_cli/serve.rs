@@ -38,12 +38,18 @@ where
     } else {
         program::dispatch()
     };
-    let config = args.conn.config_with(Version::Auto);
+    let n_workers = args.workers.max(1);
+    let config = match args
+        .conn
+        .server_config::<P>(&device, Version::Auto, n_workers)
+    {
+        Ok(c) => c,
+        Err(e) => return fail("serve", e),
+    };
     let mut server = match Server::<P>::listen(device, &addr, dispatch, config) {
         Ok(s) => s,
         Err(e) => return fail(&format!("listen on {addr}"), e),
     };
-    let n_workers = args.workers.max(1);
     let configs: Vec<WorkerConfig> = (0..n_workers)
         .map(|i| WorkerConfig {
             core: args.first_core.map(|c| c + i),
@@ -60,13 +66,20 @@ where
     // Refused at the connection manager past this, never accepted and then closed.
     let max_conns = args.max_conns.map_or(workers.capacity() as u64, u64::from);
     eprintln!(
-        "rpcrdma serve: program {} v{} on {} ({}), {} worker(s), at most {} connections",
+        "rpcrdma serve: program {} v{} on {} ({}), {} worker(s), at most {} connections, \
+         {}, {} MiB of shared bulk buffers at most",
         program::PROG,
         program::VERS,
         addr,
         P::NAME,
         workers.len(),
-        max_conns
+        max_conns,
+        if config.srq {
+            format!("a shared receive queue of {} receives", config.srq_recvs)
+        } else {
+            format!("{} receives per connection", config.credits)
+        },
+        config.share_config().bulk_limit >> 20,
     );
     // SIGINT and SIGTERM end the service gracefully: Calls in process finish, the
     // connections close, the counters are printed.
@@ -98,9 +111,10 @@ where
             Ok(conn) => {
                 let n = conn.negotiation();
                 eprintln!(
-                    "rpcrdma serve: accepted a connection ({n}) in {:.1} ms, {:.1} MiB registered",
+                    "rpcrdma serve: accepted a connection ({n}) in {:.1} ms, {}; {}",
                     conn.setup_time().as_secs_f64() * 1e3,
-                    conn.registered_bytes() as f64 / f64::from(1 << 20)
+                    conn.memory(),
+                    server.share_stats()
                 );
                 let conn = Callbacks::new(conn, args.conn.reverse, Arc::clone(&bad_reverse));
                 if let Err(e) = workers.assign(conn) {
@@ -120,7 +134,9 @@ where
         }
         if args.stats_every > 0 && Instant::now() >= next_stats {
             next_stats = Instant::now() + Duration::from_secs(args.stats_every);
-            eprintln!("{}", workers_json(&workers.stats(), refused));
+            let mut j = workers_json(&workers.stats(), refused);
+            j["registered"] = registered_json(&server.share_stats());
+            eprintln!("{j}");
         }
     }
     let stats = workers.stats();
@@ -128,6 +144,7 @@ where
         return fail("stopping workers", e);
     }
     let mut out = workers_json(&stats, refused);
+    out["registered"] = registered_json(&server.share_stats());
     let bad = bad_reverse.load(Ordering::Relaxed);
     if args.conn.reverse > 0 {
         out["reverse_bad"] = json!(bad);
@@ -142,6 +159,21 @@ where
 
 /// The counters `serve` prints: each worker's, and the connections refused past
 /// `--max-conns`.
+/// The registered memory of the server's connections, as JSON.
+fn registered_json(s: &ShareStats) -> Value {
+    json!({
+        "conns": s.conns,
+        "total_bytes": s.total_bytes(),
+        "per_conn_bytes": s.per_conn_bytes(),
+        "conns_own_bytes": s.conn_bytes,
+        "bulk_bytes": s.bulk_bytes,
+        "reply_ring_bytes": s.reply_bytes,
+        "srq_bytes": s.srq_bytes,
+        "srq_reserved": s.srq_reserved,
+        "bulk_waits": s.waits,
+    })
+}
+
 fn workers_json(stats: &[WorkerStats], refused: u64) -> Value {
     json!({
         "refused_max_conns": refused,

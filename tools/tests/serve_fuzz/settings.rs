@@ -72,6 +72,10 @@ impl Cfg {
             self.credits.to_string(),
             "--workers".to_string(),
             self.workers.to_string(),
+            // The model's credits are each connection's own receives and a fixed grant
+            // (the shared receive queue's grants grow, and it ends a connection past its
+            // grant: engine/tests/rpc_srq.rs).
+            "--no-srq".to_string(),
         ];
         if self.persistent {
             v.push("--persistent".to_string());

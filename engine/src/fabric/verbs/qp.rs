@@ -50,6 +50,9 @@ pub(super) struct Conn {
     pub(super) qp: *mut ibv_qp,
     pub(super) state: Mutex<CmState>,
     pub(super) established: AtomicBool,
+    /// Set when the connection is ended (`disconnect_locked`), for
+    /// `QueuePair::is_disconnected` without a system call.
+    pub(super) gone: AtomicBool,
     slots: Vec<(Arc<CqInner>, Slot)>,
     _pd: Arc<PdInner>,
     /// The shared receive queue the queue pair takes its receives from: destroyed after
@@ -77,6 +80,7 @@ impl Conn {
             return;
         }
         st.disconnected = true;
+        self.gone.store(true, Ordering::Release);
         if self.established.load(Ordering::Acquire) {
             // SAFETY: the id is live; the state lock serialises this with other CM calls
             // on the connection.
@@ -217,6 +221,7 @@ impl VerbsQp {
                 disconnected: false,
             }),
             established: AtomicBool::new(false),
+            gone: AtomicBool::new(false),
             slots: Vec::with_capacity(2),
             _pd: pd.inner.clone(),
             _srq: srq.clone(),
@@ -590,6 +595,10 @@ impl QueuePair<Verbs> for VerbsQp {
 
     fn caps(&self) -> QpCaps {
         self.caps
+    }
+
+    fn is_disconnected(&self) -> bool {
+        self.conn.gone.load(Ordering::Acquire)
     }
 
     fn state(&self) -> QpState {
