@@ -109,6 +109,9 @@ impl<P: Provider> Server<P> {
 /// receive queue: registered, never posted, swapped for a Call's receive buffer.
 const SRQ_PLACEHOLDER: usize = 64;
 
+/// The most reply ring entries of a connection on the shared receive queue.
+const SRQ_RING_MAX: u32 = 64;
+
 /// Receives reserved in the shared receive queue for a connection being accepted, given
 /// back if the accept fails.
 struct SrqReservation<'a, P: Provider> {
@@ -169,7 +172,15 @@ impl<P: Provider> ServerConn<P> {
             config.reverse_credits.min(reverse::MAX_REVERSE)
         };
         let nrecv = credits + reverse + SPARE_RECVS;
-        let ring_len = (2 * credits).max(8);
+        // The reply ring: replies hold their entries until a signaled completion (every
+        // half ring) retires them. On the shared receive queue, where most connections
+        // hold small grants, at most 64 entries (a signal every 32 replies) whatever the
+        // credits: the ring is most of what a busy connection takes from the share.
+        let ring_len = if config.srq {
+            (2 * credits).clamp(8, SRQ_RING_MAX)
+        } else {
+            (2 * credits).max(8)
+        };
         let sq_depth = (4 * ring_len + config.max_reads + 2 * REPLY_WRS as u32).min(16384);
         let pd = share.pd();
         let cq = device.create_cq(sq_depth + nrecv + 64)?;

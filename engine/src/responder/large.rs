@@ -321,24 +321,49 @@ impl<P: Provider> ServerConn<P> {
         true
     }
 
-    /// Takes the connection's own buffers from the share at its first Call: the reply ring
-    /// and a pull and a bulk buffer per receive, of the reply class. False when the share
-    /// cannot register them (the connection is then lost).
+    /// Takes the connection's own buffers from the share at its first Call: the reply
+    /// ring and a pull and a bulk buffer per receive slot, of the reply class — with the
+    /// shared receive queue, for the slots its grant and spares use (slots are reused
+    /// lowest first: `on_srq_recv`), more as a Call lands in a slot without them
+    /// ([`dress_to`](Self::dress_to)). False when the share cannot register them (the
+    /// connection is then lost).
     #[cold]
     pub(super) fn dress(&mut self) -> bool {
+        let slots = if self.srq_reserved > 0 {
+            self.srq_reserved as usize
+        } else {
+            self.slots.len()
+        };
         let share = Arc::clone(&self.large.share);
-        let (ring, slots) = (self.ring_seq.len(), self.slots.len());
-        let take = |n: usize, into: &mut Vec<Buf<P>>| {
-            into.reserve_exact(n);
-            for _ in 0..n {
+        if self.ring.is_empty() {
+            self.ring.reserve_exact(self.ring_seq.len());
+            for _ in 0..self.ring_seq.len() {
                 match share.take(Class::Reply) {
-                    Some(b) => into.push(b),
+                    Some(b) => self.ring.push(b),
                     None => return false,
                 }
             }
-            true
-        };
-        take(ring, &mut self.ring) && take(slots, &mut self.pull) && take(slots, &mut self.bulk)
+            // Room for every slot's, so that dressing more slots later never allocates.
+            self.pull.reserve_exact(self.slots.len());
+            self.bulk.reserve_exact(self.slots.len());
+        }
+        self.dress_to(slots.min(self.slots.len()))
+    }
+
+    /// Gives slots `0..n` their own pull and bulk buffers from the share.
+    #[cold]
+    pub(super) fn dress_to(&mut self, n: usize) -> bool {
+        while self.pull.len() < n {
+            let share = &self.large.share;
+            match (share.take(Class::Reply), share.take(Class::Reply)) {
+                (Some(p), Some(b)) => {
+                    self.pull.push(p);
+                    self.bulk.push(b);
+                }
+                _ => return false,
+            }
+        }
+        true
     }
 
     /// Before the Call of slot `i` is answered in ring entry `r` (whose last reply is

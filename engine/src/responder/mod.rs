@@ -644,7 +644,7 @@ impl<P: Provider> ServerConn<P> {
     }
 
     fn on_call(&mut self, idx: u32, byte_len: u32) {
-        if self.ring.is_empty() && !self.dress() {
+        if idx as usize >= self.pull.len() && !self.dress_for(idx) {
             bump(&self.io.stats.post_refused, 1);
             return self.lose();
         }
@@ -661,6 +661,13 @@ impl<P: Provider> ServerConn<P> {
         }
         self.note_overrun();
         self.on_call_v1(idx)
+    }
+
+    /// Takes the buffers the Call in slot `idx` needs from the share: the ring and the
+    /// slots' own buffers at the first Call, a later slot's as one lands there.
+    #[cold]
+    fn dress_for(&mut self, idx: u32) -> bool {
+        (!self.ring.is_empty() || self.dress()) && self.dress_to(idx as usize + 1)
     }
 
     /// A receive of the shared receive queue completed on this connection: its buffer
