@@ -653,6 +653,18 @@ mod tests {
         Share::new(pd, config).unwrap()
     }
 
+    /// Takes `n` large buffers from `s`, one reservation each.
+    fn take_large(s: &Share<Soft>, n: usize) -> Vec<Buf<Soft>> {
+        let mut turn = Turn::default();
+        (0..n)
+            .map(|_| {
+                s.reserve([0, 0, 64 << 10], &mut turn).unwrap()[2]
+                    .take()
+                    .unwrap()
+            })
+            .collect()
+    }
+
     #[test]
     fn nothing_is_registered_until_taken() {
         let s = share(4 << 20);
@@ -716,14 +728,7 @@ mod tests {
     #[test]
     fn waiting_calls_are_served_in_order() {
         let s = share(MIN);
-        let mut t0 = Turn::default();
-        let held: Vec<_> = (0..3)
-            .map(|_| {
-                s.reserve([0, 0, 64 << 10], &mut t0).unwrap()[2]
-                    .take()
-                    .unwrap()
-            })
-            .collect();
+        let held = take_large(&s, 3);
         let (mut first, mut second) = (Turn::default(), Turn::default());
         assert!(s.reserve([0, 0, 64 << 10], &mut first).is_err());
         assert!(s.reserve([0, 0, 64 << 10], &mut second).is_err());
@@ -742,14 +747,7 @@ mod tests {
     #[test]
     fn a_quiet_first_in_line_is_passed_over() {
         let s = share(MIN);
-        let mut t0 = Turn::default();
-        let held: Vec<_> = (0..3)
-            .map(|_| {
-                s.reserve([0, 0, 64 << 10], &mut t0).unwrap()[2]
-                    .take()
-                    .unwrap()
-            })
-            .collect();
+        let held = take_large(&s, 3);
         let (mut gone, mut next) = (Turn::default(), Turn::default());
         assert!(s.reserve([0, 0, 64 << 10], &mut gone).is_err());
         assert!(s.reserve([0, 0, 64 << 10], &mut next).is_err());
@@ -764,14 +762,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(2));
         }
         // And one that leaves lets the next go at once.
-        let mut t1 = Turn::default();
-        let held: Vec<_> = (0..3)
-            .map(|_| {
-                s.reserve([0, 0, 64 << 10], &mut t1).unwrap()[2]
-                    .take()
-                    .unwrap()
-            })
-            .collect();
+        let held = take_large(&s, 3);
         let (mut leaving, mut after) = (Turn::default(), Turn::default());
         assert!(s.reserve([0, 0, 64 << 10], &mut leaving).is_err());
         assert!(s.reserve([0, 0, 64 << 10], &mut after).is_err());

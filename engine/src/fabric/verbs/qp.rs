@@ -109,6 +109,34 @@ impl Conn {
     }
 }
 
+/// The library's receive work request for `wr` under `wr_id` (its scatter list borrowed
+/// from `wr`, which must outlive the post).
+pub(super) fn raw_recv_wr(wr_id: u64, wr: &RecvWr<'_>) -> ibv_recv_wr {
+    ibv_recv_wr {
+        wr_id,
+        next: ptr::null_mut(),
+        sg_list: if wr.sges.is_empty() {
+            ptr::null_mut()
+        } else {
+            wr.sges.as_ptr().cast_mut().cast()
+        },
+        num_sge: wr.sges.len() as i32,
+    }
+}
+
+/// Links the first `count` (at least 1) work requests at `raw` into one chain.
+///
+/// # Safety
+///
+/// `raw` points to at least `count` initialised work requests.
+pub(super) unsafe fn link_chain(raw: *mut ibv_recv_wr, count: usize) {
+    for i in 0..count - 1 {
+        // SAFETY: entries `i` and `i + 1` are inside the first `count` (the caller's
+        // contract).
+        unsafe { (*raw.add(i)).next = raw.add(i + 1) };
+    }
+}
+
 /// Moves a queue pair to the error state.
 fn to_error(qp: *mut ibv_qp) {
     // SAFETY: plain old data; all zeroes is valid.
@@ -521,25 +549,14 @@ impl VerbsQp {
             }
             let seq = self.recv_posted + i as u64;
             self.recv.record(seq, wr.wr_id, WcOpcode::Recv);
-            let w = ibv_recv_wr {
-                wr_id: self.recv_slot.wr_id(seq),
-                next: ptr::null_mut(),
-                sg_list: if wr.sges.is_empty() {
-                    ptr::null_mut()
-                } else {
-                    wr.sges.as_ptr().cast_mut().cast()
-                },
-                num_sge: wr.sges.len() as i32,
-            };
+            let w = raw_recv_wr(self.recv_slot.wr_id(seq), wr);
             // SAFETY: `i < CHUNK`, inside the array.
             unsafe { raw_p.add(i).write(w) };
             count += 1;
         }
         if count > 0 {
-            for i in 0..count - 1 {
-                // SAFETY: entries `i` and `i + 1` are inside the array; `i` was written.
-                unsafe { (*raw_p.add(i)).next = raw_p.add(i + 1) };
-            }
+            // SAFETY: the array holds CHUNK entries, the first `count` written above.
+            unsafe { link_chain(raw_p, count) };
             let mut bad: *mut ibv_recv_wr = ptr::null_mut();
             // SAFETY: the queue pair is live; the chain's `count` entries are initialised
             // and linked; their scatter lists (borrowed from `wrs`) outlive the call, and the

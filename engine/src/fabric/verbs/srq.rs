@@ -39,6 +39,7 @@ use super::cq::{srq_wr_id, SrqTrack, SRQ_MAX_ENTRIES};
 use super::device::PostSrqRecvFn;
 use super::mem::PdInner;
 use super::monitor::monitor;
+use super::qp::{link_chain, raw_recv_wr};
 use super::qp::{post_error, posted_before, CHUNK};
 use super::sys::{errno, os_err};
 use crate::fabric::{BadWr, FabricError, PostError, RecvWr, SharedReceiveQueue};
@@ -218,25 +219,14 @@ impl VerbsSrq {
                 }
             };
             entries[i] = entry;
-            let w = ibv_recv_wr {
-                wr_id: srq_wr_id(track.id(), entry),
-                next: ptr::null_mut(),
-                sg_list: if wr.sges.is_empty() {
-                    ptr::null_mut()
-                } else {
-                    wr.sges.as_ptr().cast_mut().cast()
-                },
-                num_sge: wr.sges.len() as i32,
-            };
+            let w = raw_recv_wr(srq_wr_id(track.id(), entry), wr);
             // SAFETY: `i < CHUNK`, inside the array.
             unsafe { raw_p.add(i).write(w) };
             count += 1;
         }
         if count > 0 {
-            for i in 0..count - 1 {
-                // SAFETY: entries `i` and `i + 1` are inside the array; `i` was written.
-                unsafe { (*raw_p.add(i)).next = raw_p.add(i + 1) };
-            }
+            // SAFETY: the array holds CHUNK entries, the first `count` written above.
+            unsafe { link_chain(raw_p, count) };
             let mut bad: *mut ibv_recv_wr = ptr::null_mut();
             // libibverbs's providers serialise concurrent posts on one queue themselves
             // (rxe takes the queue's spinlock); here the post lock already does.
