@@ -35,6 +35,26 @@ timed() { # SERVER STEP CMD... : runs CMD, prints its time as JSON; its status i
 }
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 
+# rxe0's receiver-not-ready counters (both ends of every connection here are on rxe0):
+# RNR NAKs sent (a Send found no receive posted), received, and retries exhausted.
+RNR_COUNTERS="send_rnr_err rcvd_rnr_err retry_rnr_exceeded_err"
+rnr_counts() {
+    local c
+    for c in $RNR_COUNTERS; do
+        printf '%s=%s ' "$c" "$(cat "/sys/class/infiniband/rxe0/ports/1/hw_counters/$c" 2>/dev/null || echo 0)"
+    done
+}
+# Passes NAME when the counters did not move since BEFORE (rnr_counts' output).
+rnr_check() { # NAME BEFORE
+    local after
+    after=$(rnr_counts)
+    if [ "$after" = "$2" ]; then
+        pass "$1: no RNR (rxe0: $after)"
+    else
+        fail "$1: RNR (rxe0 before: $2; after: $after)"
+    fi
+}
+
 nfs_setup() {
     mkdir -p "$NFS_WORK" "$MNT" "$KEXPORT" "$NEXPORT" /var/lib/nfs /run/rpcbind
     : >"$NFS_WORK/times.jsonl"
@@ -195,9 +215,12 @@ nfs_tests() {
 
     if command -v nfs3d >/dev/null; then
         banner "NFS: the kernel's client on nfs3d (the engine) over RDMA"
+        local rnr
+        rnr=$(rnr_counts)
         if nfs3d_start; then
             pass "nfs3d started"
             client_workload nfs3d 20050 20058 / "$NEXPORT" yes
+            rnr_check "nfs3d under the kernel's client" "$rnr"
             if command -v nfs3probe >/dev/null; then
                 # NFSv3 over RPC-over-RDMA version 2 between the engine's two ends.
                 probe_server nfs3d 20050 20058 / "$NEXPORT" 2 2
@@ -206,6 +229,15 @@ nfs_tests() {
             nfs3d_stop
             echo "nfs3d counters: $(tail -n 1 "$NFS_WORK/nfs3d.out")"
             local c v
+            # The kernel's client asks for 128 credits and keeps many Calls in flight at
+            # once; on the shared receive queue its grant starts at 8 and grows: it must
+            # never be ended for holding more Calls than its grant.
+            v=$(nfs3d_counter errors credit_overruns)
+            if [ "${v:-x}" = 0 ]; then pass "nfs3d credit_overruns: 0"; else fail "nfs3d credit_overruns: ${v:-missing}"; fi
+            if grep -qi 'overrun\|more calls than' "$NFS_WORK/nfs3d.err"; then
+                grep -i 'overrun\|more calls than' "$NFS_WORK/nfs3d.err" | head -n 5
+                fail "nfs3d ended a connection for exceeding its grant"
+            fi
             for c in chunked_calls write_chunks long_replies remote_invalidations; do
                 v=$(nfs3d_counter engine "$c")
                 if [ "${v:-0}" -gt 0 ]; then pass "nfs3d $c: $v"; else fail "nfs3d $c: ${v:-missing}"; fi
@@ -238,6 +270,9 @@ nfs_tests() {
         fi
     done
     kernel_nfsd_stop
+    if command -v nfs3d >/dev/null && command -v nfs3probe >/dev/null; then
+        many_conns
+    fi
 
     banner "NFS: times (seconds), nfs3d over kernel nfsd (medians of ${NFS_ROUNDS:-1} round(s))"
     nfs_times_table
@@ -366,4 +401,93 @@ allow_checks() {
     else
         fail "nfs3d --allow start"
     fi
+}
+
+# Issue 33's measurement: (a) what accepting the kernel client's connection cost nfs3d
+# (the first "accepted a connection" line of the workload's run: its mount) and the mount's
+# time on nfs3d over the kernel's nfsd's; (b) 64 connections from the engine's requester
+# (nfs3probe --conns 64: all held open at once, each checked with NULL, GETATTR, LOOKUP and
+# a 64 KiB READ) while the kernel's mount is up: all served, the mount still working, no
+# connection lost but the probes' own, and nfs3d's registered memory after them. Each line
+# it prints starts with "issue 33:".
+MANY_CONNS=${MANY_CONNS:-64}
+many_conns() {
+    local line ms k n err j v live lost
+    banner "NFS: issue 33: accept cost, and $MANY_CONNS connections beside the kernel's mount"
+    line=$(grep -m 1 'accepted a connection' "$NFS_WORK/nfs3d.err" 2>/dev/null)
+    ms=$(sed -n 's/.* in \([0-9.]*\) ms, .*/\1/p' <<<"$line")
+    if [ -n "$ms" ]; then
+        echo "issue 33: nfs3d accepted the kernel client's mount connection in $ms ms: ${line#*ms, }"
+        pass "issue 33: the accept of the kernel's mount measured ($ms ms)"
+    else
+        fail "issue 33: no accept line for the kernel's mount in nfs3d.err"
+    fi
+    k=$(nfs_time kernel-nfsd mount)
+    n=$(nfs_time nfs3d mount)
+    if [ -n "$k" ] && [ -n "$n" ]; then
+        awk -v k="$k" -v n="$n" 'BEGIN { printf "issue 33: mount: nfs3d %.3f s, kernel nfsd %.3f s, nfs3d/kernel %.2f\n", n, k, (k > 0 ? n / k : 0) }'
+    fi
+    # Room for the kernel's connection beside the probes' (64 per worker by default).
+    if ! NFS3D_STATS_EVERY=1 nfs3d_start nfs3d nfs3d-many --max-conns $((MANY_CONNS + 8)); then
+        fail "issue 33: nfs3d start"
+        return
+    fi
+    head -c $((256 << 10)) /dev/urandom >"$NEXPORT/many-data"
+    if ! timeout 120 mount -t nfs -o "vers=3,proto=rdma,port=20050,mountport=20058,mountproto=tcp,nolock" \
+        "$IP:/" "$MNT"; then
+        fail "issue 33: the kernel's mount of nfs3d"
+        dmesg | tail -n 20
+        nfs3d_stop
+        return
+    fi
+    # Calls in flight on the kernel's connection while the probes connect.
+    timeout 120 cmp "$MNT/many-data" "$NEXPORT/many-data" || fail "issue 33: the file read through the mount before the probes differs"
+    local t0=$EPOCHREALTIME rnr
+    rnr=$(rnr_counts)
+    if timeout 300 nfs3probe --server "$IP" --port 20050 --mountport 20058 --export / --local "$NEXPORT" \
+        --read-file many-data --conns "$MANY_CONNS" >"$NFS_WORK/many.log" 2>&1; then
+        pass "issue 33: $MANY_CONNS connections from the engine's requester, all served"
+    else
+        fail "issue 33: $MANY_CONNS connections from the engine's requester"
+    fi
+    sed 's/^/issue 33: /' "$NFS_WORK/many.log" | tail -n 6
+    echo "issue 33: the $MANY_CONNS connections took $(since "$t0") s in all"
+    line=$(grep 'accepted a connection' "$NFS_WORK/nfs3d-many.err" | tail -n 1)
+    echo "issue 33: nfs3d's registered memory after them (at its last accept): ${line#*registered for it*; }"
+    echo "issue 33: accepts of the $MANY_CONNS: $(grep 'accepted a connection' "$NFS_WORK/nfs3d-many.err" | tail -n "$MANY_CONNS" \
+        | sed -n 's/.* in \([0-9.]*\) ms, .*/\1/p' | sort -n \
+        | awk '{ a[NR] = $1 } END { if (NR) printf "%d, p50 %.1f ms, max %.1f ms", NR, a[int((NR + 1) / 2)], a[NR] }')"
+    # The kernel's mount still works: a listing, a stat, the file read back, a new file.
+    if timeout 60 ls "$MNT" >/dev/null && timeout 60 stat "$MNT/many-data" >/dev/null \
+        && drop_caches && timeout 60 cmp "$MNT/many-data" "$NEXPORT/many-data" \
+        && timeout 60 cp "$NEXPORT/many-data" "$MNT/many-copy" && timeout 60 sync \
+        && cmp "$NEXPORT/many-copy" "$NEXPORT/many-data"; then
+        pass "issue 33: the kernel's mount works after the $MANY_CONNS connections (ls, stat, read, write)"
+    else
+        fail "issue 33: the kernel's mount after the $MANY_CONNS connections"
+        dmesg | tail -n 20
+    fi
+    rnr_check "issue 33: $MANY_CONNS connections and the kernel's mount" "$rnr"
+    # Its counters a second later: the kernel's connection still live, every other
+    # connection lost only by its own close (the probes'), no overrun, no errors.
+    sleep 2
+    j=$(grep '^{' "$NFS_WORK/nfs3d-many.err" | tail -n 1)
+    live=$(grep -o '"conns":[0-9]*' <<<"$j" | head -n 1 | cut -d: -f2)
+    lost=$(grep -o '"conn_lost":[0-9]*' <<<"$j" | head -n 1 | cut -d: -f2)
+    err=$(grep -o '"\(credit_overruns\|wc_errors\|stalls\|post_refused\)":[0-9]*' <<<"$j" | paste -sd' ')
+    echo "issue 33: nfs3d's counters after them: live connections ${live:-?}, conn_lost ${lost:-?}, $err"
+    if [ "${live:-x}" = 1 ] && [ "${lost:-x}" -le "$MANY_CONNS" ] && ! grep -q '":[1-9]' <<<"$err" && [ -n "$err" ]; then
+        pass "issue 33: nfs3d lost no connection (the kernel's live, $lost closed by the probes)"
+    else
+        fail "issue 33: nfs3d's connections after the $MANY_CONNS (live ${live:-?}, conn_lost ${lost:-?}, $err)"
+    fi
+    if grep -q 'refused a connection' "$NFS_WORK/nfs3d-many.err"; then
+        grep 'refused a connection' "$NFS_WORK/nfs3d-many.err" | head -n 3
+        fail "issue 33: nfs3d refused connections"
+    fi
+    rm -f "$MNT/many-copy"
+    timeout 60 umount "$MNT" || fail "issue 33: umount"
+    nfs3d_stop
+    rm -f "$NEXPORT/many-data"
+    tail -n 3 "$NFS_WORK/nfs3d-many.err" | cut -c 1-600
 }

@@ -54,7 +54,9 @@ test)
     # invalidation and with persistent registration.
     # The last mode speaks RPC-over-RDMA version 2 (the serve accepts only version 2) and
     # calls its clients back: reverse-direction ECHOs interleaved with the forward Calls.
-    for mode in "" "--no-remote-invalidation" "--persistent" "--version 2 --reverse 4"; do
+    # The server takes every connection's receives from one shared receive queue by
+    # default (rxe has them); the last mode gives each connection its own (--no-srq).
+    for mode in "" "--no-remote-invalidation" "--persistent" "--version 2 --reverse 4" "--no-srq"; do
         banner "rpcrdma serve / call ${mode:-(windows, remote invalidation)}"
         SRV=(rpcrdma serve --provider verbs --device "$DEV" --listen "$IP:20049" --seconds 60 $mode)
         # Emptied first: the background start may truncate the log only after the wait
@@ -100,6 +102,18 @@ test)
         kill "$srv" 2>/dev/null
         wait "$srv" 2>/dev/null
         tail -3 "$WORK/serve.log"
+        # Receives from the shared queue unless --no-srq, and no client ended for holding
+        # more Calls than its grant there (credit_overruns) in any mode.
+        if [[ "$mode" == *--no-srq* ]]; then want="receives per connection"; else want="a shared receive queue of"; fi
+        if grep -q "^rpcrdma serve: program.*$want" "$WORK/serve.log" \
+            && grep -q '"credit_overruns":0' "$WORK/serve.log" \
+            && ! grep -q '"credit_overruns":[1-9]' "$WORK/serve.log"; then
+            pass "serve ${mode:-(default)}: $want, no credit overruns"
+        else
+            head -3 "$WORK/serve.log"
+            fail "serve ${mode:-(default)}: $want, no credit overruns"
+        fi
+        grep -o '"registered":{[^}]*}' "$WORK/serve.log" | tail -1
         if [[ "$mode" == *--reverse* ]]; then
             if grep -q '"reverse_bad":0' "$WORK/serve.log" && grep -q '"reverse_replies":[1-9]' "$WORK/serve.log"; then
                 pass "serve $mode: every reverse result right"
