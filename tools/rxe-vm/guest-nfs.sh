@@ -49,7 +49,7 @@ rnr_check() { # NAME BEFORE
     local after
     after=$(rnr_counts)
     if [ "$after" = "$2" ]; then
-        pass "$1: no RNR (rxe0: $after)"
+        pass "$1: no RNR (rxe0's counters unchanged: $after)"
     else
         fail "$1: RNR (rxe0 before: $2; after: $after)"
     fi

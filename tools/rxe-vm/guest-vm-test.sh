@@ -104,14 +104,18 @@ test)
         tail -3 "$WORK/serve.log"
         # Receives from the shared queue unless --no-srq, and no client ended for holding
         # more Calls than its grant there (credit_overruns) in any mode.
-        if [[ "$mode" == *--no-srq* ]]; then want="receives per connection"; else want="a shared receive queue of"; fi
+        if [[ "$mode" == *--no-srq* ]]; then
+            want="receives per connection" what="a receive queue per connection"
+        else
+            want="a shared receive queue of" what="one shared receive queue"
+        fi
         if grep -q "^rpcrdma serve: program.*$want" "$WORK/serve.log" \
             && grep -q '"credit_overruns":0' "$WORK/serve.log" \
             && ! grep -q '"credit_overruns":[1-9]' "$WORK/serve.log"; then
-            pass "serve ${mode:-(default)}: $want, no credit overruns"
+            pass "serve ${mode:-(default)}: $what, no credit overruns"
         else
             head -3 "$WORK/serve.log"
-            fail "serve ${mode:-(default)}: $want, no credit overruns"
+            fail "serve ${mode:-(default)}: $what, no credit overruns"
         fi
         grep -o '"registered":{[^}]*}' "$WORK/serve.log" | tail -1
         if [[ "$mode" == *--reverse* ]]; then
