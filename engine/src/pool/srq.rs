@@ -8,7 +8,7 @@
 //! queue per connection that is a per-connection count; with a shared one it is a sum:
 //! every connection admitted reserves its grant plus its spare receives here
 //! ([`SharedRecvs::admit`]), a grant is raised only after the receives that back it are
-//! registered and posted ([`SharedRecvs::raise`]), and grants are never lowered. So the
+//! registered and posted (`admit` again), and grants are never lowered. So the
 //! receives registered are always at least the sum of the reservations plus
 //! [`SrqConfig::headroom`], and every Call's receive is posted again before its reply
 //! leaves (the connections' flush order), so that a Call the grant allows always finds
@@ -75,7 +75,7 @@ impl SrqConfig {
     }
 }
 
-/// Why [`SharedRecvs::admit`] or [`SharedRecvs::raise`] reserved nothing.
+/// Why [`SharedRecvs::admit`] reserved nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SrqError {
     /// The queue would hold more than [`SrqConfig::max_recvs`].
@@ -170,7 +170,8 @@ impl<P: Provider> SharedRecvs<P> {
             .map_or(0, |l| l.stride as u64)
     }
 
-    /// Reserves `n` receives for a connection (its grant and spares), registering (in
+    /// Reserves `n` receives for a connection (its grant and spares at accept, or the
+    /// receives behind a raised grant), registering (in
     /// `pd`, the queue's) and posting more if the reservations and the headroom need them.
     pub fn admit(&self, pd: &P::Pd, n: u32) -> Result<(), SrqError> {
         let max = self.config.max_recvs - self.config.headroom;
@@ -184,13 +185,6 @@ impl<P: Provider> SharedRecvs<P> {
             return Err(e);
         }
         Ok(())
-    }
-
-    /// Reserves `n` more receives for a connection raising its grant: as
-    /// [`admit`](Self::admit), and when it returns `Ok` the receives are posted, so the new
-    /// grant may be advertised.
-    pub fn raise(&self, pd: &P::Pd, n: u32) -> Result<(), SrqError> {
-        self.admit(pd, n)
     }
 
     /// Gives back `n` receives a connection reserved (it is gone). Its buffers stay

@@ -86,12 +86,6 @@ impl<P: Provider> Large<P> {
         }
     }
 
-    /// Whether shared buffers may stand in at all (they always may: kept for the checks
-    /// that read better with it).
-    fn exists(&self) -> bool {
-        true
-    }
-
     /// Whether ring entries hold shared buffers that may go back once their replies retire.
     #[inline]
     pub(super) fn has_holders(&self) -> bool {
@@ -439,8 +433,7 @@ impl<P: Provider> ServerConn<P> {
     pub(super) fn may_need_large(&self, bytes: &[u8]) -> bool {
         // The three list discriminators, after version 2's flags and inv_handle in version 2.
         let at = 16 + self.io.wire.extra();
-        self.large.exists()
-            && !(bytes.len() >= at + 12 && bytes[at..at + 12].iter().all(|&b| b == 0))
+        !(bytes.len() >= at + 12 && bytes[at..at + 12].iter().all(|&b| b == 0))
     }
 
     /// Ring entry `r`'s large buffers back to the pool, its own buffer in place.

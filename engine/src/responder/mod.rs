@@ -716,7 +716,7 @@ impl<P: Provider> ServerConn<P> {
             return;
         }
         if let Some(recvs) = self._share.recvs() {
-            if recvs.raise(self._share.pd(), add).is_ok() {
+            if recvs.admit(self._share.pd(), add).is_ok() {
                 self.srq_reserved += add;
                 self.credits.set_grant(g + add);
                 bump(&self.io.stats.grants_raised, 1);

@@ -62,7 +62,7 @@ impl<P: Provider> ServerConn<P> {
         };
         let backed = self.srq_reserved - self.reverse_slots - SPARE_RECVS;
         let want = grant.clamp(1, self.config.credits);
-        if want > backed && recvs.raise(self._share.pd(), want - backed).is_ok() {
+        if want > backed && recvs.admit(self._share.pd(), want - backed).is_ok() {
             self.srq_reserved += want - backed;
         }
         let backed = self.srq_reserved - self.reverse_slots - SPARE_RECVS;
