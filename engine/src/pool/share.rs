@@ -428,10 +428,18 @@ impl<P: Provider> Share<P> {
     /// bulk buffers a Call waits for.
     pub fn take(&self, class: Class) -> Option<Buf<P>> {
         let pool = &self.classes[class as usize];
-        pool.take().or_else(|| {
-            self.grow(class);
-            pool.take()
-        })
+        loop {
+            if let Some(buf) = pool.take() {
+                return Some(buf);
+            }
+            // Grown, by this taker or by another meanwhile: try again, since another
+            // taker may have emptied the new chunk first (two workers dressing their
+            // connections at once did, and a connection was lost for it). Growth is
+            // bounded, so this ends.
+            if !self.grow(class) {
+                return pool.take();
+            }
+        }
     }
 
     /// Takes one bulk buffer for each non-zero size of `sizes` (reply, pull, bulk: any of
@@ -794,5 +802,30 @@ mod tests {
         let st = s.stats();
         assert_eq!(st.bulk_out, 0);
         assert!(st.bulk_bytes <= MIN + (1 << 20));
+    }
+
+    /// Takers of an unbounded class never go without while it can grow, even when another
+    /// taker empties the chunk they waited for (two workers each dressing connections at
+    /// once: a lost race here ended a connection).
+    #[test]
+    fn racing_takers_of_a_growing_class_all_get_theirs() {
+        for _ in 0..20 {
+            let s = share(MIN);
+            let gate = Arc::new(std::sync::Barrier::new(4));
+            let threads: Vec<_> = (0..4)
+                .map(|_| {
+                    let (s, gate) = (Arc::clone(&s), Arc::clone(&gate));
+                    std::thread::spawn(move || {
+                        gate.wait();
+                        // Three chunks' worth each (1 KiB entries, a MiB a chunk), held.
+                        let held: Vec<_> = (0..3 * 1024).map(|_| s.take(Class::Reply)).collect();
+                        held.iter().filter(|b| b.is_none()).count()
+                    })
+                })
+                .collect();
+            for t in threads {
+                assert_eq!(t.join().unwrap(), 0, "a taker went without");
+            }
+        }
     }
 }

@@ -185,7 +185,7 @@ fn map_peer(mut fds: Vec<OwnedFd>) -> Result<PeerLink, ConnectError> {
     let [arena, qp, cq, bell]: [OwnedFd; 4] = fds
         .try_into()
         .map_err(|_| ConnectError::Protocol("expected four or five descriptors"))?;
-    let arena = ArenaView::open(Arc::new(Mapping::from_fd(arena)?))?;
+    let arena = ArenaView::open(Mapping::of_peer(arena)?)?;
     let mem = QpMem::open(Arc::new(Mapping::from_fd(qp)?))?;
     let srq = match (mem.srq_id(), srq_fd) {
         (0, None) => None,
@@ -199,7 +199,7 @@ fn map_peer(mut fds: Vec<OwnedFd>) -> Result<PeerLink, ConnectError> {
                 "no shared receive queue for a queue pair made with one",
             ))
         }
-        (id, Some(fd)) => Some(SrqMem::open(Arc::new(Mapping::from_fd(fd)?), id)?),
+        (id, Some(fd)) => Some(SrqMem::open(Mapping::of_peer(fd)?, id)?),
     };
     let recv_cq = CqRing::open(Arc::new(Mapping::from_fd(cq)?), bell)?;
     let qp_num = mem.info().qp_num.load(Ordering::Relaxed);

@@ -186,7 +186,9 @@ pub struct SoftConfig {
     /// allocated only when touched, so the default is large — 16 GiB — and a domain holds
     /// whatever its pools ask for, such as 128 credits of 1 MiB pull and bulk buffers).
     pub arena_bytes: usize,
-    /// Memory keys (regions plus windows) per protection domain.
+    /// Memory keys (regions plus windows) per protection domain. The default, 65,536, lets
+    /// one server domain register the receives and buffers of a thousand connections; the
+    /// table's pages are allocated only as keys are used.
     pub max_keys: u32,
     /// Queue pairs that may share one completion queue.
     pub qps_per_cq: u32,
@@ -196,7 +198,7 @@ impl Default for SoftConfig {
     fn default() -> Self {
         SoftConfig {
             arena_bytes: 16 << 30,
-            max_keys: 4096,
+            max_keys: 1 << 16,
             qps_per_cq: 256,
         }
     }

@@ -13,7 +13,7 @@ use crate::fabric::{Access, FabricError};
 pub(crate) struct Domain {
     pub(super) view: ArenaView,
     spans: Mutex<SpanAlloc>,
-    keys: Mutex<Vec<u32>>,
+    keys: Mutex<KeyAlloc>,
 }
 
 /// A region as allocated: where it is and its key.
@@ -22,6 +22,27 @@ pub(crate) struct RegionInfo {
     pub key: u32,
     pub off: u64,
     pub va: u64,
+}
+
+/// The key table's free indices: those given back (reused first), then those never used,
+/// from `next` up. Kept this way rather than as a list of every index, so that a domain's
+/// table can be large (a server's one domain serves a thousand connections) while a
+/// client's domain that registers a few regions costs a few bytes.
+struct KeyAlloc {
+    freed: Vec<u32>,
+    next: u32,
+    max: u32,
+}
+
+impl KeyAlloc {
+    fn take(&mut self) -> Option<u32> {
+        self.freed.pop().or_else(|| {
+            (self.next < self.max).then(|| {
+                self.next += 1;
+                self.next - 1
+            })
+        })
+    }
 }
 
 impl Domain {
@@ -42,8 +63,11 @@ impl Domain {
         let h: &ArenaHeader = view.map.at(0);
         let data_off = h.data_off.load(Ordering::Relaxed);
         let data_len = h.data_len.load(Ordering::Relaxed);
-        // Hand out low indices first.
-        let keys = (1..max_keys).rev().collect();
+        let keys = KeyAlloc {
+            freed: Vec::new(),
+            next: 1,
+            max: max_keys,
+        };
         Ok(Domain {
             view,
             spans: Mutex::new(SpanAlloc {
@@ -66,7 +90,7 @@ impl Domain {
             .keys
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .pop()
+            .take()
             .ok_or(FabricError::Exhausted("memory keys"))?;
         let e = self.view.entry(index).expect("allocated index in table");
         let old = word_key(e.word.load(Ordering::Relaxed));
@@ -78,6 +102,7 @@ impl Domain {
         self.keys
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .freed
             .push(index);
     }
 
