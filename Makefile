@@ -6,9 +6,9 @@ RPCRDMA := target/release/rpcrdma
 FUZZ_SECONDS ?= 30
 
 # Debian packages the build needs beyond the Rust toolchain.
-DEB_PACKAGES := build-essential pkg-config libibverbs-dev librdmacm-dev libclang1-14 libclang-common-14-dev
+DEB_PACKAGES := build-essential pkg-config libibverbs-dev librdmacm-dev libclang1-14 libclang-common-14-dev valgrind
 
-.PHONY: all deps run test bench compare fuzz lint fmt-check clippy unit build clean vm-test vm-bench
+.PHONY: all deps run test bench cost compare fuzz lint fmt-check clippy unit build clean vm-test vm-bench
 
 all: build
 
@@ -32,8 +32,13 @@ run: build
 ## test: everything CI runs: formatting, lints, unit/property/black-box tests, and the
 ## verbs provider on soft-RoCE in a QEMU guest when this machine can run one (it says so
 ## plainly when it cannot)
-test: deps lint unit
+test: deps lint unit cost
 	@tools/rxe-vm/vm-test.sh --if-possible test
+
+## cost: instructions per RPC of every message form (callgrind), checked against the
+## figures committed in bench/cost-figures.json: fails when a form grew more than 3%
+cost: build
+	$(RPCRDMA) bench cost --check bench/cost-figures.json
 
 unit:
 	$(CARGO) test --workspace --all-targets
@@ -50,6 +55,7 @@ clippy:
 ## bench: protocol codec speed against a same-run memcpy; fabric latency against a same-run
 ## cache-line ping-pong between the same two cores
 bench: build
+	$(RPCRDMA) bench cost
 	$(RPCRDMA) bench proto
 	$(RPCRDMA) bench fabric --op send --size 8,64,512,4096,65536
 	$(RPCRDMA) bench fabric --op write --size 8,64,512,4096,65536

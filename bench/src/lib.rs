@@ -9,6 +9,7 @@
 
 pub mod alloc;
 pub mod axes;
+pub mod cost;
 pub mod cpu;
 pub mod crossover;
 pub mod fleet;

@@ -14,6 +14,7 @@
 //! - `rpcrdma devices`: lists RDMA devices, ports, GIDs and limits (text or JSON).
 //! - `rpcrdma conformance`: runs the fabric conformance suite on the soft or verbs provider.
 
+mod bench_cost;
 mod bench_fabric;
 mod bench_proto;
 mod call_generic;
@@ -99,6 +100,9 @@ enum BenchWhat {
     Fabric(bench_fabric::Args),
     /// RPC round trips and rate with the built-in program, against a cache-line round trip.
     Rpc(rpc_cli::BenchArgs),
+    /// Instructions per RPC of each message form (client, server, fabric provider),
+    /// counted by callgrind: deterministic where timings are not.
+    Cost(bench_cost::Args),
 }
 
 fn main() -> ExitCode {
@@ -113,6 +117,7 @@ fn main() -> ExitCode {
             BenchWhat::Proto { json } => bench_proto::run(json),
             BenchWhat::Fabric(args) => bench_fabric::run(&args),
             BenchWhat::Rpc(args) => rpc_cli::bench(&args),
+            BenchWhat::Cost(args) => bench_cost::run(&args),
         },
         Cmd::Devices { json } => devices::run(json),
         Cmd::Conformance(args) => conformance::run(&args),
