@@ -218,3 +218,32 @@ fn a_thousand_connections_opened_and_closed_leave_the_queue_as_it_was() {
         }
     }
 }
+
+/// With a queue per worker, connections take the least loaded queue (alternating here),
+/// say so through `home`, and are served from it; each queue's reservations come back.
+#[test]
+fn connections_spread_over_one_shared_receive_queue_per_worker() {
+    let cfg = ConnConfig {
+        srq_queues: 2,
+        ..srq_config()
+    };
+    let (mut srv, addr) = server(cfg);
+    let mut pairs: Vec<(Client<Soft>, ServerConn<Soft>)> = (0..4)
+        .map(|_| connect_to(&mut srv, &addr, cfg).expect("connect"))
+        .collect();
+    let homes: Vec<Option<usize>> = pairs.iter().map(|(_, s)| s.home()).collect();
+    assert_eq!(homes, [Some(0), Some(1), Some(0), Some(1)]);
+    for (c, s) in pairs.iter_mut() {
+        for _ in 0..3 {
+            assert!(call(c, s, &null(), |r| r.result.is_ok()));
+        }
+    }
+    let per_conn = pairs[0].1.shared_receives();
+    assert_eq!(srv.share_stats().srq_reserved, 4 * per_conn);
+    drop(pairs);
+    assert_eq!(srv.share_stats().srq_reserved, 0);
+    // Without the shared queues a connection has no home.
+    let (mut plain, addr) = server(ConnConfig { srq: false, ..cfg });
+    let (_c, s) = connect_to(&mut plain, &addr, ConnConfig { srq: false, ..cfg }).unwrap();
+    assert_eq!(s.home(), None);
+}

@@ -107,7 +107,7 @@ test)
         if [[ "$mode" == *--no-srq* ]]; then
             want="receives per connection" what="a receive queue per connection"
         else
-            want="a shared receive queue of" what="one shared receive queue"
+            want="shared receive queue(s) of" what="shared receive queues, one per worker"
         fi
         if grep -q "^rpcrdma serve: program.*$want" "$WORK/serve.log" \
             && grep -q '"credit_overruns":0' "$WORK/serve.log" \

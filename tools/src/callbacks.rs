@@ -120,4 +120,8 @@ where
     fn disarm(&mut self) {
         Drive::disarm(&mut self.conn);
     }
+
+    fn home(&self) -> Option<usize> {
+        self.conn.home()
+    }
 }

@@ -398,6 +398,8 @@ where
         slot_bulk_size: cli.slot_bulk_size,
         shared_bulk: (cli.bulk_pool << 20) * n_workers as u64,
         srq: !cli.no_srq && max_srq > 0,
+        // One shared receive queue per worker: each connection's worker alone posts to it.
+        srq_queues: n_workers.clamp(1, 1024) as u32,
         // Half the device's largest: a device may round the size asked for up.
         srq_recvs: cfg.srq_recvs.min(max_srq / 2).max(512.min(max_srq / 2)),
         ..cfg
@@ -468,7 +470,10 @@ where
         workers.len(),
         max_conns,
         if cfg.srq {
-            format!("a shared receive queue of {} receives", cfg.srq_recvs)
+            format!(
+                "{} shared receive queue(s) of {} receives (one per worker)",
+                cfg.srq_queues, cfg.srq_recvs
+            )
         } else {
             format!("{} receives per connection", cfg.credits)
         },

@@ -190,9 +190,14 @@ pub struct ConnConfig {
     pub srq: bool,
     /// Responder with [`srq`](Self::srq): the grant a connection starts with.
     pub srq_grant: u32,
-    /// Responder with [`srq`](Self::srq): the most receives the server's shared queue
-    /// holds, the bound on the credits of all its connections together.
+    /// Responder with [`srq`](Self::srq): the most receives each of the server's shared
+    /// queues holds, the bound on the credits of all its connections on that queue together.
     pub srq_recvs: u32,
+    /// Responder with [`srq`](Self::srq): how many shared receive queues the server keeps,
+    /// one per worker (each connection takes the least loaded one and tells the workers
+    /// through [`Drive::home`](crate::worker::Drive::home), so that one worker alone posts
+    /// to each queue: no two threads contend on it). 1 by default.
+    pub srq_queues: u32,
     /// Requester: longest segment it advertises; longer chunks are split into several
     /// segments of one window. A Call whose chunk would need more segments than a list
     /// holds (64: a result over 4 MiB at 64 KiB) has longer ones, as few KiB longer as do.
@@ -326,6 +331,7 @@ impl ConnConfig {
                 // A poll's worth of Calls on a busy connection, beyond every reservation.
                 headroom: 256.min(self.srq_recvs / 2).max(1),
                 per_chunk: 256,
+                queues: self.srq_queues.max(1),
             }),
         };
         share.bulk_limit = share.bulk_limit.max(share.min_bulk_limit());
@@ -369,6 +375,7 @@ impl Default for ConnConfig {
             srq: false,
             srq_grant: DEFAULT_SRQ_GRANT,
             srq_recvs: DEFAULT_SRQ_RECVS,
+            srq_queues: 1,
             max_segment: 64 * 1024,
             max_reads: 8,
             registration: Registration::Windows,

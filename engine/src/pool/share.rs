@@ -341,8 +341,9 @@ pub struct Share<P: Provider> {
     /// Serializes growth (registration), never taken to take or give back a buffer.
     growing: Mutex<()>,
     counters: Counters,
-    /// The shared receive queue and its buffers, if the connections use one.
-    recvs: Option<SharedRecvs<P>>,
+    /// The shared receive queues and their buffers (one per worker), if the connections
+    /// use them.
+    recvs: Vec<SharedRecvs<P>>,
     /// Connections using the share, and the bytes they registered for themselves.
     conns: AtomicU32,
     conn_bytes: AtomicU64,
@@ -356,8 +357,10 @@ impl<P: Provider> Share<P> {
     pub fn new(pd: P::Pd, config: ShareConfig) -> Result<Arc<Share<P>>, PoolError> {
         config.validate()?;
         let recvs = match &config.srq {
-            Some(srq) => Some(SharedRecvs::new(&pd, *srq)?),
-            None => None,
+            Some(srq) => (0..srq.queues)
+                .map(|_| SharedRecvs::new(&pd, *srq))
+                .collect::<Result<Vec<_>, _>>()?,
+            None => Vec::new(),
         };
         let bulk_chunks = |class| (config.bulk_limit / config.chunk_bytes(class)) as usize + 1;
         Ok(Arc::new(Share {
@@ -406,9 +409,15 @@ impl<P: Provider> Share<P> {
         self.conn_bytes.fetch_sub(bytes, Ordering::Relaxed);
     }
 
-    /// The shared receive queue, if the connections use one.
-    pub fn recvs(&self) -> Option<&SharedRecvs<P>> {
-        self.recvs.as_ref()
+    /// Shared receive queue `i`, if the connections use them.
+    pub fn recvs(&self, i: usize) -> Option<&SharedRecvs<P>> {
+        self.recvs.get(i)
+    }
+
+    /// The shared receive queue with the fewest receives reserved, for a new connection
+    /// (`None` without shared receive queues).
+    pub fn least_loaded_recvs(&self) -> Option<usize> {
+        (0..self.recvs.len()).min_by_key(|&i| self.recvs[i].reserved())
     }
 
     /// The class whose buffers hold `bytes`: the smallest bulk class that does, `None`
@@ -584,11 +593,15 @@ impl<P: Provider> Share<P> {
 
     /// A snapshot of what is registered and out.
     pub fn stats(&self) -> ShareStats {
-        let srq = self
-            .recvs
-            .as_ref()
-            .map(SharedRecvs::stats)
-            .unwrap_or_default();
+        let srq = self.recvs.iter().map(SharedRecvs::stats).fold(
+            crate::pool::srq::SrqStats::default(),
+            |a, b| crate::pool::srq::SrqStats {
+                reserved: a.reserved + b.reserved,
+                registered: a.registered + b.registered,
+                bytes: a.bytes + b.bytes,
+                held: a.held + b.held,
+            },
+        );
         let mut s = ShareStats {
             conns: self.conns.load(Ordering::Relaxed),
             conn_bytes: self.conn_bytes.load(Ordering::Relaxed),

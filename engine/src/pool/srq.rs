@@ -40,7 +40,7 @@ const HELD: u8 = 2;
 /// Receives posted per call to the queue.
 const POST_BATCH: usize = 32;
 
-/// The sizes of a server's shared receive queue.
+/// The sizes of a server's shared receive queues, and how many it keeps (one per worker).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SrqConfig {
     /// Bytes of a receive buffer (the inline threshold this end receives).
@@ -51,6 +51,9 @@ pub struct SrqConfig {
     pub headroom: u32,
     /// Receives registered at a time when the queue must grow.
     pub per_chunk: u32,
+    /// How many queues of these sizes a [`Share`](crate::pool::share::Share) keeps (one per
+    /// worker).
+    pub queues: u32,
 }
 
 impl SrqConfig {
@@ -61,6 +64,11 @@ impl SrqConfig {
     /// Checks the sizes.
     pub fn validate(&self) -> Result<(), PoolError> {
         self.pool_config().layout()?;
+        if !(1..=1024).contains(&self.queues) {
+            return Err(PoolError::InvalidConfig(
+                "shared receive queues: 1 ..= 1024",
+            ));
+        }
         if self.headroom == 0 || self.headroom >= self.max_recvs {
             return Err(PoolError::InvalidConfig(
                 "the headroom of a shared receive queue must be 1 ..= max_recvs - 1",
@@ -360,6 +368,11 @@ impl<P: Provider> SharedRecvs<P> {
             done += batch.len();
         }
         Ok(())
+    }
+
+    /// Receives reserved by the connections now (grants and spares).
+    pub fn reserved(&self) -> u32 {
+        self.reserved.load(Ordering::Relaxed)
     }
 
     /// A snapshot of the reservations and buffers.

@@ -187,7 +187,10 @@ impl<P: Provider> ServerConn<P> {
         // With the server's shared receive queue, the connection's receives come from it:
         // it reserves receives for its first grant and spares (`pool::srq`), and each slot
         // holds a placeholder until a Call's receive stands in.
-        let srq = share.recvs();
+        // The least loaded of the server's queues (one per worker): the workers give the
+        // connection to that queue's worker (`Drive::home`).
+        let srq_home = share.least_loaded_recvs().unwrap_or(0);
+        let srq = share.recvs(srq_home);
         let (grant, srq_reserved) = match srq {
             Some(r) => {
                 let g = config.initial_grant.min(config.srq_grant).clamp(1, credits);
@@ -307,6 +310,7 @@ impl<P: Provider> ServerConn<P> {
                 Box::new([])
             },
             srq_reserved,
+            srq_home,
             reverse_slots: reverse,
             known_grant: grant,
             sends: Vec::with_capacity(POLL_BATCH + nrecv as usize),

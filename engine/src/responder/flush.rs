@@ -28,7 +28,7 @@ impl<P: Provider> ServerConn<P> {
     /// Reposts the consumed receives in one post; false if the post was refused (the
     /// connection is then lost).
     fn post_reposts(&mut self) -> bool {
-        if let Some(recvs) = self._share.recvs() {
+        if let Some(recvs) = self._share.recvs(self.srq_home) {
             // Shared receive queue: each slot's buffer goes back to the queue, its
             // placeholder back in place, the slot free for the next Call.
             let (recv, parked, free) = (&mut self.recv, &mut self.srq_parked, &mut self.srq_free);

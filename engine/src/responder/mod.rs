@@ -346,6 +346,9 @@ pub struct ServerConn<P: Provider> {
     srq_parked: Box<[Option<Buf<P>>]>,
     /// Receives this connection reserved in the shared receive queue (0 without it).
     srq_reserved: u32,
+    /// Which of the server's shared receive queues it takes its receives from (one per
+    /// worker; 0 without them).
+    srq_home: usize,
     /// Receives beyond the grant for version 2's reverse-direction Replies.
     reverse_slots: u32,
     /// The grant as of the start of this poll: the largest the client may know, since
@@ -387,7 +390,7 @@ impl<P: Provider> Drop for ServerConn<P> {
     fn drop(&mut self) {
         self.large.leave_line();
         self._share.leave_conn(self.registered_bytes());
-        if let Some(recvs) = self._share.recvs() {
+        if let Some(recvs) = self._share.recvs(self.srq_home) {
             recvs.release(self.srq_reserved);
             for k in 0..self.srq_parked.len() {
                 let Some(own) = self.srq_parked[k].take() else {
@@ -676,7 +679,7 @@ impl<P: Provider> ServerConn<P> {
     /// beyond it) takes receives the other connections' grants need (RFC 8166 §3.3.1: a
     /// requester never exceeds its grant): its receive goes back and the connection ends.
     fn on_srq_recv(&mut self, wr_id: u64, byte_len: u32) {
-        let Some(recvs) = self._share.recvs() else {
+        let Some(recvs) = self._share.recvs(self.srq_home) else {
             return;
         };
         let Some(buf) = recvs.take(wr_id) else {
@@ -715,7 +718,7 @@ impl<P: Provider> ServerConn<P> {
         if add == 0 {
             return;
         }
-        if let Some(recvs) = self._share.recvs() {
+        if let Some(recvs) = self._share.recvs(self.srq_home) {
             if recvs.admit(self._share.pd(), add).is_ok() {
                 self.srq_reserved += add;
                 self.credits.set_grant(g + add);

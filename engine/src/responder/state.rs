@@ -57,7 +57,7 @@ impl<P: Provider> ServerConn<P> {
     /// With the server's shared receive queue ([`ConnConfig::srq`]) a raise takes the
     /// receives that back it from the queue first, and is clamped to what it could take.
     pub fn set_grant(&mut self, grant: u32) -> u32 {
-        let Some(recvs) = self._share.recvs() else {
+        let Some(recvs) = self._share.recvs(self.srq_home) else {
             return self.credits.set_grant(grant);
         };
         let backed = self.srq_reserved - self.reverse_slots - SPARE_RECVS;
@@ -72,7 +72,7 @@ impl<P: Provider> ServerConn<P> {
     /// What this connection costs in registered memory: its own registration and, with
     /// the server's shared receive queue, the receives it reserved there.
     pub fn memory(&self) -> ConnMemory {
-        let stride = self._share.recvs().map_or(0, |r| r.stride());
+        let stride = self._share.recvs(self.srq_home).map_or(0, |r| r.stride());
         ConnMemory {
             own_bytes: self.registered_bytes(),
             shared_receives: self.srq_reserved,
@@ -84,6 +84,13 @@ impl<P: Provider> ServerConn<P> {
     /// has its own): its grant and spares, the registered memory it costs there.
     pub fn shared_receives(&self) -> u32 {
         self.srq_reserved
+    }
+
+    /// The worker this connection belongs with: the index of the server's shared receive
+    /// queue it takes its receives from (one queue per worker, so that one thread alone
+    /// posts to each), or `None` when it has receives of its own.
+    pub fn home(&self) -> Option<usize> {
+        (self.srq_reserved > 0).then_some(self.srq_home)
     }
 
     /// The counters, shared: readable from any thread.

@@ -94,6 +94,13 @@ pub trait Drive: Send + 'static {
     /// Called after a wait: takes the notifications delivered, so that the descriptors are
     /// no longer readable.
     fn disarm(&mut self) {}
+
+    /// The worker the connection belongs with, if any: [`Workers::assign`] gives it to that
+    /// worker while it has room (a server connection on shared receive queue `i` belongs
+    /// with worker `i`: [`ServerConn::home`]). `None` (the default): the least loaded.
+    fn home(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Up to two descriptors that wake a worker for a connection ([`Drive::wake_fds`]): its
@@ -140,6 +147,10 @@ where
 
     fn disarm(&mut self) {
         self.take_notifications();
+    }
+
+    fn home(&self) -> Option<usize> {
+        ServerConn::home(self)
     }
 }
 
@@ -357,12 +368,18 @@ impl<T: Drive> Workers<T> {
     /// [`capacity`](Self::capacity), some worker has room: the connection is never closed
     /// for want of it.
     pub fn assign(&mut self, mut conn: T) -> Result<usize, WorkerError> {
-        let best = self
-            .workers
-            .iter()
-            .enumerate()
-            .filter(|(_, w)| !w.shared.stop.load(Ordering::Relaxed))
-            .min_by_key(|(_, w)| w.shared.held.load(Ordering::Relaxed));
+        let live = |w: &&Handle<T>| !w.shared.stop.load(Ordering::Relaxed);
+        let home = conn
+            .home()
+            .and_then(|h| self.workers.get(h).map(|w| (h, w)))
+            .filter(|(_, w)| live(w) && w.shared.held.load(Ordering::Relaxed) < w.max_conns as u64);
+        let best = home.or_else(|| {
+            self.workers
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| live(w))
+                .min_by_key(|(_, w)| w.shared.held.load(Ordering::Relaxed))
+        });
         let Some((i, w)) = best else {
             conn.close();
             return Err(WorkerError::Stopped);

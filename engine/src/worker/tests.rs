@@ -485,3 +485,40 @@ fn a_stop_that_comes_while_the_worker_is_busy_is_not_slept_through() {
     );
     stopper.join().unwrap().unwrap();
 }
+
+/// A connection that belongs with a given worker ([`Drive::home`]).
+struct Homed(Option<usize>);
+
+impl Drive for Homed {
+    fn poll(&mut self) -> usize {
+        0
+    }
+    fn is_dead(&self) -> bool {
+        false
+    }
+    fn busy(&self) -> bool {
+        false
+    }
+    fn close(&mut self) {}
+    fn counters(&self) -> Snapshot {
+        Snapshot::default()
+    }
+    fn home(&self) -> Option<usize> {
+        self.0
+    }
+}
+
+/// A connection goes to its home worker while that worker has room, however loaded it is
+/// beside the others; then, and without a home (or with one that does not exist), to the
+/// least loaded.
+#[test]
+fn a_connection_goes_to_its_home_worker_while_it_has_room() {
+    let mut w = Workers::<Homed>::start(&[unpinned(2), unpinned(2), unpinned(2)]).unwrap();
+    assert_eq!(w.assign(Homed(Some(2))).unwrap(), 2);
+    assert_eq!(w.assign(Homed(Some(2))).unwrap(), 2, "home, though busier");
+    // Worker 2 is full: the least loaded instead.
+    assert_eq!(w.assign(Homed(Some(2))).unwrap(), 0);
+    assert_eq!(w.assign(Homed(None)).unwrap(), 1);
+    assert_eq!(w.assign(Homed(Some(7))).unwrap(), 0);
+    w.shutdown(Duration::from_secs(1)).unwrap();
+}

@@ -158,6 +158,9 @@ impl ConnOpts {
     ) -> Result<ConnConfig, String> {
         let config = ConnConfig {
             shared_bulk: (self.bulk_pool << 20) * workers.max(1) as u64,
+            // One shared receive queue per worker: each connection's worker alone posts
+            // to it.
+            srq_queues: workers.clamp(1, 1024) as u32,
             ..self.config_with(version)
         };
         srq_for::<P>(self, device, config)

@@ -75,7 +75,10 @@ where
         workers.len(),
         max_conns,
         if config.srq {
-            format!("a shared receive queue of {} receives", config.srq_recvs)
+            format!(
+                "{} shared receive queue(s) of {} receives (one per worker)",
+                config.srq_queues, config.srq_recvs
+            )
         } else {
             format!("{} receives per connection", config.credits)
         },

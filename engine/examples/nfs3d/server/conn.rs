@@ -242,4 +242,8 @@ where
             b.clear();
         }
     }
+
+    fn home(&self) -> Option<usize> {
+        self.conn.home()
+    }
 }

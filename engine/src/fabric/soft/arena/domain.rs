@@ -55,6 +55,9 @@ impl Domain {
         if !(2..=1 << 24).contains(&max_keys) {
             return Err(FabricError::InvalidArgument("key table size"));
         }
+        // The table takes at most a sixteenth of a small arena (64 bytes an entry): a test's
+        // few-MiB arena keeps its room for data.
+        let max_keys = max_keys.min((bytes / 16 / 64).clamp(2, 1 << 24) as u32);
         let map = Arc::new(Mapping::create(
             "rpcrdma-soft-pd",
             bytes.div_ceil(PAGE) * PAGE,
