@@ -41,6 +41,12 @@ impl<P: Provider> Buf<P> {
         unsafe { self.shared.as_ref() }
     }
 
+    /// The number its pool's owner gave the pool ([`Shared::create_tagged`]).
+    #[inline]
+    pub(super) fn pool_tag(&self) -> u32 {
+        self.shared().tag
+    }
+
     /// The buffer's index in its pool, `0 .. capacity`: a natural work request id.
     #[inline]
     pub fn index(&self) -> u32 {

@@ -324,6 +324,9 @@ struct Counters {
 /// What the owner, the buffers and the return paths share.
 struct Shared<P: Provider> {
     regions: Box<[P::Mr]>,
+    /// The owner's number for this pool among others (a shared receive queue's chunk
+    /// index: its receives' ids follow from it without a search); 0 if unused.
+    tag: u32,
     layout: Layout,
     remote: bool,
     returns: ReturnList,
@@ -334,12 +337,22 @@ impl<P: Provider> Shared<P> {
     /// Allocates and registers the regions `config` describes (as few as
     /// [`PoolConfig::max_region_len`] allows), with an empty return list.
     fn create(pd: &P::Pd, config: PoolConfig) -> Result<Arc<Shared<P>>, PoolError> {
+        Self::create_tagged(pd, config, 0)
+    }
+
+    /// [`create`](Self::create), numbered `tag` by its owner.
+    fn create_tagged(
+        pd: &P::Pd,
+        config: PoolConfig,
+        tag: u32,
+    ) -> Result<Arc<Shared<P>>, PoolError> {
         let layout = config.layout()?;
         let regions = (0..layout.regions())
             .map(|r| pd.alloc_region(layout.region_len(r), config.access))
             .collect::<Result<Box<[P::Mr]>, FabricError>>()?;
         Ok(Arc::new(Shared {
             regions,
+            tag,
             layout,
             remote: config.access.is_remote(),
             returns: ReturnList::new(layout.count),

@@ -217,7 +217,7 @@ impl<P: Provider> SharedRecvs<P> {
             let Some(entry) = self.chunks.get(n as usize) else {
                 return Err(SrqError::Full);
             };
-            let chunk = Shared::<P>::create(pd, self.config.pool_config())
+            let chunk = Shared::<P>::create_tagged(pd, self.config.pool_config(), n)
                 .map_err(|e| SrqError::Fabric(e.to_string()))?;
             let _ = entry.set(chunk);
             self.len.store(n + 1, Ordering::Release);
@@ -250,16 +250,14 @@ impl<P: Provider> SharedRecvs<P> {
         Some(chunk.buf(id % self.config.per_chunk))
     }
 
-    /// The id of `buf`, one of this queue's (taken from it).
+    /// The id of `buf`, one of this queue's (taken from it): its chunk is the one its pool's
+    /// tag names, checked to be the very chunk (no search: a queue of 16,384 receives has
+    /// 64 chunks, and a repost's search through them was on every Call's path).
     fn id_of(&self, buf: &Buf<P>) -> Option<u32> {
-        let n = self.len.load(Ordering::Acquire) as usize;
-        self.chunks[..n]
-            .iter()
-            .position(|c| {
-                c.get()
-                    .is_some_and(|c| core::ptr::eq(buf.shared.as_ptr(), Arc::as_ptr(c)))
-            })
-            .map(|k| k as u32 * self.config.per_chunk + buf.index)
+        let k = buf.pool_tag();
+        let chunk = self.chunks.get(k as usize)?.get()?;
+        core::ptr::eq(buf.shared.as_ptr(), Arc::as_ptr(chunk))
+            .then(|| k * self.config.per_chunk + buf.index)
     }
 
     /// Posts `bufs` (taken from this queue) again, in batches, after any free buffers whose

@@ -16,7 +16,7 @@
 //!   ones cover the batch (`flush.rs`): posted + in process ≥ `credits` at every instant,
 //!   and the grant never exceeds `credits` (RFC 8166 §3.3.1).
 //!
-//! Taken from the server's [`Share`](crate::pool::share::Share) at the first Call and held
+//! Taken from the server's [`Share`] at the first Call and held
 //! while the connection lives (`large.rs`):
 //! - one pull buffer and one bulk result buffer per receive buffer, for the reassembled
 //!   arguments of a chunked Call and the DDP-eligible results of its reply, of an inline
