@@ -291,3 +291,41 @@ fn lent_memory_outlives_its_connection() {
     assert!(loan.bytes_mut().iter().all(|&b| b == 0xa5));
     drop(loan);
 }
+
+/// On a shared receive queue, the receive of a Call whose bytes are still lent when its
+/// connection goes is posted to the queue again when the last loan goes, not lost to it.
+#[test]
+fn a_lent_shared_receive_goes_back_to_its_queue_with_the_last_loan() {
+    let (jt, jr) = mpsc::channel();
+    let (dt, _dr) = mpsc::channel();
+    let (kt, kr) = mpsc::channel();
+    borrower(jr, dt, kt);
+    let cfg = rpcrdma_engine::conn::ConnConfig {
+        srq: true,
+        ..config()
+    };
+    let (mut srv, addr) =
+        rpcrdma_engine::loopback::soft_server(std::sync::Arc::new(dispatch(jt)), cfg)
+            .expect("server");
+    let (mut c, mut s) = rpcrdma_engine::loopback::connect_to(&mut srv, &addr, cfg).expect("pair");
+    let args = [0u8; 8];
+    let mut call = CallArgs::new(LENT, 1, SLY, &args, 4);
+    call.bulk_results = &[64];
+    c.submit(&call, 1).expect("submit");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let loan = loop {
+        assert!(Instant::now() < deadline, "handler never ran");
+        s.poll();
+        if let Ok(l) = kr.try_recv() {
+            break l;
+        }
+    };
+    assert_eq!(srv.share_stats().srq_held, 1, "the Call holds its receive");
+    s.disconnect();
+    drop(s);
+    drop(c);
+    assert_eq!(srv.share_stats().srq_held, 1, "still lent");
+    drop(loan);
+    let st = srv.share_stats();
+    assert_eq!((st.srq_held, st.srq_reserved), (0, 0), "{st:?}");
+}

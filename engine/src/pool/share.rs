@@ -286,8 +286,11 @@ pub struct ShareStats {
     pub conn_bytes: u64,
     /// Bytes of the shared receive queue's buffers (0 without one).
     pub srq_bytes: u64,
-    /// Receives the connections reserved in the shared receive queue.
+    /// Receives the connections reserved in the shared receive queues.
     pub srq_reserved: u32,
+    /// Receives of the shared receive queues held by Calls now (taken, not yet posted
+    /// again): 0 once every Call has ended and every loan is gone.
+    pub srq_held: u32,
 }
 
 impl core::fmt::Display for ShareStats {
@@ -607,6 +610,7 @@ impl<P: Provider> Share<P> {
             conn_bytes: self.conn_bytes.load(Ordering::Relaxed),
             srq_bytes: srq.bytes,
             srq_reserved: srq.reserved,
+            srq_held: srq.held,
             waits: self.counters.waits.load(Ordering::Relaxed),
             grown: self.counters.grown.load(Ordering::Relaxed),
             refused: self.counters.refused.load(Ordering::Relaxed),

@@ -382,6 +382,22 @@ pub struct ServerConn<P: Provider> {
     _share: Arc<Share<P>>,
 }
 
+/// A shared receive queue's buffer lent when its connection was dropped: posted to its
+/// queue again when the last loan goes (the loan board drops it), not left unposted.
+struct Repost<P: Provider> {
+    buf: Option<Buf<P>>,
+    share: Arc<Share<P>>,
+    home: usize,
+}
+
+impl<P: Provider> Drop for Repost<P> {
+    fn drop(&mut self) {
+        if let (Some(b), Some(recvs)) = (self.buf.take(), self.share.recvs(self.home)) {
+            let _ = recvs.repost([b]);
+        }
+    }
+}
+
 impl<P: Provider> Drop for ServerConn<P> {
     /// A Call whose bytes are still lent keeps its pull and bulk buffers out of the share
     /// until the last loan goes (the loan board holds them), so that no other Call is
@@ -398,8 +414,12 @@ impl<P: Provider> Drop for ServerConn<P> {
                 };
                 let b = core::mem::replace(&mut self.recv[k], own);
                 if self.loans.outstanding(k as u32) != 0 {
-                    // Lent: out of the queue until the last loan goes (then lost to it).
-                    self.loans.hold(Arc::new(b));
+                    // Lent: out of the queue until the last loan goes, then posted again.
+                    self.loans.hold(Arc::new(Repost {
+                        buf: Some(b),
+                        share: Arc::clone(&self._share),
+                        home: self.srq_home,
+                    }));
                 } else {
                     let _ = recvs.repost([b]);
                 }
