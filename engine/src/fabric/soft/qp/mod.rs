@@ -319,7 +319,7 @@ impl QueuePair<Soft> for SoftQp {
         self.post_send_one(wr)
     }
 
-    #[inline]
+    #[inline(always)]
     fn post_recv(&mut self, wr: &RecvWr<'_>) -> Result<(), PostError> {
         self.produce_recv(wr)?;
         self.flush_if_error();

@@ -9,9 +9,7 @@ impl SoftQp {
     #[inline]
     pub(super) fn produce_recv(&mut self, wr: &RecvWr<'_>) -> Result<(), PostError> {
         if self.srq.is_some() {
-            return Err(PostError::InvalidWr(
-                "the queue pair takes its receives from a shared receive queue",
-            ));
+            return Err(srq_refusal());
         }
         if wr.sges.len() > self.caps.max_recv_sge as usize {
             return Err(PostError::TooManySge {
@@ -35,4 +33,11 @@ impl SoftQp {
             self.mem.flush(self.recv_cq.ring());
         }
     }
+}
+
+/// A receive posted to a queue pair made with a shared receive queue (kept off the posting
+/// path).
+#[cold]
+fn srq_refusal() -> PostError {
+    PostError::InvalidWr("the queue pair takes its receives from a shared receive queue")
 }
