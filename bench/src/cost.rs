@@ -206,16 +206,7 @@ pub fn drive(form: Form, rpcs: u32) -> Result<Driven, DriveError> {
     let (mut c, mut s) =
         connect_to(&mut srv, &addr, cfg).map_err(|e| DriveError::Setup(e.to_string()))?;
     let prepared = Prepared::new(form.workload).forced(form.forced, false);
-    let mut call = prepared.call(Duration::from_secs(5));
-    let negotiation = c.negotiation();
-    prepared.fit_to(
-        &mut call,
-        negotiation.reply_threshold(),
-        negotiation.wire().extra(),
-    );
-    if prepared.in_place().is_some() {
-        call.bulk_arg = None;
-    }
+    let call = prepared.call_on(Duration::from_secs(5), c.negotiation());
     for _ in 0..WARMUP {
         one(&mut c, &mut s, &call, &prepared)?;
     }

@@ -490,17 +490,8 @@ pub fn run_many<P: Provider>(
     if clients.is_empty() {
         return Err(LoadError::Config("no connection to load"));
     }
-    let mut call = prepared.call(cfg.timeout);
-    let negotiation = clients[0].negotiation();
-    prepared.fit_to(
-        &mut call,
-        negotiation.reply_threshold(),
-        negotiation.wire().extra(),
-    );
-    if prepared.in_place().is_some() {
-        // Written in place by each submission instead (`Lane::submit`).
-        call.bulk_arg = None;
-    }
+    // WRITE data is written in place by each submission (`Lane::submit`).
+    let call = prepared.call_on(cfg.timeout, clients[0].negotiation());
     let depth = cfg.depth as usize;
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|_| LoadError::Config("histogram"))?;

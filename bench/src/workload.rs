@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use rpcrdma_engine::conn::Negotiation;
 use rpcrdma_engine::program::{self, encode_opaque, encode_words, fill_pattern, word};
 use rpcrdma_engine::proto::header::MIN_HEADER_LEN;
 use rpcrdma_engine::proto::plan::Forced;
@@ -209,6 +210,22 @@ impl Prepared {
             }
         }
         c
+    }
+
+    /// The Call to submit on a connection that negotiated `negotiation`: [`call`](Self::call)
+    /// fitted to it ([`fit_to`](Self::fit_to)), without the WRITE data that each submission
+    /// writes in place instead ([`in_place`](Self::in_place)).
+    pub fn call_on(&self, timeout: Duration, negotiation: &Negotiation) -> CallArgs<'_> {
+        let mut call = self.call(timeout);
+        self.fit_to(
+            &mut call,
+            negotiation.reply_threshold(),
+            negotiation.wire().extra(),
+        );
+        if self.in_place().is_some() {
+            call.bulk_arg = None;
+        }
+        call
     }
 
     /// The workload these arguments are for.
