@@ -6,8 +6,9 @@
 //! that thread only: its loop calls [`Drive::poll`] on each connection in turn, with no
 //! lock, no system call and no allocation (the connection list is allocated once, at
 //! start, for [`WorkerConfig::max_conns`] connections). Every 1024 turns of the loop — and
-//! every 256 turns that found nothing to do — the worker looks at its inbox for new
-//! connections, drops the dead ones and publishes its counters.
+//! every 256 turns that found nothing to do, and after any turn that ends with a connection
+//! handed over (one flag read a turn) — the worker looks at its inbox for new connections,
+//! drops the dead ones and publishes its counters.
 //!
 //! [`Workers::live_conns`] says how many connections the workers hold now (assigned and not
 //! yet dropped as dead), without waiting for a housekeeping: an accept loop compares it
@@ -579,6 +580,11 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
         // must see new connections, settings and a stop without hundreds of rests first.
         if loops.is_multiple_of(HOUSEKEEPING_EVERY)
             || (work == 0 && (idle.is_multiple_of(IDLE_HOUSEKEEPING_EVERY) || rest.resting))
+            // A connection handed over: adopted at the end of this turn, not 1,024 busy
+            // turns later (a second or more when each turn polls hundreds of busy
+            // connections: the last of 1,000 connections, handed over just as the load
+            // began, made no progress for seconds).
+            || shared.mail.load(Ordering::Relaxed)
         {
             rest.configure(shared);
             housekeeping(&inbox, &mut conns, &mut retired, shared, max_conns, &rest);

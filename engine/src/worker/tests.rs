@@ -522,3 +522,42 @@ fn a_connection_goes_to_its_home_worker_while_it_has_room() {
     assert_eq!(w.assign(Homed(Some(7))).unwrap(), 0);
     w.shutdown(Duration::from_secs(1)).unwrap();
 }
+
+/// A connection always busy, each poll taking a while; counts its polls.
+struct Slow(Arc<AtomicU64>);
+
+impl Drive for Slow {
+    fn poll(&mut self) -> usize {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        thread::sleep(Duration::from_micros(200));
+        1
+    }
+    fn is_dead(&self) -> bool {
+        false
+    }
+    fn busy(&self) -> bool {
+        false
+    }
+    fn close(&mut self) {}
+    fn counters(&self) -> Snapshot {
+        Snapshot::default()
+    }
+}
+
+/// A connection handed to a worker whose turns are all busy is adopted within a few turns,
+/// not at the next periodic housekeeping (1,024 turns: seconds when each turn is long).
+#[test]
+fn a_busy_worker_adopts_a_new_connection_within_a_few_turns() {
+    let mut w = Workers::<Slow>::start(&[unpinned(4)]).unwrap();
+    let turns = Arc::new(AtomicU64::new(0));
+    w.assign(Slow(Arc::clone(&turns))).unwrap();
+    wait_for("the first connection", || w.stats()[0].conns_adopted == 1);
+    // Well into the busy turns, away from a periodic housekeeping.
+    wait_for("busy turns", || turns.load(Ordering::Relaxed) >= 20);
+    let at = turns.load(Ordering::Relaxed);
+    w.assign(Slow(Arc::new(AtomicU64::new(0)))).unwrap();
+    wait_for("the second connection", || w.stats()[0].conns_adopted == 2);
+    let took = turns.load(Ordering::Relaxed) - at;
+    assert!(took < 50, "adopted after {took} busy turns");
+    w.shutdown(Duration::from_secs(1)).unwrap();
+}
