@@ -22,7 +22,7 @@ use rpcrdma_engine::fabric::soft::Soft;
 use rpcrdma_engine::loopback::{connect_to, soft_server};
 use rpcrdma_engine::program;
 use rpcrdma_engine::proto::plan::{CallForm, Forced};
-use rpcrdma_engine::requester::{CallArgs, Client, Completion};
+use rpcrdma_engine::requester::{CallArgs, Client, Completion, SubmitError};
 use rpcrdma_engine::responder::ServerConn;
 use rpcrdma_engine::stats::Snapshot;
 use serde::{Deserialize, Serialize};
@@ -142,12 +142,11 @@ pub fn cost_client_submit(
     c: &mut Client<Soft>,
     call: &CallArgs<'_>,
     prepared: &Prepared,
-) -> Result<u32, String> {
-    let submitted = match prepared.in_place() {
+) -> Result<u32, SubmitError> {
+    match prepared.in_place() {
         Some(n) => c.submit_in_place(call, 0, n, |dst| cost_app_data(prepared, dst)),
         None => c.submit(call, 0),
-    };
-    submitted.map_err(|e| format!("{e:?}"))
+    }
 }
 
 /// The server connection's poll, counted.
@@ -234,8 +233,8 @@ fn one(
     // A slot still held (its reply's window being invalidated, say) frees at a poll.
     while let Err(e) = cost_client_submit(c, call, prepared) {
         turns += 1;
-        if e != "WouldBlock" || turns > MAX_TURNS {
-            return Err(DriveError::Submit(e));
+        if !matches!(e, SubmitError::WouldBlock) || turns > MAX_TURNS {
+            return Err(DriveError::Submit(format!("{e:?}")));
         }
         cost_server_poll(s);
         cost_client_poll(c, prepared, &mut failure);
@@ -290,9 +289,8 @@ pub struct Counted {
 /// written in, through `fi=`/`fe=`). The cost line after a `calls=` line is the call's
 /// inclusive cost and is skipped (its callee's own lines count it).
 pub fn callgrind_totals(text: &str) -> Result<Counted, String> {
-    // Files and functions are numbered apart.
+    // File names by their compressed ids (functions are numbered apart and not needed).
     let mut files: std::collections::HashMap<String, String> = Default::default();
-    let mut fns: std::collections::HashMap<String, String> = Default::default();
     // Resolves "(id) name" (defining) or "(id)" (referring) to the name.
     let resolve = |names: &mut std::collections::HashMap<String, String>, spec: &str| -> String {
         let spec = spec.trim();
@@ -327,13 +325,12 @@ pub fn callgrind_totals(text: &str) -> Result<Counted, String> {
             current = file.clone();
         } else if let Some(v) = line.strip_prefix("fi=").or(line.strip_prefix("fe=")) {
             current = resolve(&mut files, v);
-        } else if let Some(v) = line.strip_prefix("fn=") {
-            let _ = resolve(&mut fns, v);
+        } else if line.starts_with("fn=") {
+            // A new function's lines start in its own file.
             current = file.clone();
         } else if let Some(v) = line.strip_prefix("cfl=").or(line.strip_prefix("cfi=")) {
+            // May name a file that a later `fl=` refers to by id only.
             let _ = resolve(&mut files, v);
-        } else if let Some(v) = line.strip_prefix("cfn=") {
-            let _ = resolve(&mut fns, v);
         } else if line.starts_with("calls=") {
             skip_next = true;
         } else if line

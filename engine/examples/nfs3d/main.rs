@@ -386,23 +386,25 @@ where
         !cli.no_remote_invalidation,
     );
     let n_workers = cli.workers.max(1);
-    let max_srq = device.attr().max_srq_wr;
-    if cli.srq && max_srq == 0 {
-        return fail(
-            "--srq",
-            format!("device {} has no shared receive queues", device.name()),
-        );
-    }
+    let want_srq = match (cli.srq, cli.no_srq) {
+        (true, _) => Some(true),
+        (_, true) => Some(false),
+        _ => None,
+    };
     let cfg = ConnConfig {
         version: cli.version,
         slot_bulk_size: cli.slot_bulk_size,
-        shared_bulk: (cli.bulk_pool << 20) * n_workers as u64,
-        srq: !cli.no_srq && max_srq > 0,
-        // One shared receive queue per worker: each connection's worker alone posts to it.
-        srq_queues: n_workers.clamp(1, 1024) as u32,
-        // Half the device's largest: a device may round the size asked for up.
-        srq_recvs: cfg.srq_recvs.min(max_srq / 2).max(512.min(max_srq / 2)),
         ..cfg
+    }
+    .for_server(
+        n_workers,
+        cli.bulk_pool << 20,
+        device.attr().max_srq_wr,
+        want_srq,
+    );
+    let cfg = match cfg {
+        Ok(c) => c,
+        Err(e) => return fail("--srq", format!("device {}: {e}", device.name())),
     };
     let dispatch = Arc::new(server::dispatch(&nfs));
     let mut listener = match Server::<P>::listen(device, &addr, dispatch, cfg) {
@@ -469,14 +471,7 @@ where
         cli.listen,
         workers.len(),
         max_conns,
-        if cfg.srq {
-            format!(
-                "{} shared receive queue(s) of {} receives (one per worker)",
-                cfg.srq_queues, cfg.srq_recvs
-            )
-        } else {
-            format!("{} receives per connection", cfg.credits)
-        },
+        cfg.receives_summary(),
         cfg.share_config().bulk_limit >> 20,
         cli.io_threads.max(1),
         if memory {

@@ -338,6 +338,45 @@ impl ConnConfig {
         share
     }
 
+    /// A server's settings for `workers` workers, `bulk_per_worker` bytes of shared bulk
+    /// buffers each, on a device whose shared receive queues hold up to `max_srq_wr`
+    /// receives (0: it has none). `want_srq`: `Some(true)` demands shared receive queues
+    /// (refused on a device without them), `Some(false)` refuses them, `None` takes them
+    /// where the device has them. One queue per worker, each of at most half the device's
+    /// largest (a device may round the size asked for up).
+    pub fn for_server(
+        self,
+        workers: usize,
+        bulk_per_worker: u64,
+        max_srq_wr: u32,
+        want_srq: Option<bool>,
+    ) -> Result<ConnConfig, ConnError> {
+        if want_srq == Some(true) && max_srq_wr == 0 {
+            return Err(ConnError::Config("the device has no shared receive queues"));
+        }
+        let half = max_srq_wr / 2;
+        Ok(ConnConfig {
+            shared_bulk: bulk_per_worker.saturating_mul(workers.max(1) as u64),
+            srq: want_srq.unwrap_or(true) && max_srq_wr > 0,
+            srq_queues: workers.clamp(1, 1024) as u32,
+            srq_recvs: self.srq_recvs.min(half).max(512.min(half)),
+            ..self
+        })
+    }
+
+    /// Where the connections' receives come from, for a server's banner: "N shared receive
+    /// queue(s) of R receives (one per worker)" or "C receives per connection".
+    pub fn receives_summary(&self) -> String {
+        if self.srq {
+            format!(
+                "{} shared receive queue(s) of {} receives (one per worker)",
+                self.srq_queues, self.srq_recvs
+            )
+        } else {
+            format!("{} receives per connection", self.credits)
+        }
+    }
+
     /// Bytes of the bulk buffers each credit owns: `slot_bulk_size`, at most `bulk_size`
     /// and at least 4096.
     pub fn slot_bulk(&self) -> u32 {

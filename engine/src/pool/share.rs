@@ -596,15 +596,11 @@ impl<P: Provider> Share<P> {
 
     /// A snapshot of what is registered and out.
     pub fn stats(&self) -> ShareStats {
-        let srq = self.recvs.iter().map(SharedRecvs::stats).fold(
-            crate::pool::srq::SrqStats::default(),
-            |a, b| crate::pool::srq::SrqStats {
-                reserved: a.reserved + b.reserved,
-                registered: a.registered + b.registered,
-                bytes: a.bytes + b.bytes,
-                held: a.held + b.held,
-            },
-        );
+        let srq = self
+            .recvs
+            .iter()
+            .map(SharedRecvs::stats)
+            .fold(Default::default(), crate::pool::srq::SrqStats::plus);
         let mut s = ShareStats {
             conns: self.conns.load(Ordering::Relaxed),
             conn_bytes: self.conn_bytes.load(Ordering::Relaxed),

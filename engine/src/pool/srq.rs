@@ -116,6 +116,18 @@ pub struct SrqStats {
     pub held: u32,
 }
 
+impl SrqStats {
+    /// The sums of two queues' figures (a server's queues together).
+    pub fn plus(self, other: SrqStats) -> SrqStats {
+        SrqStats {
+            reserved: self.reserved + other.reserved,
+            registered: self.registered + other.registered,
+            bytes: self.bytes + other.bytes,
+            held: self.held + other.held,
+        }
+    }
+}
+
 /// A shared receive queue and its buffers; see the module documentation.
 pub struct SharedRecvs<P: Provider> {
     /// Declared first: destroyed before the buffers its receives point into.

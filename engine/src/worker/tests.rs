@@ -486,50 +486,38 @@ fn a_stop_that_comes_while_the_worker_is_busy_is_not_slept_through() {
     stopper.join().unwrap().unwrap();
 }
 
-/// A connection that belongs with a given worker ([`Drive::home`]).
-struct Homed(Option<usize>);
+/// A connection always busy, each poll taking `pause`, that counts its polls and may
+/// belong with a worker ([`Drive::home`]).
+struct Probe {
+    home: Option<usize>,
+    polls: Arc<AtomicU64>,
+    pause: Duration,
+}
 
-impl Drive for Homed {
-    fn poll(&mut self) -> usize {
-        0
+impl Probe {
+    fn homed(home: Option<usize>) -> Probe {
+        Probe {
+            home,
+            polls: Arc::new(AtomicU64::new(0)),
+            pause: Duration::ZERO,
+        }
     }
-    fn is_dead(&self) -> bool {
-        false
-    }
-    fn busy(&self) -> bool {
-        false
-    }
-    fn close(&mut self) {}
-    fn counters(&self) -> Snapshot {
-        Snapshot::default()
-    }
-    fn home(&self) -> Option<usize> {
-        self.0
+
+    fn slow(polls: &Arc<AtomicU64>) -> Probe {
+        Probe {
+            home: None,
+            polls: Arc::clone(polls),
+            pause: Duration::from_micros(200),
+        }
     }
 }
 
-/// A connection goes to its home worker while that worker has room, however loaded it is
-/// beside the others; then, and without a home (or with one that does not exist), to the
-/// least loaded.
-#[test]
-fn a_connection_goes_to_its_home_worker_while_it_has_room() {
-    let mut w = Workers::<Homed>::start(&[unpinned(2), unpinned(2), unpinned(2)]).unwrap();
-    assert_eq!(w.assign(Homed(Some(2))).unwrap(), 2);
-    assert_eq!(w.assign(Homed(Some(2))).unwrap(), 2, "home, though busier");
-    // Worker 2 is full: the least loaded instead.
-    assert_eq!(w.assign(Homed(Some(2))).unwrap(), 0);
-    assert_eq!(w.assign(Homed(None)).unwrap(), 1);
-    assert_eq!(w.assign(Homed(Some(7))).unwrap(), 0);
-    w.shutdown(Duration::from_secs(1)).unwrap();
-}
-
-/// A connection always busy, each poll taking a while; counts its polls.
-struct Slow(Arc<AtomicU64>);
-
-impl Drive for Slow {
+impl Drive for Probe {
     fn poll(&mut self) -> usize {
-        self.0.fetch_add(1, Ordering::Relaxed);
-        thread::sleep(Duration::from_micros(200));
+        self.polls.fetch_add(1, Ordering::Relaxed);
+        if !self.pause.is_zero() {
+            thread::sleep(self.pause);
+        }
         1
     }
     fn is_dead(&self) -> bool {
@@ -542,20 +530,42 @@ impl Drive for Slow {
     fn counters(&self) -> Snapshot {
         Snapshot::default()
     }
+    fn home(&self) -> Option<usize> {
+        self.home
+    }
+}
+
+/// A connection goes to its home worker while that worker has room, however loaded it is
+/// beside the others; then, and without a home (or with one that does not exist), to the
+/// least loaded.
+#[test]
+fn a_connection_goes_to_its_home_worker_while_it_has_room() {
+    let mut w = Workers::<Probe>::start(&[unpinned(2), unpinned(2), unpinned(2)]).unwrap();
+    assert_eq!(w.assign(Probe::homed(Some(2))).unwrap(), 2);
+    assert_eq!(
+        w.assign(Probe::homed(Some(2))).unwrap(),
+        2,
+        "home, though busier"
+    );
+    // Worker 2 is full: the least loaded instead.
+    assert_eq!(w.assign(Probe::homed(Some(2))).unwrap(), 0);
+    assert_eq!(w.assign(Probe::homed(None)).unwrap(), 1);
+    assert_eq!(w.assign(Probe::homed(Some(7))).unwrap(), 0);
+    w.shutdown(Duration::from_secs(1)).unwrap();
 }
 
 /// A connection handed to a worker whose turns are all busy is adopted within a few turns,
 /// not at the next periodic housekeeping (1,024 turns: seconds when each turn is long).
 #[test]
 fn a_busy_worker_adopts_a_new_connection_within_a_few_turns() {
-    let mut w = Workers::<Slow>::start(&[unpinned(4)]).unwrap();
+    let mut w = Workers::<Probe>::start(&[unpinned(4)]).unwrap();
     let turns = Arc::new(AtomicU64::new(0));
-    w.assign(Slow(Arc::clone(&turns))).unwrap();
+    w.assign(Probe::slow(&turns)).unwrap();
     wait_for("the first connection", || w.stats()[0].conns_adopted == 1);
     // Well into the busy turns, away from a periodic housekeeping.
     wait_for("busy turns", || turns.load(Ordering::Relaxed) >= 20);
     let at = turns.load(Ordering::Relaxed);
-    w.assign(Slow(Arc::new(AtomicU64::new(0)))).unwrap();
+    w.assign(Probe::slow(&Arc::new(AtomicU64::new(0)))).unwrap();
     wait_for("the second connection", || w.stats()[0].conns_adopted == 2);
     let took = turns.load(Ordering::Relaxed) - at;
     assert!(took < 50, "adopted after {took} busy turns");

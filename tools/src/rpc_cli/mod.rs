@@ -120,32 +120,6 @@ pub struct ConnOpts {
 /// The default `--bulk-pool`: 64 MiB per worker.
 const DEFAULT_BULK_POOL_MIB: u64 = 64;
 
-/// Whether a server on `device` takes its connections' receives from a shared receive
-/// queue (`--srq`, `--no-srq`, else where the device has them), and how many it may hold.
-fn srq_for<P: Provider>(
-    opts: &ConnOpts,
-    device: &P::Device,
-    mut config: ConnConfig,
-) -> Result<ConnConfig, String> {
-    let max = device.attr().max_srq_wr;
-    config.srq = if opts.no_srq {
-        false
-    } else if opts.srq {
-        if max == 0 {
-            return Err(format!(
-                "--srq: device {} has no shared receive queues",
-                device.name()
-            ));
-        }
-        true
-    } else {
-        max > 0
-    };
-    // Half the device's largest: a device may round the size asked for up.
-    config.srq_recvs = config.srq_recvs.min(max / 2).max(512.min(max / 2));
-    Ok(config)
-}
-
 impl ConnOpts {
     /// A server's settings on `device` with `workers` workers: the shared receive queue
     /// where the device has one (unless `--no-srq`), `--bulk-pool` MiB of shared bulk
@@ -156,14 +130,19 @@ impl ConnOpts {
         version: Version,
         workers: usize,
     ) -> Result<ConnConfig, String> {
-        let config = ConnConfig {
-            shared_bulk: (self.bulk_pool << 20) * workers.max(1) as u64,
-            // One shared receive queue per worker: each connection's worker alone posts
-            // to it.
-            srq_queues: workers.clamp(1, 1024) as u32,
-            ..self.config_with(version)
+        let want_srq = match (self.srq, self.no_srq) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
         };
-        srq_for::<P>(self, device, config)
+        self.config_with(version)
+            .for_server(
+                workers,
+                self.bulk_pool << 20,
+                device.attr().max_srq_wr,
+                want_srq,
+            )
+            .map_err(|e| format!("--srq: device {}: {e}", device.name()))
     }
 
     /// The settings, with `version` when `--version` was not given.

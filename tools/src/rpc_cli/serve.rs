@@ -74,14 +74,7 @@ where
         P::NAME,
         workers.len(),
         max_conns,
-        if config.srq {
-            format!(
-                "{} shared receive queue(s) of {} receives (one per worker)",
-                config.srq_queues, config.srq_recvs
-            )
-        } else {
-            format!("{} receives per connection", config.credits)
-        },
+        config.receives_summary(),
         config.share_config().bulk_limit >> 20,
     );
     // SIGINT and SIGTERM end the service gracefully: Calls in process finish, the

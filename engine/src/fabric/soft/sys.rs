@@ -91,12 +91,7 @@ impl Mapping {
                 "shared memory from peer is not sealed against shrinking",
             ));
         }
-        // SAFETY: `stat` is plain old data; an all-zero value is valid and fstat overwrites it.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: `st` is a valid, writable stat buffer; `fd` is an open descriptor we own.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            return Err(FabricError::last_os("fstat"));
-        }
+        let st = fstat(&fd)?;
         if st.st_size <= 0 {
             return Err(FabricError::InvalidArgument(
                 "empty shared memory from peer",
@@ -117,19 +112,14 @@ impl Mapping {
     /// them: the mapping holds the file open, so the inode cannot be reused for another
     /// file meanwhile. A file that has grown since it was mapped is mapped anew.
     pub(crate) fn of_peer(fd: OwnedFd) -> Result<Arc<Mapping>, FabricError> {
-        // SAFETY: `stat` is plain old data; an all-zero value is valid and fstat overwrites it.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: `st` is a valid, writable stat buffer; `fd` is an open descriptor we own.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            return Err(FabricError::last_os("fstat"));
-        }
+        let st = fstat(&fd)?;
         let key = (st.st_dev, st.st_ino);
         let mut guard = PEER_MAPPINGS
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let known = guard.get_or_insert_with(PeerMappings::new);
         if let Some(m) = known.get(&key).and_then(Weak::upgrade) {
-            if u64::try_from(m.len).is_ok_and(|l| i64::try_from(l) == Ok(st.st_size)) {
+            if i64::try_from(m.len) == Ok(st.st_size) {
                 return Ok(m);
             }
         }
@@ -183,6 +173,17 @@ impl Drop for Mapping {
             libc::munmap(self.ptr.as_ptr().cast(), self.len);
         }
     }
+}
+
+/// The file status of `fd`.
+fn fstat(fd: &OwnedFd) -> Result<libc::stat, FabricError> {
+    // SAFETY: `stat` is plain old data; an all-zero value is valid and fstat overwrites it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid, writable stat buffer; `fd` is an open descriptor.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(FabricError::last_os("fstat"));
+    }
+    Ok(st)
 }
 
 /// Nanoseconds of `CLOCK_MONOTONIC`, comparable across processes of the host.
