@@ -197,7 +197,8 @@ fn count(form: Form, rpcs: u32, toggles: &[&str]) -> Result<Counted, String> {
     cmd.arg("--tool=callgrind")
         .arg("--quiet")
         .arg(format!("--callgrind-out-file={}", out.display()))
-        .arg("--collect-atstart=no");
+        .arg("--collect-atstart=no")
+        .arg(format!("--zero-before={}", cost::ZERO_BEFORE));
     for t in toggles {
         cmd.arg(format!("--toggle-collect={t}"));
     }
