@@ -1,9 +1,9 @@
-//! Connection and queue pair parameters: private data of the connection steps, queue pair
-//! capacities and states, device limits.
+//! Connection and queue pair parameters: private data of the connection steps and why a
+//! connection could not be established, queue pair capacities and states, device limits.
 
 use core::fmt;
 
-use super::error::ConnectError;
+use super::error::{FabricError, PostError};
 use super::Provider;
 
 /// Opaque bytes carried by a connection step (`rdma_conn_param.private_data`), such as the
@@ -93,6 +93,60 @@ impl fmt::Debug for PrivateData {
         write!(f, ")")
     }
 }
+
+/// Why establishing a connection failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConnectError {
+    /// Nothing happened within the timeout.
+    Timeout,
+    /// No listener at the address (`RDMA_CM_EVENT_UNREACHABLE` or a refused connection).
+    Unreachable,
+    /// The peer rejected the connection, with its private data (`RDMA_CM_EVENT_REJECTED`).
+    Rejected(Box<PrivateData>),
+    /// Private data longer than the connection step carries.
+    PrivateDataTooLong {
+        /// Bytes given.
+        len: usize,
+        /// The step's maximum.
+        max: usize,
+    },
+    /// The peer broke the connection protocol.
+    Protocol(&'static str),
+    /// Creating the local resources failed.
+    Fabric(FabricError),
+    /// The `prepare` callback refused to post a receive.
+    Prepare(PostError),
+}
+
+impl From<FabricError> for ConnectError {
+    fn from(e: FabricError) -> Self {
+        ConnectError::Fabric(e)
+    }
+}
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConnectError::Timeout => f.write_str("connection timed out"),
+            ConnectError::Unreachable => f.write_str("no listener at the address"),
+            ConnectError::Rejected(pd) => {
+                write!(
+                    f,
+                    "connection rejected ({} bytes of private data)",
+                    pd.len()
+                )
+            }
+            ConnectError::PrivateDataTooLong { len, max } => {
+                write!(f, "{len} bytes of private data exceed the maximum {max}")
+            }
+            ConnectError::Protocol(why) => write!(f, "connection protocol error: {why}"),
+            ConnectError::Fabric(e) => write!(f, "{e}"),
+            ConnectError::Prepare(e) => write!(f, "preparing the queue pair failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {}
 
 /// Capacities of a queue pair (`struct ibv_qp_cap`). Providers may grant more than asked;
 /// [`QueuePair::caps`](super::QueuePair::caps) tells what was granted.

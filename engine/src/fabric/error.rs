@@ -1,9 +1,10 @@
 //! Errors of the fabric interface. Failures of work requests are not errors of a call: they
-//! arrive as [`Wc`](super::Wc) statuses. The errors here are the synchronous refusals.
+//! arrive as [`Wc`](super::Wc) statuses. The errors here are the synchronous refusals,
+//! but for the connection steps' [`ConnectError`](super::ConnectError), which carries a
+//! rejection's private data and so is beside it in `conn.rs` (which imports this file;
+//! this file imports none of its siblings).
 
 use core::fmt;
-
-use super::conn::PrivateData;
 
 /// Why a post call refused a work request. Nothing of the refused request was queued (as
 /// when `ibv_post_send` returns an error and sets `bad_wr`).
@@ -144,57 +145,3 @@ impl fmt::Display for FabricError {
 }
 
 impl std::error::Error for FabricError {}
-
-/// Why establishing a connection failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ConnectError {
-    /// Nothing happened within the timeout.
-    Timeout,
-    /// No listener at the address (`RDMA_CM_EVENT_UNREACHABLE` or a refused connection).
-    Unreachable,
-    /// The peer rejected the connection, with its private data (`RDMA_CM_EVENT_REJECTED`).
-    Rejected(Box<PrivateData>),
-    /// Private data longer than the connection step carries.
-    PrivateDataTooLong {
-        /// Bytes given.
-        len: usize,
-        /// The step's maximum.
-        max: usize,
-    },
-    /// The peer broke the connection protocol.
-    Protocol(&'static str),
-    /// Creating the local resources failed.
-    Fabric(FabricError),
-    /// The `prepare` callback refused to post a receive.
-    Prepare(PostError),
-}
-
-impl From<FabricError> for ConnectError {
-    fn from(e: FabricError) -> Self {
-        ConnectError::Fabric(e)
-    }
-}
-
-impl fmt::Display for ConnectError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConnectError::Timeout => f.write_str("connection timed out"),
-            ConnectError::Unreachable => f.write_str("no listener at the address"),
-            ConnectError::Rejected(pd) => {
-                write!(
-                    f,
-                    "connection rejected ({} bytes of private data)",
-                    pd.len()
-                )
-            }
-            ConnectError::PrivateDataTooLong { len, max } => {
-                write!(f, "{len} bytes of private data exceed the maximum {max}")
-            }
-            ConnectError::Protocol(why) => write!(f, "connection protocol error: {why}"),
-            ConnectError::Fabric(e) => write!(f, "{e}"),
-            ConnectError::Prepare(e) => write!(f, "preparing the queue pair failed: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for ConnectError {}

@@ -70,8 +70,8 @@ use core::fmt;
 use std::time::Duration;
 
 pub use access::Access;
-pub use conn::{DeviceAttr, PrivateData, QpCaps, QpInit, QpState};
-pub use error::{BadWr, ConnectError, CqError, FabricError, PostError};
+pub use conn::{ConnectError, DeviceAttr, PrivateData, QpCaps, QpInit, QpState};
+pub use error::{BadWr, CqError, FabricError, PostError};
 pub use wc::{Wc, WcOpcode, WcStatus};
 pub use wr::{inc_rkey, MwBind, Payload, RecvWr, RemoteAddr, SendFlags, SendOp, SendWr, Sge};
 

@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex};
 
 use rdma_sys::*;
 
-use super::device::{Context, PollCqFn};
+use super::context::{Context, PollCqFn};
 use super::monitor::monitor;
 use super::sys::{errno, set_nonblocking};
 use crate::fabric::{CompletionQueue, CqError, FabricError, Wc, WcOpcode, WcStatus};

@@ -6,7 +6,7 @@ use std::net::Ipv6Addr;
 
 use rdma_sys::*;
 
-use super::device::{
+use super::context::{
     device_name, probe_max_inline, query_device, query_port, MwSupport, NoDevices, RawDeviceList,
 };
 

@@ -1,15 +1,16 @@
-//! Protection domains, memory regions that own their memory, and type 2 memory windows.
+//! What is made in a protection domain: the domain's device object (`PdInner`, which every
+//! region, window, shared receive queue and queue pair of the domain holds), memory regions
+//! that own their memory, and type 2 memory windows. The handle `VerbsPd` that makes them is
+//! a floor above, in `pd.rs`.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use rdma_sys::*;
 
-use super::device::{Context, DeallocMwFn};
-use super::srq::VerbsSrq;
+use super::context::{Context, DeallocMwFn};
 use super::sys::{errno, Mapping};
-use super::Verbs;
-use crate::fabric::{Access, FabricError, MemoryRegion, MemoryWindow, ProtectionDomain};
+use crate::fabric::{Access, FabricError, MemoryRegion, MemoryWindow};
 
 /// A protection domain and the context it belongs to.
 pub(super) struct PdInner {
@@ -27,49 +28,6 @@ impl Drop for PdInner {
         // SAFETY: every region, window, shared receive queue and queue pair of the domain
         // holds an Arc of this value, so none is left.
         unsafe { ibv_dealloc_pd(self.pd) };
-    }
-}
-
-/// A protection domain (`struct ibv_pd`).
-pub struct VerbsPd {
-    pub(super) inner: Arc<PdInner>,
-}
-
-impl VerbsPd {
-    pub(super) fn new(ctx: &Arc<Context>) -> Result<VerbsPd, FabricError> {
-        // SAFETY: the context is open while the Arc lives.
-        let pd = unsafe { ibv_alloc_pd(ctx.ctx) };
-        if pd.is_null() {
-            return Err(FabricError::last_os("ibv_alloc_pd"));
-        }
-        Ok(VerbsPd {
-            inner: Arc::new(PdInner {
-                pd,
-                ctx: ctx.clone(),
-            }),
-        })
-    }
-}
-
-impl core::fmt::Debug for VerbsPd {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("VerbsPd")
-            .field("device", &self.inner.ctx.name)
-            .finish()
-    }
-}
-
-impl ProtectionDomain<Verbs> for VerbsPd {
-    fn alloc_region(&self, len: usize, access: Access) -> Result<VerbsMr, FabricError> {
-        VerbsMr::new(&self.inner, len, access)
-    }
-
-    fn alloc_mw(&self) -> Result<VerbsMw, FabricError> {
-        VerbsMw::new(&self.inner)
-    }
-
-    fn create_srq(&self, max_wr: u32, max_sge: u32) -> Result<VerbsSrq, FabricError> {
-        VerbsSrq::create(&self.inner, max_wr, max_sge)
     }
 }
 
@@ -95,7 +53,11 @@ unsafe impl Send for VerbsMr {}
 unsafe impl Sync for VerbsMr {}
 
 impl VerbsMr {
-    fn new(pd: &Arc<PdInner>, len: usize, access: Access) -> Result<VerbsMr, FabricError> {
+    pub(super) fn new(
+        pd: &Arc<PdInner>,
+        len: usize,
+        access: Access,
+    ) -> Result<VerbsMr, FabricError> {
         if len == 0 {
             return Err(FabricError::InvalidArgument("zero-length region"));
         }
@@ -250,7 +212,7 @@ unsafe impl Send for VerbsMw {}
 unsafe impl Sync for VerbsMw {}
 
 impl VerbsMw {
-    fn new(pd: &Arc<PdInner>) -> Result<VerbsMw, FabricError> {
+    pub(super) fn new(pd: &Arc<PdInner>) -> Result<VerbsMw, FabricError> {
         let ops = pd.ctx.ops;
         let (Some(alloc), Some(dealloc)) = (ops.alloc_mw, ops.dealloc_mw) else {
             return Err(FabricError::Os {

@@ -16,6 +16,10 @@
 //!   that went to the error state, say) are acknowledged and ignored.
 //!
 //! Nothing here is on the hot path: polling reads one relaxed atomic flag.
+//!
+//! The monitor is a low floor of the provider (it needs only `sys.rs`): contexts, completion
+//! queues and shared receive queues register with it from above, and a connection
+//! (`qp.rs`'s `Conn`) is watched through the [`WatchedConn`] trait it implements.
 
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
@@ -26,11 +30,21 @@ use std::time::Duration;
 
 use rdma_sys::*;
 
-use super::qp::Conn;
 use super::sys::{errno, set_nonblocking};
 
+/// What the monitor needs of an established connection it watches (`qp.rs`'s `Conn`): the
+/// descriptor of its rdma_cm event channel, and the handling of the events read there.
+pub(super) trait WatchedConn: Send + Sync {
+    /// The descriptor of the connection's rdma_cm event channel.
+    fn cm_fd(&self) -> i32;
+
+    /// Drains the connection's pending rdma_cm events (called on the monitor thread when
+    /// the descriptor is readable).
+    fn handle_cm_events(&self);
+}
+
 enum Watched {
-    Conn(Arc<Conn>),
+    Conn(Arc<dyn WatchedConn>),
     /// A device context's async event descriptor (the context pointer).
     Async(usize),
 }
@@ -98,11 +112,11 @@ impl Monitor {
     }
 
     /// Watches an established connection's event channel; returns the token to stop with.
-    pub(super) fn watch_conn(&self, conn: &Arc<Conn>) -> Option<u64> {
+    pub(super) fn watch_conn<C: WatchedConn + 'static>(&self, conn: &Arc<C>) -> Option<u64> {
         let token = self.next.fetch_add(1, Ordering::Relaxed);
         let mut st = self.lock();
         st.watched.insert(token, Watched::Conn(conn.clone()));
-        if !self.add_fd(conn.id.channel().fd(), token) {
+        if !self.add_fd(conn.cm_fd(), token) {
             st.watched.remove(&token);
             return None;
         }
@@ -110,8 +124,8 @@ impl Monitor {
     }
 
     /// Stops watching a connection (before its channel is closed).
-    pub(super) fn unwatch_conn(&self, token: u64, conn: &Conn) {
-        self.del_fd(conn.id.channel().fd());
+    pub(super) fn unwatch_conn(&self, token: u64, conn: &dyn WatchedConn) {
+        self.del_fd(conn.cm_fd());
         // The map's reference is released outside the lock: it may be the last one.
         let removed = self.lock().watched.remove(&token);
         drop(removed);

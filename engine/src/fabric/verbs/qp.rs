@@ -5,6 +5,10 @@
 //! its own (`max_recv_wr` and `max_recv_sge` 0): posting to it is refused before the
 //! library sees it, and its receives complete on its receive completion queue, which learns
 //! the shared queue's table when the queue pair is created.
+//!
+//! The chain helpers shared with shared receive queues are in `chain.rs`, the rdma_cm id in
+//! `cmid.rs`; the monitor watches an established connection through the `WatchedConn`
+//! trait that `Conn` implements.
 
 use std::mem::{self, MaybeUninit};
 use std::ptr;
@@ -13,26 +17,19 @@ use std::sync::{Arc, Mutex};
 
 use rdma_sys::*;
 
-use super::cm::CmId;
+use super::chain::{link_chain, post_error, posted_before, raw_recv_wr, CHUNK};
+use super::cmid::CmId;
+use super::context::{PostRecvFn, PostSendFn};
 use super::cq::{CqInner, Slot, WqTrack};
-use super::device::{PostRecvFn, PostSendFn};
-use super::mem::{PdInner, VerbsPd};
-use super::monitor::monitor;
+use super::marker::Verbs;
+use super::mem::PdInner;
+use super::monitor::{monitor, WatchedConn};
+use super::pd::VerbsPd;
 use super::srq::SrqInner;
-use super::sys::{errno, os_err};
-use super::Verbs;
+use super::sys::os_err;
 use crate::fabric::{
     BadWr, ConnectError, FabricError, Payload, PostError, QpCaps, QpInit, QpState, QueuePair,
-    RecvWr, SendOp, SendWr, Sge, WcOpcode,
-};
-
-/// Work requests handed to the provider per post call.
-pub(super) const CHUNK: usize = 16;
-
-const _: () = {
-    // Scatter lists are passed to the provider as they are: the layouts must agree.
-    assert!(mem::size_of::<Sge>() == mem::size_of::<ibv_sge>());
-    assert!(mem::align_of::<Sge>() == mem::align_of::<ibv_sge>());
+    RecvWr, SendOp, SendWr, WcOpcode,
 };
 
 /// The connection state shared with the CM event monitor.
@@ -91,11 +88,15 @@ impl Conn {
     }
 }
 
-impl Conn {
+impl WatchedConn for Conn {
+    fn cm_fd(&self) -> i32 {
+        self.id.channel().fd()
+    }
+
     /// Drains an established connection's CM events (on the monitor thread); a
     /// disconnection by the peer, or the device's removal, moves the queue pair to the
     /// error state (`rdma_disconnect`).
-    pub(super) fn handle_cm_events(&self) {
+    fn handle_cm_events(&self) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         while let Ok(Some(ev)) = self.id.channel().try_next() {
             if matches!(
@@ -106,34 +107,6 @@ impl Conn {
                 self.disconnect_locked(&mut st);
             }
         }
-    }
-}
-
-/// The library's receive work request for `wr` under `wr_id` (its scatter list borrowed
-/// from `wr`, which must outlive the post).
-pub(super) fn raw_recv_wr(wr_id: u64, wr: &RecvWr<'_>) -> ibv_recv_wr {
-    ibv_recv_wr {
-        wr_id,
-        next: ptr::null_mut(),
-        sg_list: if wr.sges.is_empty() {
-            ptr::null_mut()
-        } else {
-            wr.sges.as_ptr().cast_mut().cast()
-        },
-        num_sge: wr.sges.len() as i32,
-    }
-}
-
-/// Links the first `count` (at least 1) work requests at `raw` into one chain.
-///
-/// # Safety
-///
-/// `raw` points to at least `count` initialised work requests.
-pub(super) unsafe fn link_chain(raw: *mut ibv_recv_wr, count: usize) {
-    for i in 0..count - 1 {
-        // SAFETY: entries `i` and `i + 1` are inside the first `count` (the caller's
-        // contract).
-        unsafe { (*raw.add(i)).next = raw.add(i + 1) };
     }
 }
 
@@ -576,29 +549,10 @@ impl VerbsQp {
     }
 }
 
-/// How many entries of the chain at `chain` (of `count`) the provider took before the one
-/// it reports in `bad`, bounded by the chain (a pointer before it counts none).
-pub(super) fn posted_before<T>(chain: *mut T, bad: *mut T, count: usize) -> usize {
-    if bad.is_null() {
-        return 0;
-    }
-    ((bad as usize).saturating_sub(chain as usize) / mem::size_of::<T>()).min(count)
-}
-
-/// A post verb's nonzero return: a negative value defers to errno; ENOMEM is a full queue.
-pub(super) fn post_error(rc: i32) -> PostError {
-    let e = if rc < 0 { errno() } else { rc };
-    if e == libc::ENOMEM {
-        PostError::QueueFull
-    } else {
-        PostError::Os(e)
-    }
-}
-
 impl Drop for VerbsQp {
     fn drop(&mut self) {
         if let (Some(token), Some(m)) = (self.monitor_token.take(), monitor()) {
-            m.unwatch_conn(token, &self.conn);
+            m.unwatch_conn(token, &*self.conn);
         }
         // The Conn (shared with the monitor only while it handles an event) disconnects
         // and destroys everything when its last holder lets go.
