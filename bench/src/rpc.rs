@@ -17,6 +17,8 @@ use rpcrdma_engine::stats::Snapshot;
 
 pub use crate::workload::{Prepared, ReplyError, Workload, BULK_SLACK};
 
+use crate::point::Percentiles;
+
 /// How a load run goes.
 #[derive(Clone, Copy, Debug)]
 pub struct LoadConfig {
@@ -43,40 +45,6 @@ impl LoadConfig {
             warmup,
             timeout,
             sever_every: None,
-        }
-    }
-}
-
-/// Latency percentiles, in nanoseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Percentiles {
-    /// Fastest.
-    pub min: u64,
-    /// Median.
-    pub p50: u64,
-    /// 90th percentile.
-    pub p90: u64,
-    /// 99th percentile.
-    pub p99: u64,
-    /// 99.9th percentile.
-    pub p999: u64,
-    /// Slowest.
-    pub max: u64,
-}
-
-impl Percentiles {
-    /// The percentiles of a histogram.
-    pub fn of(h: &Histogram<u64>) -> Percentiles {
-        if h.is_empty() {
-            return Percentiles::default();
-        }
-        Percentiles {
-            min: h.min(),
-            p50: h.value_at_quantile(0.50),
-            p90: h.value_at_quantile(0.90),
-            p99: h.value_at_quantile(0.99),
-            p999: h.value_at_quantile(0.999),
-            max: h.max(),
         }
     }
 }

@@ -32,7 +32,9 @@ use crate::cpu;
 use crate::fleet::{self, core_of, cores, FleetReport};
 use crate::limits::{copy_to_reader_ns, cross_core_copy_ns};
 use crate::local;
-use crate::point::{CpuPerRpc, Forms, Latency, Limits, MemoryPerConn, Point, PointConfig, Ratios};
+use crate::point::{
+    CpuPerRpc, Forms, Limits, MemoryPerConn, Percentiles, Point, PointConfig, Ratios,
+};
 use crate::ring::null_ring;
 use crate::rpc::{LoadConfig, Prepared, Workload};
 
@@ -516,17 +518,8 @@ fn combine(
 ) -> Point {
     let r = &run.total;
     let (rpcs, seconds, rate) = (r.rpcs, r.seconds, r.rate_rps);
-    let latency = |p: crate::rpc::Percentiles| Latency {
-        min: p.min,
-        p50: p.p50,
-        p90: p.p90,
-        p99: p.p99,
-        p999: p.p999,
-        max: p.max,
-    };
-    let lat = latency(r.lat_ns);
-    let server_work =
-        (!r.server_work.is_empty()).then(|| latency(crate::rpc::Percentiles::of(&r.server_work)));
+    let lat = r.lat_ns;
+    let server_work = (!r.server_work.is_empty()).then(|| Percentiles::of(&r.server_work));
     let client_cpu: Duration = run.threads.iter().filter_map(|t| t.cpu).sum();
     let per_rpc = |d: Duration| d.as_nanos() as f64 / rpcs.max(1) as f64;
     let server = if per_worker_rpcs.is_empty() {

@@ -491,14 +491,6 @@ fn progress_bar(w: Workload, args: &BenchArgs) -> ProgressBar {
     bar
 }
 
-/// `{min, p50, p90, p99, p999, max}`.
-fn percentiles_json(p: &rpcrdma_bench::rpc::Percentiles) -> Value {
-    json!({
-        "min": p.min, "p50": p.p50, "p90": p.p90,
-        "p99": p.p99, "p999": p.p999, "max": p.max,
-    })
-}
-
 /// The figures a workload's report derives from its measurements, for the JSON and the
 /// text alike.
 struct Figures {
@@ -516,7 +508,7 @@ struct Figures {
     /// Each in-process worker's rate, rounded.
     per_worker: Vec<f64>,
     /// The server's time on the data, which the round trips leave out (READ and WRITE).
-    work: Option<rpcrdma_bench::rpc::Percentiles>,
+    work: Option<Percentiles>,
 }
 
 impl Figures {
@@ -532,8 +524,7 @@ impl Figures {
             per_conn: r.per_conn_rps().iter().map(|x| x.round()).collect(),
             conn_rates: r.conn_rates(),
             per_worker: m.per_worker_rps.iter().map(|x| x.round()).collect(),
-            work: (!r.server_work.is_empty())
-                .then(|| rpcrdma_bench::rpc::Percentiles::of(&r.server_work)),
+            work: (!r.server_work.is_empty()).then(|| Percentiles::of(&r.server_work)),
         }
     }
 }
@@ -594,8 +585,9 @@ fn report_json(
         "rpcs": r.rpcs,
         "seconds": (r.seconds * 1000.0).round() / 1000.0,
         "rate_rps": r.rate_rps.round(),
-        "lat_ns": percentiles_json(&r.lat_ns),
-        "server_work_ns": f.work.as_ref().map(percentiles_json),
+        // `{min, p50, p90, p99, p999, max}`, as a sweep point's.
+        "lat_ns": r.lat_ns,
+        "server_work_ns": f.work,
         "allocs_per_rpc": r.allocs_per_rpc,
         "limit_ns_p50": f.limit_rtt,
         "ratio_p50": (f.ratio * 100.0).round() / 100.0,
