@@ -20,7 +20,8 @@ struct Measured {
     version: u32,
     run: FleetReport,
     per_worker_rps: Vec<f64>,
-    once: Option<Verdict>,
+    /// A fault run's verdict (`--disconnect-every`).
+    verdict: Option<Verdict>,
 }
 
 /// `bench rpc` on provider `P`: the arguments checked, the connections made (to the server
@@ -205,7 +206,7 @@ where
                 ok = false;
                 continue;
             };
-            if let Some(v) = &m.once {
+            if let Some(v) = &m.verdict {
                 for p in v.problems() {
                     ok = false;
                     eprintln!("bench rpc {}: {p}", w.name());
@@ -277,13 +278,14 @@ where
     };
     match result {
         Ok(run) => {
-            let once = faults.map(|_| verdict(clients, &run, stamp, recovery_before, args));
+            let verdict =
+                faults.map(|_| fault_verdict(clients, &run, stamp, recovery_before, args));
             Some(Measured {
                 workload: w,
                 version: clients[0].negotiation().wire().number(),
                 run,
                 per_worker_rps,
-                once,
+                verdict,
             })
         }
         Err(e) => {
@@ -306,28 +308,27 @@ where
 /// The verdict on fault run `run`: the clients' account, the server's count of the
 /// executions of `stamp`'s Calls (printed when it gives none), and the reconnections and
 /// retransmissions since `recovery_before`.
-fn verdict<P: Provider>(
+fn fault_verdict<P: Provider>(
     clients: &mut [Client<P>],
     run: &FleetReport,
     stamp: u32,
     recovery_before: (u64, u64),
     args: &BenchArgs,
 ) -> Verdict {
-    let server =
-        match rpcrdma_bench::once::executions(&mut clients[0], stamp, Duration::from_secs(5)) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                eprintln!("bench rpc: no server-side count: {e}");
-                None
-            }
-        };
+    let server = match exactly_once::executions(&mut clients[0], stamp, Duration::from_secs(5)) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!("bench rpc: no server-side count: {e}");
+            None
+        }
+    };
     let (reconnects, retransmits) = recovery(clients);
     Verdict {
         client: run.total.faults,
         server,
         reconnects: reconnects - recovery_before.0,
         retransmits: retransmits - recovery_before.1,
-        unique_xids: args.conns == 1 && run.total.faults.submitted < rpcrdma_bench::once::XID_WRAP,
+        unique_xids: args.conns == 1 && run.total.faults.submitted < exactly_once::XID_WRAP,
     }
 }
 
@@ -607,7 +608,7 @@ fn report_json(
             .map(|c| (c.min_to_median() * 1000.0).round() / 1000.0),
         "per_worker_rps": f.per_worker,
         "threads": per_thread,
-        "faults": m.once.as_ref().map(faults_json),
+        "faults": m.verdict.as_ref().map(faults_json),
         "client": snapshot_json(&r.client),
     })
 }
@@ -697,7 +698,7 @@ fn report_text(provider: &str, args: &BenchArgs, m: &Measured, f: &Figures, thre
             }
         );
     }
-    if let Some(v) = &m.once {
+    if let Some(v) = &m.verdict {
         println!("{}", faults_line(v));
     }
 }
