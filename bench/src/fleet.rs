@@ -12,6 +12,7 @@ use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::requester::Client;
 
 use crate::cpu;
+use crate::point::Percentiles;
 use crate::rpc::{self, Gates, LoadConfig, LoadError, LoadReport, Prepared, Progress};
 
 /// What one client thread did.
@@ -176,7 +177,7 @@ fn merge(mut reports: Vec<LoadReport>) -> LoadReport {
         .map(|a| a * first_rpcs as f64 / total.rpcs.max(1) as f64);
     // Over the longest thread's measured phase, as each connection's rate is.
     total.rate_rps = total.rpcs as f64 / total.seconds.max(1e-9);
-    total.lat_ns = rpc::Percentiles::of(&total.hist);
+    total.lat_ns = Percentiles::of(&total.hist);
     total
 }
 

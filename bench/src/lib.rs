@@ -1,7 +1,8 @@
 //! Measurement harness for rpcrdma: a closed-loop RPC load generator with latency
 //! histograms ([`rpc`]) over workloads whose every reply is checked ([`workload`]), the
 //! counting allocator that lets a benchmark report heap allocations per RPC ([`alloc`]),
-//! the same-run ceilings an RPC is read against ([`limits`], [`ring`]),
+//! the same-run ceilings an RPC is read against ([`limits`], [`ring`]), the verdict on a
+//! fault run's RPCs, each of which must complete exactly once ([`exactly_once`]),
 //! and what a sweep makes of its measurements: the points
 //! and their JSON and CSV forms ([`point`]), the inline/chunked crossovers and the
 //! threshold they recommend ([`crossover`]), plots ([`plot`]) and the comparison of two
@@ -12,10 +13,10 @@ pub mod axes;
 pub mod cost;
 pub mod cpu;
 pub mod crossover;
+pub mod exactly_once;
 pub mod fleet;
 pub mod limits;
 pub mod local;
-pub mod once;
 pub mod plot;
 pub mod point;
 pub mod report;

@@ -3,6 +3,7 @@
 //! (`--csv`). The JSON schema is this module's types, field for field (`serde`); the README
 //! documents it.
 
+use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 /// What a point ran: every axis of a sweep.
@@ -45,10 +46,13 @@ fn version_one() -> u32 {
     1
 }
 
-/// Latency percentiles of one point, in nanoseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Latency {
-    /// Fastest round trip.
+/// Percentiles of times in nanoseconds: of round trips (`lat_ns`), or of the server's time
+/// on the data (`server_work_ns`). A point's, and a load run's
+/// ([`LoadReport::lat_ns`](crate::rpc::LoadReport::lat_ns)); `{min, p50, p90, p99, p999,
+/// max}` in JSON, `bench rpc --json`'s as a sweep point's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// Fastest.
     pub min: u64,
     /// Median.
     pub p50: u64,
@@ -58,8 +62,25 @@ pub struct Latency {
     pub p99: u64,
     /// 99.9th percentile.
     pub p999: u64,
-    /// Slowest round trip.
+    /// Slowest.
     pub max: u64,
+}
+
+impl Percentiles {
+    /// The percentiles of a histogram (all zero for an empty one).
+    pub fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            min: h.min(),
+            p50: h.value_at_quantile(0.50),
+            p90: h.value_at_quantile(0.90),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+        }
+    }
 }
 
 /// CPU time spent per RPC, in nanoseconds, by the client's and the server's threads.
@@ -141,12 +162,12 @@ pub struct Point {
     /// Payload bytes per second.
     pub bandwidth_bps: f64,
     /// Round-trip percentiles, less the server's time on the data (`server_work_ns`).
-    pub lat_ns: Latency,
+    pub lat_ns: Percentiles,
     /// The time the server said it spent on each RPC's data, left out of `lat_ns`: the
     /// built-in program's timed READ making it and WRITE checking it (`None` for other
     /// points, for data under 512 bytes, and in files written before it was measured).
     #[serde(default)]
-    pub server_work_ns: Option<Latency>,
+    pub server_work_ns: Option<Percentiles>,
     /// CPU time per RPC.
     pub cpu_ns_per_rpc: CpuPerRpc,
     /// The forms actually used.
@@ -371,7 +392,7 @@ pub(crate) mod tests {
             seconds: 1.0,
             rate_rps: rate,
             bandwidth_bps: rate * f64::from(size),
-            lat_ns: Latency {
+            lat_ns: Percentiles {
                 min: p50 / 2,
                 p50,
                 p90: p50 + 10,
@@ -474,10 +495,10 @@ pub(crate) mod tests {
             "no server work, no ring: {row}"
         );
         let mut timed = point("read", 65536, "chunked", 0, 3000, 1e5);
-        timed.server_work_ns = Some(Latency {
+        timed.server_work_ns = Some(Percentiles {
             p50: 1200,
             p99: 1500,
-            ..Latency::default()
+            ..Percentiles::default()
         });
         let row = timed.csv_row();
         assert_eq!(row.split(',').count(), columns, "{row}");

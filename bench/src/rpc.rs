@@ -17,6 +17,8 @@ use rpcrdma_engine::stats::Snapshot;
 
 pub use crate::workload::{Prepared, ReplyError, Workload, BULK_SLACK};
 
+use crate::point::Percentiles;
+
 /// How a load run goes.
 #[derive(Clone, Copy, Debug)]
 pub struct LoadConfig {
@@ -43,40 +45,6 @@ impl LoadConfig {
             warmup,
             timeout,
             sever_every: None,
-        }
-    }
-}
-
-/// Latency percentiles, in nanoseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Percentiles {
-    /// Fastest.
-    pub min: u64,
-    /// Median.
-    pub p50: u64,
-    /// 90th percentile.
-    pub p90: u64,
-    /// 99th percentile.
-    pub p99: u64,
-    /// 99.9th percentile.
-    pub p999: u64,
-    /// Slowest.
-    pub max: u64,
-}
-
-impl Percentiles {
-    /// The percentiles of a histogram.
-    pub fn of(h: &Histogram<u64>) -> Percentiles {
-        if h.is_empty() {
-            return Percentiles::default();
-        }
-        Percentiles {
-            min: h.min(),
-            p50: h.value_at_quantile(0.50),
-            p90: h.value_at_quantile(0.90),
-            p99: h.value_at_quantile(0.99),
-            p999: h.value_at_quantile(0.999),
-            max: h.max(),
         }
     }
 }
@@ -493,9 +461,9 @@ pub fn run_many<P: Provider>(
     // WRITE data is written in place by each submission (`Lane::submit`).
     let call = prepared.call_on(cfg.timeout, clients[0].negotiation());
     let depth = cfg.depth as usize;
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+    let hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|_| LoadError::Config("histogram"))?;
-    let mut server_work = hist.clone();
+    let server_work = hist.clone();
     // Round trips are stamped with the cycle counter where it is steady (see
     // `rpcrdma_engine::clock`): the clock's own cost stays out of what is measured.
     let clock = Clock::get();
@@ -503,132 +471,16 @@ pub fn run_many<P: Provider>(
         .iter()
         .map(|_| Lane::new(depth, clock.now()))
         .collect();
-    let mut faults = Faults::default();
     if let Some(g) = gates {
         g.start.wait();
     }
-    let start = Instant::now();
-    let mut failure: Option<ReplyError> = None;
-
-    let measure_from = start + cfg.warmup;
-    let end = measure_from + cfg.duration;
-    let mut measuring = false;
-    let mut allocs_at_start = None;
-    let mut last_reply = start;
-    let mut next_progress = start;
-    let mut next_sever = cfg.sever_every.map(|e| start + e);
-    let mut sever_turn = 0usize;
-    let mut passes: u32 = 0;
-    // The run's own clock is read once every 64 passes, so that the passes between stay
-    // tight, busy or idle. A pass that completes bulk RPCs is long (their data made and
-    // checked: milliseconds a MiB in a debug build), and 64 of them once outlasted a whole
-    // 3 s measured phase, which then counted nothing: runs of 4 KiB or more also read it
-    // after every pass that completed RPCs (outside every round trip, and a cost lost
-    // beside the data's), their idle passes keeping the rhythm.
-    let w = prepared.workload();
-    let bulk = w.arg_size().max(w.res_size()) >= 4096;
-    let mut replied = false;
+    let mut meter = Meter::new(&call, prepared, clock, cfg, allocations, hist, server_work);
     // The measured loop; its error, if any, is returned after the gates are passed (a
     // thread that stops early must not leave the others waiting at the end gate).
-    let outcome: Result<(), LoadError> = (|| {
-        loop {
-            let mut worked = false;
-            for (client, lane) in clients.iter_mut().zip(lanes.iter_mut()) {
-                lane.submit(client, &call, prepared, &mut faults, &clock)?;
-                let mut first_at: Option<Stamp> = None;
-                let n = client.poll_completions(|c| {
-                    // The round trip ends here, before the reply is checked.
-                    first_at.get_or_insert_with(|| clock.now());
-                    if !lane.complete(c.tag) {
-                        faults.completed_twice += 1;
-                        return;
-                    }
-                    faults.completed += 1;
-                    match prepared.verify(&c.result) {
-                        Ok(work) => lane.work[c.tag as usize] = work,
-                        Err(e) => {
-                            failure.get_or_insert(e);
-                        }
-                    }
-                    lane.finished.push(c.tag);
-                });
-                if let Some(e) = failure {
-                    return Err(LoadError::Reply(e));
-                }
-                if let Some(now) = first_at.filter(|_| n > 0) {
-                    replied = true;
-                    worked = true;
-                    if measuring {
-                        record_round_trips(
-                            &mut hist,
-                            &clock,
-                            now,
-                            lane.finished
-                                .iter()
-                                .map(|&t| (lane.sent[t as usize], lane.work[t as usize])),
-                        );
-                        for &t in &lane.finished {
-                            let w = lane.work[t as usize];
-                            if w > 0 {
-                                let _ = server_work.record(u64::from(w));
-                            }
-                        }
-                        lane.rpcs += lane.finished.len() as u64;
-                    }
-                    lane.free.extend_from_slice(&lane.finished);
-                    lane.finished.clear();
-                }
-            }
-            passes = passes.wrapping_add(1);
-            if passes.is_multiple_of(64) || (bulk && worked) {
-                // The run's own clock: its phases, progress, faults, stalls.
-                let now = Instant::now();
-                if std::mem::take(&mut replied) {
-                    last_reply = now;
-                }
-                if !measuring && now >= measure_from {
-                    measuring = true;
-                    allocs_at_start = allocations();
-                    hist.reset();
-                    server_work.reset();
-                    for lane in lanes.iter_mut() {
-                        lane.rpcs = 0;
-                    }
-                }
-                if now >= end {
-                    break;
-                }
-                if let (Some(at), Some(every)) = (next_sever, cfg.sever_every) {
-                    if now >= at {
-                        let k = sever_turn % clients.len();
-                        let c = &mut clients[k];
-                        if !c.is_reconnecting() && !c.is_dead() && c.in_flight() > 0 {
-                            c.sever();
-                            faults.severed += 1;
-                            sever_turn += 1;
-                            next_sever = Some(now + every);
-                        }
-                    }
-                }
-                if now >= next_progress {
-                    next_progress = now + Duration::from_millis(100);
-                    progress(Progress {
-                        elapsed: now.saturating_duration_since(measure_from),
-                        total: cfg.duration,
-                        rpcs: lanes.iter().map(|l| l.rpcs).sum(),
-                    });
-                }
-                if now.saturating_duration_since(last_reply) > cfg.timeout + Duration::from_secs(1)
-                {
-                    return Err(LoadError::Stalled);
-                }
-            }
-        }
-        Ok(())
-    })();
+    let outcome = meter.measure(clients, &mut lanes, &mut progress);
     let measured_end = Instant::now();
     let rpcs: u64 = lanes.iter().map(|l| l.rpcs).sum();
-    let allocs = match (allocs_at_start, allocations()) {
+    let allocs = match (meter.allocs_at_start, allocations()) {
         (Some(a), Some(b)) if rpcs > 0 => Some((b - a) as f64 / rpcs as f64),
         _ => None,
     };
@@ -636,46 +488,291 @@ pub fn run_many<P: Provider>(
         g.end.wait();
     }
     outcome?;
-    // Let the calls still in flight finish, so that the connections are quiet afterwards
-    // and every RPC submitted is accounted for.
-    let drain_until = Instant::now() + cfg.timeout + Duration::from_secs(1);
-    for (client, lane) in clients.iter_mut().zip(lanes.iter_mut()) {
-        while client.in_flight() > 0 && Instant::now() < drain_until {
-            client.poll_completions(|c| {
-                if lane.complete(c.tag) {
-                    faults.completed += 1;
-                    if c.result.is_err() {
-                        faults.failed += 1;
-                    }
-                } else {
-                    faults.completed_twice += 1;
-                }
-            });
-        }
-        faults.lost += lane.in_flight.iter().filter(|&&f| f).count() as u64;
-    }
-    let seconds = (measured_end - measure_from).as_secs_f64();
+    meter.drain(clients, &mut lanes);
+    let seconds = (measured_end - meter.measure_from).as_secs_f64();
     progress(Progress {
         elapsed: cfg.duration,
         total: cfg.duration,
         rpcs,
     });
-    let mut client_counters = Snapshot::default();
-    for c in clients.iter() {
-        client_counters.add(&c.snapshot());
+    Ok(meter.report(clients, &lanes, seconds, allocs))
+}
+
+/// One run's measured loop ([`run_many`]): what it runs, and its state besides the lanes —
+/// the histograms, the exactly-once counts, and the run's own clock (its phases, progress,
+/// faults and stall watch).
+struct Meter<'a> {
+    /// The Call every lane submits.
+    call: &'a CallArgs<'a>,
+    /// The workload: it makes the Calls' data and checks the replies'.
+    prepared: &'a Prepared,
+    /// The round trips' clock.
+    clock: Clock,
+    /// How the run goes.
+    cfg: LoadConfig,
+    /// The process's allocation counter, if any.
+    allocations: fn() -> Option<u64>,
+    /// Every round trip of the measured phase.
+    hist: Histogram<u64>,
+    /// The server's time on each RPC's data in the measured phase (nonzero times only).
+    server_work: Histogram<u64>,
+    /// Exactly-once accounting.
+    faults: Faults,
+    /// When the measured phase begins (after the warm-up).
+    measure_from: Instant,
+    /// When it ends.
+    end: Instant,
+    /// Whether the measured phase has begun.
+    measuring: bool,
+    /// The allocation counter when it began.
+    allocs_at_start: Option<u64>,
+    /// When the run's clock last saw replies.
+    last_reply: Instant,
+    /// Whether replies came since the run's clock was last read.
+    replied: bool,
+    /// When progress is next reported.
+    next_progress: Instant,
+    /// When a connection is next dropped (fault runs).
+    next_sever: Option<Instant>,
+    /// Connections dropped so far (the next to drop, in turn).
+    sever_turn: usize,
+}
+
+impl<'a> Meter<'a> {
+    /// A run starting now: its warm-up first, then its measured phase.
+    fn new(
+        call: &'a CallArgs<'a>,
+        prepared: &'a Prepared,
+        clock: Clock,
+        cfg: LoadConfig,
+        allocations: fn() -> Option<u64>,
+        hist: Histogram<u64>,
+        server_work: Histogram<u64>,
+    ) -> Meter<'a> {
+        let start = Instant::now();
+        let measure_from = start + cfg.warmup;
+        Meter {
+            call,
+            prepared,
+            clock,
+            cfg,
+            allocations,
+            hist,
+            server_work,
+            faults: Faults::default(),
+            measure_from,
+            end: measure_from + cfg.duration,
+            measuring: false,
+            allocs_at_start: None,
+            last_reply: start,
+            replied: false,
+            next_progress: start,
+            next_sever: cfg.sever_every.map(|e| start + e),
+            sever_turn: 0,
+        }
     }
-    Ok(LoadReport {
-        rpcs,
-        seconds,
-        rate_rps: rpcs as f64 / seconds.max(1e-9),
-        lat_ns: Percentiles::of(&hist),
-        hist,
-        server_work,
-        allocs_per_rpc: allocs,
-        client: client_counters,
-        per_conn: lanes.iter().map(|l| l.rpcs).collect(),
-        faults,
-    })
+
+    /// The measured loop: every lane served in turn ([`serve_lane`](Self::serve_lane)),
+    /// pass after pass, until the measured phase ends ([`tick`](Self::tick)) or an error
+    /// stops the run.
+    fn measure<P: Provider>(
+        &mut self,
+        clients: &mut [Client<P>],
+        lanes: &mut [Lane],
+        progress: &mut impl FnMut(Progress),
+    ) -> Result<(), LoadError> {
+        let mut passes: u32 = 0;
+        // The run's own clock is read once every 64 passes, so that the passes between stay
+        // tight, busy or idle. A pass that completes bulk RPCs is long (their data made and
+        // checked: milliseconds a MiB in a debug build), and 64 of them once outlasted a whole
+        // 3 s measured phase, which then counted nothing: runs of 4 KiB or more also read it
+        // after every pass that completed RPCs (outside every round trip, and a cost lost
+        // beside the data's), their idle passes keeping the rhythm.
+        let w = self.prepared.workload();
+        let bulk = w.arg_size().max(w.res_size()) >= 4096;
+        loop {
+            let mut worked = false;
+            for (client, lane) in clients.iter_mut().zip(lanes.iter_mut()) {
+                if self.serve_lane(client, lane)? {
+                    worked = true;
+                }
+            }
+            passes = passes.wrapping_add(1);
+            if (passes.is_multiple_of(64) || (bulk && worked))
+                && self.tick(clients, lanes, progress)?
+            {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One lane's turn: its free tags submitted, its completions taken and checked, and in
+    /// the measured phase their round trips recorded; whether any RPC completed. A reply
+    /// that does not pass stops the run.
+    #[inline]
+    fn serve_lane<P: Provider>(
+        &mut self,
+        client: &mut Client<P>,
+        lane: &mut Lane,
+    ) -> Result<bool, LoadError> {
+        lane.submit(
+            client,
+            self.call,
+            self.prepared,
+            &mut self.faults,
+            &self.clock,
+        )?;
+        let (clock, prepared, faults) = (&self.clock, self.prepared, &mut self.faults);
+        let mut failure: Option<ReplyError> = None;
+        let mut first_at: Option<Stamp> = None;
+        let n = client.poll_completions(|c| {
+            // The round trip ends here, before the reply is checked.
+            first_at.get_or_insert_with(|| clock.now());
+            if !lane.complete(c.tag) {
+                faults.completed_twice += 1;
+                return;
+            }
+            faults.completed += 1;
+            match prepared.verify(&c.result) {
+                Ok(work) => lane.work[c.tag as usize] = work,
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            }
+            lane.finished.push(c.tag);
+        });
+        if let Some(e) = failure {
+            return Err(LoadError::Reply(e));
+        }
+        let Some(now) = first_at.filter(|_| n > 0) else {
+            return Ok(false);
+        };
+        self.replied = true;
+        if self.measuring {
+            record_round_trips(
+                &mut self.hist,
+                &self.clock,
+                now,
+                lane.finished
+                    .iter()
+                    .map(|&t| (lane.sent[t as usize], lane.work[t as usize])),
+            );
+            for &t in &lane.finished {
+                let w = lane.work[t as usize];
+                if w > 0 {
+                    let _ = self.server_work.record(u64::from(w));
+                }
+            }
+            lane.rpcs += lane.finished.len() as u64;
+        }
+        lane.free.extend_from_slice(&lane.finished);
+        lane.finished.clear();
+        Ok(true)
+    }
+
+    /// The run's own clock, read: the measured phase begun, or ended (`true`: the loop
+    /// ends); a connection dropped when one is due (fault runs); progress reported; a run
+    /// with no reply for longer than the RPC timeout (and a second) stopped as stalled.
+    fn tick<P: Provider>(
+        &mut self,
+        clients: &mut [Client<P>],
+        lanes: &mut [Lane],
+        progress: &mut impl FnMut(Progress),
+    ) -> Result<bool, LoadError> {
+        let now = Instant::now();
+        if std::mem::take(&mut self.replied) {
+            self.last_reply = now;
+        }
+        if !self.measuring && now >= self.measure_from {
+            self.measuring = true;
+            self.allocs_at_start = (self.allocations)();
+            self.hist.reset();
+            self.server_work.reset();
+            for lane in lanes.iter_mut() {
+                lane.rpcs = 0;
+            }
+        }
+        if now >= self.end {
+            return Ok(true);
+        }
+        if let (Some(at), Some(every)) = (self.next_sever, self.cfg.sever_every) {
+            if now >= at {
+                let k = self.sever_turn % clients.len();
+                let c = &mut clients[k];
+                if !c.is_reconnecting() && !c.is_dead() && c.in_flight() > 0 {
+                    c.sever();
+                    self.faults.severed += 1;
+                    self.sever_turn += 1;
+                    self.next_sever = Some(now + every);
+                }
+            }
+        }
+        if now >= self.next_progress {
+            self.next_progress = now + Duration::from_millis(100);
+            progress(Progress {
+                elapsed: now.saturating_duration_since(self.measure_from),
+                total: self.cfg.duration,
+                rpcs: lanes.iter().map(|l| l.rpcs).sum(),
+            });
+        }
+        if now.saturating_duration_since(self.last_reply)
+            > self.cfg.timeout + Duration::from_secs(1)
+        {
+            return Err(LoadError::Stalled);
+        }
+        Ok(false)
+    }
+
+    /// Lets the calls still in flight finish (for up to the RPC timeout and a second), so
+    /// that the connections are quiet afterwards and every RPC submitted is accounted for:
+    /// those that never complete are lost.
+    fn drain<P: Provider>(&mut self, clients: &mut [Client<P>], lanes: &mut [Lane]) {
+        let faults = &mut self.faults;
+        let drain_until = Instant::now() + self.cfg.timeout + Duration::from_secs(1);
+        for (client, lane) in clients.iter_mut().zip(lanes.iter_mut()) {
+            while client.in_flight() > 0 && Instant::now() < drain_until {
+                client.poll_completions(|c| {
+                    if lane.complete(c.tag) {
+                        faults.completed += 1;
+                        if c.result.is_err() {
+                            faults.failed += 1;
+                        }
+                    } else {
+                        faults.completed_twice += 1;
+                    }
+                });
+            }
+            faults.lost += lane.in_flight.iter().filter(|&&f| f).count() as u64;
+        }
+    }
+
+    /// What the run measured: its measured phase `seconds` long, with `allocs` heap
+    /// allocations per RPC in it (if counted).
+    fn report<P: Provider>(
+        self,
+        clients: &[Client<P>],
+        lanes: &[Lane],
+        seconds: f64,
+        allocs: Option<f64>,
+    ) -> LoadReport {
+        let rpcs: u64 = lanes.iter().map(|l| l.rpcs).sum();
+        let mut client_counters = Snapshot::default();
+        for c in clients.iter() {
+            client_counters.add(&c.snapshot());
+        }
+        LoadReport {
+            rpcs,
+            seconds,
+            rate_rps: rpcs as f64 / seconds.max(1e-9),
+            lat_ns: Percentiles::of(&self.hist),
+            hist: self.hist,
+            server_work: self.server_work,
+            allocs_per_rpc: allocs,
+            client: client_counters,
+            per_conn: lanes.iter().map(|l| l.rpcs).collect(),
+            faults: self.faults,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -32,7 +32,9 @@ use crate::cpu;
 use crate::fleet::{self, core_of, cores, FleetReport};
 use crate::limits::{copy_to_reader_ns, cross_core_copy_ns};
 use crate::local;
-use crate::point::{CpuPerRpc, Forms, Latency, Limits, MemoryPerConn, Point, PointConfig, Ratios};
+use crate::point::{
+    CpuPerRpc, Forms, Limits, MemoryPerConn, Percentiles, Point, PointConfig, Ratios,
+};
 use crate::ring::null_ring;
 use crate::rpc::{LoadConfig, Prepared, Workload};
 
@@ -331,46 +333,12 @@ where
     let cfg = conn_config(c, settings)?;
     let (forced, inline_result) = forced(c);
     let w = workload(c)?;
-    let setup = |e: String| SweepError::Setup(e);
-    let parse = |a: &str| {
-        a.parse::<P::Addr>()
-            .map_err(|e| SweepError::Setup(format!("bad address {a}: {e}")))
-    };
-    let ncores = cores();
     let conns = c.conns as usize;
-    // The server: in this process, its workers pinned after the client's core.
-    let mut workers: Option<Workers<ServerConn<P>>> = None;
-    let mut clients: Vec<Client<P>> = Vec::with_capacity(conns);
-    let mut server: Option<(rpcrdma_engine::responder::Server<P>, u64)> = None;
-    let addr = match target {
-        Target::InProcess(base) => point_addr(base, n * 64 + rep as usize),
-        Target::Connect(a) => a.clone(),
-    };
-    let paddr = parse(&addr)?;
-    match target {
-        Target::InProcess(_) => {
-            let configs: Vec<WorkerConfig> = (0..c.workers as usize)
-                .map(|k| WorkerConfig {
-                    core: Some((settings.first_core + 1 + k) % ncores),
-                    max_conns: conns.max(1),
-                })
-                .collect();
-            let l = local::start::<P>(open, &paddr, program::dispatch(), cfg, &configs, conns)
-                .map_err(setup)?;
-            server = Some((l.server, l.server_memory));
-            clients = l.clients;
-            workers = Some(l.workers);
-        }
-        Target::Connect(_) => {
-            let device = open().map_err(setup)?;
-            for _ in 0..conns {
-                clients.push(
-                    Client::<P>::connect(&device, &paddr, cfg)
-                        .map_err(|e| setup(format!("connect to {addr}: {e}")))?,
-                );
-            }
-        }
-    }
+    let Ends {
+        mut clients,
+        workers,
+        server,
+    } = connect_point::<P>(c, rep, n, settings, target, open, cfg)?;
     let load = LoadConfig::new(
         c.depth,
         Duration::from_secs_f64(settings.seconds.max(0.01)),
@@ -380,27 +348,11 @@ where
     let prepared = Prepared::new(w).forced(forced, inline_result);
     let server_rpcs_before = workers.as_ref().map(|w| total_rpcs(w));
     let cpu_before = cpu::process_cpu();
-    // Client thread i on the first core, then every (workers + 1)th: in process, the
-    // server's workers take the cores after the first client's.
-    let threads = settings
-        .client_threads
-        .unwrap_or(conns)
-        .clamp(1, conns.max(1));
-    let thread_cores: Vec<Option<usize>> = (0..threads)
-        .map(|i| {
-            Some(core_of(
-                settings.first_core,
-                i,
-                c.workers as usize + 1,
-                ncores,
-            ))
-        })
-        .collect();
     let run = fleet::run(
         &mut clients,
         &prepared,
         load,
-        &thread_cores,
+        &thread_cores(c, settings),
         || None,
         |_| {},
     );
@@ -452,6 +404,101 @@ where
     Ok(Ok(p))
 }
 
+/// A point's connected clients and, for a server in this process, the server.
+struct Ends<P: Provider>
+where
+    ServerConn<P>: Send,
+{
+    /// The point's clients, connected.
+    clients: Vec<Client<P>>,
+    /// The in-process server's workers (`None` for a remote server).
+    workers: Option<Workers<ServerConn<P>>>,
+    /// The in-process server, and the bytes each of its connections registered on its own.
+    server: Option<(rpcrdma_engine::responder::Server<P>, u64)>,
+}
+
+/// Starts the server of repetition `rep` of the `n`th point in this process (its workers
+/// pinned after the client's core), or reaches the remote one, and connects the point's
+/// clients to it with `cfg`.
+fn connect_point<P: Provider>(
+    c: &PointConfig,
+    rep: u32,
+    n: usize,
+    settings: &Settings,
+    target: &Target,
+    open: &(dyn Fn() -> Result<P::Device, String> + Sync),
+    cfg: ConnConfig,
+) -> Result<Ends<P>, SweepError>
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: core::fmt::Display,
+    ServerConn<P>: Send,
+{
+    let setup = |e: String| SweepError::Setup(e);
+    let conns = c.conns as usize;
+    let addr = match target {
+        Target::InProcess(base) => point_addr(base, n * 64 + rep as usize),
+        Target::Connect(a) => a.clone(),
+    };
+    let paddr = addr
+        .parse::<P::Addr>()
+        .map_err(|e| SweepError::Setup(format!("bad address {addr}: {e}")))?;
+    match target {
+        Target::InProcess(_) => {
+            let ncores = cores();
+            let configs: Vec<WorkerConfig> = (0..c.workers as usize)
+                .map(|k| WorkerConfig {
+                    core: Some((settings.first_core + 1 + k) % ncores),
+                    max_conns: conns.max(1),
+                })
+                .collect();
+            let l = local::start::<P>(open, &paddr, program::dispatch(), cfg, &configs, conns)
+                .map_err(setup)?;
+            Ok(Ends {
+                clients: l.clients,
+                workers: Some(l.workers),
+                server: Some((l.server, l.server_memory)),
+            })
+        }
+        Target::Connect(_) => {
+            let device = open().map_err(setup)?;
+            let mut clients = Vec::with_capacity(conns);
+            for _ in 0..conns {
+                clients.push(
+                    Client::<P>::connect(&device, &paddr, cfg)
+                        .map_err(|e| setup(format!("connect to {addr}: {e}")))?,
+                );
+            }
+            Ok(Ends {
+                clients,
+                workers: None,
+                server: None,
+            })
+        }
+    }
+}
+
+/// The cores of a point's client threads: thread i on the first core, then every
+/// (workers + 1)th (in process, the server's workers take the cores after the first
+/// client's).
+fn thread_cores(c: &PointConfig, settings: &Settings) -> Vec<Option<usize>> {
+    let (conns, ncores) = (c.conns as usize, cores());
+    let threads = settings
+        .client_threads
+        .unwrap_or(conns)
+        .clamp(1, conns.max(1));
+    (0..threads)
+        .map(|i| {
+            Some(core_of(
+                settings.first_core,
+                i,
+                c.workers as usize + 1,
+                ncores,
+            ))
+        })
+        .collect()
+}
+
 fn total_rpcs<P: Provider>(w: &Workers<ServerConn<P>>) -> Vec<u64>
 where
     ServerConn<P>: Send,
@@ -471,17 +518,8 @@ fn combine(
 ) -> Point {
     let r = &run.total;
     let (rpcs, seconds, rate) = (r.rpcs, r.seconds, r.rate_rps);
-    let latency = |p: crate::rpc::Percentiles| Latency {
-        min: p.min,
-        p50: p.p50,
-        p90: p.p90,
-        p99: p.p99,
-        p999: p.p999,
-        max: p.max,
-    };
-    let lat = latency(r.lat_ns);
-    let server_work =
-        (!r.server_work.is_empty()).then(|| latency(crate::rpc::Percentiles::of(&r.server_work)));
+    let lat = r.lat_ns;
+    let server_work = (!r.server_work.is_empty()).then(|| Percentiles::of(&r.server_work));
     let client_cpu: Duration = run.threads.iter().filter_map(|t| t.cpu).sum();
     let per_rpc = |d: Duration| d.as_nanos() as f64 / rpcs.max(1) as f64;
     let server = if per_worker_rpcs.is_empty() {

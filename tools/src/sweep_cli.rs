@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::{Args as ClapArgs, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rpcrdma_bench::axes::{self, Axes, AxisError, RemoteInvalidation};
-use rpcrdma_bench::crossover::{crossovers, recommended_threshold};
+use rpcrdma_bench::crossover::{crossovers, recommended_threshold, Crossover};
 use rpcrdma_bench::point::{Point, PointConfig};
 use rpcrdma_bench::sweep::{self, Settings, Step, Target};
 use rpcrdma_bench::{plot, report};
@@ -322,6 +322,9 @@ pub fn run(args: &Args) -> ExitCode {
     }
 }
 
+/// `rpcrdma sweep` on provider `P`: the output files opened, every point run under a
+/// progress bar (each printed and written as it ends), then the crossovers, the
+/// recommended inline threshold and the plot.
 fn run_on<P: Provider>(
     args: &Args,
     points: &[PointConfig],
@@ -334,7 +337,43 @@ where
     <P::Addr as FromStr>::Err: std::fmt::Display,
     ServerConn<P>: Send,
 {
-    let settings = Settings {
+    let settings = settings(args);
+    let target = target::<P>(args, default_listen);
+    let json_stdout = args.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    let out = Out {
+        to_stderr: json_stdout,
+    };
+    let mut files = match Files::create(args, plot) {
+        Ok(f) => f,
+        Err(e) => return fail(&e),
+    };
+    let result = sweep_shown::<P>(points, &settings, &target, open, &out, &mut files);
+    let (measured, failed) = match result {
+        Ok(s) => (s.points, s.failed),
+        Err(e) => return fail(&e),
+    };
+    let cross = crossovers(&measured);
+    print_crossovers(&out, &cross, &measured);
+    print_threshold(&out, &cross, &args.force_form);
+    if let Some((path, format, file)) = files.plot.as_mut() {
+        let title = format!("rpcrdma sweep, {}", P::NAME);
+        if let Err(e) = write_plot(&out, path, *format, file, &measured, &cross, &title) {
+            return fail(&e);
+        }
+    }
+    if !failed.is_empty() {
+        return fail(&format!(
+            "{} of {} repetition(s) failed (the FAILED lines); the rest were measured",
+            failed.len(),
+            failed.len() + measured.len()
+        ));
+    }
+    ExitCode::SUCCESS
+}
+
+/// How each point runs, from the arguments.
+fn settings(args: &Args) -> Settings {
+    Settings {
         seconds: args.seconds,
         warmup: args.warmup,
         reps: args.reps.max(1),
@@ -345,40 +384,70 @@ where
         first_core: args.first_core,
         timeout: Duration::from_secs(5),
         client_threads: args.client_threads,
-    };
-    let target = match &args.connect {
+    }
+}
+
+/// The server measured: `--connect`'s, or one in this process at `--listen` (by default
+/// `default_listen`, on soft with this process's id after it).
+fn target<P: Provider>(args: &Args, default_listen: &str) -> Target {
+    match &args.connect {
         Some(a) => Target::Connect(a.clone()),
         None => Target::InProcess(args.listen.clone().unwrap_or_else(|| match P::NAME {
             "soft" => format!("{default_listen}.{}", std::process::id()),
             _ => default_listen.to_string(),
         })),
-    };
-    let json_stdout = args.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
-    let out = Out {
-        to_stderr: json_stdout,
-    };
-    let mut json = match args.json.as_ref().map(create).transpose() {
-        Ok(j) => j,
-        Err(e) => return fail(&e),
-    };
-    let mut csv = match args.csv.as_ref().map(create).transpose() {
-        Ok(c) => c,
-        Err(e) => return fail(&e),
-    };
-    // The plot's file is made now, so that a name that cannot be written fails before the
-    // run rather than after it.
-    let mut plot_file = match plot {
-        Some((path, format)) => match File::create(path) {
-            Ok(f) => Some((path, format, f)),
-            Err(e) => return fail(&format!("{}: {e}", path.display())),
-        },
-        None => None,
-    };
-    if let Some(c) = csv.as_mut() {
-        if writeln!(c, "{}", Point::csv_header()).is_err() {
-            return fail("writing the CSV file");
-        }
     }
+}
+
+/// The files a sweep writes: the points as JSON lines and as CSV rows, and the plot.
+struct Files<'a> {
+    /// `--json`'s.
+    json: Option<Box<dyn Write>>,
+    /// `--csv`'s, its header written.
+    csv: Option<Box<dyn Write>>,
+    /// `--plot`'s: its name, its format and the file, written at the end.
+    plot: Option<(&'a Path, plot::Format, File)>,
+}
+
+impl<'a> Files<'a> {
+    /// Creates every file asked for (the plot's too, so that a name that cannot be written
+    /// fails before the run rather than after it) and writes the CSV header.
+    fn create(args: &Args, plot: Option<(&'a Path, plot::Format)>) -> Result<Files<'a>, String> {
+        let json = args.json.as_ref().map(create).transpose()?;
+        let mut csv = args.csv.as_ref().map(create).transpose()?;
+        let plot = match plot {
+            Some((path, format)) => match File::create(path) {
+                Ok(f) => Some((path, format, f)),
+                Err(e) => return Err(format!("{}: {e}", path.display())),
+            },
+            None => None,
+        };
+        if let Some(c) = csv.as_mut() {
+            if writeln!(c, "{}", Point::csv_header()).is_err() {
+                return Err("writing the CSV file".into());
+            }
+        }
+        Ok(Files { json, csv, plot })
+    }
+}
+
+/// Runs the sweep under a progress bar: each repetition measured printed as a row of the
+/// table and written to the JSON and CSV files, each failed one printed on standard error
+/// and written to the JSON; the files flushed at the end. An error stops the sweep or
+/// failed to write.
+fn sweep_shown<P: Provider>(
+    points: &[PointConfig],
+    settings: &Settings,
+    target: &Target,
+    open: &(dyn Fn() -> Result<P::Device, String> + Sync),
+    out: &Out,
+    files: &mut Files<'_>,
+) -> Result<sweep::Swept, String>
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: std::fmt::Display,
+    ServerConn<P>: Send,
+{
     let total = (points.len() * settings.reps as usize) as u64;
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
     bar.set_style(
@@ -389,8 +458,9 @@ where
         .progress_chars("=> "),
     );
     bar.suspend(|| out.line(&header()));
+    let (json, csv) = (&mut files.json, &mut files.csv);
     let mut write_error = None;
-    let result = sweep::run::<P>(points, &settings, &target, open, |_, step| {
+    let result = sweep::run::<P>(points, settings, target, open, |_, step| {
         bar.inc(1);
         match step {
             Step::Measured(p) => {
@@ -426,15 +496,18 @@ where
             write_error.get_or_insert("flushing an output file");
         }
     }
-    let (measured, failed) = match result {
-        Ok(s) => (s.points, s.failed),
-        Err(e) => return fail(&e.to_string()),
-    };
-    if let Some(e) = write_error {
-        return fail(e);
+    let swept = result.map_err(|e| e.to_string())?;
+    match write_error {
+        Some(e) => Err(e.to_string()),
+        None => Ok(swept),
     }
-    let cross = crossovers(&measured);
-    for c in &cross {
+}
+
+/// Prints each crossover: the size from which the chunked form was at least as fast as
+/// inline, or that inline won at every size compared (and whether larger sizes were swept
+/// that could not be compared).
+fn print_crossovers(out: &Out, cross: &[Crossover], measured: &[Point]) {
+    for c in cross {
         out.line(&match c.size {
             Some(s) => format!(
                 "crossover: {} at inline {}: chunked at least as fast as inline from {s} B",
@@ -461,7 +534,12 @@ where
             }
         });
     }
-    match recommended_threshold(&cross) {
+}
+
+/// Prints the inline threshold the crossovers recommend, or why there is none
+/// (`force_form`: the `--force-form` asked for).
+fn print_threshold(out: &Out, cross: &[Crossover], force_form: &str) {
+    match recommended_threshold(cross) {
         Some(t) => out.line(&format!(
             "recommended inline threshold for this fabric: {}{} B (RFC 8797 Send/Receive size){}",
             if t.at_least { "at least " } else { "" },
@@ -472,35 +550,38 @@ where
                 ""
             }
         )),
-        None if args.force_form.contains("short") && args.force_form.contains("chunked") => {
+        None if force_form.contains("short") && force_form.contains("chunked") => {
             out.line("no size was measured in both the short and the chunked form")
         }
         None => out.line("(add --force-form short,chunked to find the inline threshold)"),
     }
-    if let Some((path, format, file)) = plot_file.as_mut() {
-        let title = format!("rpcrdma sweep, {}", P::NAME);
-        match plot::render(*format, &measured, &cross, &title) {
-            Ok(body) => {
-                if let Err(e) = file.write_all(body.as_bytes()) {
-                    return fail(&format!("writing the plot: {e}"));
-                }
-                out.line(&format!("plot: {}", path.display()));
+}
+
+/// Draws the plot into `file` (at `path`) and says where it is; with nothing to plot (no
+/// point with a payload), removes the file and says so.
+fn write_plot(
+    out: &Out,
+    path: &Path,
+    format: plot::Format,
+    file: &mut File,
+    measured: &[Point],
+    cross: &[Crossover],
+    title: &str,
+) -> Result<(), String> {
+    match plot::render(format, measured, cross, title) {
+        Ok(body) => {
+            if let Err(e) = file.write_all(body.as_bytes()) {
+                return Err(format!("writing the plot: {e}"));
             }
-            Err(plot::PlotError::Nothing) => {
-                let _ = std::fs::remove_file(path);
-                out.line("plot: nothing to plot (no payload)");
-            }
-            Err(e) => return fail(&e.to_string()),
+            out.line(&format!("plot: {}", path.display()));
         }
+        Err(plot::PlotError::Nothing) => {
+            let _ = std::fs::remove_file(path);
+            out.line("plot: nothing to plot (no payload)");
+        }
+        Err(e) => return Err(e.to_string()),
     }
-    if !failed.is_empty() {
-        return fail(&format!(
-            "{} of {} repetition(s) failed (the FAILED lines); the rest were measured",
-            failed.len(),
-            failed.len() + measured.len()
-        ));
-    }
-    ExitCode::SUCCESS
+    Ok(())
 }
 
 /// The line printed on standard error for a repetition whose RPCs failed.

@@ -19,9 +19,10 @@ use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rpcrdma_bench::exactly_once::{self, fresh_stamp, Verdict};
 use rpcrdma_bench::fleet::{self, core_of, FleetReport};
 use rpcrdma_bench::local::Accepting;
-use rpcrdma_bench::once::{fresh_stamp, Verdict};
+use rpcrdma_bench::point::Percentiles;
 use rpcrdma_bench::ring::{null_ring, Bracket, RingLimit};
 use rpcrdma_bench::rpc::{LoadConfig, Prepared, Workload};
 use rpcrdma_engine::conn::{ConnConfig, ConnError, Registration, RetransmitPolicy, Version};

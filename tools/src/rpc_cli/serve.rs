@@ -21,6 +21,8 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
     }
 }
 
+/// `rpcrdma serve` on provider `P`: the server listening at `addr` on `device`, its
+/// workers started, the service run until stopped, then the workers' counters printed.
 fn serve_on<P: Provider>(device: P::Device, addr: &str, args: &ServeArgs) -> ExitCode
 where
     P::Addr: FromStr,
@@ -87,6 +89,47 @@ where
     }
     // Reverse results that were wrong or failed, over every connection (`--reverse`).
     let bad_reverse = Arc::new(AtomicU64::new(0));
+    let refused = accept_until_stopped(
+        &mut server,
+        &mut workers,
+        args,
+        max_conns,
+        &stop,
+        &bad_reverse,
+    );
+    let stats = workers.stats();
+    if let Err(e) = workers.shutdown(Duration::from_secs(2)) {
+        return fail("stopping workers", e);
+    }
+    let mut out = workers_json(&stats, refused);
+    out["registered"] = registered_json(&server.share_stats());
+    let bad = bad_reverse.load(Ordering::Relaxed);
+    if args.conn.reverse > 0 {
+        out["reverse_bad"] = json!(bad);
+    }
+    println!("{out}");
+    if bad > 0 {
+        eprintln!("rpcrdma serve: {bad} reverse-direction results were wrong or failed");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+/// The service: connections accepted (up to `max_conns` live; those past it refused at the
+/// connection manager) and handed to the workers, and the workers' counters printed every
+/// `--stats-every` seconds, until `stop` is set or `--seconds` have passed; the connections
+/// refused.
+fn accept_until_stopped<P: Provider>(
+    server: &mut Server<P>,
+    workers: &mut Workers<Callbacks<P>>,
+    args: &ServeArgs,
+    max_conns: u64,
+    stop: &AtomicBool,
+    bad_reverse: &Arc<AtomicU64>,
+) -> u64
+where
+    ServerConn<P>: Send,
+{
     // Connections refused because `max_conns` were live.
     let mut refused: u64 = 0;
     let start = Instant::now();
@@ -112,7 +155,7 @@ where
                     conn.memory(),
                     server.share_stats()
                 );
-                let conn = Callbacks::new(conn, args.conn.reverse, Arc::clone(&bad_reverse));
+                let conn = Callbacks::new(conn, args.conn.reverse, Arc::clone(bad_reverse));
                 if let Err(e) = workers.assign(conn) {
                     eprintln!("rpcrdma serve: connection refused: {e}");
                 }
@@ -135,26 +178,9 @@ where
             eprintln!("{j}");
         }
     }
-    let stats = workers.stats();
-    if let Err(e) = workers.shutdown(Duration::from_secs(2)) {
-        return fail("stopping workers", e);
-    }
-    let mut out = workers_json(&stats, refused);
-    out["registered"] = registered_json(&server.share_stats());
-    let bad = bad_reverse.load(Ordering::Relaxed);
-    if args.conn.reverse > 0 {
-        out["reverse_bad"] = json!(bad);
-    }
-    println!("{out}");
-    if bad > 0 {
-        eprintln!("rpcrdma serve: {bad} reverse-direction results were wrong or failed");
-        return ExitCode::FAILURE;
-    }
-    ExitCode::SUCCESS
+    refused
 }
 
-/// The counters `serve` prints: each worker's, and the connections refused past
-/// `--max-conns`.
 /// The registered memory of the server's connections, as JSON.
 fn registered_json(s: &ShareStats) -> Value {
     json!({
@@ -170,6 +196,8 @@ fn registered_json(s: &ShareStats) -> Value {
     })
 }
 
+/// The counters `serve` prints: each worker's, and the connections refused past
+/// `--max-conns`.
 fn workers_json(stats: &[WorkerStats], refused: u64) -> Value {
     json!({
         "refused_max_conns": refused,
