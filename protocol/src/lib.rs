@@ -70,6 +70,7 @@ pub mod header;
 pub mod plan;
 pub mod private_data;
 pub mod rpc;
+pub mod shape;
 pub mod v2;
 pub mod verdict;
 pub mod xdr;

@@ -26,6 +26,15 @@ pub const fn pad4_u64(len: u64) -> u64 {
     }
 }
 
+/// The big-endian 32-bit word at byte offset `at` of `b` (an XDR unsigned int, RFC 4506
+/// §4.2), or `None` past its end: for the few reads of a fixed header word outside a full
+/// decode (a version or type test before choosing a decoder).
+#[inline]
+pub fn word_at(b: &[u8], at: usize) -> Option<u32> {
+    let w = b.get(at..at.checked_add(UNIT)?)?;
+    Some(u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+}
+
 /// A cursor that decodes XDR items from a byte slice without copying.
 ///
 /// Slices it returns borrow from the input, so a decoded message can be inspected in place in

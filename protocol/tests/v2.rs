@@ -422,3 +422,196 @@ proptest! {
         }
     }
 }
+
+/// The one classification (`shape::call_shape`, `shape::reply_shape`) of a message on a
+/// version 2 connection agrees with version 2's full verdicts: refused exactly when they
+/// refuse (a message in another version with ERR_VERS 2..2), with their verdict; otherwise
+/// the shape the accepted message has, carrying what the verdict found.
+fn check_shapes2(m: &[u8]) -> Result<(), TestCaseError> {
+    use rpcrdma_proto::header::Proc;
+    use rpcrdma_proto::shape::{call_shape, reply_shape, CallShape, Refusal, ReplyShape};
+    use rpcrdma_proto::v2::verdict::{judge_call2, judge_reply2};
+    use rpcrdma_proto::v2::Wire;
+    use rpcrdma_proto::verdict::Action;
+    let shape = call_shape(m, Wire::V2);
+    let v2 = m.get(4..8) == Some(&2u32.to_be_bytes()[..]);
+    match (judge_call2(m, Role::Responder, false), &shape) {
+        (_, CallShape::Refused(Refusal::V1(v))) => {
+            prop_assert!(!v2);
+            prop_assert_eq!(v.action, Action::ErrVers { low: 2, high: 2 });
+        }
+        (Err(v), CallShape::Refused(Refusal::V2(r))) => prop_assert_eq!(v, *r),
+        (Err(_), _) => prop_assert!(false, "a refused Call took a shape"),
+        (Ok(_), CallShape::Refused(_)) => prop_assert!(false, "an accepted Call was refused"),
+        (Ok(a), s) => {
+            prop_assert!(v2);
+            let h = &a.header;
+            let chunked = a.plan.chunk_count() > 0;
+            match s {
+                CallShape::Short(sc) => {
+                    prop_assert!(
+                        !chunked && h.write_list().is_empty() && h.reply_chunk().is_none()
+                    );
+                    prop_assert_eq!((sc.xid, sc.credit), (h.xid(), h.credit()));
+                    prop_assert_eq!(Some((sc.call, sc.call_len)), a.call);
+                    prop_assert_eq!(sc.args, &h.payload()[sc.call_len..]);
+                }
+                CallShape::Written(w) => {
+                    prop_assert!(!chunked && h.reply_chunk().is_none());
+                    prop_assert_eq!(w.writes, h.write_list());
+                    prop_assert!(w.writes.iter().all(|c| !c.is_empty()) && !w.writes.is_empty());
+                    prop_assert_eq!(Some((w.call, w.call_len)), a.call);
+                }
+                CallShape::Pulled(c) => {
+                    prop_assert_eq!(c, &a);
+                    prop_assert!(chunked && h.proc() == Proc::Msg);
+                }
+                CallShape::Long(c) => {
+                    prop_assert_eq!(c, &a);
+                    prop_assert!(chunked && h.proc() == Proc::NoMsg);
+                }
+                CallShape::General(c) => {
+                    prop_assert_eq!(c, &a);
+                    prop_assert!(!chunked);
+                }
+                CallShape::Refused(_) => unreachable!(),
+            }
+        }
+    }
+    for reverse in [false, true] {
+        let shape = reply_shape(m, Wire::V2, reverse);
+        match (judge_reply2(m, Role::Requester, reverse), &shape) {
+            (Err(v), ReplyShape::Refused(Refusal::V2(r))) => prop_assert_eq!(v, *r),
+            (Err(_), _) => prop_assert!(false, "a refused answer took a shape"),
+            (Ok(_), ReplyShape::Refused(_)) => prop_assert!(false, "an accepted Reply was refused"),
+            (Ok(a), s) => {
+                let h = &a.header;
+                let bare_lists = h.read_list().is_empty() && h.reply_chunk().is_none();
+                match s {
+                    ReplyShape::Short(sr) => {
+                        prop_assert!(bare_lists && h.write_list().is_empty());
+                        prop_assert_eq!(Some((sr.reply, sr.reply_len)), a.reply);
+                        prop_assert_eq!((sr.xid, sr.credit), (h.xid(), h.credit()));
+                    }
+                    ReplyShape::Written(w) => {
+                        prop_assert!(bare_lists && !h.write_list().is_empty());
+                        prop_assert_eq!(w.writes, h.write_list());
+                        prop_assert_eq!(Some((w.reply, w.reply_len)), a.reply);
+                    }
+                    ReplyShape::General(r) => {
+                        prop_assert_eq!(r, &a);
+                        prop_assert!(a.reply.is_none() || !bare_lists || h.error().is_some());
+                    }
+                    ReplyShape::Refused(_) => unreachable!(),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    /// Version 2 Calls and Replies of every shape (chunks or none, inline or in a
+    /// Position-Zero chunk, the RPC XID the transport's or another), some mutated, and
+    /// random bytes: classified as the full verdicts judge them.
+    #[test]
+    fn shapes_agree_with_the_version_2_verdicts(
+        xid in prop_oneof![Just(7u32), any::<u32>()],
+        rpc_xid_same in any::<bool>(),
+        reply in any::<bool>(),
+        external in prop_oneof![4 => Just(false), 1 => Just(true)],
+        reads in proptest::collection::vec((0u32..16, any::<u32>(), 1u32..4096, any::<u32>()), 0..3),
+        writes in proptest::collection::vec(
+            proptest::collection::vec((any::<u32>(), 1u32..4096, any::<u32>()), 0..3), 0..3),
+        reply_chunk in proptest::option::of(
+            proptest::collection::vec((any::<u32>(), 1u32..4096, any::<u32>()), 0..2)),
+        mutate in proptest::option::of((any::<usize>(), 1u8..=255)),
+        random in proptest::collection::vec(any::<u8>(), 0..96),
+    ) {
+        use rpcrdma_proto::rpc::{CallHeader, OpaqueAuth, ReplyHeader, AcceptStat};
+        let reads: Vec<ReadSegment> =
+            reads.iter().map(|&(p, h, l, o)| ReadSegment::new(p * 4, h, l, u64::from(o))).collect();
+        let writes: Vec<Vec<Segment>> = writes.iter()
+            .map(|c| c.iter().map(|&(h, l, o)| Segment::new(h, l, u64::from(o))).collect()).collect();
+        let wrefs: Vec<&[Segment]> = writes.iter().map(|c| c.as_slice()).collect();
+        let rc: Option<Vec<Segment>> = reply_chunk
+            .map(|c| c.iter().map(|&(h, l, o)| Segment::new(h, l, u64::from(o))).collect());
+        let chunks = Chunks { reads: &reads, writes: &wrefs, reply: rc.as_deref() };
+        let h = if reply {
+            Header2::reply(xid, 32, chunks, external)
+        } else {
+            Header2::call(xid, 32, 0, chunks, external)
+        };
+        let mut m = vec![0u8; h.encoded_len()];
+        h.encode(&mut m).unwrap();
+        let rx = if rpc_xid_same { xid } else { xid ^ 1 };
+        let mut rpc = vec![0u8; 128];
+        let n = if reply {
+            ReplyHeader::accepted(rx, OpaqueAuth::NONE, AcceptStat::Success).encode(&mut rpc).unwrap()
+        } else {
+            CallHeader::new(rx, 100003, 3, 0, OpaqueAuth::NONE, OpaqueAuth::NONE).encode(&mut rpc).unwrap()
+        };
+        if !external {
+            m.extend_from_slice(&rpc[..n]);
+        }
+        if let Some((at, d)) = mutate {
+            let i = at % m.len();
+            m[i] ^= d;
+        }
+        check_shapes2(&m)?;
+        check_shapes2(&random)?;
+    }
+}
+
+/// Version 2 Calls of each shape are classified as such (the property test above compares
+/// every classification with the full verdict; this one sees that each shape occurs).
+#[test]
+fn version_2_calls_take_each_shape() {
+    use rpcrdma_proto::rpc::{CallHeader, OpaqueAuth};
+    use rpcrdma_proto::shape::{call_shape, CallForm};
+    use rpcrdma_proto::v2::Wire;
+    let mut rpc = vec![0u8; 64];
+    let n = CallHeader::new(9, 100003, 3, 0, OpaqueAuth::NONE, OpaqueAuth::NONE)
+        .encode(&mut rpc)
+        .unwrap();
+    let seg = [Segment::new(5, 512, 0x1000)];
+    let reads = [ReadSegment::new(0, 6, 200, 0x2000)];
+    let mid = [ReadSegment::new(n as u32, 6, 200, 0x2000)];
+    let form = |reads: &[ReadSegment], writes: &[&[Segment]], reply, external| {
+        let h = Header2::call(
+            9,
+            32,
+            0,
+            Chunks {
+                reads,
+                writes,
+                reply,
+            },
+            external,
+        );
+        let mut m = vec![0u8; h.encoded_len()];
+        h.encode(&mut m).unwrap();
+        if !external {
+            m.extend_from_slice(&rpc[..n]);
+        }
+        call_shape(&m, Wire::V2).form()
+    };
+    assert_eq!(form(&[], &[], None, false), CallForm::Short);
+    assert_eq!(form(&[], &[&seg], None, false), CallForm::Written);
+    assert_eq!(form(&mid, &[], None, false), CallForm::Pulled);
+    assert_eq!(form(&reads, &[], None, true), CallForm::Long);
+    assert_eq!(form(&[], &[], Some(&seg), false), CallForm::General);
+    assert_eq!(
+        call_shape(
+            &hex(&format!(
+                "00000009 00000001 00000020 00000000 00000000 00000000 00000000 {}",
+                null_call("00000009")
+            )),
+            Wire::V2
+        )
+        .form(),
+        CallForm::Refused
+    );
+}

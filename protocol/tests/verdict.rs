@@ -369,10 +369,12 @@ mod has_chunks {
 mod fast_path {
     use proptest::prelude::*;
     use rpcrdma_proto::header::Proc;
+    use rpcrdma_proto::shape::{call_shape, reply_shape, CallShape, Refusal, ReplyShape};
+    use rpcrdma_proto::v2::Wire;
     use rpcrdma_proto::verdict::{
         accept_short_call, accept_short_reply, judge_call, judge_call_full, judge_reply,
         judge_reply_full, resume_call, short_call, short_reply, write_call, write_reply,
-        AcceptedCall, AcceptedReply,
+        AcceptedCall, AcceptedReply, Verdict,
     };
 
     /// Calls: Short (AUTH_NONE), Short with AUTH_SYS and arguments, chunked, Long, Short with
@@ -498,6 +500,7 @@ mod fast_path {
     fn check_call(m: &[u8]) -> Result<(), TestCaseError> {
         let full = judge_call_full(m);
         prop_assert_eq!(&judge_call(m), &full);
+        check_call_shape(m, &full)?;
         // An accepted Call resumes from its summary to the same acceptance.
         if let Ok(a) = &full {
             let resumed = resume_call(m, &a.summary());
@@ -548,6 +551,7 @@ mod fast_path {
     fn check_reply(m: &[u8]) -> Result<(), TestCaseError> {
         let full = judge_reply_full(m);
         prop_assert_eq!(&judge_reply(m), &full);
+        check_reply_shape(m, &full)?;
         // The Write-list fast path takes exactly the accepted Replies of its shape, and
         // finds what the full verdict finds.
         match write_reply(m) {
@@ -594,6 +598,107 @@ mod fast_path {
 
     /// The shape `write_call` takes: RDMA_MSG, no Read list, a Write list of non-empty
     /// chunks, no Reply chunk, the Call inline.
+    /// The one classification of a Call (`shape::call_shape`) agrees with the full verdict:
+    /// refused exactly when it refuses, with its verdict; otherwise the shape the accepted
+    /// Call has, carrying what the verdict found.
+    fn check_call_shape(
+        m: &[u8],
+        full: &Result<AcceptedCall<'_>, Verdict>,
+    ) -> Result<(), TestCaseError> {
+        let shape = call_shape(m, Wire::V1);
+        let a = match (full, &shape) {
+            (Err(v), CallShape::Refused(Refusal::V1(r))) => {
+                prop_assert_eq!(v, r);
+                return Ok(());
+            }
+            (Err(_), _) => return Err(TestCaseError::fail("a refused Call took a shape")),
+            (Ok(_), CallShape::Refused(_)) => {
+                return Err(TestCaseError::fail("an accepted Call was refused"))
+            }
+            (Ok(a), _) => a,
+        };
+        let h = &a.header;
+        match &shape {
+            CallShape::Short(sc) => {
+                prop_assert!(is_short_call(a));
+                prop_assert_eq!((sc.xid, sc.credit), (h.xid(), h.credit()));
+                prop_assert_eq!(Some((sc.call, sc.call_len)), a.call);
+                prop_assert_eq!(sc.args, &h.payload()[sc.call_len..]);
+            }
+            CallShape::Written(w) => {
+                prop_assert!(is_write_call(a));
+                prop_assert_eq!((w.xid, w.credit), (h.xid(), h.credit()));
+                prop_assert_eq!(w.writes, h.write_list());
+                prop_assert_eq!(Some((w.call, w.call_len)), a.call);
+            }
+            CallShape::Pulled(c) => {
+                prop_assert_eq!(c, a);
+                prop_assert!(a.plan.chunk_count() > 0 && h.proc() == Proc::Msg);
+            }
+            CallShape::Long(c) => {
+                prop_assert_eq!(c, a);
+                prop_assert!(a.plan.chunk_count() > 0 && h.proc() == Proc::NoMsg);
+            }
+            CallShape::General(c) => {
+                prop_assert_eq!(c, a);
+                prop_assert!(a.plan.chunk_count() == 0);
+                prop_assert!(!is_short_call(a) && !is_write_call(a));
+            }
+            CallShape::Refused(_) => unreachable!("matched above"),
+        }
+        Ok(())
+    }
+
+    /// The same for an answer (`shape::reply_shape`).
+    fn check_reply_shape(
+        m: &[u8],
+        full: &Result<AcceptedReply<'_>, Verdict>,
+    ) -> Result<(), TestCaseError> {
+        let shape = reply_shape(m, Wire::V1, false);
+        let a = match (full, &shape) {
+            (Err(v), ReplyShape::Refused(Refusal::V1(r))) => {
+                prop_assert_eq!(v, r);
+                return Ok(());
+            }
+            (Err(_), _) => return Err(TestCaseError::fail("a discarded Reply took a shape")),
+            (Ok(_), ReplyShape::Refused(_)) => {
+                return Err(TestCaseError::fail("an accepted Reply was refused"))
+            }
+            (Ok(a), _) => a,
+        };
+        let h = &a.header;
+        let inline = a.reply.is_some() && h.error().is_none();
+        match &shape {
+            ReplyShape::Short(sr) => {
+                prop_assert!(inline && is_bare_reply(a));
+                prop_assert_eq!((sr.xid, sr.credit), (h.xid(), h.credit()));
+                prop_assert_eq!(Some((sr.reply, sr.reply_len)), a.reply);
+                prop_assert_eq!(sr.results, &h.payload()[sr.reply_len..]);
+            }
+            ReplyShape::Written(w) => {
+                prop_assert!(inline && is_write_reply(a));
+                prop_assert_eq!((w.xid, w.credit), (h.xid(), h.credit()));
+                prop_assert_eq!(w.writes, h.write_list());
+                prop_assert_eq!(Some((w.reply, w.reply_len)), a.reply);
+            }
+            ReplyShape::General(r) => {
+                prop_assert_eq!(r, a);
+                prop_assert!(!(inline && (is_bare_reply(a) || is_write_reply(a))));
+            }
+            ReplyShape::Refused(_) => unreachable!("matched above"),
+        }
+        Ok(())
+    }
+
+    /// A Call without any chunk, its RPC header inline.
+    fn is_short_call(a: &AcceptedCall<'_>) -> bool {
+        a.header.proc() == Proc::Msg
+            && a.header.read_list().is_empty()
+            && a.header.write_list().is_empty()
+            && a.header.reply_chunk().is_none()
+            && a.call.is_some()
+    }
+
     fn is_write_call(a: &AcceptedCall<'_>) -> bool {
         a.header.proc() == Proc::Msg
             && a.header.read_list().is_empty()
@@ -616,6 +721,40 @@ mod fast_path {
             && a.header.read_list().is_empty()
             && a.header.write_list().is_empty()
             && a.header.reply_chunk().is_none()
+    }
+
+    #[test]
+    fn seeds_take_every_shape() {
+        use rpcrdma_proto::shape::CallForm;
+        let forms: Vec<CallForm> = call_seeds()
+            .iter()
+            .map(|m| call_shape(m, Wire::V1).form())
+            .collect();
+        for f in [
+            CallForm::Short,
+            CallForm::Written,
+            CallForm::Pulled,
+            CallForm::Long,
+            CallForm::General,
+            CallForm::Refused,
+        ] {
+            assert!(forms.contains(&f), "no seed of shape {f:?}: {forms:?}");
+        }
+        let replies: Vec<&str> = reply_seeds()
+            .iter()
+            .map(|m| match reply_shape(m, Wire::V1, false) {
+                ReplyShape::Short(_) => "short",
+                ReplyShape::Written(_) => "written",
+                ReplyShape::General(_) => "general",
+                ReplyShape::Refused(_) => "refused",
+            })
+            .collect();
+        for f in ["short", "written", "general", "refused"] {
+            assert!(
+                replies.contains(&f),
+                "no reply seed of shape {f}: {replies:?}"
+            );
+        }
     }
 
     #[test]

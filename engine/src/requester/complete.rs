@@ -3,6 +3,7 @@
 //! reposted; the blocking [`Client::call`].
 
 use super::*;
+use rpcrdma_proto::shape::{self, Refusal, ReplyShape};
 
 impl<P: Provider> Client<P> {
     /// Makes progress — polls a batch of completions, matches replies to pending RPCs,
@@ -153,6 +154,12 @@ impl<P: Provider> Client<P> {
         }
     }
 
+    /// The answer in receive buffer `ridx` (`len` bytes; its Send invalidated `inv`):
+    /// classified once ([`shape::reply_shape`], Short first). A Short or Write-list Reply
+    /// whose RPC waits in the state its fast path needs completes there; any other answer
+    /// (and such a Reply found in another state, judged in full) takes the general path:
+    /// matched, its chunks checked against what the Call provided, its windows
+    /// invalidated before completing.
     pub(super) fn on_reply<F: FnMut(Completion<'_>)>(
         &mut self,
         ridx: u32,
@@ -162,54 +169,42 @@ impl<P: Provider> Client<P> {
     ) {
         self.batch[0] += u64::from(len);
         let bytes = view::bytes(&self.recv[ridx as usize], len as usize);
-        let short = match self.wire {
-            Wire::V1 => verdict::short_reply(bytes),
-            Wire::V2 => rpcrdma_proto::v2::verdict::short_reply2(bytes),
+        let reverse = self.serving.is_some();
+        let shape = shape::reply_shape(bytes, self.wire, reverse);
+        let mut books = Books {
+            slots: &mut self.slots,
+            reposts: &mut self.reposts,
+            credits: &mut self.credits,
+            spare: &mut self.spare,
+            batch: &mut self.batch,
+            stats: &self.stats,
+            slot_mask: self.slot_mask,
         };
-        if let Some(short) = short {
-            let i = (short.xid & self.slot_mask) as usize;
-            if let Some(slot) = self
-                .slots
-                .get_mut(i)
-                .filter(|s| s.takes_short_reply(short.xid, inv))
-            {
-                // The Short-reply fast path (see `Slot::takes_short_reply`): what the general
-                // path below does for this reply, without judging it again, checking empty
-                // lists against empty provisions, or re-deriving the results.
-                for b in slot.bound.iter_mut().filter(|b| b.is_some()) {
-                    *b = None;
-                    bump(&self.stats.remote_invalidations, 1);
+        let answer = match shape {
+            ReplyShape::Short(short) => {
+                if books.complete_short(&short, ridx, inv, f) {
+                    return;
                 }
-                slot.grant = Some(short.credit);
-                slot.outcome = Outcome::Reply;
-                bump(&self.stats.short_replies, 1);
-                self.batch[1] += 1;
-                f(Completion {
-                    tag: slot.tag,
-                    xid: slot.xid,
-                    result: Ok(Reply {
-                        rpc: short.reply,
-                        results: short.results,
-                        bulk: [&[]; MAX_WRITE_CHUNKS],
-                        n_bulk: 0,
-                    }),
-                });
-                self.reposts.push(ridx);
-                self.credits.on_reply(Some(short.credit));
-                slot.state = State::Free;
-                slot.recv_idx = None;
-                self.spare.put(i as u32, slot);
-                return;
+                judge_answer(self.wire, reverse, bytes, books.stats)
             }
+            ReplyShape::Written(w) => {
+                if self.wire == Wire::V1 && books.complete_written(&w, ridx, inv, f) {
+                    return;
+                }
+                judge_answer(self.wire, reverse, bytes, books.stats)
+            }
+            ReplyShape::General(acc) => Some(Answer::Reply(acc)),
+            ReplyShape::Refused(r) => answer_of_refusal(r, reverse, bytes, books.stats),
+        };
+        match books.complete_general(ridx, len, inv, answer, f) {
+            Then::Done => {}
+            Then::ServeReverse => self.serve_reverse(ridx, len),
+            Then::Invalidate(i) => self.invalidate(i, f),
         }
-        if self.complete_written(ridx, len, inv, f) {
-            return;
-        }
-        self.on_reply_general(ridx, len, inv, f)
     }
 
-    /// [`on_reply`](Self::on_reply) for any reply: judged in full, matched, its chunks
-    /// checked against what the Call provided, its windows invalidated before completing.
+    /// [`on_reply`](Self::on_reply)'s general path alone, for any answer: judged in full.
+    #[cfg(test)]
     pub(super) fn on_reply_general<F: FnMut(Completion<'_>)>(
         &mut self,
         ridx: u32,
@@ -218,131 +213,21 @@ impl<P: Provider> Client<P> {
         f: &mut F,
     ) {
         let bytes = view::bytes(&self.recv[ridx as usize], len as usize);
-        let reverse = self.serving.is_some();
-        let Some(answer) = judge_answer(self.wire, reverse, bytes, &self.stats) else {
-            bump(&self.stats.discards, 1);
-            self.reposts.push(ridx);
-            return;
+        let answer = judge_answer(self.wire, self.serving.is_some(), bytes, &self.stats);
+        let mut books = Books {
+            slots: &mut self.slots,
+            reposts: &mut self.reposts,
+            credits: &mut self.credits,
+            spare: &mut self.spare,
+            batch: &mut self.batch,
+            stats: &self.stats,
+            slot_mask: self.slot_mask,
         };
-        let (xid, acc, err) = match answer {
-            Answer::Reply(acc) => {
-                let err = acc.header.error().map(|e| match e {
-                    RdmaError::Vers { low, high } => RpcError::ErrVers { low, high },
-                    RdmaError::Chunk => RpcError::ErrChunk,
-                });
-                (acc.header.xid(), Some(acc), err)
-            }
-            Answer::Error { xid, err } => (xid, None, Some(err)),
-            Answer::ReverseCall => return self.serve_reverse(ridx, len),
-        };
-        // A grant only from a reply: an error's credit field is not one (CHECKLIST G-15,
-        // [V2] §5.3.3).
-        let grant = match (&acc, err) {
-            (Some(a), None) => Some(a.header.credit()),
-            _ => None,
-        };
-        let i = (xid & self.slot_mask) as usize;
-        let matches = i < self.slots.len()
-            && self.slots[i].xid == xid
-            && match self.slots[i].state {
-                State::Sent | State::Zombie => true,
-                State::Invalidating => self.slots[i].given_up().is_some(),
-                _ => false,
-            };
-        if !matches {
-            bump(&self.stats.discards, 1);
-            self.reposts.push(ridx);
-            return;
+        match books.complete_general(ridx, len, inv, answer, f) {
+            Then::Done => {}
+            Then::ServeReverse => self.serve_reverse(ridx, len),
+            Then::Invalidate(i) => self.invalidate(i, f),
         }
-        let slot = &mut self.slots[i];
-        if slot.state == State::Zombie {
-            // A late reply to an RPC already reported as timed out: its credit comes back.
-            self.credits.on_reply(grant);
-            slot.state = State::Free;
-            self.spare.put(i as u32, slot);
-            self.reposts.push(ridx);
-            return;
-        }
-        if slot.state == State::Invalidating {
-            // A late reply to an RPC given up (timed out or cancelled) whose windows are
-            // still being invalidated: its credit comes back when they are (`finish`).
-            slot.grant = grant;
-            slot.answered = true;
-            self.reposts.push(ridx);
-            return;
-        }
-        let outcome = match (err, &acc) {
-            (Some(e), _) => {
-                bump(
-                    match e {
-                        RpcError::ErrVers { .. } => &self.stats.err_vers,
-                        RpcError::ErrChunk => &self.stats.err_chunk,
-                        _ => &self.stats.rdma2_errors,
-                    },
-                    1,
-                );
-                Outcome::Error(e)
-            }
-            (None, Some(acc)) => {
-                let h = acc.header;
-                // Check what came back against what was provided (CHECKLIST G-4, G-17).
-                let prov = slot.provided();
-                let wl_ok =
-                    chunks::check_returned_write_list(&prov[..slot.n_writes], h.write_list())
-                        .is_ok();
-                let rc_ok = chunks::check_returned_reply(
-                    slot.has_reply_chunk.then(|| &slot.reply[..slot.reply_n]),
-                    h.reply_chunk(),
-                )
-                .is_ok();
-                if !(wl_ok && rc_ok) {
-                    bump(&self.stats.discards, 1);
-                    self.reposts.push(ridx);
-                    return;
-                }
-                Outcome::Reply
-            }
-            (None, None) => {
-                self.reposts.push(ridx);
-                return;
-            }
-        };
-        slot.grant = grant;
-        slot.recv_idx = Some(ridx);
-        slot.recv_len = len;
-        slot.outcome = outcome;
-        if let Some(k) = inv {
-            for b in slot.bound.iter_mut() {
-                if *b == Some(k) {
-                    *b = None;
-                    bump(&self.stats.remote_invalidations, 1);
-                }
-            }
-        }
-        if slot.bound.iter().any(Option::is_some) {
-            return self.invalidate(i as u32, f);
-        }
-        // Nothing left to invalidate: complete now, from the parse in hand (what `finish`
-        // does, without judging the reply a second time).
-        let result = match (outcome, &acc) {
-            (Outcome::Reply, Some(acc)) => {
-                let r = deliver(slot, acc, &self.stats);
-                self.batch[1] += 1;
-                r
-            }
-            (Outcome::Error(e), _) => Err(e),
-            (Outcome::Reply, None) => Err(RpcError::BadReply),
-        };
-        f(Completion {
-            tag: slot.tag,
-            xid: slot.xid,
-            result,
-        });
-        self.reposts.push(ridx);
-        self.credits.on_reply(slot.grant);
-        slot.state = State::Free;
-        slot.recv_idx = None;
-        self.spare.put(i as u32, slot);
     }
 
     /// Hands the finished RPC to `f`, then frees its receive buffer, slot and credit.
@@ -515,6 +400,215 @@ impl<P: Provider> Client<P> {
     }
 }
 
+/// What completing an RPC from its reply takes of the requester, beside the receive
+/// buffer the reply is read from (which the classification borrows).
+pub(super) struct Books<'c, P: Provider> {
+    pub(super) slots: &'c mut [Slot<P>],
+    pub(super) reposts: &'c mut Vec<u32>,
+    pub(super) credits: &'c mut RequesterCredits,
+    pub(super) spare: &'c mut Spare<P>,
+    pub(super) batch: &'c mut [u64; 2],
+    pub(super) stats: &'c Counters,
+    pub(super) slot_mask: u32,
+}
+
+/// What the general path leaves to the connection.
+pub(super) enum Then {
+    /// Nothing more.
+    Done,
+    /// A reverse-direction Call arrived: serve it.
+    ServeReverse,
+    /// The RPC in this slot completes once its windows are invalidated.
+    Invalidate(u32),
+}
+
+impl<P: Provider> Books<'_, P> {
+    /// The Short-reply fast path (see `Slot::takes_short_reply`): what the general path
+    /// does for this reply, without judging it again, checking empty lists against empty
+    /// provisions, or re-deriving the results. False, with nothing done, when the RPC is
+    /// not in the state it needs.
+    #[inline]
+    fn complete_short<F: FnMut(Completion<'_>)>(
+        &mut self,
+        short: &verdict::ShortReply<'_>,
+        ridx: u32,
+        inv: Option<u32>,
+        f: &mut F,
+    ) -> bool {
+        let i = (short.xid & self.slot_mask) as usize;
+        let Some(slot) = self
+            .slots
+            .get_mut(i)
+            .filter(|s| s.takes_short_reply(short.xid, inv))
+        else {
+            return false;
+        };
+        for b in slot.bound.iter_mut().filter(|b| b.is_some()) {
+            *b = None;
+            bump(&self.stats.remote_invalidations, 1);
+        }
+        slot.grant = Some(short.credit);
+        slot.outcome = Outcome::Reply;
+        bump(&self.stats.short_replies, 1);
+        self.batch[1] += 1;
+        f(Completion {
+            tag: slot.tag,
+            xid: slot.xid,
+            result: Ok(Reply {
+                rpc: short.reply,
+                results: short.results,
+                bulk: [&[]; MAX_WRITE_CHUNKS],
+                n_bulk: 0,
+            }),
+        });
+        self.reposts.push(ridx);
+        self.credits.on_reply(Some(short.credit));
+        slot.state = State::Free;
+        slot.recv_idx = None;
+        self.spare.put(i as u32, slot);
+        true
+    }
+
+    /// The general path for the answer in receive buffer `ridx` (`answer`, or `None` for
+    /// one dropped): matched to its RPC, a late one's credit taken back, its chunks checked
+    /// against what the Call provided (CHECKLIST G-4, G-17), completed when nothing is left
+    /// to invalidate.
+    fn complete_general<F: FnMut(Completion<'_>)>(
+        &mut self,
+        ridx: u32,
+        len: u32,
+        inv: Option<u32>,
+        answer: Option<Answer<'_>>,
+        f: &mut F,
+    ) -> Then {
+        let Some(answer) = answer else {
+            bump(&self.stats.discards, 1);
+            self.reposts.push(ridx);
+            return Then::Done;
+        };
+        let (xid, acc, err) = match answer {
+            Answer::Reply(acc) => {
+                let err = acc.header.error().map(|e| match e {
+                    RdmaError::Vers { low, high } => RpcError::ErrVers { low, high },
+                    RdmaError::Chunk => RpcError::ErrChunk,
+                });
+                (acc.header.xid(), Some(acc), err)
+            }
+            Answer::Error { xid, err } => (xid, None, Some(err)),
+            Answer::ReverseCall => return Then::ServeReverse,
+        };
+        // A grant only from a reply: an error's credit field is not one (CHECKLIST G-15,
+        // [V2] §5.3.3).
+        let grant = match (&acc, err) {
+            (Some(a), None) => Some(a.header.credit()),
+            _ => None,
+        };
+        let i = (xid & self.slot_mask) as usize;
+        let matches = i < self.slots.len()
+            && self.slots[i].xid == xid
+            && match self.slots[i].state {
+                State::Sent | State::Zombie => true,
+                State::Invalidating => self.slots[i].given_up().is_some(),
+                _ => false,
+            };
+        if !matches {
+            bump(&self.stats.discards, 1);
+            self.reposts.push(ridx);
+            return Then::Done;
+        }
+        let slot = &mut self.slots[i];
+        if slot.state == State::Zombie {
+            // A late reply to an RPC already reported as timed out: its credit comes back.
+            self.credits.on_reply(grant);
+            slot.state = State::Free;
+            self.spare.put(i as u32, slot);
+            self.reposts.push(ridx);
+            return Then::Done;
+        }
+        if slot.state == State::Invalidating {
+            // A late reply to an RPC given up (timed out or cancelled) whose windows are
+            // still being invalidated: its credit comes back when they are (`finish`).
+            slot.grant = grant;
+            slot.answered = true;
+            self.reposts.push(ridx);
+            return Then::Done;
+        }
+        let outcome = match (err, &acc) {
+            (Some(e), _) => {
+                bump(
+                    match e {
+                        RpcError::ErrVers { .. } => &self.stats.err_vers,
+                        RpcError::ErrChunk => &self.stats.err_chunk,
+                        _ => &self.stats.rdma2_errors,
+                    },
+                    1,
+                );
+                Outcome::Error(e)
+            }
+            (None, Some(acc)) => {
+                let h = acc.header;
+                // Check what came back against what was provided (CHECKLIST G-4, G-17).
+                let prov = slot.provided();
+                let wl_ok =
+                    chunks::check_returned_write_list(&prov[..slot.n_writes], h.write_list())
+                        .is_ok();
+                let rc_ok = chunks::check_returned_reply(
+                    slot.has_reply_chunk.then(|| &slot.reply[..slot.reply_n]),
+                    h.reply_chunk(),
+                )
+                .is_ok();
+                if !(wl_ok && rc_ok) {
+                    bump(&self.stats.discards, 1);
+                    self.reposts.push(ridx);
+                    return Then::Done;
+                }
+                Outcome::Reply
+            }
+            (None, None) => {
+                self.reposts.push(ridx);
+                return Then::Done;
+            }
+        };
+        slot.grant = grant;
+        slot.recv_idx = Some(ridx);
+        slot.recv_len = len;
+        slot.outcome = outcome;
+        if let Some(k) = inv {
+            for b in slot.bound.iter_mut() {
+                if *b == Some(k) {
+                    *b = None;
+                    bump(&self.stats.remote_invalidations, 1);
+                }
+            }
+        }
+        if slot.bound.iter().any(Option::is_some) {
+            return Then::Invalidate(i as u32);
+        }
+        // Nothing left to invalidate: complete now, from the parse in hand (what `finish`
+        // does, without judging the reply a second time).
+        let result = match (outcome, &acc) {
+            (Outcome::Reply, Some(acc)) => {
+                let r = deliver(slot, acc, self.stats);
+                self.batch[1] += 1;
+                r
+            }
+            (Outcome::Error(e), _) => Err(e),
+            (Outcome::Reply, None) => Err(RpcError::BadReply),
+        };
+        f(Completion {
+            tag: slot.tag,
+            xid: slot.xid,
+            result,
+        });
+        self.reposts.push(ridx);
+        self.credits.on_reply(slot.grant);
+        slot.state = State::Free;
+        slot.recv_idx = None;
+        self.spare.put(i as u32, slot);
+        Then::Done
+    }
+}
+
 /// What a received message answers: a Reply (or version 1 RDMA_ERROR) accepted by the
 /// verdict, or an error the peer reported about the Call `xid`.
 pub(super) enum Answer<'a> {
@@ -537,33 +631,54 @@ pub(super) fn judge_answer<'a>(
     bytes: &'a [u8],
     stats: &Counters,
 ) -> Option<Answer<'a>> {
-    if wire == Wire::V1 {
-        return verdict::judge_reply(bytes).ok().map(Answer::Reply);
-    }
-    use rpcrdma_proto::v2::verdict::{judge_reply2, Action2};
-    match judge_reply2(bytes, rpcrdma_proto::verdict::Role::Requester, reverse) {
+    let judged = match wire {
+        Wire::V1 => verdict::judge_reply(bytes).map_err(Refusal::V1),
+        Wire::V2 => rpcrdma_proto::v2::verdict::judge_reply2(
+            bytes,
+            rpcrdma_proto::verdict::Role::Requester,
+            reverse,
+        )
+        .map_err(Refusal::V2),
+    };
+    match judged {
         Ok(acc) => Some(Answer::Reply(acc)),
-        Err(v) => {
-            let xid = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
-            match v.action {
-                Action2::PeerError(e) => Some(Answer::Error {
-                    xid,
-                    err: RpcError::Rdma2(e),
-                }),
-                Action2::FallBack { low, high } => Some(Answer::Error {
-                    xid,
-                    err: RpcError::ErrVers { low, high },
-                }),
-                Action2::Properties => {
-                    bump(&stats.connprops_received, 1);
-                    None
-                }
-                Action2::Call => Some(Answer::ReverseCall),
-                // A malformed reverse Call is refused by the reverse path.
-                Action2::Error(_) | Action2::GarbageArgs if reverse => Some(Answer::ReverseCall),
-                _ => None,
-            }
+        Err(r) => answer_of_refusal(r, reverse, bytes, stats),
+    }
+}
+
+/// What a message the requester's verdict refused (`r`) is to it: a version 1 refusal is
+/// dropped; in version 2, RDMA2_ERROR (other than ERR_VERS with version 2 in its range)
+/// completes its RPC with the error, RDMA2_CONNPROP after the opening changes nothing
+/// (\[V2\] §4.2), a Call is served when this end serves (and a malformed one refused by
+/// the reverse path).
+pub(super) fn answer_of_refusal<'a>(
+    r: Refusal,
+    reverse: bool,
+    bytes: &[u8],
+    stats: &Counters,
+) -> Option<Answer<'a>> {
+    use rpcrdma_proto::v2::verdict::Action2;
+    let Refusal::V2(v) = r else {
+        return None;
+    };
+    let xid = rpcrdma_proto::xdr::word_at(bytes, 0)?;
+    match v.action {
+        Action2::PeerError(e) => Some(Answer::Error {
+            xid,
+            err: RpcError::Rdma2(e),
+        }),
+        Action2::FallBack { low, high } => Some(Answer::Error {
+            xid,
+            err: RpcError::ErrVers { low, high },
+        }),
+        Action2::Properties => {
+            bump(&stats.connprops_received, 1);
+            None
         }
+        Action2::Call => Some(Answer::ReverseCall),
+        // A malformed reverse Call is refused by the reverse path.
+        Action2::Error(_) | Action2::GarbageArgs if reverse => Some(Answer::ReverseCall),
+        _ => None,
     }
 }
 

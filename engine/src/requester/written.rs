@@ -9,24 +9,17 @@
 
 use super::*;
 
-impl<P: Provider> Client<P> {
-    /// Completes the RPC answered by the Reply in receive buffer `ridx` (`len` bytes, whose
+impl<P: Provider> Books<'_, P> {
+    /// Completes the RPC answered by the Write-list Reply `w` in receive buffer `ridx` (whose
     /// Send invalidated `inv`) when it is one of these and nothing is left to invalidate;
     /// false, with nothing done, otherwise (the general path takes it).
     pub(super) fn complete_written<F: FnMut(Completion<'_>)>(
         &mut self,
+        w: &verdict::WriteReply<'_>,
         ridx: u32,
-        len: u32,
         inv: Option<u32>,
         f: &mut F,
     ) -> bool {
-        if self.wire != Wire::V1 {
-            return false;
-        }
-        let bytes = view::bytes(&self.recv[ridx as usize], len as usize);
-        let Some(w) = verdict::write_reply(bytes) else {
-            return false;
-        };
         let i = (w.xid & self.slot_mask) as usize;
         let Some(slot) = self.slots.get_mut(i) else {
             return false;

@@ -260,6 +260,7 @@ impl<P: Provider> ServerConn<P> {
                 judged: None,
                 bare: None,
                 open_v2: false,
+                form: CallForm::Refused,
                 reads: Vec::with_capacity(max_segs),
                 next_read: 0,
                 pending_reads: 0,

@@ -65,9 +65,9 @@ impl<P: Provider> ServerConn<P> {
         let pulled = self.slots[i].judged.is_some() && !self.large.stands_in(i);
         // A version 1 Call whose only chunks are Write chunks (and which needs no large
         // buffer) is read once, for both.
-        let written = match self.slots[i].judged {
-            None => self.answer_written(idx, r, gen, answerer.as_deref_mut()),
-            Some(_) => None,
+        let written = match (self.slots[i].judged, self.slots[i].form) {
+            (None, CallForm::Written) => self.answer_written(idx, r, gen, answerer.as_deref_mut()),
+            _ => None,
         };
         let (built, judged) = match written {
             Some(built) => (built, None),
@@ -76,6 +76,24 @@ impl<P: Provider> ServerConn<P> {
                 None => return false,
             },
         };
+        self.answered(idx, r, gen, built, judged, pulled);
+        true
+    }
+
+    /// What follows the answer `built` to the Call in slot `idx`, made in ring entry `r` for
+    /// ticket generation `gen`: a deferred Call keeps its receive (and `judged`, its
+    /// verdict's summary) until `complete`; any other gives its receive back to be reposted
+    /// and queues its reply's Send. `pulled`: the Call was pulled into its own pull buffer.
+    pub(super) fn answered(
+        &mut self,
+        idx: u32,
+        r: usize,
+        gen: u32,
+        built: Built,
+        judged: Option<CallSummary>,
+        pulled: bool,
+    ) {
+        let i = idx as usize;
         if let Built::Deferred = built {
             // Kept as it is until `complete`: receive, pull buffer and summary.
             let slot = &mut self.slots[i];
@@ -84,7 +102,7 @@ impl<P: Provider> ServerConn<P> {
             slot.state = State::Deferred;
             self.deferred += 1;
             self.large_out_of_ring(i, r);
-            return true;
+            return;
         }
         self.slots[i].state = State::Posted;
         self.in_process -= 1;
@@ -110,7 +128,6 @@ impl<P: Provider> ServerConn<P> {
             Built::Fatal => self.lose(),
             Built::Deferred => {}
         }
-        true
     }
 
     /// The ticket a handler answering the Call in slot `idx` gets ([`Deferred`]), in its
@@ -223,6 +240,8 @@ impl<P: Provider> ServerConn<P> {
         // The fast paths answer Calls in the connection's version only (a version 1 Call
         // on a version 2 connection is refused by the general path).
         let short = match judged {
+            // The Short path for a Call classified Short only.
+            None if self.slots[i].form != CallForm::Short => None,
             None => reply::short(
                 &mut self.io,
                 &mut *ring,
@@ -303,8 +322,8 @@ pub(super) fn answer_general<P: Provider>(
         ..
     } = g.at;
     match version::judged(bytes, g.judged.as_ref(), g.wire) {
-        Err(Refused::V2(v)) => version::answer_refused_v2(io, ring, bytes, g, v, echo, run),
-        Err(Refused::V1(v)) => match v.action {
+        Err(Refusal::V2(v)) => version::answer_refused_v2(io, ring, bytes, g, v, echo, run),
+        Err(Refusal::V1(v)) => match v.action {
             Action::Discard => {
                 bump(&io.stats.discards, 1);
                 Built::Nothing

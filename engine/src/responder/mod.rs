@@ -44,7 +44,7 @@ pub use accept::Server;
 pub use reverse::{ReverseCallError, ReverseError, ReverseReply, MAX_REVERSE};
 
 use answer::*;
-use version::{Mode, Refused};
+use version::Mode;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,7 +58,8 @@ use rpcrdma_proto::header::ReadList;
 use rpcrdma_proto::header::{HeaderView, RdmaError};
 use rpcrdma_proto::private_data::Role;
 use rpcrdma_proto::rpc::{CallHeader, ReplyHeader, RpcMessage};
-use rpcrdma_proto::verdict::{self, AcceptedCall, Action, CallSummary, Verdict};
+use rpcrdma_proto::shape::{self, CallForm, CallShape, Refusal};
+use rpcrdma_proto::verdict::{self, AcceptedCall, Action, CallSummary};
 
 use crate::conn::wrid::{self, Kind};
 use crate::conn::{
@@ -133,6 +134,10 @@ struct Slot {
     /// and refused, in version 2 whatever the connection speaks by the time it is answered,
     /// and it decides nothing. Cleared when a message arrives.
     open_v2: bool,
+    /// The Call's shape, classified once as it arrived (`rpcrdma_proto::shape`): which
+    /// answer path a Call that waited (for send room, for its pull, for shared buffers)
+    /// takes, without trying the others.
+    form: CallForm,
     reads: Vec<ReadOp>,
     /// Where the reassembled stream starts in the pull buffer (a multiple of 4 below 64):
     /// its largest chunk then lands at the same offset within a cache line as the bytes it
@@ -679,6 +684,7 @@ impl<P: Provider> ServerConn<P> {
         slot.judged = None;
         slot.bare = None;
         slot.open_v2 = false;
+        slot.form = CallForm::Refused;
         if self.mode != Mode::V1 {
             return self.on_message_versioned(idx);
         }
@@ -762,14 +768,100 @@ impl<P: Provider> ServerConn<P> {
     /// A message received on a version 1 connection: Short Calls answered now, others
     /// pulled first.
     fn on_call_v1(&mut self, idx: u32) {
-        let byte_len = self.slots[idx as usize].byte_len;
-        // Chunked or Long: fetch first; Short: answer now.
-        // A Short Call is judged once, by `answer`.
-        let bytes = view::bytes(&self.recv[idx as usize], byte_len as usize);
-        if verdict::msg_without_reads(bytes) {
-            self.answer_or_defer(idx);
-        } else {
-            self.start_pull(idx);
+        self.on_call_in(idx, Wire::V1)
+    }
+
+    /// The Call in slot `idx`, on a connection speaking `wire`: classified once
+    /// ([`shape::call_shape`], Short first) and answered on the path of its shape. A Short
+    /// Call is answered here when a reply can be built now (no Call waits before it and a
+    /// ring entry and send-queue room are free); a chunked or Long one is pulled first;
+    /// every other shape (and a Short Call that must wait) goes to the answer path, which
+    /// takes the one path its form names.
+    pub(super) fn on_call_in(&mut self, idx: u32, wire: Wire) {
+        let i = idx as usize;
+        let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
+        let shape = shape::call_shape(bytes, wire);
+        self.slots[i].form = shape.form();
+        let now = self.ready.is_empty() && self.can_reply();
+        match &shape {
+            CallShape::Short(_) if now => {}
+            // Version 1's Write-list path, with shared bulk buffers taken first when the
+            // slot's own cannot hold its chunks (without them, the answer path waits).
+            CallShape::Written(wc) if now && wire == Wire::V1 => {
+                let needs = self.lists_need_large(i, wc.writes, None, true);
+                if needs.count() != 0 {
+                    return if self.reserve_large(i, needs) {
+                        // Again with the buffers in hand (the shape borrowed the receive).
+                        self.on_call_in(idx, wire)
+                    } else {
+                        self.answer_or_defer(idx)
+                    };
+                }
+            }
+            CallShape::Pulled(call) | CallShape::Long(call) => {
+                // Every large buffer the Call needs is taken before anything else
+                // (`large.rs`); without them, it waits holding its receive (RFC 8166 §3.3).
+                pull::take_hot_pull(
+                    &mut self.hot_pull,
+                    &mut self.pull,
+                    &self.slots,
+                    &self.large,
+                    i,
+                );
+                let total = call.plan.total_len();
+                let needs = self.large_needs(i, &call.header, u64::from(total), true);
+                let begun = if needs != Default::default() {
+                    pull::Begun::NeedsLarge(needs)
+                } else {
+                    let (slot, buf) = (&mut self.slots[i], &mut self.pull[i]);
+                    pull::plan_reads(slot, buf, &self.io.stats, wire, call)
+                };
+                return match begun {
+                    pull::Begun::Planned => self.queue_reads(idx),
+                    pull::Begun::TooLarge => self.answer_or_defer(idx),
+                    pull::Begun::NeedsLarge(needs) => {
+                        if self.reserve_large(i, needs) {
+                            // Again with the buffers in hand (the verdict borrowed the
+                            // receive).
+                            self.on_call_in(idx, wire)
+                        } else {
+                            self.slots[i].state = State::AwaitLarge;
+                            self.large.waiting.push_back(idx);
+                        }
+                    }
+                };
+            }
+            _ => return self.answer_or_defer(idx),
+        }
+        // Answered now, on the fast path of its shape.
+        let r = self.ring_next as usize;
+        let gen = self.slots[i].gen.wrapping_add(1);
+        self.large.enter_ring(&mut self.ring, i, r);
+        let mut run = Run {
+            ticket: Deferred {
+                conn: self.id,
+                slot: idx,
+                gen,
+            },
+            answerer: None,
+            loans: Some(&self.loans),
+            max_bulk: self.large.max_bulk(),
+        };
+        let at = Answering::of(&self.credits, &self.negotiation, &self.dispatch);
+        let (io, ring, bulk) = (&mut self.io, &mut self.ring[r], &mut self.bulk[i]);
+        let built = match &shape {
+            CallShape::Short(sc) => reply::short_of(io, ring, bytes, sc, &at, bulk, &mut run),
+            CallShape::Written(wc) => written::answer(io, ring, bytes, wc, &at, bulk, &mut run),
+            _ => None,
+        };
+        match built {
+            Some(built) => self.answered(idx, r, gen, built, None, false),
+            // Not one the fast path answers (another RPC version, an unknown procedure, a
+            // reply too large for it): the general path does.
+            None => {
+                self.slots[i].form = CallForm::General;
+                self.answer_or_defer(idx)
+            }
         }
     }
 }

@@ -3,89 +3,87 @@
 //! (ORD, §3.3.1) in arrival order, and the Call answered when they have all landed.
 
 use super::*;
+use crate::responder::large::Needs;
 
 impl<P: Provider> ServerConn<P> {
-    /// Judges a Call that is not a plain RDMA_MSG and plans the RDMA Reads of its chunks
-    /// (RFC 8166 §3.4.5) into its pull buffer. Inline pieces of a chunked Call are copied now;
-    /// a Long Call first fetches its Position-Zero chunk to the tail of the buffer (phase 0).
+    /// Starts again the pull of the Call in slot `idx` (one that waited for shared
+    /// buffers): classified again, as it arrived ([`on_call_in`](Self::on_call_in)).
     pub(super) fn start_pull(&mut self, idx: u32) {
-        let i = idx as usize;
-        let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
-        // Judged once here: `answer` resumes from the summary. Rejected, or nothing to pull
-        // after all: answered (with its verdict) without pulling.
-        let call = match version::judged(bytes, None, self.io.wire) {
-            Ok(call) if call.plan.chunk_count() > 0 => call,
-            _ => return self.answer_or_defer(idx),
-        };
-        let plan = call.plan;
-        let total = plan.total_len() as usize;
-        take_hot_pull(
-            &mut self.hot_pull,
-            &mut self.pull,
-            &self.slots,
-            &self.large,
-            i,
-        );
-        // Every large buffer the Call needs, taken before anything else (`large.rs`).
-        let needs = self.large_needs(i, &call.header, total as u64, true);
-        if needs != Default::default() {
-            if self.reserve_large(i, needs) {
-                // Judged again with the buffers in hand (the verdict borrowed the receive).
-                return self.start_pull(idx);
-            }
-            self.slots[i].state = State::AwaitLarge;
-            self.large.waiting.push_back(idx);
-            return;
-        }
-        let slot = &mut self.slots[i];
-        slot.judged = Some(call.summary());
-        let h = &call.header;
-        slot.bare =
-            (self.io.wire == Wire::V1 && h.write_list().is_empty() && h.reply_chunk().is_none())
-                .then(|| {
-                    h.read_list()
-                        .iter()
-                        .next()
-                        .map(|r| (total as u32, r.segment.handle))
-                })
-                .flatten();
-        slot.reads.clear();
-        slot.next_read = 0;
-        slot.pending_reads = 0;
-        let size = self.pull[i].size();
-        slot.shift = align_shift(&plan)
-            .filter(|s| total + *s as usize <= size)
-            .unwrap_or(0);
-        let shift = slot.shift as usize;
-        if total > size {
-            // Too large to pull: answered with ERR_CHUNK by `answer` (RFC 8166 §8.1.4).
-            slot.state = State::Ready;
-            return self.answer_or_defer(idx);
-        }
-        let reads = plan.read_list();
-        if let Some(p0) = plan.position_zero() {
-            let base = (total - p0.len as usize) as u32;
-            push_reads(&mut slot.reads, &reads, p0.segment_range(), base);
-            slot.state = State::Pulling { phase: 0 };
-        } else {
-            let inline = call.header.payload();
-            let pull = &mut view::bytes_mut(&mut self.pull[i])[shift..];
-            lay_out(&plan, pull, &mut slot.reads, |pull, src, dst| {
-                pull[dst..dst + src.len()].copy_from_slice(&inline[src])
-            });
-            slot.state = State::Pulling { phase: 1 };
-        }
-        bump(
-            if plan.is_long_call() {
-                &self.io.stats.long_calls
-            } else {
-                &self.io.stats.chunked_calls
-            },
-            1,
-        );
-        self.queue_reads(idx);
+        self.on_call_in(idx, self.io.wire)
     }
+}
 
+/// What follows the start of a pull (`ServerConn::on_call_in`).
+pub(super) enum Begun {
+    /// The Call needs these shared buffers first.
+    NeedsLarge(Needs),
+    /// Its stream is larger than its pull buffer: answered with ERR_CHUNK (RFC 8166
+    /// §8.1.4).
+    TooLarge,
+    /// Its reads are planned: queue them.
+    Planned,
+}
+
+/// Plans the RDMA Reads of the accepted Call `call` (chunked or Long) in `slot` into its
+/// pull buffer `pull` (RFC 8166 §3.4.5), its verdict's summary kept for the answer, which
+/// resumes from it. Inline pieces of a chunked Call are copied now; a Long Call first
+/// fetches its Position-Zero chunk to the tail of the buffer (phase 0).
+pub(super) fn plan_reads<P: Provider>(
+    slot: &mut Slot,
+    pull: &mut Buf<P>,
+    stats: &Counters,
+    wire: Wire,
+    call: &AcceptedCall<'_>,
+) -> Begun {
+    let plan = &call.plan;
+    let total = plan.total_len() as usize;
+    slot.judged = Some(call.summary());
+    let h = &call.header;
+    slot.bare = (wire == Wire::V1 && h.write_list().is_empty() && h.reply_chunk().is_none())
+        .then(|| {
+            h.read_list()
+                .iter()
+                .next()
+                .map(|r| (total as u32, r.segment.handle))
+        })
+        .flatten();
+    slot.reads.clear();
+    slot.next_read = 0;
+    slot.pending_reads = 0;
+    let size = pull.size();
+    slot.shift = align_shift(plan)
+        .filter(|s| total + *s as usize <= size)
+        .unwrap_or(0);
+    let shift = slot.shift as usize;
+    if total > size {
+        slot.state = State::Ready;
+        return Begun::TooLarge;
+    }
+    let reads = plan.read_list();
+    if let Some(p0) = plan.position_zero() {
+        let base = (total - p0.len as usize) as u32;
+        push_reads(&mut slot.reads, &reads, p0.segment_range(), base);
+        slot.state = State::Pulling { phase: 0 };
+    } else {
+        let inline = call.header.payload();
+        let pull = &mut view::bytes_mut(pull)[shift..];
+        lay_out(plan, pull, &mut slot.reads, |pull, src, dst| {
+            pull[dst..dst + src.len()].copy_from_slice(&inline[src])
+        });
+        slot.state = State::Pulling { phase: 1 };
+    }
+    bump(
+        if plan.is_long_call() {
+            &stats.long_calls
+        } else {
+            &stats.chunked_calls
+        },
+        1,
+    );
+    Begun::Planned
+}
+
+impl<P: Provider> ServerConn<P> {
     pub(super) fn queue_reads(&mut self, idx: u32) {
         let slot = &mut self.slots[idx as usize];
         if slot.reads.is_empty() {

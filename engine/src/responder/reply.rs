@@ -147,20 +147,34 @@ pub(super) fn short<P: Provider>(
 ) -> Option<Built> {
     // Version 2: the same Call after RDMA2_MSG's 36-byte header (flags clear, no
     // inv_handle), answered with RPCRDMA2_F_RESPONSE ([V2] §3.2).
-    let (sc, extra) = match io.wire {
-        Wire::V1 => (verdict::short_call(call)?, 0),
-        Wire::V2 => (
-            rpcrdma_proto::v2::verdict::short_call2(call)?,
-            Wire::V2_EXTRA,
-        ),
+    let sc = match io.wire {
+        Wire::V1 => verdict::short_call(call)?,
+        Wire::V2 => rpcrdma_proto::v2::verdict::short_call2(call)?,
     };
+    short_of(io, ring, call, &sc, at, bulk, run)
+}
+
+/// [`short`] for the Call `call` already classified Short (`sc`, by
+/// `rpcrdma_proto::shape::call_shape` in the connection's version).
+#[inline(always)]
+pub(super) fn short_of<P: Provider>(
+    io: &mut Io<P>,
+    ring: &mut Buf<P>,
+    call: &[u8],
+    sc: &verdict::ShortCall<'_>,
+    at: &Answering<'_>,
+    bulk: &mut Buf<P>,
+    run: &mut Run<'_, '_>,
+) -> Option<Built> {
+    // Version 2: the same Call after RDMA2_MSG's 36-byte header (flags clear, no
+    // inv_handle), answered with RPCRDMA2_F_RESPONSE ([V2] §3.2).
     let how = Short {
         call,
-        extra,
+        extra: io.wire.extra(),
         pulled: false,
         inv: None,
     };
-    answer_short(io, ring, &sc, &how, at, bulk, run)
+    answer_short(io, ring, sc, &how, at, bulk, run)
 }
 
 /// The Short-reply fast path for a version 1 Call whose Payload stream was pulled (a Call

@@ -24,7 +24,7 @@
 //! ERR_VERS 1..1), a valid version 2 message in version 2.
 
 use rpcrdma_proto::v2::props::Property;
-use rpcrdma_proto::v2::verdict::{judge2, judge_call2, Action2, Verdict2};
+use rpcrdma_proto::v2::verdict::{judge2, Action2, Verdict2};
 use rpcrdma_proto::v2::{flags, Error2, Header2, HeaderView2, Htype, RPCRDMA_VERSION_TWO};
 
 use super::*;
@@ -51,16 +51,7 @@ impl Mode {
     }
 }
 
-/// Why a Call is not run: version 1's verdict or version 2's.
-pub(super) enum Refused {
-    V1(Verdict),
-    V2(Verdict2),
-}
-
-fn word(b: &[u8], at: usize) -> Option<u32> {
-    b.get(at..at + 4)
-        .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
-}
+use rpcrdma_proto::xdr::word_at as word;
 
 impl<P: Provider> ServerConn<P> {
     /// The message in receive `idx` on a connection that is not (yet) plain version 1:
@@ -74,7 +65,6 @@ impl<P: Provider> ServerConn<P> {
         // rdma_flags, in version 2 only (version 1 has its read list there).
         let response = vers == Some(RPCRDMA_VERSION_TWO)
             && word(bytes, 16).is_some_and(|f| f & flags::RESPONSE != 0);
-        let msg_without_reads = htype == Some(Htype::Msg.to_u32()) && word(bytes, 24) == Some(0);
         let connprop = htype == Some(Htype::ConnProp.to_u32()) && !response;
         let peer = if connprop {
             HeaderView2::parse(bytes)
@@ -121,13 +111,8 @@ impl<P: Provider> ServerConn<P> {
             // A reply or error about a Call this end made (reverse direction, §3.2).
             return self.on_reverse_reply(idx);
         }
-        // A Call: Short ones (RDMA2_MSG without Read chunks) are answered now, others
-        // pulled first; both judged by version 2's verdict.
-        if msg_without_reads {
-            self.answer_or_defer(idx);
-        } else {
-            self.start_pull(idx);
-        }
+        // A Call: classified once, in version 2 (`on_call_in`).
+        self.on_call_in(idx, Wire::V2)
     }
 
     /// Makes the connection speak version 2 with the peer's properties.
@@ -164,24 +149,11 @@ pub(super) fn judged<'a>(
     bytes: &'a [u8],
     summary: Option<&CallSummary>,
     wire: Wire,
-) -> Result<AcceptedCall<'a>, Refused> {
+) -> Result<AcceptedCall<'a>, Refusal> {
     if let Some(call) = summary.and_then(|s| verdict::resume_call(bytes, s)) {
         return Ok(call);
     }
-    match wire {
-        Wire::V1 => verdict::judge_call(bytes).map_err(Refused::V1),
-        Wire::V2 if word(bytes, 4) != Some(RPCRDMA_VERSION_TWO) => {
-            // Version 1 (or another) on a version 2 connection: ERR_VERS 2..2 (§7.3).
-            Err(Refused::V1(Verdict {
-                action: Action::ErrVers {
-                    low: RPCRDMA_VERSION_TWO,
-                    high: RPCRDMA_VERSION_TWO,
-                },
-                reason: "this connection speaks version 2 ([V2] §7.3)",
-            }))
-        }
-        Wire::V2 => judge_call2(bytes, verdict::Role::Responder, false).map_err(Refused::V2),
-    }
+    rpcrdma_proto::shape::judge_call_in(bytes, wire)
 }
 
 /// The answer to a version 2 message that is not a Call to run (`v`): this end's
