@@ -65,6 +65,7 @@
 #![warn(missing_docs)]
 
 pub mod chunks;
+pub mod emit;
 pub mod error;
 pub mod header;
 pub mod plan;

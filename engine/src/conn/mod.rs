@@ -254,31 +254,6 @@ pub(crate) fn send_payload<'a, P: Provider>(
     }
 }
 
-/// Writes `words` big-endian at the start of `buf` and returns the bytes written. Inlined
-/// with their count known, each is stored
-/// from a register (no wide loads of words just stored on the stack, which would wait for
-/// those stores: store forwarding fails across them).
-#[inline(always)]
-pub(crate) fn put_word_array<const N: usize>(buf: &mut [u8], words: [u32; N]) -> usize {
-    let out = &mut buf[..4 * N];
-    let mut k = 0;
-    while k < N {
-        out[4 * k..4 * k + 4].copy_from_slice(&words[k].to_be_bytes());
-        k += 1;
-    }
-    4 * N
-}
-
-/// Writes `words` big-endian at the start of `buf`; returns the bytes written (the
-/// slice form of [`put_word_array`], for words whose count is not fixed).
-#[inline(always)]
-pub(crate) fn put_words(buf: &mut [u8], words: &[u32]) -> usize {
-    for (k, w) in words.iter().enumerate() {
-        buf[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
-    }
-    4 * words.len()
-}
-
 /// The default [`ConnConfig::inline_sends`]: a Short Call or reply of a few hundred bytes
 /// (a null RPC's are 68 and 52), within what NICs commonly allow inline (rxe: 240 or more,
 /// mlx5: 256 or more; the device's own limit wins).

@@ -53,9 +53,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rpcrdma_proto::chunks::{self, ReturnedForm};
-use rpcrdma_proto::header::{
-    Chunks, RdmaError, ReadSegment, Segment, MIN_HEADER_LEN, RPCRDMA_VERSION,
-};
+use rpcrdma_proto::header::{Chunks, RdmaError, ReadSegment, Segment, MIN_HEADER_LEN};
 use rpcrdma_proto::plan::{self, CallForm, CallShape, DdpItem, Forced, PlanError, Thresholds};
 use rpcrdma_proto::private_data::Role;
 use rpcrdma_proto::rpc::{
@@ -113,10 +111,6 @@ const CALL_HEADER_LEN: usize = AUTH_NONE_CALL_LEN;
 const BARE_MSG_LEN: usize = MIN_HEADER_LEN;
 /// Size of an accepted RPC Reply header with an AUTH_NONE verifier.
 const REPLY_HEADER_LEN: u32 = AUTH_NONE_ACCEPTED_LEN as u32;
-
-/// Where the credential starts in [`short_call_prefix`]'s words (after the procedure
-/// number): a Call with another credential takes the words before it.
-const SHORT_CRED_WORD: usize = 13;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {

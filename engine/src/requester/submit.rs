@@ -5,8 +5,8 @@
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 use super::*;
-use crate::conn::put_words;
 use crate::fabric::stream;
+use rpcrdma_proto::emit;
 
 impl<P: Provider> Client<P> {
     /// Sends a Call if a credit allows (RFC 8166 §3.3.1), choosing its form (§3.5) and
@@ -466,28 +466,24 @@ impl<P: Provider> Client<P> {
         let slot = &mut self.slots[i];
         let credit = self.credits.requested();
         let buf = &mut view::bytes_mut(&mut slot.send)[..send_len];
-        let words = short_call_prefix(xid, credit, call.prog, call.vers, call.proc_num);
-        // Version 2: RDMA2_MSG's prefix — version 2, flags and inv_handle 0 after the first
-        // four words ([V2] §3.2, §3.3) — then version 1's words from the lists on.
-        let (base, from) = if self.wire == Wire::V2 {
-            (put_words(buf, &[xid, Wire::V2.vers(), credit, 0, 0, 0]), 4)
-        } else {
-            (0, 0)
-        };
+        let words = emit::short_call_words(xid, credit, call.prog, call.vers, call.proc_num);
         // AUTH_NONE: every word fixed. Another credential: the words up to the procedure
         // number, then the credential (its length and padded body) and an AUTH_NONE verifier.
-        // (Each branch writes a constant number of words, which the compiler unrolls.)
+        // Version 2: RDMA2_MSG's prefix, then version 1's words from the lists on
+        // (`emit::put_short_words`). (Each branch writes a constant number of words, which
+        // the compiler unrolls.)
         let at = if call.cred.flavor == AUTH_NONE && call.cred.body.is_empty() {
             // Version 1, the usual case: the words handed over by value, so that they are
             // stored from registers (read back from a stack array just written word by word,
             // they stalled the wide loads that copy them: store forwarding fails).
-            if from == 0 {
-                crate::conn::put_word_array(buf, words)
+            if self.wire == Wire::V1 {
+                emit::put_word_array(buf, words)
             } else {
-                base + put_words(&mut buf[base..], &words[from..])
+                emit::put_short_words(buf, &words, self.wire, false)
             }
         } else {
-            let at = base + put_words(&mut buf[base..], &words[from..SHORT_CRED_WORD]);
+            let head = &words[..emit::SHORT_CALL_CRED_WORD];
+            let at = emit::put_short_words(buf, head, self.wire, false);
             let Ok(n) = call.cred.encode(&mut buf[at..]) else {
                 self.spare.put(idx, &mut self.slots[idx as usize]);
                 return Err(SubmitError::Invalid("credential"));
@@ -622,8 +618,8 @@ pub(super) fn put_call_header(buf: &mut [u8], xid: u32, call: &CallArgs<'_>) -> 
         }
         // xid, CALL, RPC version 2, program, version, procedure, then AUTH_NONE credential
         // and verifier, each a flavor and an empty body.
-        let words = [xid, 0, 2, call.prog, call.vers, call.proc_num, 0, 0, 0, 0];
-        return Some(crate::conn::put_word_array(buf, words));
+        let words = emit::call_header_words(xid, call.prog, call.vers, call.proc_num);
+        return Some(emit::put_word_array(buf, words));
     }
     let rpc = CallHeader::new(
         xid,
@@ -667,39 +663,6 @@ pub(super) fn encode_call_header<P: Provider>(
             chunks,
             nomsg,
         ) == Ok(len)
-}
-
-/// The words of a Short Call without chunks before its arguments: RDMA_MSG, version 1, empty
-/// Read list, Write list and Reply chunk (RFC 8166 §4.2, §4.7), then the ONC RPC call header
-/// with AUTH_NONE credential and verifier (RFC 5531 §9). What `Header::msg(..).encode` and
-/// `CallHeader::encode` write for it (tested below).
-#[inline]
-pub(super) fn short_call_prefix(
-    xid: u32,
-    credit: u32,
-    prog: u32,
-    vers: u32,
-    proc_num: u32,
-) -> [u32; 17] {
-    [
-        xid,
-        RPCRDMA_VERSION,
-        credit,
-        0,
-        0,
-        0,
-        0,
-        xid,
-        0,
-        2,
-        prog,
-        vers,
-        proc_num,
-        0,
-        0,
-        0,
-        0,
-    ]
 }
 
 /// The Send of the Call in slot `idx`, numbered and signaled as the send queue's `post`

@@ -7,39 +7,6 @@ use rpcrdma_proto::header::Header;
 use rpcrdma_proto::rpc::{AcceptStat, AuthStat, RejectedReply};
 
 #[test]
-fn short_call_prefix_is_what_the_encoders_write() {
-    for (xid, credit, prog, vers, proc_num) in [
-        (1, 1, 400100, 1, 0),
-        (0xffff_ffff, 32, 7, 3, 99),
-        (0x1234_5678, 0, 0, 0, 0),
-    ] {
-        let mut want = [0u8; BARE_MSG_LEN + CALL_HEADER_LEN];
-        let h = Header::msg(xid, credit, Chunks::default());
-        assert_eq!(h.encode(&mut want), Ok(BARE_MSG_LEN));
-        let rpc = CallHeader::new(
-            xid,
-            prog,
-            vers,
-            proc_num,
-            OpaqueAuth::NONE,
-            OpaqueAuth::NONE,
-        );
-        assert_eq!(rpc.encode(&mut want[BARE_MSG_LEN..]), Ok(CALL_HEADER_LEN));
-        let mut got = [0u8; BARE_MSG_LEN + CALL_HEADER_LEN];
-        for (k, w) in short_call_prefix(xid, credit, prog, vers, proc_num)
-            .iter()
-            .enumerate()
-        {
-            got[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
-        }
-        assert_eq!(got, want);
-    }
-}
-
-/// The call header of a chunked or Long Call, written by `put_call_header`, is what
-/// `CallHeader::encode` writes, with AUTH_NONE and with another credential; a buffer too
-/// short for it gets nothing.
-#[test]
 fn put_call_header_is_what_the_encoder_writes() {
     use super::submit::put_call_header;
     let sys = [0u8, 0, 0, 1, 0, 0, 0, 9, 0xab, 0xcd, 0, 0];

@@ -7,12 +7,11 @@
 #![allow(clippy::needless_range_loop)]
 
 use rpcrdma_proto::chunks::{self, ChunkFill, ResultTarget};
+use rpcrdma_proto::emit::{self, DENIED_REPLY_LEN};
+use rpcrdma_proto::header::MIN_HEADER_LEN;
 use rpcrdma_proto::header::{Chunks, Header, HeaderView, RdmaError, Segment};
-use rpcrdma_proto::header::{MIN_HEADER_LEN, RPCRDMA_VERSION};
 use rpcrdma_proto::plan::{self, ReplyForm};
-use rpcrdma_proto::rpc::{
-    AcceptStat, AuthStat, ReplyHeader, AUTH_NONE_ACCEPTED_LEN, MSG_ACCEPTED, REPLY,
-};
+use rpcrdma_proto::rpc::{AcceptStat, ReplyHeader, AUTH_NONE_ACCEPTED_LEN};
 use rpcrdma_proto::v2::{Error2, Header2, Wire};
 use rpcrdma_proto::verdict;
 use rpcrdma_proto::xdr::pad4;
@@ -68,59 +67,9 @@ pub(super) enum Built {
     Deferred,
 }
 
-/// Bytes of an AUTH_ERROR RPC Reply header: xid, REPLY, MSG_DENIED, AUTH_ERROR and the
-/// auth_stat (RFC 5531 §9).
-pub(super) const SHORT_DENIED_LEN: usize = 20;
-
-/// The words of a Short Reply that refuses the Call's credential: the transport header as
-/// in [`short_reply_prefix`], then MSG_DENIED / AUTH_ERROR with `stat` (RFC 5531 §9). What
-/// `Header::msg(..).encode` and `ReplyHeader::auth_error(..).encode` write for it (tested
-/// below).
-#[inline]
-pub(super) fn short_denied_prefix(xid: u32, grant: u32, stat: AuthStat) -> [u32; 12] {
-    [
-        xid,
-        RPCRDMA_VERSION,
-        grant,
-        0, // RDMA_MSG
-        0,
-        0,
-        0,
-        xid,
-        REPLY,
-        1, // MSG_DENIED
-        1, // AUTH_ERROR
-        stat.0,
-    ]
-}
-
 /// Where the results of a Short Reply without chunks start: the 28-byte RDMA_MSG header of
 /// three empty lists (RFC 8166 §4.7) and the accepted RPC Reply header.
 pub(super) const SHORT_RESULTS_AT: usize = MIN_HEADER_LEN + AUTH_NONE_ACCEPTED_LEN;
-
-/// The words of a Short Reply without chunks before its results: `rdma_xid`, version 1, the
-/// grant, RDMA_MSG and three empty lists (RFC 8166 §4.2, §4.7: the Call had no Write list
-/// and no Reply chunk to echo, §4.3.2), then the accepted RPC Reply header with the AUTH_NONE
-/// verifier and `stat` (RFC 5531 §9, §10.1). What `Header::msg(..).encode` and
-/// `ReplyHeader::accepted(..).encode` write for it (tested below).
-#[inline]
-pub(super) fn short_reply_prefix(xid: u32, grant: u32, stat: AcceptStat) -> [u32; 13] {
-    [
-        xid,
-        RPCRDMA_VERSION,
-        grant,
-        0, // RDMA_MSG
-        0,
-        0,
-        0,
-        xid,
-        REPLY,
-        MSG_ACCEPTED,
-        0, // AUTH_NONE
-        0,
-        stat.code(),
-    ]
-}
 
 /// The Short-reply fast path: answers a Short RDMA_MSG Call without any chunk whose
 /// procedure is registered (RPC version 2), when the largest reply it can make without its
@@ -238,6 +187,7 @@ fn answer_short<P: Provider>(
     run: &mut Run<'_, '_>,
 ) -> Option<Built> {
     let (call, extra) = (how.call, how.extra);
+    let wire = if extra == 0 { Wire::V1 } else { Wire::V2 };
     let results_at = SHORT_RESULTS_AT + extra;
     let c = &sc.call;
     // RFC 5531 §9: another RPC version is answered RPC_MISMATCH by the general path.
@@ -307,17 +257,19 @@ fn answer_short<P: Provider>(
             // header, no results.
             bump(&io.stats.auth_errors, 1);
             io.tally.short_calls += counted;
-            put_prefix(out_head, &short_denied_prefix(sc.xid, at.grant, a), extra);
+            let words = emit::short_denied_words(sc.xid, at.grant, a);
+            emit::put_short_words(out_head, &words, wire, true);
             io.tally.short_replies += 1;
-            return Some(sent(io, MIN_HEADER_LEN + extra + SHORT_DENIED_LEN, how.inv));
+            return Some(sent(io, MIN_HEADER_LEN + extra + DENIED_REPLY_LEN, how.inv));
         }
     };
     io.tally.short_calls += counted;
     if extra == 0 {
-        // Version 1: the words stored from registers (see `put_word_array`).
-        crate::conn::put_word_array(out_head, short_reply_prefix(sc.xid, at.grant, stat));
+        // Version 1: the words stored from registers (see `emit::put_word_array`).
+        emit::put_word_array(out_head, emit::short_reply_words(sc.xid, at.grant, stat));
     } else {
-        put_prefix(out_head, &short_reply_prefix(sc.xid, at.grant, stat), extra);
+        let words = emit::short_reply_words(sc.xid, at.grant, stat);
+        emit::put_short_words(out_head, &words, wire, true);
     }
     io.tally.short_replies += 1;
     // A Short Call has no chunk, so no rkey to invalidate (RFC 8797 §4.1, [V2] §3.3); a
@@ -383,32 +335,6 @@ pub(super) fn refuse_short<P: Provider>(
 ) -> Built {
     io.tally.short_calls += 1;
     refuse(io, ring, call, grant, e)
-}
-
-/// Writes a Short Reply's words (version 1's layout) at the start of `out`; with `extra`
-/// (version 2), RDMA2_MSG's prefix instead — version 2, RPCRDMA2_F_RESPONSE, no
-/// inv_handle — and the words from the lists on 8 bytes further.
-#[inline(always)]
-fn put_prefix(out: &mut [u8], words: &[u32], extra: usize) {
-    let (out, words) = if extra == 0 {
-        (out, words)
-    } else {
-        let v2 = [
-            words[0],
-            Wire::V2.vers(),
-            words[2],
-            0,
-            rpcrdma_proto::v2::flags::RESPONSE,
-            0,
-        ];
-        for (k, w) in v2.iter().enumerate() {
-            out[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
-        }
-        (&mut out[24..], &words[4..])
-    };
-    for (k, w) in words.iter().enumerate() {
-        out[4 * k..4 * k + 4].copy_from_slice(&w.to_be_bytes());
-    }
 }
 
 fn word(b: &[u8], at: usize) -> u32 {

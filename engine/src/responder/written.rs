@@ -9,18 +9,18 @@
 //! `responder/tests.rs`).
 
 use rpcrdma_proto::chunks::{self, ChunkFill};
-use rpcrdma_proto::header::{Proc, RPCRDMA_VERSION};
 use rpcrdma_proto::rpc::{AcceptStat, AUTH_NONE_ACCEPTED_LEN};
 use rpcrdma_proto::v2::{Error2, Wire};
 use rpcrdma_proto::verdict::WriteCall;
 
-use super::reply::{self, Built, MAX_SEGMENTS, MAX_WRITE_CHUNKS, SHORT_DENIED_LEN};
+use super::reply::{self, Built, MAX_SEGMENTS, MAX_WRITE_CHUNKS};
 use super::{run_handler, Answering, Io, Run};
 use crate::conn::view;
 use crate::dispatch::{Lookup, Outcome, Request};
 use crate::fabric::Provider;
 use crate::pool::Buf;
 use crate::stats::bump;
+use rpcrdma_proto::emit::{self, DENIED_REPLY_LEN};
 
 /// Where the echoed Write list starts in the Reply header: after `rdma_xid`, `rdma_vers`,
 /// `rdma_credit`, `rdma_proc` and the empty Read list's zero.
@@ -110,8 +110,8 @@ pub(super) fn answer<P: Provider>(
         Outcome::AuthError(a) => {
             bump(&io.stats.auth_errors, 1);
             // MSG_DENIED / AUTH_ERROR: five words, no results (RFC 5531 §9).
-            let [.., x, r, d, e, st] = reply::short_denied_prefix(wc.xid, at.grant, a);
-            ([x, r, d, e, st, 0], 5, hlen + SHORT_DENIED_LEN, 0)
+            let [.., x, r, d, e, st] = emit::short_denied_words(wc.xid, at.grant, a);
+            ([x, r, d, e, st, 0], 5, hlen + DENIED_REPLY_LEN, 0)
         }
     };
     // Each DDP-eligible result into its chunk, in order (§4.3.2.1): its length word stays
@@ -150,15 +150,14 @@ pub(super) fn answer<P: Provider>(
     // list, the Write list echoed, and the absent Reply chunk (§4.2, §4.3.2.2).
     let out = view::bytes_mut(ring);
     let list_end = hlen - 8;
-    let head = [wc.xid, RPCRDMA_VERSION, at.grant, Proc::Msg.to_u32(), 0];
-    crate::conn::put_word_array(out, head);
+    emit::put_word_array(out, emit::msg_reply_head(wc.xid, at.grant));
     if chunks::echo_write_list(wc.writes, &written[..n_chunks], &mut out[LIST_AT..list_end])
         != Some(list_end - LIST_AT)
     {
         return Some(Built::Fatal);
     }
     out[list_end..hlen].fill(0);
-    crate::conn::put_words(&mut out[hlen..], &rpc[..rpc_words]);
+    emit::put_words(&mut out[hlen..], &rpc[..rpc_words]);
     io.tally.short_calls += 1;
     io.tally.short_replies += 1;
     // RFC 8797 §4.1: the Call's first handle, its first Write chunk's first segment.
@@ -178,6 +177,6 @@ pub(super) fn answer<P: Provider>(
 /// The accepted RPC Reply header with the AUTH_NONE verifier and `stat` (RFC 5531 §9,
 /// §10.1), as words: the end of a Short Reply's prefix.
 fn accepted(xid: u32, stat: AcceptStat) -> [u32; 6] {
-    let [.., x, r, m, flavor, len, st] = reply::short_reply_prefix(xid, 0, stat);
+    let [.., x, r, m, flavor, len, st] = emit::short_reply_words(xid, 0, stat);
     [x, r, m, flavor, len, st]
 }

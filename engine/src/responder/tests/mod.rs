@@ -14,7 +14,7 @@ use super::*;
 use crate::dispatch::ProcSpec;
 use crate::fabric::soft::Soft;
 use rpcrdma_proto::header::{Chunks, Header};
-use rpcrdma_proto::rpc::{AcceptStat, AuthStat, OpaqueAuth, AUTH_SYS};
+use rpcrdma_proto::rpc::{AuthStat, OpaqueAuth, AUTH_SYS};
 
 const PROG: u32 = 0x2000_0042;
 /// Results as the arguments ask: word 0 the outcome (0 SUCCESS, 1 GARBAGE_ARGS,
