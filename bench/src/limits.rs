@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::Instant;
 
-use rpcrdma_engine::fabric::stream;
+use rpcrdma_engine::fabric::reader_copies;
 
 /// The median time, in nanoseconds, to copy `size` bytes that another core just wrote:
 /// a thread pinned to `cores.1` writes the source buffer, then a thread pinned to
@@ -44,7 +44,7 @@ pub fn cross_core_copy_ns(size: usize, iters: usize, cores: Option<(usize, usize
 /// read: a thread pinned to `cores.1` reads a byte of every cache line of the destination,
 /// then a thread pinned to `cores.0` fills its own source (not timed) and copies it into
 /// the destination (timed) as the soft fabric places an RDMA Write
-/// (`fabric::stream::copy_to_reader`: streaming stores from 24 KiB), `iters` times after a
+/// (`fabric::reader_copies::copy_to_reader`: streaming stores from 24 KiB), `iters` times after a
 /// few rounds of warm-up. `None` for a size of 0.
 pub fn copy_to_reader_ns(size: usize, iters: usize, cores: Option<(usize, usize)>) -> Option<u64> {
     let mut src = vec![0u8; size];
@@ -59,7 +59,7 @@ pub fn copy_to_reader_ns(size: usize, iters: usize, cores: Option<(usize, usize)
         move |shared, i| {
             src.fill(i as u8);
             let t = Instant::now();
-            stream::copy_to_reader(shared, &src);
+            reader_copies::copy_to_reader(shared, &src);
             t.elapsed().as_nanos() as u64
         },
     )

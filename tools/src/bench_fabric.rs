@@ -14,8 +14,7 @@ use rpcrdma_engine::fabric::verbs::VerbsEnv;
 use rpcrdma_engine::fabric::Provider;
 use serde_json::json;
 
-use crate::conformance::Which;
-use crate::open_device::open_verbs;
+use crate::provider::{open_verbs, ProviderChoice};
 
 /// The operation to measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -42,8 +41,8 @@ impl From<OpArg> for Op {
 #[derive(ClapArgs, Debug)]
 pub struct Args {
     /// The provider to measure.
-    #[arg(long, value_enum, default_value_t = Which::Soft)]
-    provider: Which,
+    #[arg(long, value_enum, default_value_t = ProviderChoice::Soft)]
+    provider: ProviderChoice,
     /// The operation.
     #[arg(long, value_enum, default_value_t = OpArg::Send)]
     op: OpArg,
@@ -81,8 +80,8 @@ pub fn run(args: &Args) -> ExitCode {
         return ExitCode::from(2);
     }
     match args.provider {
-        Which::Soft => sweep(&SoftEnv::direct(), args),
-        Which::Verbs => match open_verbs(args.device.as_deref()) {
+        ProviderChoice::Soft => sweep(&SoftEnv::direct(), args),
+        ProviderChoice::Verbs => match open_verbs(args.device.as_deref()) {
             Ok(device) => sweep(
                 &VerbsEnv::new(device, args.addr, Duration::from_secs(10)),
                 args,

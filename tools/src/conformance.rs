@@ -9,29 +9,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use clap::{Args as ClapArgs, ValueEnum};
+use clap::Args as ClapArgs;
 use rpcrdma_engine::fabric::conformance::{self, Env, Report};
 use rpcrdma_engine::fabric::soft::{Soft, SoftAddr, SoftEnv};
 use rpcrdma_engine::fabric::verbs::{Verbs, VerbsEnv};
 use rpcrdma_engine::fabric::{Device, Provider};
 
-use crate::open_device::open_verbs;
-
-/// Which provider to test.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Which {
-    /// The software provider (shared memory, Unix-socket connection setup).
-    Soft,
-    /// libibverbs + librdmacm: a NIC or soft-RoCE.
-    Verbs,
-}
+use crate::provider::{open_verbs, ProviderChoice};
 
 /// Arguments of `rpcrdma conformance`.
 #[derive(ClapArgs, Debug)]
 pub struct Args {
     /// The provider under test.
-    #[arg(long, value_enum, default_value_t = Which::Soft)]
-    provider: Which,
+    #[arg(long, value_enum, default_value_t = ProviderChoice::Soft)]
+    provider: ProviderChoice,
     /// The RDMA device (verbs; default: the first one).
     #[arg(long)]
     device: Option<String>,
@@ -51,12 +42,12 @@ pub struct Args {
 pub fn run(args: &Args) -> ExitCode {
     let timeout = Duration::from_secs(args.timeout.max(1));
     let reports = match args.provider {
-        Which::Soft => {
+        ProviderChoice::Soft => {
             let env = SoftEnv::sockets();
             let split_addr = SoftAddr::unique("rpcrdma-conformance-split");
             suite::<Soft, _>(&env, split_addr, &args.filter, timeout)
         }
-        Which::Verbs => {
+        ProviderChoice::Verbs => {
             let device = match open_verbs(args.device.as_deref()) {
                 Ok(d) => d,
                 Err(e) => {

@@ -4,7 +4,8 @@
 //! shows everything before the break; fields the input cannot hold are `null`.
 
 use crate::hex;
-use rpcrdma_proto::header::{Proc, ReadList, Segment, Segments, WriteList, RPCRDMA_VERSION};
+use crate::render::{read_list_json, role_json, segments_json};
+use rpcrdma_proto::header::{Proc, ReadList, Segments, WriteList, RPCRDMA_VERSION};
 use rpcrdma_proto::private_data;
 use rpcrdma_proto::rpc::RpcMessage;
 use rpcrdma_proto::verdict::{judge, Role};
@@ -118,36 +119,6 @@ fn read_input(args: &Args) -> Result<(Vec<u8>, bool), String> {
     hex::decode(&text)
         .map(|b| (b, false))
         .map_err(|e| e.to_string())
-}
-
-fn segment_json(s: &Segment) -> Value {
-    json!({"handle": s.handle, "length": s.length, "offset": s.offset})
-}
-
-/// The receiving side's name.
-pub fn role_json(role: Role) -> Value {
-    json!(match role {
-        Role::Responder => "responder",
-        Role::Requester => "requester",
-    })
-}
-
-/// A read list as `[{position, handle, length, offset}]`.
-pub fn read_list_json(reads: ReadList<'_>) -> Value {
-    Value::Array(
-        reads
-            .iter()
-            .map(|s| {
-                json!({"position": s.position, "handle": s.segment.handle,
-                       "length": s.segment.length, "offset": s.segment.offset})
-            })
-            .collect(),
-    )
-}
-
-/// A chunk's segments as `[{handle, length, offset}]`.
-pub fn segments_json(c: Segments<'_>) -> Value {
-    Value::Array(c.iter().map(|s| segment_json(&s)).collect())
 }
 
 /// Describes an RPC-over-RDMA message as a version 1 receiver sees it.

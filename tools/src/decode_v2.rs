@@ -4,7 +4,7 @@
 //! `flags`, `inv_handle`, `properties` (`[{"id", "name", "value"}]`) and the error's own
 //! fields. Fields the message cannot hold are `null`.
 
-use crate::decode::{read_list_json, segments_json};
+use crate::render::{read_list_json, role_json, segments_json};
 use rpcrdma_proto::v2::props::{Property, Props};
 use rpcrdma_proto::v2::verdict::{judge2, Action2};
 use rpcrdma_proto::v2::{Error2, HeaderView2, Htype, View2Body};
@@ -139,7 +139,7 @@ pub fn describe(buf: &[u8], role: Role) -> Value {
         o.insert(k.into(), val);
     }
     o.insert("length".into(), json!(buf.len()));
-    o.insert("role".into(), crate::decode::role_json(role));
+    o.insert("role".into(), role_json(role));
     let v = judge2(buf, role, false);
     o.insert("verdict".into(), json!(v.action.name()));
     let reply_error = match v.action {

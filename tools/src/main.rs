@@ -25,7 +25,7 @@ mod decode_v2;
 mod demo;
 mod devices;
 mod hex;
-mod open_device;
+mod provider;
 mod render;
 mod report_cli;
 mod rpc_cli;

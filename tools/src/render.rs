@@ -1,7 +1,10 @@
-//! JSON renderings of decoded protocol values for `rpcrdma decode`.
+//! JSON renderings of decoded protocol values for `rpcrdma decode`: RPC messages, private
+//! data, and the pieces versions 1 and 2 share (chunk lists, segments, the receiving side).
 
+use rpcrdma_proto::header::{ReadList, Segment, Segments};
 use rpcrdma_proto::private_data::{self, Parsed, PrivateData};
 use rpcrdma_proto::rpc::{self, AcceptStat, OpaqueAuth, RejectedReply, ReplyBody, RpcMessage};
+use rpcrdma_proto::verdict::Role;
 use serde_json::{json, Value};
 
 /// Renders RFC 8797 private data and what a peer would behave as after receiving it.
@@ -136,4 +139,34 @@ pub fn message_json(m: &RpcMessage<'_>, header_len: usize) -> Value {
             v
         }
     }
+}
+
+fn segment_json(s: &Segment) -> Value {
+    json!({"handle": s.handle, "length": s.length, "offset": s.offset})
+}
+
+/// The receiving side's name.
+pub fn role_json(role: Role) -> Value {
+    json!(match role {
+        Role::Responder => "responder",
+        Role::Requester => "requester",
+    })
+}
+
+/// A read list as `[{position, handle, length, offset}]`.
+pub fn read_list_json(reads: ReadList<'_>) -> Value {
+    Value::Array(
+        reads
+            .iter()
+            .map(|s| {
+                json!({"position": s.position, "handle": s.segment.handle,
+                       "length": s.segment.length, "offset": s.segment.offset})
+            })
+            .collect(),
+    )
+}
+
+/// A chunk's segments as `[{handle, length, offset}]`.
+pub fn segments_json(c: Segments<'_>) -> Value {
+    Value::Array(c.iter().map(|s| segment_json(&s)).collect())
 }

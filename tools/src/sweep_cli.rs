@@ -8,28 +8,17 @@ use std::process::ExitCode;
 use std::str::FromStr;
 use std::time::Duration;
 
-use clap::{Args as ClapArgs, ValueEnum};
+use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rpcrdma_bench::axes::{self, Axes, AxisError, RemoteInvalidation};
 use rpcrdma_bench::crossover::{crossovers, recommended_threshold, Crossover};
 use rpcrdma_bench::point::{Point, PointConfig};
 use rpcrdma_bench::sweep::{self, Settings, Step, Target};
 use rpcrdma_bench::{plot, report};
-use rpcrdma_engine::fabric::soft::Soft;
-use rpcrdma_engine::fabric::verbs::Verbs;
 use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::responder::ServerConn;
 
-use crate::open_device::open_verbs;
-
-/// The fabric provider.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Which {
-    /// RDMA over shared memory, in this machine.
-    Soft,
-    /// libibverbs and librdmacm: a NIC or soft-RoCE.
-    Verbs,
-}
+use crate::provider::{on_provider, ProviderChoice};
 
 /// `rpcrdma sweep`: every combination of the axes, each a list (`a,b,c`) or a range
 /// (`LOW..HIGH` doubling, `LOW..HIGH:xF`).
@@ -101,8 +90,8 @@ pub struct Args {
     #[arg(long, default_value_t = rpcrdma_engine::conn::DEFAULT_ACK_TIMEOUT, value_parser = clap::value_parser!(u8).range(0..=i64::from(rpcrdma_engine::conn::MAX_ACK_TIMEOUT)))]
     ack_timeout: u8,
     /// The fabric.
-    #[arg(long, value_enum, default_value_t = Which::Soft)]
-    provider: Which,
+    #[arg(long, value_enum, default_value_t = ProviderChoice::Soft)]
+    provider: ProviderChoice,
     /// The verbs device (default: the first).
     #[arg(long)]
     device: Option<String>,
@@ -156,10 +145,7 @@ impl Args {
             });
         }
         Ok(Axes {
-            provider: match self.provider {
-                Which::Soft => "soft".into(),
-                Which::Verbs => "verbs".into(),
-            },
+            provider: self.provider.name().into(),
             ops: axes::parse_ops(&self.op)?,
             sizes,
             inline: u32s("inline", &self.inline)?,
@@ -312,14 +298,9 @@ pub fn run(args: &Args) -> ExitCode {
             "sweep: note: at --depth {depth} with --credits {credits}, a connection has at most {credits} Calls in flight (one credit each, RFC 8166 §3.3.1): those points measure depth {credits}"
         );
     }
-    match args.provider {
-        Which::Soft => run_on::<Soft>(args, &points, plot, "@rpcrdma-sweep", &|| {
-            Soft::open_device(None).map_err(|e| e.to_string())
-        }),
-        Which::Verbs => run_on::<Verbs>(args, &points, plot, "0.0.0.0:20100", &|| {
-            open_verbs(args.device.as_deref())
-        }),
-    }
+    on_provider!(args.provider, args.device.as_deref(), |P, open| {
+        run_on::<P>(args, &points, plot, &open)
+    })
 }
 
 /// `rpcrdma sweep` on provider `P`: the output files opened, every point run under a
@@ -329,7 +310,6 @@ fn run_on<P: Provider>(
     args: &Args,
     points: &[PointConfig],
     plot: Option<(&Path, plot::Format)>,
-    default_listen: &str,
     open: &(dyn Fn() -> Result<P::Device, String> + Sync),
 ) -> ExitCode
 where
@@ -338,7 +318,7 @@ where
     ServerConn<P>: Send,
 {
     let settings = settings(args);
-    let target = target::<P>(args, default_listen);
+    let target = target(args);
     let json_stdout = args.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
     let out = Out {
         to_stderr: json_stdout,
@@ -388,13 +368,14 @@ fn settings(args: &Args) -> Settings {
 }
 
 /// The server measured: `--connect`'s, or one in this process at `--listen` (by default
-/// `default_listen`, on soft with this process's id after it).
-fn target<P: Provider>(args: &Args, default_listen: &str) -> Target {
+/// `@rpcrdma-sweep.PID` on soft, this process's id keeping sweeps apart, and port 20100 on
+/// verbs).
+fn target(args: &Args) -> Target {
     match &args.connect {
         Some(a) => Target::Connect(a.clone()),
-        None => Target::InProcess(args.listen.clone().unwrap_or_else(|| match P::NAME {
-            "soft" => format!("{default_listen}.{}", std::process::id()),
-            _ => default_listen.to_string(),
+        None => Target::InProcess(args.listen.clone().unwrap_or_else(|| {
+            let soft_name = format!("rpcrdma-sweep.{}", std::process::id());
+            args.provider.local_addr(&soft_name, 20100)
         })),
     }
 }

@@ -67,7 +67,7 @@
 
 mod buf;
 pub mod loan;
-mod ret;
+mod return_list;
 pub mod share;
 pub mod srq;
 #[cfg(test)]
@@ -89,7 +89,7 @@ use crate::fabric::{
 };
 // The pool's counters are written by its owner only: `bump` (plain loads and stores).
 use crate::stats::bump;
-use ret::{ReturnList, END};
+use return_list::{ReturnList, END};
 
 pub use buf::{Buf, Lease, ReturnPath};
 

@@ -12,7 +12,7 @@
 //!
 //! Each class is a list of chunks, each chunk one registered region carved into buffers of
 //! the class's size, whose free buffers sit on a lock-free stack (the pools' return list with
-//! a tagged head, `ret.rs`): taking a buffer is one CAS, giving it back (dropping its
+//! a tagged head, `return_list.rs`): taking a buffer is one CAS, giving it back (dropping its
 //! [`Buf`]) is one CAS. A class grows by a chunk when a taker finds every chunk empty; growth
 //! registers memory (a system call and a lock, the only ones here), bounded for the bulk
 //! classes by [`ShareConfig::bulk_limit`]. Memory once registered stays registered for the

@@ -67,19 +67,22 @@
 //!
 //! # Layout
 //!
-//! The Read side is in `read` ([`ReadPlan`], its limits and summary, and the reassembly) and
-//! `pieces` ([`Piece`], [`Pieces`]); the Responder's Write chunks and Reply chunk in `write`;
+//! The Read side is in `read` ([`ReadPlan`], its limits and summary, and the reassembly),
+//! `pieces` ([`Piece`], [`Pieces`]) and, below both, `read_chunk` ([`ReadChunk`] and the scan
+//! that finds one); the Responder's Write chunks and Reply chunk in `write`;
 //! the Requester's checks of a Reply in `returned`; [`ChunkError`] in `error`.
 
 mod error;
 mod pieces;
 mod read;
+mod read_chunk;
 mod returned;
 mod write;
 
 pub use error::{ChunkError, ChunkErrorClass};
 pub use pieces::{Piece, Pieces};
-pub use read::{PlanSummary, ReadChunk, ReadLimits, ReadPlan, ReassembleError};
+pub use read::{PlanSummary, ReadLimits, ReadPlan, ReassembleError};
+pub use read_chunk::ReadChunk;
 pub use returned::{
     check_returned, check_returned_reply, check_returned_write_list, ReturnedChunk, ReturnedError,
     ReturnedForm, ReturnedList,

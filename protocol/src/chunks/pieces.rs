@@ -2,12 +2,12 @@
 //! stream and Read chunks with their XDR pads (RFC 8166 §3.4.4.4, §3.4.5.2), and the iterator
 //! that lays them out.
 
-use super::read::{scan, ReadChunk};
+use super::read_chunk::{scan, ReadChunk};
 use crate::header::ReadList;
 use core::ops::Range;
 
 #[cfg(doc)]
-use super::read::ReadPlan;
+use super::ReadPlan;
 
 /// A piece of the unreduced Payload stream, in stream order.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -5,12 +5,11 @@ use super::*;
 
 /// Runs `rpcrdma bench rpc`.
 pub fn bench(args: &BenchArgs) -> ExitCode {
-    match args.conn.provider {
-        Which::Soft => {
-            bench_on::<Soft>(args, || Soft::open_device(None).map_err(|e| e.to_string()))
-        }
-        Which::Verbs => bench_on::<Verbs>(args, || open_verbs(args.conn.device.as_deref())),
-    }
+    on_provider!(
+        args.conn.provider,
+        args.conn.device.as_deref(),
+        |P, open| bench_on::<P>(args, open)
+    )
 }
 
 /// What one workload's run measured, for the report.

@@ -8,17 +8,17 @@ pub fn call(args: &CallArgs) -> ExitCode {
     let addr = args
         .connect
         .clone()
-        .unwrap_or_else(|| args.conn.default_addr().to_string());
-    match args.conn.provider {
-        Which::Soft => match Soft::open_device(None) {
-            Ok(d) => call_on::<Soft>(&d, &addr, args),
-            Err(e) => fail("soft fabric", e),
-        },
-        Which::Verbs => match open_verbs(args.conn.device.as_deref()) {
-            Ok(d) => call_on::<Verbs>(&d, &addr, args),
-            Err(e) => fail("verbs", e),
-        },
-    }
+        .unwrap_or_else(|| args.conn.default_addr());
+    on_provider!(
+        args.conn.provider,
+        args.conn.device.as_deref(),
+        |P, open| {
+            match open() {
+                Ok(d) => call_on::<P>(&d, &addr, args),
+                Err(e) => fail("call", e),
+            }
+        }
+    )
 }
 
 fn call_on<P: Provider>(device: &P::Device, addr: &str, args: &CallArgs) -> ExitCode

@@ -27,7 +27,6 @@ use rpcrdma_bench::ring::{null_ring, Bracket, RingLimit};
 use rpcrdma_bench::rpc::{LoadConfig, Prepared, Workload};
 use rpcrdma_engine::conn::{ConnConfig, ConnError, Registration, RetransmitPolicy, Version};
 use rpcrdma_engine::fabric::soft::Soft;
-use rpcrdma_engine::fabric::verbs::Verbs;
 use rpcrdma_engine::fabric::{bench as fabric_bench, ConnectError, Device, Provider};
 use rpcrdma_engine::program;
 use rpcrdma_engine::requester::Client;
@@ -37,15 +36,14 @@ use rpcrdma_engine::worker::{WorkerConfig, WorkerStats, Workers};
 use serde_json::{json, Value};
 
 use crate::callbacks::Callbacks;
-use crate::conformance::Which;
-use crate::open_device::open_verbs;
+use crate::provider::{on_provider, ProviderChoice};
 
 /// Connection settings shared by the three commands.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct ConnOpts {
     /// The fabric.
-    #[arg(long, value_enum, default_value_t = Which::Soft)]
-    provider: Which,
+    #[arg(long, value_enum, default_value_t = ProviderChoice::Soft)]
+    provider: ProviderChoice,
     /// The RDMA device (verbs; default: the first one).
     #[arg(long)]
     device: Option<String>,
@@ -182,11 +180,9 @@ impl ConnOpts {
         }
     }
 
-    fn default_addr(&self) -> &'static str {
-        match self.provider {
-            Which::Soft => "@rpcrdma",
-            Which::Verbs => "0.0.0.0:20049",
-        }
+    /// Where `serve` listens and `call` connects without `--listen` / `--connect`.
+    fn default_addr(&self) -> String {
+        self.provider.local_addr("rpcrdma", 20049)
     }
 }
 

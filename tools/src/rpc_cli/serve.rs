@@ -8,17 +8,17 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
     let addr = args
         .listen
         .clone()
-        .unwrap_or_else(|| args.conn.default_addr().to_string());
-    match args.conn.provider {
-        Which::Soft => match Soft::open_device(None) {
-            Ok(d) => serve_on::<Soft>(d, &addr, args),
-            Err(e) => fail("soft fabric", e),
-        },
-        Which::Verbs => match open_verbs(args.conn.device.as_deref()) {
-            Ok(d) => serve_on::<Verbs>(d, &addr, args),
-            Err(e) => fail("verbs", e),
-        },
-    }
+        .unwrap_or_else(|| args.conn.default_addr());
+    on_provider!(
+        args.conn.provider,
+        args.conn.device.as_deref(),
+        |P, open| {
+            match open() {
+                Ok(d) => serve_on::<P>(d, &addr, args),
+                Err(e) => fail("serve", e),
+            }
+        }
+    )
 }
 
 /// `rpcrdma serve` on provider `P`: the server listening at `addr` on `device`, its

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::qp::QpShared;
+use super::peer::QpShared;
 use crate::fabric::WcStatus;
 
 /// How long completions stay invisible to polling.

@@ -148,6 +148,7 @@ mod conn;
 mod cq;
 mod faults;
 mod mem;
+mod peer;
 mod qp;
 mod rq;
 mod srq;

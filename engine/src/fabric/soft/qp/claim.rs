@@ -7,8 +7,8 @@
 
 use std::sync::atomic::Ordering;
 
-use super::peer::PeerLink;
 use super::SoftQp;
+use crate::fabric::soft::peer::PeerLink;
 use crate::fabric::soft::rq::{Claimed, S_RTS};
 use crate::fabric::soft::Soft;
 use crate::fabric::{SendOp, SendWr, WcStatus};

@@ -5,11 +5,11 @@
 use std::cell::Cell;
 use std::mem::MaybeUninit;
 
+use crate::fabric::reader_copies::{copy_to_peer, STREAM_MIN_SEND};
 use crate::fabric::soft::arena::{ArenaView, RegionMemo};
 use crate::fabric::soft::rq::Claimed;
 use crate::fabric::soft::sys::copy_bytes;
 use crate::fabric::soft::MAX_SGE;
-use crate::fabric::stream::{copy_to_peer, STREAM_MIN_SEND};
 use crate::fabric::{Access, Sge};
 
 /// Scatter-gather elements resolved to addresses; only the first `n` entries are set (no
@@ -63,7 +63,7 @@ pub(super) fn place(src: &Segs, d: Sge, arena: &ArenaView, memo: &Cell<RegionMem
 /// Copies the gathered `src` to `dst` in the peer's memory, its segments laid end to end,
 /// as a NIC's DMA would place them: a payload of at least `MIN` bytes (`STREAM_MIN` for an
 /// RDMA Write, `STREAM_MIN_SEND` for a Send) streamed past this core's cache
-/// (`fabric::stream`), out of line so that a small message's copy stays in line.
+/// (`fabric::reader_copies`), out of line so that a small message's copy stays in line.
 ///
 /// # Safety
 ///

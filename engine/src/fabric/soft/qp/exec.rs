@@ -7,15 +7,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::copy::{copy_gathered, place, scatter, Segs};
-use super::peer::PeerLink;
 use super::post::Outcome;
 use super::SoftQp;
+use crate::fabric::reader_copies::STREAM_MIN;
 use crate::fabric::soft::arena::BindReq;
 use crate::fabric::soft::cq::Cqe0;
+use crate::fabric::soft::peer::PeerLink;
 use crate::fabric::soft::rq::{S_RTR, S_RTS};
 use crate::fabric::soft::sys::copy_bytes;
 use crate::fabric::soft::{Soft, MAX_MSG_SZ};
-use crate::fabric::stream::STREAM_MIN;
 use crate::fabric::{Access, MwBind, Payload, RemoteAddr, SendWr, WcOpcode, WcStatus};
 
 impl SoftQp {

@@ -13,13 +13,13 @@
 //! The queue pair type, its creation and connection, and the [`QueuePair`] interface are
 //! here; posting and completing a send request is in `post`, executing one (Send, RDMA
 //! Write and Read, window bind) in `exec`, claiming the peer's receives and completion slots
-//! in `claim`, posting receives in `recv`, the gather lists and copies in `copy`, and what
-//! is shared with the peer and the watchdog thread in `peer`.
+//! in `claim`, posting receives in `recv`, and the gather lists and copies in `copy`. What
+//! a queue pair shares with its peer, its watchdog thread and its fault handle is the soft
+//! provider's `peer`, a floor below both this module and `faults`.
 
 mod claim;
 mod copy;
 mod exec;
-mod peer;
 mod post;
 mod recv;
 
@@ -30,12 +30,11 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
 use self::claim::Pre;
-use self::peer::watchdog;
-pub(crate) use self::peer::{PeerLink, QpShared};
 use super::arena::{Domain, RegionMemo};
 use super::cq::CqLocal;
 use super::faults::Faults;
 use super::mem::SoftPd;
+use super::peer::{watchdog, PeerLink, QpShared};
 use super::rq::{state_of, QpMem, S_ERR, S_INIT, S_RTR, S_RTS};
 use super::srq::SrqMem;
 use super::{Soft, MAX_INLINE, MAX_QP_WR, MAX_SGE};

@@ -1,8 +1,11 @@
 //! What a queue pair shares beyond itself: [`PeerLink`], its views of the connected peer's
-//! queue pair memory, arena, receive completion queue and shared receive queue, if any; [`QpShared`], the part its
-//! watchdog thread and fault handle hold; and the watchdog, which moves the queue pair to
-//! the error state when the connection's socket closes (the peer went away, as with
-//! rdma_cm's DREQ).
+//! queue pair memory, arena, receive completion queue and shared receive queue, if any;
+//! [`QpShared`], the part its watchdog thread and fault handle hold; and the watchdog, which
+//! moves the queue pair to the error state when the connection's socket closes (the peer
+//! went away, as with rdma_cm's DREQ).
+//!
+//! It sits below both the queue pair (`qp`) and the fault handle (`faults`), which each hold
+//! a [`QpShared`], so that neither imports the other.
 
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
