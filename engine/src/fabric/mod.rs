@@ -60,10 +60,6 @@ pub mod error;
 pub mod reader_copies;
 #[allow(unsafe_code)]
 pub mod soft;
-// The old name of `reader_copies`, for code that still names it (the requester's submit
-// path) and code outside the crate; not shown in the documentation.
-#[doc(hidden)]
-pub use reader_copies as stream;
 #[cfg(feature = "verbs")]
 #[allow(unsafe_code)]
 pub mod verbs;

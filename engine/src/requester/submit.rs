@@ -5,7 +5,7 @@
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 use super::*;
-use crate::fabric::stream;
+use crate::fabric::reader_copies;
 use rpcrdma_proto::emit;
 
 impl<P: Provider> Client<P> {
@@ -48,7 +48,7 @@ impl<P: Provider> Client<P> {
             if let Some(b) = bulk {
                 if wire {
                     // Bytes the server will read, not this core: streamed when large.
-                    stream::copy_for_wire(dst, b);
+                    reader_copies::copy_for_wire(dst, b);
                 } else {
                     dst.copy_from_slice(b);
                 }
@@ -269,7 +269,7 @@ impl<P: Provider> Client<P> {
             if plan.form == CallForm::Long {
                 // A Long Call's arguments are bytes the server will read (its RDMA Read of
                 // the position-zero chunk), not this core: streamed when large.
-                stream::copy_call_for_wire(&mut s[call_header_len..args_end], call.args);
+                reader_copies::copy_call_for_wire(&mut s[call_header_len..args_end], call.args);
             } else {
                 s[call_header_len..args_end].copy_from_slice(call.args);
             }
