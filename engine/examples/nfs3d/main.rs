@@ -95,11 +95,14 @@ fn on_memory_fs(dir: &std::path::Path) -> bool {
 }
 
 /// nfs3d: an NFS version 3 server over RPC-over-RDMA (RFC 1813, RFC 8166, RFC 8267), on
-/// the rpcrdma engine. Runs as root: every Call runs as its caller.
+/// the rpcrdma engine, with MOUNT v3 over TCP and rpcbind registration beside it. Runs as
+/// root: every Call runs as its caller.
 #[derive(Parser, Debug)]
 // `--version` is the RPC-over-RDMA version served: clap's own version flag, which would
-// take the same name (a duplicate its debug builds refuse at start), is off.
-#[command(name = "nfs3d", version, about, long_about = None, disable_version_flag = true)]
+// take the same name (a duplicate its debug builds refuse at start), is off. The help's
+// introduction is the doc comment above (a bare `about` would take the engine crate's
+// description from Cargo.toml).
+#[command(name = "nfs3d", version, long_about = None, disable_version_flag = true)]
 struct Cli {
     /// The directory to export.
     #[arg(long)]
