@@ -252,6 +252,8 @@ fn percentiles(mut lat: Vec<u64>) -> String {
     )
 }
 
+/// Probes the server as the command line asks (see the module's doc): `--conns`, one of
+/// the benchmarks, or the checks; the failed checks' count.
 fn run(cli: &Cli) -> Result<usize, String> {
     let mut body = [0u8; 64];
     let n = auth_sys(&mut body);
@@ -266,303 +268,23 @@ fn run(cli: &Cli) -> Result<usize, String> {
     if let Some(n) = cli.conns {
         return run_conns(cli, cred, &device, &addr, n as usize);
     }
-    // The Linux server sends about 4 KB inline whatever a client advertises: receive 4 KB.
-    let cfg = ConnConfig {
-        send_size: 4096,
-        recv_size: 4096,
-        credits: 32,
-        initial_grant: 32,
-        bulk_size: (1 << 20) + 65536,
-        version: cli.version,
-        ..ConnConfig::default()
-    };
-    let mut c = Client::<Verbs>::connect(&device, &addr, cfg).map_err(|e| e.to_string())?;
-    let s = c.snapshot();
-    println!(
-        "nfs3probe: RPC-over-RDMA version {} (asked {}; openings sent {}, fallbacks {})",
-        c.negotiation().wire().number(),
-        cli.version.name(),
-        s.connprops_sent,
-        s.version_fallbacks
-    );
-    let mut checks = Checks { failed: 0 };
-    let null = |cred| {
-        let mut a = CallArgs::new(NFS, V3, 0, &[], 0);
-        a.cred = cred;
-        a
-    };
+    let mut c = connect(cli, &device, &addr)?;
     if let Some(n) = cli.null_bench {
-        let lat = time_calls(n, || nfs(&mut c, null(cred), |r| r.is_success()))?;
+        let lat = time_calls(n, || nfs(&mut c, null_args(cred), |r| r.is_success()))?;
         println!("{{\"null_rtt_ns\":{}}}", percentiles(lat));
         c.disconnect();
         return Ok(0);
     }
     let root = mount(cli, cred)?;
-    let fh_args = xdr(|w| w.put_opaque_var(&root, 64));
-    if let Some(n) = cli.getattr_bench {
-        let lat = time_calls(n, || {
-            let mut a = CallArgs::new(NFS, V3, GETATTR, &fh_args, 256);
-            a.cred = cred;
-            nfs(&mut c, a, |r| status(r.results).0 == 0)
-        })?;
-        println!("{{\"getattr_rtt_ns\":{}}}", percentiles(lat));
+    if bench_mounted(cli, &mut c, cred, &root)? {
         c.disconnect();
         return Ok(0);
     }
-    if let Some(n) = cli.create_bench {
-        let name = |i: usize| format!("create-bench-{}-{i}", std::process::id());
-        let mut i = 0;
-        let create = time_calls(n, || {
-            let args = xdr(|w| {
-                w.put_opaque_var(&root, 64)?;
-                w.put_string(name(i).as_bytes(), 255)?;
-                w.put_u32(0)?; // UNCHECKED
-                for v in [1u32, 0o644, 0, 0, 0, 0, 0] {
-                    w.put_u32(v)?; // mode set; uid, gid, size unset; times unchanged
-                }
-                Ok(())
-            });
-            i += 1;
-            let mut a = CallArgs::new(NFS, V3, CREATE, &args, 512);
-            a.cred = cred;
-            nfs(&mut c, a, |r| status(r.results).0 == 0)
-        })?;
-        let mut i = 0;
-        let remove = time_calls(n, || {
-            let args = xdr(|w| {
-                w.put_opaque_var(&root, 64)?;
-                w.put_string(name(i).as_bytes(), 255)
-            });
-            i += 1;
-            let mut a = CallArgs::new(NFS, V3, REMOVE, &args, 512);
-            a.cred = cred;
-            nfs(&mut c, a, |r| status(r.results).0 == 0)
-        })?;
-        println!(
-            "{{\"create_rtt_ns\":{},\"remove_rtt_ns\":{}}}",
-            percentiles(create),
-            percentiles(remove)
-        );
-        c.disconnect();
-        return Ok(0);
-    }
-    checks.check("MNT", !root.is_empty(), || "no handle".into());
-    let ok = nfs(&mut c, null(cred), |r| r.is_success())?;
-    checks.check("NULL", ok, || "not SUCCESS".into());
-    let mut a = CallArgs::new(NFS, V3, GETATTR, &fh_args, 256);
-    a.cred = cred;
-    let ftype = nfs(&mut c, a, |r| {
-        let (s, mut x) = status(r.results);
-        (s, x.u32().unwrap_or(0))
-    })?;
-    checks.check("GETATTR of the root", ftype == (0, 2), || {
-        format!("{ftype:?}")
-    });
-    // FSINFO: the server's largest READ and WRITE (the kernel's nfsd takes 512 KiB over RDMA).
-    let mut a = CallArgs::new(NFS, V3, FSINFO, &fh_args, 256);
-    a.cred = cred;
-    let (rtmax, wtmax) = nfs(&mut c, a, |r| {
-        let (s, mut x) = status(r.results);
-        if s != 0 {
-            return (0, 0);
-        }
-        skip_post_op_attr(&mut x);
-        let rt = x.u32().unwrap_or(0);
-        x.skip(8).ok();
-        (rt, x.u32().unwrap_or(0))
-    })?;
-    checks.check("FSINFO", rtmax > 0 && wtmax > 0, || {
-        format!("rtmax {rtmax} wtmax {wtmax}")
-    });
-    let (rtmax, wtmax) = (rtmax.clamp(4096, 1 << 20), wtmax.clamp(4096, 1 << 20));
-
-    let lookup = |c: &mut Client<Verbs>, name: &str| -> Result<Option<Vec<u8>>, String> {
-        let args = xdr(|w| {
-            w.put_opaque_var(&root, 64)?;
-            w.put_string(name.as_bytes(), 255)
-        });
-        let mut a = CallArgs::new(NFS, V3, LOOKUP, &args, 512);
-        a.cred = cred;
-        nfs(c, a, |r| {
-            let (s, mut x) = status(r.results);
-            (s == 0)
-                .then(|| x.opaque_var(64).map(<[u8]>::to_vec).ok())
-                .flatten()
-        })
-    };
-
-    if let Some(name) = &cli.read_file {
-        let fh = lookup(&mut c, name)?;
-        checks.check(&format!("LOOKUP {name}"), fh.is_some(), || {
-            "not found".into()
-        });
-        if let Some(fh) = fh {
-            // 1 MiB in READs of at most rtmax, each through a Write chunk.
-            let mut got: Vec<u8> = Vec::with_capacity(1 << 20);
-            let mut bad = None;
-            while got.len() < 1 << 20 && bad.is_none() {
-                let n = rtmax.min((1 << 20) - got.len() as u32);
-                let args = xdr(|w| {
-                    w.put_opaque_var(&fh, 64)?;
-                    w.put_u64(got.len() as u64)?;
-                    w.put_u32(n)
-                });
-                let mut a = CallArgs::new(NFS, V3, READ, &args, 256);
-                a.cred = cred;
-                let chunk = [n];
-                a.bulk_results = &chunk;
-                let piece = nfs(&mut c, a, |r| {
-                    let (s, mut x) = status(r.results);
-                    skip_post_op_attr(&mut x);
-                    let count = x.u32().unwrap_or(0);
-                    (s, count, r.bulk().first().map(|b| b.to_vec()))
-                })?;
-                match piece {
-                    (0, k, Some(b)) if k > 0 && b.len() == k as usize => got.extend_from_slice(&b),
-                    other => bad = Some((other.0, other.1)),
-                }
-            }
-            let want = cli
-                .local
-                .as_ref()
-                .and_then(|l| std::fs::read(l.join(name)).ok())
-                .map(|mut v| {
-                    v.truncate(1 << 20);
-                    v
-                });
-            checks.check(
-                &format!("READ 1 MiB through Write chunks of {rtmax} B, bytes equal"),
-                bad.is_none() && want.as_deref() == Some(&got[..]),
-                || format!("status/count {bad:?}, {} bytes read", got.len()),
-            );
-        }
-    }
-
-    if let Some(name) = &cli.write_file {
-        let args = xdr(|w| {
-            w.put_opaque_var(&root, 64)?;
-            w.put_string(name.as_bytes(), 255)?;
-            w.put_u32(0)?; // UNCHECKED
-            for v in [1u32, 0o644, 0, 0, 0, 0, 0] {
-                w.put_u32(v)?; // mode set; uid, gid, size unset; atime, mtime unchanged
-            }
-            Ok(())
-        });
-        let mut a = CallArgs::new(NFS, V3, CREATE, &args, 512);
-        a.cred = cred;
-        let fh = nfs(&mut c, a, |r| {
-            let (s, mut x) = status(r.results);
-            (s == 0 && x.bool().unwrap_or(false))
-                .then(|| x.opaque_var(64).map(<[u8]>::to_vec).ok())
-                .flatten()
-        })?;
-        checks.check(&format!("CREATE {name}"), fh.is_some(), || {
-            "no handle".into()
-        });
-        if let Some(fh) = fh {
-            let data: Vec<u8> = (0..1u32 << 20)
-                .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-                .collect();
-            // 1 MiB in FILE_SYNC WRITEs of at most wtmax, each through a Read chunk.
-            let mut res = (0, 0, 2);
-            let mut off = 0usize;
-            while off < data.len() && res.0 == 0 {
-                let n = (wtmax as usize).min(data.len() - off);
-                let args = xdr(|w| {
-                    w.put_opaque_var(&fh, 64)?;
-                    w.put_u64(off as u64)?;
-                    w.put_u32(n as u32)?;
-                    w.put_u32(2) // FILE_SYNC
-                });
-                let mut a = CallArgs::new(NFS, V3, WRITE, &args, 256);
-                a.cred = cred;
-                a.bulk_arg = Some(&data[off..off + n]);
-                let r = nfs(&mut c, a, |r| {
-                    let (s, mut x) = status(r.results);
-                    skip_wcc(&mut x);
-                    (s, x.u32().unwrap_or(0), x.u32().unwrap_or(9))
-                })?;
-                res = (r.0, res.1 + r.1, r.2.min(res.2));
-                off += n;
-            }
-            let on_disk = cli
-                .local
-                .as_ref()
-                .and_then(|l| std::fs::read(l.join(name)).ok());
-            checks.check(
-                &format!("WRITE 1 MiB through Read chunks of {wtmax} B, FILE_SYNC, bytes on the server equal"),
-                res == (0, 1 << 20, 2) && on_disk.as_deref() == Some(&data[..]),
-                || {
-                    format!(
-                        "status/count/committed {res:?}, file {} bytes",
-                        on_disk.map_or(0, |d| d.len())
-                    )
-                },
-            );
-        }
-    }
-
-    if let Some(dir) = &cli.list_dir {
-        let dfh = lookup(&mut c, dir)?;
-        checks.check(&format!("LOOKUP {dir}"), dfh.is_some(), || {
-            "not found".into()
-        });
-        if let Some(dfh) = dfh {
-            let mut names = std::collections::BTreeSet::new();
-            let (mut cookie, mut verf, mut calls) = (0u64, [0u8; 8], 0);
-            let mut eof = false;
-            while !eof && calls < 1000 {
-                calls += 1;
-                let args = xdr(|w| {
-                    w.put_opaque_var(&dfh, 64)?;
-                    w.put_u64(cookie)?;
-                    w.put_opaque_fixed(&verf)?;
-                    w.put_u32(32 * 1024)?;
-                    w.put_u32(64 * 1024)
-                });
-                let mut a = CallArgs::new(NFS, V3, READDIRPLUS, &args, 64 * 1024);
-                a.cred = cred;
-                let page = nfs(&mut c, a, |r| -> Result<Page, String> {
-                    let (s, mut x) = status(r.results);
-                    if s != 0 {
-                        return Err(format!("READDIRPLUS status {s}"));
-                    }
-                    let e = |e: rpcrdma_proto::DecodeError| e.to_string();
-                    if x.bool().map_err(e)? {
-                        x.skip(84).map_err(e)?;
-                    }
-                    let mut v = [0u8; 8];
-                    v.copy_from_slice(x.opaque_fixed(8).map_err(e)?);
-                    let mut got = Vec::new();
-                    let mut last = cookie;
-                    while x.bool().map_err(e)? {
-                        x.u64().map_err(e)?;
-                        got.push(x.string(255).map_err(e)?.to_vec());
-                        last = x.u64().map_err(e)?;
-                        if x.bool().map_err(e)? {
-                            x.skip(84).map_err(e)?;
-                        }
-                        if x.bool().map_err(e)? {
-                            x.opaque_var(64).map_err(e)?;
-                        }
-                    }
-                    Ok((last, v, x.bool().map_err(e)?, got))
-                })??;
-                cookie = page.0;
-                verf = page.1;
-                eof = page.2;
-                names.extend(page.3.into_iter().filter(|n| n != b"." && n != b".."));
-            }
-            checks.check(
-                &format!(
-                    "READDIRPLUS of {} entries through the Reply chunk ({calls} calls)",
-                    cli.entries
-                ),
-                names.len() == cli.entries && eof,
-                || format!("{} names, eof {eof}", names.len()),
-            );
-        }
-    }
+    let mut checks = Checks { failed: 0 };
+    let (rtmax, wtmax) = check_root(&mut c, cred, &root, &mut checks)?;
+    check_read(cli, &mut c, cred, &root, rtmax, &mut checks)?;
+    check_write(cli, &mut c, cred, &root, wtmax, &mut checks)?;
+    check_list(cli, &mut c, cred, &root, &mut checks)?;
     let s = c.snapshot();
     println!(
         "nfs3probe: client counters: chunked_calls {} write_chunks {} long_replies {} remote_invalidations {} local_invalidations {}",
@@ -575,6 +297,382 @@ fn run(cli: &Cli) -> Result<usize, String> {
     }
     c.disconnect();
     Ok(checks.failed)
+}
+
+/// The connection of the checks and benchmarks, its RPC-over-RDMA version printed.
+fn connect(
+    cli: &Cli,
+    device: &<Verbs as Provider>::Device,
+    addr: &SocketAddr,
+) -> Result<Client<Verbs>, String> {
+    // The Linux server sends about 4 KB inline whatever a client advertises: receive 4 KB.
+    let cfg = ConnConfig {
+        send_size: 4096,
+        recv_size: 4096,
+        credits: 32,
+        initial_grant: 32,
+        bulk_size: (1 << 20) + 65536,
+        version: cli.version,
+        ..ConnConfig::default()
+    };
+    let c = Client::<Verbs>::connect(device, addr, cfg).map_err(|e| e.to_string())?;
+    let s = c.snapshot();
+    println!(
+        "nfs3probe: RPC-over-RDMA version {} (asked {}; openings sent {}, fallbacks {})",
+        c.negotiation().wire().number(),
+        cli.version.name(),
+        s.connprops_sent,
+        s.version_fallbacks
+    );
+    Ok(c)
+}
+
+/// A NULL call with the credential `cred`.
+fn null_args(cred: OpaqueAuth<'_>) -> CallArgs<'_> {
+    let mut a = CallArgs::new(NFS, V3, 0, &[], 0);
+    a.cred = cred;
+    a
+}
+
+/// The arguments of a CREATE of `name` in the directory `dir` (UNCHECKED, mode 0644).
+fn create_args(dir: &[u8], name: &str) -> Vec<u8> {
+    xdr(|w| {
+        w.put_opaque_var(dir, 64)?;
+        w.put_string(name.as_bytes(), 255)?;
+        w.put_u32(0)?; // UNCHECKED
+        for v in [1u32, 0o644, 0, 0, 0, 0, 0] {
+            w.put_u32(v)?; // mode set; uid, gid, size unset; atime, mtime unchanged
+        }
+        Ok(())
+    })
+}
+
+/// LOOKUP of `name` in the directory `dir`: its handle, or `None` when the server answers
+/// an error.
+fn lookup(
+    c: &mut Client<Verbs>,
+    cred: OpaqueAuth<'_>,
+    dir: &[u8],
+    name: &str,
+) -> Result<Option<Vec<u8>>, String> {
+    let args = xdr(|w| {
+        w.put_opaque_var(dir, 64)?;
+        w.put_string(name.as_bytes(), 255)
+    });
+    let mut a = CallArgs::new(NFS, V3, LOOKUP, &args, 512);
+    a.cred = cred;
+    nfs(c, a, |r| {
+        let (s, mut x) = status(r.results);
+        (s == 0)
+            .then(|| x.opaque_var(64).map(<[u8]>::to_vec).ok())
+            .flatten()
+    })
+}
+
+/// `--getattr-bench` or `--create-bench`, whichever was asked, on the export whose root
+/// handle is `root`; its JSON line printed. False when neither was asked.
+fn bench_mounted(
+    cli: &Cli,
+    c: &mut Client<Verbs>,
+    cred: OpaqueAuth<'_>,
+    root: &[u8],
+) -> Result<bool, String> {
+    if let Some(n) = cli.getattr_bench {
+        let fh_args = xdr(|w| w.put_opaque_var(root, 64));
+        let lat = time_calls(n, || {
+            let mut a = CallArgs::new(NFS, V3, GETATTR, &fh_args, 256);
+            a.cred = cred;
+            nfs(c, a, |r| status(r.results).0 == 0)
+        })?;
+        println!("{{\"getattr_rtt_ns\":{}}}", percentiles(lat));
+        return Ok(true);
+    }
+    let Some(n) = cli.create_bench else {
+        return Ok(false);
+    };
+    let name = |i: usize| format!("create-bench-{}-{i}", std::process::id());
+    let mut i = 0;
+    let create = time_calls(n, || {
+        let args = create_args(root, &name(i));
+        i += 1;
+        let mut a = CallArgs::new(NFS, V3, CREATE, &args, 512);
+        a.cred = cred;
+        nfs(c, a, |r| status(r.results).0 == 0)
+    })?;
+    let mut i = 0;
+    let remove = time_calls(n, || {
+        let args = xdr(|w| {
+            w.put_opaque_var(root, 64)?;
+            w.put_string(name(i).as_bytes(), 255)
+        });
+        i += 1;
+        let mut a = CallArgs::new(NFS, V3, REMOVE, &args, 512);
+        a.cred = cred;
+        nfs(c, a, |r| status(r.results).0 == 0)
+    })?;
+    println!(
+        "{{\"create_rtt_ns\":{},\"remove_rtt_ns\":{}}}",
+        percentiles(create),
+        percentiles(remove)
+    );
+    Ok(true)
+}
+
+/// The checks of the export's root: MNT's handle, NULL, GETATTR (a directory) and FSINFO;
+/// the server's largest READ and WRITE, clamped to 4 KiB..=1 MiB.
+fn check_root(
+    c: &mut Client<Verbs>,
+    cred: OpaqueAuth<'_>,
+    root: &[u8],
+    checks: &mut Checks,
+) -> Result<(u32, u32), String> {
+    let fh_args = xdr(|w| w.put_opaque_var(root, 64));
+    checks.check("MNT", !root.is_empty(), || "no handle".into());
+    let ok = nfs(c, null_args(cred), |r| r.is_success())?;
+    checks.check("NULL", ok, || "not SUCCESS".into());
+    let mut a = CallArgs::new(NFS, V3, GETATTR, &fh_args, 256);
+    a.cred = cred;
+    let ftype = nfs(c, a, |r| {
+        let (s, mut x) = status(r.results);
+        (s, x.u32().unwrap_or(0))
+    })?;
+    checks.check("GETATTR of the root", ftype == (0, 2), || {
+        format!("{ftype:?}")
+    });
+    // FSINFO: the server's largest READ and WRITE (the kernel's nfsd takes 512 KiB over RDMA).
+    let mut a = CallArgs::new(NFS, V3, FSINFO, &fh_args, 256);
+    a.cred = cred;
+    let (rtmax, wtmax) = nfs(c, a, |r| {
+        let (s, mut x) = status(r.results);
+        if s != 0 {
+            return (0, 0);
+        }
+        skip_post_op_attr(&mut x);
+        let rt = x.u32().unwrap_or(0);
+        x.skip(8).ok();
+        (rt, x.u32().unwrap_or(0))
+    })?;
+    checks.check("FSINFO", rtmax > 0 && wtmax > 0, || {
+        format!("rtmax {rtmax} wtmax {wtmax}")
+    });
+    Ok((rtmax.clamp(4096, 1 << 20), wtmax.clamp(4096, 1 << 20)))
+}
+
+/// `--read-file`: LOOKUP, then 1 MiB in READs of at most `rtmax`, each through a Write
+/// chunk, compared with `--local`'s copy.
+fn check_read(
+    cli: &Cli,
+    c: &mut Client<Verbs>,
+    cred: OpaqueAuth<'_>,
+    root: &[u8],
+    rtmax: u32,
+    checks: &mut Checks,
+) -> Result<(), String> {
+    let Some(name) = &cli.read_file else {
+        return Ok(());
+    };
+    let fh = lookup(c, cred, root, name)?;
+    checks.check(&format!("LOOKUP {name}"), fh.is_some(), || {
+        "not found".into()
+    });
+    let Some(fh) = fh else {
+        return Ok(());
+    };
+    let mut got: Vec<u8> = Vec::with_capacity(1 << 20);
+    let mut bad = None;
+    while got.len() < 1 << 20 && bad.is_none() {
+        let n = rtmax.min((1 << 20) - got.len() as u32);
+        let args = xdr(|w| {
+            w.put_opaque_var(&fh, 64)?;
+            w.put_u64(got.len() as u64)?;
+            w.put_u32(n)
+        });
+        let mut a = CallArgs::new(NFS, V3, READ, &args, 256);
+        a.cred = cred;
+        let chunk = [n];
+        a.bulk_results = &chunk;
+        let piece = nfs(c, a, |r| {
+            let (s, mut x) = status(r.results);
+            skip_post_op_attr(&mut x);
+            let count = x.u32().unwrap_or(0);
+            (s, count, r.bulk().first().map(|b| b.to_vec()))
+        })?;
+        match piece {
+            (0, k, Some(b)) if k > 0 && b.len() == k as usize => got.extend_from_slice(&b),
+            other => bad = Some((other.0, other.1)),
+        }
+    }
+    let want = cli
+        .local
+        .as_ref()
+        .and_then(|l| std::fs::read(l.join(name)).ok())
+        .map(|mut v| {
+            v.truncate(1 << 20);
+            v
+        });
+    checks.check(
+        &format!("READ 1 MiB through Write chunks of {rtmax} B, bytes equal"),
+        bad.is_none() && want.as_deref() == Some(&got[..]),
+        || format!("status/count {bad:?}, {} bytes read", got.len()),
+    );
+    Ok(())
+}
+
+/// `--write-file`: CREATE, then 1 MiB in FILE_SYNC WRITEs of at most `wtmax`, each through
+/// a Read chunk, compared with what `--local` holds after.
+fn check_write(
+    cli: &Cli,
+    c: &mut Client<Verbs>,
+    cred: OpaqueAuth<'_>,
+    root: &[u8],
+    wtmax: u32,
+    checks: &mut Checks,
+) -> Result<(), String> {
+    let Some(name) = &cli.write_file else {
+        return Ok(());
+    };
+    let args = create_args(root, name);
+    let mut a = CallArgs::new(NFS, V3, CREATE, &args, 512);
+    a.cred = cred;
+    let fh = nfs(c, a, |r| {
+        let (s, mut x) = status(r.results);
+        (s == 0 && x.bool().unwrap_or(false))
+            .then(|| x.opaque_var(64).map(<[u8]>::to_vec).ok())
+            .flatten()
+    })?;
+    checks.check(&format!("CREATE {name}"), fh.is_some(), || {
+        "no handle".into()
+    });
+    let Some(fh) = fh else {
+        return Ok(());
+    };
+    let data: Vec<u8> = (0..1u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let mut res = (0, 0, 2);
+    let mut off = 0usize;
+    while off < data.len() && res.0 == 0 {
+        let n = (wtmax as usize).min(data.len() - off);
+        let args = xdr(|w| {
+            w.put_opaque_var(&fh, 64)?;
+            w.put_u64(off as u64)?;
+            w.put_u32(n as u32)?;
+            w.put_u32(2) // FILE_SYNC
+        });
+        let mut a = CallArgs::new(NFS, V3, WRITE, &args, 256);
+        a.cred = cred;
+        a.bulk_arg = Some(&data[off..off + n]);
+        let r = nfs(c, a, |r| {
+            let (s, mut x) = status(r.results);
+            skip_wcc(&mut x);
+            (s, x.u32().unwrap_or(0), x.u32().unwrap_or(9))
+        })?;
+        res = (r.0, res.1 + r.1, r.2.min(res.2));
+        off += n;
+    }
+    let on_disk = cli
+        .local
+        .as_ref()
+        .and_then(|l| std::fs::read(l.join(name)).ok());
+    checks.check(
+        &format!(
+            "WRITE 1 MiB through Read chunks of {wtmax} B, FILE_SYNC, bytes on the server equal"
+        ),
+        res == (0, 1 << 20, 2) && on_disk.as_deref() == Some(&data[..]),
+        || {
+            format!(
+                "status/count/committed {res:?}, file {} bytes",
+                on_disk.map_or(0, |d| d.len())
+            )
+        },
+    );
+    Ok(())
+}
+
+/// `--list-dir`: LOOKUP, then READDIRPLUS from the start to eof (at most 1000 calls),
+/// expecting `--entries` names besides `.` and `..`.
+fn check_list(
+    cli: &Cli,
+    c: &mut Client<Verbs>,
+    cred: OpaqueAuth<'_>,
+    root: &[u8],
+    checks: &mut Checks,
+) -> Result<(), String> {
+    let Some(dir) = &cli.list_dir else {
+        return Ok(());
+    };
+    let dfh = lookup(c, cred, root, dir)?;
+    checks.check(&format!("LOOKUP {dir}"), dfh.is_some(), || {
+        "not found".into()
+    });
+    let Some(dfh) = dfh else {
+        return Ok(());
+    };
+    let mut names = std::collections::BTreeSet::new();
+    let (mut cookie, mut verf, mut calls) = (0u64, [0u8; 8], 0);
+    let mut eof = false;
+    while !eof && calls < 1000 {
+        calls += 1;
+        let page = readdirplus(c, cred, &dfh, cookie, verf)?;
+        cookie = page.0;
+        verf = page.1;
+        eof = page.2;
+        names.extend(page.3.into_iter().filter(|n| n != b"." && n != b".."));
+    }
+    checks.check(
+        &format!(
+            "READDIRPLUS of {} entries through the Reply chunk ({calls} calls)",
+            cli.entries
+        ),
+        names.len() == cli.entries && eof,
+        || format!("{} names, eof {eof}", names.len()),
+    );
+    Ok(())
+}
+
+/// One READDIRPLUS of the directory `dfh` from `cookie` (dircount 32 KiB, maxcount 64 KiB).
+fn readdirplus(
+    c: &mut Client<Verbs>,
+    cred: OpaqueAuth<'_>,
+    dfh: &[u8],
+    cookie: u64,
+    verf: [u8; 8],
+) -> Result<Page, String> {
+    let args = xdr(|w| {
+        w.put_opaque_var(dfh, 64)?;
+        w.put_u64(cookie)?;
+        w.put_opaque_fixed(&verf)?;
+        w.put_u32(32 * 1024)?;
+        w.put_u32(64 * 1024)
+    });
+    let mut a = CallArgs::new(NFS, V3, READDIRPLUS, &args, 64 * 1024);
+    a.cred = cred;
+    nfs(c, a, |r| -> Result<Page, String> {
+        let (s, mut x) = status(r.results);
+        if s != 0 {
+            return Err(format!("READDIRPLUS status {s}"));
+        }
+        let e = |e: rpcrdma_proto::DecodeError| e.to_string();
+        if x.bool().map_err(e)? {
+            x.skip(84).map_err(e)?;
+        }
+        let mut v = [0u8; 8];
+        v.copy_from_slice(x.opaque_fixed(8).map_err(e)?);
+        let mut got = Vec::new();
+        let mut last = cookie;
+        while x.bool().map_err(e)? {
+            x.u64().map_err(e)?;
+            got.push(x.string(255).map_err(e)?.to_vec());
+            last = x.u64().map_err(e)?;
+            if x.bool().map_err(e)? {
+                x.skip(84).map_err(e)?;
+            }
+            if x.bool().map_err(e)? {
+                x.opaque_var(64).map_err(e)?;
+            }
+        }
+        Ok((last, v, x.bool().map_err(e)?, got))
+    })?
 }
 
 /// Bytes `--conns` reads on each connection: one Write chunk.
@@ -636,70 +734,8 @@ fn run_conns(
     };
     let mut bad: Vec<String> = Vec::new();
     for (i, c) in clients.iter_mut().enumerate() {
-        let mut why = |w: String| bad.push(format!("connection {i}: {w}"));
-        match nfs(c, CallArgs::new(NFS, V3, 0, &[], 0), |r| r.is_success()) {
-            Ok(true) => {}
-            Ok(false) => why("NULL not SUCCESS".into()),
-            Err(e) => why(format!("NULL: {e}")),
-        }
-        let mut a = CallArgs::new(NFS, V3, GETATTR, &fh_args, 256);
-        a.cred = cred;
-        match nfs(c, a, |r| {
-            let (s, mut x) = status(r.results);
-            (s, x.u32().unwrap_or(0))
-        }) {
-            Ok((0, 2)) => {}
-            Ok(other) => why(format!("GETATTR of the root: {other:?}")),
-            Err(e) => why(format!("GETATTR: {e}")),
-        }
-        let Some(name) = &cli.read_file else { continue };
-        let args = xdr(|w| {
-            w.put_opaque_var(&root, 64)?;
-            w.put_string(name.as_bytes(), 255)
-        });
-        let mut a = CallArgs::new(NFS, V3, LOOKUP, &args, 512);
-        a.cred = cred;
-        let fh = match nfs(c, a, |r| {
-            let (s, mut x) = status(r.results);
-            (s == 0)
-                .then(|| x.opaque_var(64).map(<[u8]>::to_vec).ok())
-                .flatten()
-        }) {
-            Ok(Some(fh)) => fh,
-            Ok(None) => {
-                why(format!("LOOKUP {name}: not found"));
-                continue;
-            }
-            Err(e) => {
-                why(format!("LOOKUP {name}: {e}"));
-                continue;
-            }
-        };
-        let args = xdr(|w| {
-            w.put_opaque_var(&fh, 64)?;
-            w.put_u64(0)?;
-            w.put_u32(CONNS_READ)
-        });
-        let mut a = CallArgs::new(NFS, V3, READ, &args, 256);
-        a.cred = cred;
-        let chunk = [CONNS_READ];
-        a.bulk_results = &chunk;
-        match nfs(c, a, |r| {
-            let (s, _) = status(r.results);
-            (s, r.bulk().first().map(|b| b.to_vec()))
-        }) {
-            Ok((0, Some(got))) if want.as_deref() == Some(&got[..]) => {}
-            Ok((s, got)) => why(format!(
-                "READ of {name}: status {s}, {} bytes{}",
-                got.map_or(0, |g| g.len()),
-                if want.is_none() {
-                    " (no --local copy to compare)"
-                } else {
-                    ", not equal"
-                }
-            )),
-            Err(e) => why(format!("READ of {name}: {e}")),
-        }
+        let failed = check_conn(cli, c, cred, &root, &fh_args, want.as_deref());
+        bad.extend(failed.into_iter().map(|w| format!("connection {i}: {w}")));
     }
     let what = if cli.read_file.is_some() {
         "NULL, GETATTR, LOOKUP and a 64 KiB READ through a Write chunk"
@@ -724,6 +760,76 @@ fn run_conns(
         c.disconnect();
     }
     Ok(checks.failed)
+}
+
+/// The checks of one of `--conns`' connections: NULL, GETATTR of the root (`fh_args`), and
+/// with `--read-file` a LOOKUP and a READ of [`CONNS_READ`] bytes compared with `want`;
+/// what failed, in order.
+fn check_conn(
+    cli: &Cli,
+    c: &mut Client<Verbs>,
+    cred: OpaqueAuth<'_>,
+    root: &[u8],
+    fh_args: &[u8],
+    want: Option<&[u8]>,
+) -> Vec<String> {
+    let mut bad = Vec::new();
+    let mut why = |w: String| bad.push(w);
+    match nfs(c, CallArgs::new(NFS, V3, 0, &[], 0), |r| r.is_success()) {
+        Ok(true) => {}
+        Ok(false) => why("NULL not SUCCESS".into()),
+        Err(e) => why(format!("NULL: {e}")),
+    }
+    let mut a = CallArgs::new(NFS, V3, GETATTR, fh_args, 256);
+    a.cred = cred;
+    match nfs(c, a, |r| {
+        let (s, mut x) = status(r.results);
+        (s, x.u32().unwrap_or(0))
+    }) {
+        Ok((0, 2)) => {}
+        Ok(other) => why(format!("GETATTR of the root: {other:?}")),
+        Err(e) => why(format!("GETATTR: {e}")),
+    }
+    let Some(name) = &cli.read_file else {
+        return bad;
+    };
+    let fh = match lookup(c, cred, root, name) {
+        Ok(Some(fh)) => fh,
+        Ok(None) => {
+            why(format!("LOOKUP {name}: not found"));
+            return bad;
+        }
+        Err(e) => {
+            why(format!("LOOKUP {name}: {e}"));
+            return bad;
+        }
+    };
+    let args = xdr(|w| {
+        w.put_opaque_var(&fh, 64)?;
+        w.put_u64(0)?;
+        w.put_u32(CONNS_READ)
+    });
+    let mut a = CallArgs::new(NFS, V3, READ, &args, 256);
+    a.cred = cred;
+    let chunk = [CONNS_READ];
+    a.bulk_results = &chunk;
+    match nfs(c, a, |r| {
+        let (s, _) = status(r.results);
+        (s, r.bulk().first().map(|b| b.to_vec()))
+    }) {
+        Ok((0, Some(got))) if want == Some(&got[..]) => {}
+        Ok((s, got)) => why(format!(
+            "READ of {name}: status {s}, {} bytes{}",
+            got.map_or(0, |g| g.len()),
+            if want.is_none() {
+                " (no --local copy to compare)"
+            } else {
+                ", not equal"
+            }
+        )),
+        Err(e) => why(format!("READ of {name}: {e}")),
+    }
+    bad
 }
 
 fn main() -> ExitCode {

@@ -52,7 +52,7 @@ use rpcrdma_engine::fabric::verbs::Verbs;
 use rpcrdma_engine::fabric::{ConnectError, Device, Provider};
 use rpcrdma_engine::responder::{Server, ServerConn};
 use rpcrdma_engine::stats::{Counters, Snapshot};
-use rpcrdma_engine::worker::{WorkerConfig, Workers};
+use rpcrdma_engine::worker::{WorkerConfig, WorkerStats, Workers};
 
 use drc::DrcLimits;
 use mountd::Mountd;
@@ -95,11 +95,14 @@ fn on_memory_fs(dir: &std::path::Path) -> bool {
 }
 
 /// nfs3d: an NFS version 3 server over RPC-over-RDMA (RFC 1813, RFC 8166, RFC 8267), on
-/// the rpcrdma engine. Runs as root: every Call runs as its caller.
+/// the rpcrdma engine, with MOUNT v3 over TCP and rpcbind registration beside it. Runs as
+/// root: every Call runs as its caller.
 #[derive(Parser, Debug)]
 // `--version` is the RPC-over-RDMA version served: clap's own version flag, which would
-// take the same name (a duplicate its debug builds refuse at start), is off.
-#[command(name = "nfs3d", version, about, long_about = None, disable_version_flag = true)]
+// take the same name (a duplicate its debug builds refuse at start), is off. The help's
+// introduction is the doc comment above (a bare `about` would take the engine crate's
+// description from Cargo.toml).
+#[command(name = "nfs3d", version, long_about = None, disable_version_flag = true)]
 struct Cli {
     /// The directory to export.
     #[arg(long)]
@@ -326,41 +329,128 @@ fn main() -> ExitCode {
     }
 }
 
+/// Serves until SIGINT, SIGTERM or `--seconds`, then stops gracefully and prints the
+/// counters: [`try_serve`]'s exit status, or the one of the start that failed.
 fn serve<P: Provider>(device: P::Device, cli: &Cli) -> ExitCode
 where
     P::Addr: FromStr,
     <P::Addr as FromStr>::Err: std::fmt::Display,
     ServerConn<P>: Send,
 {
+    try_serve::<P>(device, cli).unwrap_or_else(|failed| failed)
+}
+
+/// [`serve`]'s phases in order: the checks before anything starts, the export, the I/O
+/// threads, the listener and its workers, MOUNT and rpcbind, the accept loop, the stop.
+/// `Err` is the exit status of a start that failed (the failure printed).
+fn try_serve<P: Provider>(device: P::Device, cli: &Cli) -> Result<ExitCode, ExitCode>
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: std::fmt::Display,
+    ServerConn<P>: Send,
+{
+    let addr = preflight::<P>(cli)?;
+    let policy = cli.policy();
+    let (export, nfs, memory) = open_export(cli, &policy)?;
+    let pool =
+        match IoPool::start_spinning(cli.io_threads, &nfs, Duration::from_micros(cli.io_spin_us)) {
+            Ok(p) => p,
+            Err(e) => return Err(fail("starting the I/O threads", e)),
+        };
+    let n_workers = cli.workers.max(1);
+    let cfg = server_config::<P>(cli, &device, n_workers)?;
+    let dispatch = Arc::new(server::dispatch(&nfs));
+    let mut listener = match Server::<P>::listen(device, &addr, dispatch, cfg) {
+        Ok(s) => s,
+        Err(e) => return Err(fail(&format!("listen on {}", cli.listen), e)),
+    };
+    let mut workers = start_workers::<P>(cli, n_workers)?;
+    // Refused at the connection manager past this, never accepted and then closed.
+    let max_conns = cli.max_conns.map_or(workers.capacity() as u64, u64::from);
+    let stop = stop_on_signals();
+    let (mountd, registered) = start_mount(cli, &export, &policy)?;
+    announce::<P>(cli, &export, &workers, max_conns, &cfg, memory, &mountd);
+    announce_policy(&policy);
+    // Every connection's counters (shared, readable here), for exact sums at the end.
+    let mut conn_stats = ConnStats::default();
+    let start = Instant::now();
+    let mut next_stats = start + Duration::from_secs(cli.stats_every);
+    while !stop.load(Ordering::Relaxed)
+        && (cli.seconds == 0 || start.elapsed() < Duration::from_secs(cli.seconds))
+    {
+        accept_one(
+            &mut listener,
+            &mut workers,
+            &nfs,
+            &pool,
+            &policy,
+            max_conns,
+            &mut conn_stats,
+        );
+        if cli.stats_every > 0 && Instant::now() >= next_stats {
+            next_stats = Instant::now() + Duration::from_secs(cli.stats_every);
+            let now = workers.stats();
+            eprintln!("{}", report(&conn_stats, &now, &nfs, &mountd, &export));
+        }
+    }
+    eprintln!("nfs3d: stopping");
+    // The workers finish the Calls in process (the I/O threads still answer them), then
+    // close their connections; then the I/O threads, MOUNT and the registrations go.
+    let last = workers.stats();
+    let stopped = workers.shutdown(Duration::from_secs(5));
+    pool.shutdown();
+    let out = report(&conn_stats, &last, &nfs, &mountd, &export);
+    mountd.join();
+    if let Some(r) = registered {
+        r.unset_all();
+    }
+    println!("{out}");
+    Ok(match stopped {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail("stopping workers", e),
+    })
+}
+
+/// The checks before anything starts: the listen address, `--allow`'s need of IP addresses,
+/// the rights to act as the callers; then the umask cleared. The address to listen on.
+fn preflight<P: Provider>(cli: &Cli) -> Result<P::Addr, ExitCode>
+where
+    P::Addr: FromStr,
+    <P::Addr as FromStr>::Err: std::fmt::Display,
+{
     let addr = match cli.listen.parse::<P::Addr>() {
         Ok(a) => a,
-        Err(e) => return fail(&format!("bad --listen {:?}", cli.listen), e),
+        Err(e) => return Err(fail(&format!("bad --listen {:?}", cli.listen), e)),
     };
     if !cli.allow.is_empty() && cli.listen.parse::<SocketAddr>().is_err() {
-        return fail(
+        return Err(fail(
             "--allow",
             "clients are told apart by IP address: the soft fabric's have none (use --provider verbs)",
-        );
+        ));
     }
     if let Err(e) = identity::check() {
-        return fail("acting as the callers", e);
+        return Err(fail("acting as the callers", e));
     }
     // Modes come from the clients, whose own umask applied (RFC 1813 §3.3.8: the mode in
     // sattr3 is the new object's); the server's would take bits away.
     rustix::process::umask(rustix::fs::Mode::empty());
+    Ok(addr)
+}
+
+/// The export opened (its state directory made first) and the NFS service on it, with
+/// where its procedures run; whether the export is a memory one (`--memory-export`).
+fn open_export(cli: &Cli, policy: &Policy) -> Result<(Arc<Export>, Arc<Nfs>, bool), ExitCode> {
     let state_dir = cli
         .state_dir
         .clone()
         .unwrap_or_else(|| std::env::temp_dir().join("nfs3d-state"));
     if let Err(e) = std::fs::create_dir_all(&state_dir) {
-        return fail(&format!("state directory {}", state_dir.display()), e);
+        return Err(fail(&format!("state directory {}", state_dir.display()), e));
     }
-    let config = cli.config();
-    let export = match Export::open(&cli.export, &state_dir, config) {
+    let export = match Export::open(&cli.export, &state_dir, cli.config()) {
         Ok(e) => Arc::new(e),
-        Err(e) => return fail(&format!("export {}", cli.export.display()), e),
+        Err(e) => return Err(fail(&format!("export {}", cli.export.display()), e)),
     };
-    let policy = cli.policy();
     let nfs = Nfs::new(
         Arc::clone(&export),
         cli.config(),
@@ -374,24 +464,28 @@ where
         MemoryExport::No => false,
     };
     nfs.set_on_worker_all(memory);
-    let pool =
-        match IoPool::start_spinning(cli.io_threads, &nfs, Duration::from_micros(cli.io_spin_us)) {
-            Ok(p) => p,
-            Err(e) => return fail("starting the I/O threads", e),
-        };
+    Ok((export, nfs, memory))
+}
+
+/// The connection settings of the listener: [`conn_config`] from the command line, sized
+/// for `n_workers` workers sharing the bulk pool, with a shared receive queue or not.
+fn server_config<P: Provider>(
+    cli: &Cli,
+    device: &P::Device,
+    n_workers: usize,
+) -> Result<ConnConfig, ExitCode> {
     let cfg = conn_config(
         cli.credits,
         cli.max_io,
         cli.inline,
         !cli.no_remote_invalidation,
     );
-    let n_workers = cli.workers.max(1);
     let want_srq = match (cli.srq, cli.no_srq) {
         (true, _) => Some(true),
         (_, true) => Some(false),
         _ => None,
     };
-    let cfg = ConnConfig {
+    ConnConfig {
         version: cli.version,
         slot_bulk_size: cli.slot_bulk_size,
         ..cfg
@@ -401,25 +495,25 @@ where
         cli.bulk_pool << 20,
         device.attr().max_srq_wr,
         want_srq,
-    );
-    let cfg = match cfg {
-        Ok(c) => c,
-        Err(e) => return fail("--srq", format!("device {}: {e}", device.name())),
-    };
-    let dispatch = Arc::new(server::dispatch(&nfs));
-    let mut listener = match Server::<P>::listen(device, &addr, dispatch, cfg) {
-        Ok(s) => s,
-        Err(e) => return fail(&format!("listen on {}", cli.listen), e),
-    };
+    )
+    .map_err(|e| fail("--srq", format!("device {}: {e}", device.name())))
+}
+
+/// `n_workers` polling workers, with room for `--max-conns` between them, napping and
+/// waiting as `--nap-us`, `--nap-after-us` and `--wait-after-us` ask.
+fn start_workers<P: Provider>(cli: &Cli, n_workers: usize) -> Result<Workers<NfsConn<P>>, ExitCode>
+where
+    ServerConn<P>: Send,
+{
     let configs: Vec<WorkerConfig> = (0..n_workers)
         .map(|_| WorkerConfig {
             core: None,
             max_conns: cli.conns_per_worker(n_workers),
         })
         .collect();
-    let mut workers = match Workers::<NfsConn<P>>::start(&configs) {
+    let workers = match Workers::<NfsConn<P>>::start(&configs) {
         Ok(w) => w,
-        Err(e) => return fail("starting workers", e),
+        Err(e) => return Err(fail("starting workers", e)),
     };
     if cli.nap_us > 0 {
         workers.set_nap(Some((
@@ -430,16 +524,27 @@ where
     if cli.wait_after_us > 0 {
         workers.set_wait(Some(Duration::from_micros(cli.wait_after_us)));
     }
-    // Refused at the connection manager past this, never accepted and then closed.
-    let max_conns = cli.max_conns.map_or(workers.capacity() as u64, u64::from);
-    // SIGINT and SIGTERM stop the service gracefully.
+    Ok(workers)
+}
+
+/// A flag SIGINT and SIGTERM raise, to stop the service gracefully.
+fn stop_on_signals() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&stop)) {
             eprintln!("nfs3d: cannot handle signal {sig}: {e}");
         }
     }
-    // MOUNT on the listen IP when it is one, else on every address.
+    stop
+}
+
+/// MOUNT started on the listen IP when it is one, else on every address; the service
+/// registered with rpcbind unless `--no-rpcbind` (IPv4 only).
+fn start_mount(
+    cli: &Cli,
+    export: &Arc<Export>,
+    policy: &Policy,
+) -> Result<(Mountd, Option<rpcbind::Registered>), ExitCode> {
     let listen_ip = cli
         .listen
         .parse::<SocketAddr>()
@@ -448,12 +553,12 @@ where
     let mount_ip = listen_ip.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |(ip, _)| ip);
     let mountd = match Mountd::start(
         SocketAddr::new(mount_ip, cli.mountd_port),
-        Arc::clone(&export),
+        Arc::clone(export),
         policy.clone(),
         Arc::new(AtomicBool::new(false)),
     ) {
         Ok(m) => m,
-        Err(e) => return fail(&format!("MOUNT on {mount_ip}:{}", cli.mountd_port), e),
+        Err(e) => return Err(fail(&format!("MOUNT on {mount_ip}:{}", cli.mountd_port), e)),
     };
     let registered = match (cli.no_rpcbind, listen_ip) {
         (false, Some((IpAddr::V4(ip), port))) => Some(rpcbind::Registered::register(
@@ -464,6 +569,21 @@ where
         )),
         _ => None,
     };
+    Ok((mountd, registered))
+}
+
+/// The line on stderr that says what is served, where and how.
+fn announce<P: Provider>(
+    cli: &Cli,
+    export: &Export,
+    workers: &Workers<NfsConn<P>>,
+    max_conns: u64,
+    cfg: &ConnConfig,
+    memory: bool,
+    mountd: &Mountd,
+) where
+    ServerConn<P>: Send,
+{
     eprintln!(
         "nfs3d: exporting {} over {} on {} (NFS v3, {} worker(s), at most {} connections, {}, {} MiB of shared bulk buffers at most, {} I/O threads{}, max I/O {} B); MOUNT v3 on tcp {}",
         export.export_path().display(),
@@ -482,6 +602,10 @@ where
         cli.max_io,
         mountd.addr()
     );
+}
+
+/// The line on stderr that says how callers are mapped and who may connect.
+fn announce_policy(policy: &Policy) {
     eprintln!(
         "nfs3d: every Call runs as its caller; {}, anonymous {}:{}{}{}",
         if policy.all_squash {
@@ -501,98 +625,85 @@ where
             format!(", clients {}", blocks.join(" "))
         }
     );
-    // Every connection's counters (shared, readable here), for exact sums at the end.
-    let mut conn_stats = ConnStats::default();
-    let report = |workers: &Workers<NfsConn<P>>, conns: &ConnStats| {
-        stats::report(
-            &conns.sum(),
-            &workers.stats(),
-            &nfs.stats,
-            &nfs.drc,
-            Some(mountd.stats()),
-            export.searches(),
-            export.opened_by_handle(),
-        )
+}
+
+/// One wait of at most 200 ms for a connection request. A client outside `--allow`, or
+/// past `--max-conns`, is refused before anything is spent on it (an RDMA_CM reject),
+/// counted and logged; a connection accepted goes to a worker, its counters to `conn_stats`.
+fn accept_one<P: Provider>(
+    listener: &mut Server<P>,
+    workers: &mut Workers<NfsConn<P>>,
+    nfs: &Arc<Nfs>,
+    pool: &IoPool,
+    policy: &Policy,
+    max_conns: u64,
+    conn_stats: &mut ConnStats,
+) where
+    ServerConn<P>: Send,
+{
+    let mut refusal = None;
+    let admit = |peer: Option<SocketAddr>| {
+        refusal = admission(policy, peer, workers.live_conns(), max_conns).err();
+        refusal.is_none()
     };
-    let start = Instant::now();
-    let mut next_stats = start + Duration::from_secs(cli.stats_every);
-    while !stop.load(Ordering::Relaxed)
-        && (cli.seconds == 0 || start.elapsed() < Duration::from_secs(cli.seconds))
-    {
-        // A client outside --allow, or past --max-conns, is refused before anything is spent
-        // on it (an RDMA_CM reject).
-        let mut refusal = None;
-        let admit = |peer: Option<SocketAddr>| {
-            refusal = admission(&policy, peer, workers.live_conns(), max_conns).err();
-            refusal.is_none()
-        };
-        match listener.accept_if(Duration::from_millis(200), admit) {
-            Ok(conn) => {
-                eprintln!(
-                    "nfs3d: accepted a connection ({}) in {:.1} ms, {}; {}",
-                    conn.negotiation(),
-                    conn.setup_time().as_secs_f64() * 1e3,
-                    conn.memory(),
-                    listener.share_stats()
-                );
-                conn_stats.add(conn.stats());
-                let c = NfsConn::new(conn, Arc::clone(&nfs), pool.sender());
-                if let Err(e) = workers.assign(c) {
-                    eprintln!("nfs3d: connection refused: {e}");
+    match listener.accept_if(Duration::from_millis(200), admit) {
+        Ok(conn) => {
+            eprintln!(
+                "nfs3d: accepted a connection ({}) in {:.1} ms, {}; {}",
+                conn.negotiation(),
+                conn.setup_time().as_secs_f64() * 1e3,
+                conn.memory(),
+                listener.share_stats()
+            );
+            conn_stats.add(conn.stats());
+            let c = NfsConn::new(conn, Arc::clone(nfs), pool.sender());
+            if let Err(e) = workers.assign(c) {
+                eprintln!("nfs3d: connection refused: {e}");
+            }
+        }
+        Err(ConnError::Connect(ConnectError::Timeout)) => {}
+        Err(ConnError::Refused { peer }) => {
+            let from = match peer {
+                Some(p) => p.ip().to_string(),
+                None if P::NAME == Soft::NAME => "a soft peer".to_string(),
+                None => "an unknown address".to_string(),
+            };
+            match refusal {
+                Some(Refusal::Full { live }) => {
+                    nfs.stats.refused_max_conns.fetch_add(1, Ordering::Relaxed);
+                    eprintln!(
+                        "nfs3d: refused a connection from {from}: {live} connections \
+                         already (--max-conns {max_conns})"
+                    );
+                }
+                _ => {
+                    nfs.stats.refused_conns.fetch_add(1, Ordering::Relaxed);
+                    eprintln!("nfs3d: refused a connection from {from}: not in --allow");
                 }
             }
-            Err(ConnError::Connect(ConnectError::Timeout)) => {}
-            Err(ConnError::Refused { peer }) => {
-                let from = match peer {
-                    Some(p) => p.ip().to_string(),
-                    None if P::NAME == Soft::NAME => "a soft peer".to_string(),
-                    None => "an unknown address".to_string(),
-                };
-                match refusal {
-                    Some(Refusal::Full { live }) => {
-                        nfs.stats.refused_max_conns.fetch_add(1, Ordering::Relaxed);
-                        eprintln!(
-                            "nfs3d: refused a connection from {from}: {live} connections \
-                             already (--max-conns {max_conns})"
-                        );
-                    }
-                    _ => {
-                        nfs.stats.refused_conns.fetch_add(1, Ordering::Relaxed);
-                        eprintln!("nfs3d: refused a connection from {from}: not in --allow");
-                    }
-                }
-            }
-            Err(e) => eprintln!("nfs3d: a connection attempt failed: {e}"),
         }
-        if cli.stats_every > 0 && Instant::now() >= next_stats {
-            next_stats = Instant::now() + Duration::from_secs(cli.stats_every);
-            eprintln!("{}", report(&workers, &conn_stats));
-        }
+        Err(e) => eprintln!("nfs3d: a connection attempt failed: {e}"),
     }
-    eprintln!("nfs3d: stopping");
-    // The workers finish the Calls in process (the I/O threads still answer them), then
-    // close their connections; then the I/O threads, MOUNT and the registrations go.
-    let last = workers.stats();
-    let stopped = workers.shutdown(Duration::from_secs(5));
-    pool.shutdown();
-    let out = stats::report(
-        &conn_stats.sum(),
-        &last,
+}
+
+/// The counters as one JSON value ([`stats::report`]): the engine's summed over every
+/// connection, the workers' (`workers`), nfs3d's, MOUNT's and the export's.
+fn report(
+    conns: &ConnStats,
+    workers: &[WorkerStats],
+    nfs: &Nfs,
+    mountd: &Mountd,
+    export: &Export,
+) -> serde_json::Value {
+    stats::report(
+        &conns.sum(),
+        workers,
         &nfs.stats,
         &nfs.drc,
         Some(mountd.stats()),
         export.searches(),
         export.opened_by_handle(),
-    );
-    mountd.join();
-    if let Some(r) = registered {
-        r.unset_all();
-    }
-    println!("{out}");
-    match stopped {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail("stopping workers", e),
-    }
+    )
 }
 
 /// The engine's counters of every connection accepted, live or gone: a gone connection's

@@ -187,7 +187,7 @@ pub struct Export {
     /// ([`Export::parent_dir`]).
     pub(super) dirs: Mutex<HashMap<PathBuf, Arc<OwnedFd>>>,
     /// Snapshots of the directory listings under way, for their continuations.
-    pub listings: super::list::Listings,
+    pub listings: super::listings::Listings,
 }
 
 impl core::fmt::Debug for Export {
@@ -368,7 +368,7 @@ impl Export {
             searches: std::sync::atomic::AtomicU64::new(0),
             opened_by_handle: std::sync::atomic::AtomicU64::new(0),
             dirs: Mutex::new(HashMap::new()),
-            listings: super::list::Listings::default(),
+            listings: super::listings::Listings::default(),
         })
     }
 

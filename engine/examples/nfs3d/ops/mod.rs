@@ -12,7 +12,7 @@
 //! | [`io`] | READ, WRITE, COMMIT, READLINK |
 //!
 //! [`export`] reaches objects beneath the export; [`handles`] makes handles and finds the
-//! object a handle names.
+//! object a handle names; [`listings`] keeps the snapshots of directories listed in pages.
 //!
 //! Every procedure runs as its caller ([`crate::identity`]: the Call's AUTH_SYS identity
 //! as the export's options map it, [`crate::policy`]), so the kernel enforces what each
@@ -27,6 +27,7 @@ pub mod export;
 pub mod handles;
 pub mod io;
 pub mod list;
+pub mod listings;
 #[cfg(test)]
 mod tests;
 
