@@ -369,6 +369,21 @@ fn lookup(
     })
 }
 
+/// [`lookup`] of `name` in `dir` as a check ("LOOKUP name", failed as "not found").
+fn lookup_checked(
+    c: &mut Client<Verbs>,
+    cred: OpaqueAuth<'_>,
+    dir: &[u8],
+    name: &str,
+    checks: &mut Checks,
+) -> Result<Option<Vec<u8>>, String> {
+    let fh = lookup(c, cred, dir, name)?;
+    checks.check(&format!("LOOKUP {name}"), fh.is_some(), || {
+        "not found".into()
+    });
+    Ok(fh)
+}
+
 /// `--getattr-bench` or `--create-bench`, whichever was asked, on the export whose root
 /// handle is `root`; its JSON line printed. False when neither was asked.
 fn bench_mounted(
@@ -471,11 +486,7 @@ fn check_read(
     let Some(name) = &cli.read_file else {
         return Ok(());
     };
-    let fh = lookup(c, cred, root, name)?;
-    checks.check(&format!("LOOKUP {name}"), fh.is_some(), || {
-        "not found".into()
-    });
-    let Some(fh) = fh else {
+    let Some(fh) = lookup_checked(c, cred, root, name, checks)? else {
         return Ok(());
     };
     let mut got: Vec<u8> = Vec::with_capacity(1 << 20);
@@ -601,11 +612,7 @@ fn check_list(
     let Some(dir) = &cli.list_dir else {
         return Ok(());
     };
-    let dfh = lookup(c, cred, root, dir)?;
-    checks.check(&format!("LOOKUP {dir}"), dfh.is_some(), || {
-        "not found".into()
-    });
-    let Some(dfh) = dfh else {
+    let Some(dfh) = lookup_checked(c, cred, root, dir, checks)? else {
         return Ok(());
     };
     let mut names = std::collections::BTreeSet::new();

@@ -57,92 +57,79 @@ pub fn put_words(buf: &mut [u8], words: &[u32]) -> usize {
 /// auth_stat (RFC 5531 §9).
 pub const DENIED_REPLY_LEN: usize = 20;
 
-/// The words before the arguments of a version 1 Short Call without chunks: `rdma_xid`,
-/// version 1, `credit`, RDMA_MSG, the empty Read list, Write list and Reply chunk (RFC 8166
-/// §4.2, §4.7), then the ONC RPC call header with AUTH_NONE credential and verifier (RFC
-/// 5531 §9). Words 13.. (the credential and verifier) are replaced for another credential.
+/// The seven words of a bare version 1 RDMA_MSG header: `rdma_xid`, version 1, `credit`,
+/// RDMA_MSG and the empty Read list, Write list and Reply chunk (RFC 8166 §4.2, §4.7). Every
+/// Short message starts with them; the emitters below build on them.
+#[inline(always)]
+pub fn bare_msg_head(xid: u32, credit: u32) -> [u32; 7] {
+    [xid, RPCRDMA_VERSION, credit, Proc::Msg.to_u32(), 0, 0, 0]
+}
+
+/// The words before the arguments of a version 1 Short Call without chunks: the bare
+/// header ([`bare_msg_head`]), then the ONC RPC call header with AUTH_NONE credential and
+/// verifier ([`call_header_words`], RFC 5531 §9). Words 13.. (the credential and verifier)
+/// are replaced for another credential.
 #[inline]
 pub fn short_call_words(xid: u32, credit: u32, prog: u32, vers: u32, proc_num: u32) -> [u32; 17] {
+    let [a, b, c, d, e, f, g] = bare_msg_head(xid, credit);
+    let [x, call, rpcvers, p, v, n, cf, cl, vf, vl] = call_header_words(xid, prog, vers, proc_num);
     [
-        xid,
-        RPCRDMA_VERSION,
-        credit,
-        Proc::Msg.to_u32(),
-        0,
-        0,
-        0,
-        xid,
-        0, // CALL
-        2, // RPC version 2
-        prog,
-        vers,
-        proc_num,
-        0, // AUTH_NONE credential
-        0,
-        0, // AUTH_NONE verifier
-        0,
+        a, b, c, d, e, f, g, x, call, rpcvers, p, v, n, cf, cl, vf, vl,
     ]
 }
 
 /// Where a Short Call's credential starts among [`short_call_words`].
 pub const SHORT_CALL_CRED_WORD: usize = 13;
 
-/// The ONC RPC call header with AUTH_NONE credential and verifier (RFC 5531 §9): the last
-/// ten of [`short_call_words`].
+/// The ONC RPC call header with AUTH_NONE credential and verifier (RFC 5531 §9): `xid`,
+/// CALL, RPC version 2, the program, version and procedure, then the credential and the
+/// verifier, each a flavor and an empty body.
 #[inline]
 pub fn call_header_words(xid: u32, prog: u32, vers: u32, proc_num: u32) -> [u32; 10] {
     [xid, 0, 2, prog, vers, proc_num, 0, 0, 0, 0]
 }
 
-/// The words of a version 1 Short Reply without chunks before its results: `rdma_xid`,
-/// version 1, the grant, RDMA_MSG and three empty lists (RFC 8166 §4.2, §4.7: the Call had
-/// no Write list and no Reply chunk to echo, §4.3.2), then the accepted RPC Reply header
-/// with the AUTH_NONE verifier and `stat` (RFC 5531 §9, §10.1).
+/// The words of a version 1 Short Reply without chunks before its results: the bare header
+/// ([`bare_msg_head`]: the Call had no Write list and no Reply chunk to echo, RFC 8166
+/// §4.3.2), then the accepted RPC Reply header with the AUTH_NONE verifier and `stat` (RFC
+/// 5531 §9, §10.1).
 #[inline]
 pub fn short_reply_words(xid: u32, grant: u32, stat: AcceptStat) -> [u32; 13] {
+    let [a, b, c, d, e, f, g] = bare_msg_head(xid, grant);
+    // The AUTH_NONE verifier: its flavor and an empty body.
     [
-        xid,
-        RPCRDMA_VERSION,
-        grant,
-        Proc::Msg.to_u32(),
-        0,
-        0,
-        0,
+        a,
+        b,
+        c,
+        d,
+        e,
+        f,
+        g,
         xid,
         REPLY,
         MSG_ACCEPTED,
-        0, // AUTH_NONE verifier
+        0,
         0,
         stat.code(),
     ]
 }
 
-/// The words of a version 1 Short Reply that refuses the Call's credential: the transport
-/// header as in [`short_reply_words`], then MSG_DENIED / AUTH_ERROR with `stat` (RFC 5531
-/// §9).
+/// The words of a version 1 Short Reply that refuses the Call's credential: the bare header
+/// ([`bare_msg_head`]), then MSG_DENIED / AUTH_ERROR with `stat` (RFC 5531 §9).
 #[inline]
 pub fn short_denied_words(xid: u32, grant: u32, stat: AuthStat) -> [u32; 12] {
+    let [a, b, c, d, e, f, g] = bare_msg_head(xid, grant);
     [
-        xid,
-        RPCRDMA_VERSION,
-        grant,
-        Proc::Msg.to_u32(),
-        0,
-        0,
-        0,
-        xid,
-        REPLY,
-        MSG_DENIED,
-        AUTH_ERROR,
-        stat.0,
+        a, b, c, d, e, f, g, xid, REPLY, MSG_DENIED, AUTH_ERROR, stat.0,
     ]
 }
 
-/// The five words a version 1 RDMA_MSG Reply starts with: `rdma_xid`, version 1, the grant,
-/// RDMA_MSG and the empty Read list (RFC 8166 §4.2); the Write list follows.
+/// The five words a version 1 RDMA_MSG Reply starts with: the first five of
+/// [`bare_msg_head`] (up to the empty Read list, RFC 8166 §4.2); the Write list follows.
 #[inline]
 pub fn msg_reply_head(xid: u32, grant: u32) -> [u32; 5] {
-    [xid, RPCRDMA_VERSION, grant, Proc::Msg.to_u32(), 0]
+    let [a, b, c, d, e, ..] = bare_msg_head(xid, grant);
+    [a, b, c, d, e]
 }
 
 /// Writes the words of a Short message made in version 1's layout (`words`: a Short Call's

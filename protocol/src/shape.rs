@@ -13,7 +13,7 @@
 //! echoed), [`ReplyShape::General`] (any other accepted reply: a Reply chunk, an RDMA_ERROR)
 //! or [`ReplyShape::Refused`].
 //!
-//! The shapes agree with the full verdicts ([`crate::verdict::judge_call_full`], [`judge_call2`],
+//! The shapes agree with the full verdicts ([`judge_call_full`], [`judge_call2`],
 //! [`judge_reply_full`], [`judge_reply2`]): a message is refused exactly when they refuse it,
 //! with their verdict, and an accepted one carries what they accept (property tests in
 //! `tests/verdict.rs` and `tests/v2.rs`).
@@ -22,8 +22,9 @@ use crate::header::Proc;
 use crate::v2::verdict::{judge_call2, judge_reply2, short_call2, short_reply2, Verdict2};
 use crate::v2::{Wire, RPCRDMA_VERSION_TWO};
 use crate::verdict::{
-    judge_call, judge_reply_full, short_call, short_reply, write_call, write_reply, AcceptedCall,
-    AcceptedReply, Action, Role, ShortCall, ShortReply, Verdict, WriteCall, WriteReply,
+    judge_call, judge_call_full, judge_reply, judge_reply_full, short_call, short_reply,
+    write_call, write_reply, AcceptedCall, AcceptedReply, Action, Role, ShortCall, ShortReply,
+    Verdict, WriteCall, WriteReply,
 };
 use crate::xdr::word_at as word;
 
@@ -58,10 +59,9 @@ pub enum CallShape<'a> {
 
 /// [`CallShape`] without what it borrows: what a responder keeps of the shape while the Call
 /// waits (for a pull, for send room).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CallForm {
     /// [`CallShape::Short`].
-    #[default]
     Short,
     /// [`CallShape::Written`].
     Written,
@@ -85,14 +85,6 @@ impl CallShape<'_> {
             CallShape::Long(_) => CallForm::Long,
             CallShape::General(_) => CallForm::General,
             CallShape::Refused(_) => CallForm::Refused,
-        }
-    }
-
-    /// The accepted Call of a shape that carries one in full (Pulled, Long, General).
-    pub fn accepted(&self) -> Option<&AcceptedCall<'_>> {
-        match self {
-            CallShape::Pulled(a) | CallShape::Long(a) | CallShape::General(a) => Some(a),
-            _ => None,
         }
     }
 }
@@ -122,7 +114,8 @@ fn call_shape_chunked(buf: &[u8], wire: Wire) -> CallShape<'_> {
             return CallShape::Written(wc);
         }
     }
-    let judged = judge_call_in(buf, wire);
+    // Its Short test failed above: the full walk alone.
+    let judged = judge_call_with(buf, wire, judge_call_full);
     match judged {
         Err(r) => CallShape::Refused(r),
         Ok(call) => accepted_call_shape(call),
@@ -135,10 +128,21 @@ fn call_shape_chunked(buf: &[u8], wire: Wire) -> CallShape<'_> {
 /// version 2 connection's is refused with ERR_VERS 2..2 (\[V2\] §7.3, the client "MUST NOT
 /// change the version").
 pub fn judge_call_in(buf: &[u8], wire: Wire) -> Result<AcceptedCall<'_>, Refusal> {
+    // `judge_call`: a Short Call a fast path did not answer is accepted without the full
+    // walk (the same verdict).
+    judge_call_with(buf, wire, judge_call)
+}
+
+/// [`judge_call_in`] with `v1` as version 1's verdict (the full walk, or the one that
+/// tries the Short fast path first: the same result).
+#[inline(always)]
+fn judge_call_with(
+    buf: &[u8],
+    wire: Wire,
+    v1: fn(&[u8]) -> Result<AcceptedCall<'_>, Verdict>,
+) -> Result<AcceptedCall<'_>, Refusal> {
     match wire {
-        // `judge_call`: a Short Call a fast path did not answer is accepted without the
-        // full walk (the same verdict).
-        Wire::V1 => judge_call(buf).map_err(Refusal::V1),
+        Wire::V1 => v1(buf).map_err(Refusal::V1),
         Wire::V2 if word(buf, 4) != Some(RPCRDMA_VERSION_TWO) => Err(Refusal::V1(Verdict {
             action: Action::ErrVers {
                 low: RPCRDMA_VERSION_TWO,
@@ -227,13 +231,34 @@ fn reply_shape_chunked(buf: &[u8], wire: Wire, reverse: bool) -> ReplyShape<'_> 
             return ReplyShape::Written(wr);
         }
     }
-    let judged = match wire {
-        Wire::V1 => judge_reply_full(buf).map_err(Refusal::V1),
-        Wire::V2 => judge_reply2(buf, Role::Requester, reverse).map_err(Refusal::V2),
-    };
-    match judged {
+    // Its Short test failed above: the full walk alone.
+    match judge_reply_with(buf, wire, reverse, judge_reply_full) {
         Err(r) => ReplyShape::Refused(r),
         Ok(reply) => accepted_reply_shape(reply),
+    }
+}
+
+/// The full verdict on the answer `buf` in the connection's version `wire` (RFC 8166 §4.5;
+/// \[V2\] §5.3.3), `reverse` as for [`judge_reply2`]: what [`reply_shape`] decides its
+/// other shapes and refusals from, and what a requester's general path reads.
+pub fn judge_reply_in(buf: &[u8], wire: Wire, reverse: bool) -> Result<AcceptedReply<'_>, Refusal> {
+    // `judge_reply`: a Short Reply a fast path did not complete is accepted without the
+    // full walk (the same verdict).
+    judge_reply_with(buf, wire, reverse, judge_reply)
+}
+
+/// [`judge_reply_in`] with `v1` as version 1's verdict (the full walk, or the one that
+/// tries the Short fast path first: the same result).
+#[inline(always)]
+fn judge_reply_with(
+    buf: &[u8],
+    wire: Wire,
+    reverse: bool,
+    v1: fn(&[u8]) -> Result<AcceptedReply<'_>, Verdict>,
+) -> Result<AcceptedReply<'_>, Refusal> {
+    match wire {
+        Wire::V1 => v1(buf).map_err(Refusal::V1),
+        Wire::V2 => judge_reply2(buf, Role::Requester, reverse).map_err(Refusal::V2),
     }
 }
 

@@ -5,6 +5,22 @@
 use super::*;
 use rpcrdma_proto::shape::{self, Refusal, ReplyShape};
 
+/// The client's completion state as [`Books`], borrowed field by field, so that it can be
+/// held beside a reply read from the client's receive buffers.
+macro_rules! books {
+    ($c:expr) => {
+        Books {
+            slots: &mut $c.slots,
+            reposts: &mut $c.reposts,
+            credits: &mut $c.credits,
+            spare: &mut $c.spare,
+            batch: &mut $c.batch,
+            stats: &$c.stats,
+            slot_mask: $c.slot_mask,
+        }
+    };
+}
+
 impl<P: Provider> Client<P> {
     /// Makes progress — polls a batch of completions, matches replies to pending RPCs,
     /// invalidates their memory, checks timeouts — and hands every finished RPC to `f`.
@@ -171,15 +187,7 @@ impl<P: Provider> Client<P> {
         let bytes = view::bytes(&self.recv[ridx as usize], len as usize);
         let reverse = self.serving.is_some();
         let shape = shape::reply_shape(bytes, self.wire, reverse);
-        let mut books = Books {
-            slots: &mut self.slots,
-            reposts: &mut self.reposts,
-            credits: &mut self.credits,
-            spare: &mut self.spare,
-            batch: &mut self.batch,
-            stats: &self.stats,
-            slot_mask: self.slot_mask,
-        };
+        let mut books = books!(self);
         let answer = match shape {
             ReplyShape::Short(short) => {
                 if books.complete_short(&short, ridx, inv, f) {
@@ -214,15 +222,7 @@ impl<P: Provider> Client<P> {
     ) {
         let bytes = view::bytes(&self.recv[ridx as usize], len as usize);
         let answer = judge_answer(self.wire, self.serving.is_some(), bytes, &self.stats);
-        let mut books = Books {
-            slots: &mut self.slots,
-            reposts: &mut self.reposts,
-            credits: &mut self.credits,
-            spare: &mut self.spare,
-            batch: &mut self.batch,
-            stats: &self.stats,
-            slot_mask: self.slot_mask,
-        };
+        let mut books = books!(self);
         match books.complete_general(ridx, len, inv, answer, f) {
             Then::Done => {}
             Then::ServeReverse => self.serve_reverse(ridx, len),
@@ -631,16 +631,7 @@ pub(super) fn judge_answer<'a>(
     bytes: &'a [u8],
     stats: &Counters,
 ) -> Option<Answer<'a>> {
-    let judged = match wire {
-        Wire::V1 => verdict::judge_reply(bytes).map_err(Refusal::V1),
-        Wire::V2 => rpcrdma_proto::v2::verdict::judge_reply2(
-            bytes,
-            rpcrdma_proto::verdict::Role::Requester,
-            reverse,
-        )
-        .map_err(Refusal::V2),
-    };
-    match judged {
+    match shape::judge_reply_in(bytes, wire, reverse) {
         Ok(acc) => Some(Answer::Reply(acc)),
         Err(r) => answer_of_refusal(r, reverse, bytes, stats),
     }

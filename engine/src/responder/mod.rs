@@ -794,7 +794,9 @@ impl<P: Provider> ServerConn<P> {
                         // Again with the buffers in hand (the shape borrowed the receive).
                         self.on_call_in(idx, wire)
                     } else {
-                        self.answer_or_defer(idx)
+                        // It waits for them, holding its receive; tried again as they
+                        // free up (`retry_large_waits`).
+                        self.await_share(idx)
                     };
                 }
             }
