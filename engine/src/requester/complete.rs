@@ -58,9 +58,13 @@ impl<P: Provider> Client<P> {
             if n > 0 {
                 // Most of them are replies whose receives go back at the end of this poll.
                 qp.expect_recv_posts(n);
-            } else {
-                // Waiting for a reply: its message is read as soon as it completes.
+                self.watched = false;
+            } else if !self.watched {
+                // Waiting for a reply: its message is read as soon as it completes. Once per
+                // wait: a thread polling many connections would otherwise fetch every idle
+                // one's landing on every turn.
                 qp.watch_next_recv();
+                self.watched = true;
             }
         }
         for k in 0..n {

@@ -383,6 +383,8 @@ pub struct Client<P: Provider> {
     slot_mask: u32,
     polls: u32,
     idle_polls: u32,
+    /// The next reply's landing was prefetched since the last completion (`watch_next_recv`).
+    watched: bool,
     dead: bool,
     /// Slots in `State::Resend`.
     resend_n: u32,
@@ -564,6 +566,7 @@ impl<P: Provider> Client<P> {
             batch: [0; 2],
             polls: 0,
             idle_polls: 0,
+            watched: false,
             dead: true,
             resend_n: 0,
             inline_cap: conn::inline_cap(&config, device.attr().max_inline_data),

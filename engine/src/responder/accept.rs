@@ -298,6 +298,7 @@ impl<P: Provider> ServerConn<P> {
             in_process: 0,
             deferred: 0,
             idle_polls: 0,
+            watched: false,
             id,
             reposts: Vec::with_capacity(nrecv as usize),
             srq_free: if srq_reserved > 0 {

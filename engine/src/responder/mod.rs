@@ -341,6 +341,8 @@ pub struct ServerConn<P: Provider> {
     deferred: u32,
     /// Idle polls so far (wrapping), for the look at the queue pair's state.
     idle_polls: u32,
+    /// The next Call's landing was prefetched since the last completion (`watch_next_recv`).
+    watched: bool,
     /// This connection's number in its tickets.
     id: u64,
     reposts: Vec<u32>,
@@ -566,6 +568,7 @@ impl<P: Provider> ServerConn<P> {
         if n > 0 {
             // Most of them are Calls whose receives go back at the end of this poll.
             self.io.qp.expect_recv_posts(n);
+            self.watched = false;
         } else if work == 0
             && self.read_wait.is_empty()
             && self.reposts.is_empty()
@@ -579,7 +582,12 @@ impl<P: Provider> ServerConn<P> {
             // requester does the same for replies). Measured, alternated in the host's slow
             // phase: null RPC p50 761–771 ns without, 660–671 ns with; 32-deep null RPCs
             // unchanged in either phase (6.3–6.5 M/s slow, 12.1–12.6 M/s fast).
-            self.io.qp.watch_next_recv();
+            // Once per wait: a worker polling many connections would otherwise fetch every
+            // idle one's landing on every turn.
+            if !self.watched {
+                self.io.qp.watch_next_recv();
+                self.watched = true;
+            }
             if self.idle_polls.is_multiple_of(STATE_CHECK_EVERY) {
                 self.check_state();
             } else if self.srq_reserved > 0

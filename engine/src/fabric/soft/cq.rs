@@ -19,6 +19,7 @@
 //! state, as a device does on a CQ overflow. Polling credits the queue pair's counters, which
 //! is what frees queue slots (see the module docs of `fabric`).
 
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -95,6 +96,9 @@ struct Cqe {
 
 // SAFETY: repr(C), atomics only.
 unsafe impl Atomics for Cqe {}
+
+// Entries are 64 bytes apart: `SoftCq::entry` steps through them as an array.
+const _: () = assert!(std::mem::size_of::<Cqe>() == 64);
 
 /// A completion to push.
 #[derive(Clone, Copy, Debug)]
@@ -454,7 +458,27 @@ impl CqLocal {
 pub struct SoftCq {
     local: Arc<CqLocal>,
     head: u64,
+    /// The ring's first entry, copied out of `local` so that an empty poll reads one line of
+    /// shared memory and nothing else: a worker polling hundreds of queues finds every other
+    /// line (the ring's header, the mapping's bookkeeping) out of its cache.
+    entries: NonNull<Cqe>,
+    /// `size - 1`, beside `entries`.
+    mask: u64,
+    /// Empty polls so far, to look at the overrun flag every [`OVERRUN_CHECK_EVERY`]th.
+    empty_polls: u32,
 }
+
+/// How often an empty poll looks at the overrun flag. A ring that overflowed is full, so its
+/// next entry is published (and every poll that finds an entry looks at the flag first)
+/// unless a producer is still writing it; then a later empty poll reports the overrun.
+const OVERRUN_CHECK_EVERY: u32 = 16;
+
+// SAFETY: `entries` points into the mapping that `local` owns (and keeps alive); the queue's
+// one consumer is whoever holds the `SoftCq`, on whatever thread.
+unsafe impl Send for SoftCq {}
+// SAFETY: through `&SoftCq` the entries are only read, with atomic loads (the mapping is
+// shared memory that other processes write anyway).
+unsafe impl Sync for SoftCq {}
 
 impl SoftCq {
     pub(crate) fn create(min_depth: u32, qp_slots: u32) -> Result<SoftCq, FabricError> {
@@ -472,10 +496,22 @@ impl SoftCq {
             bell_rx,
             free_slots: Mutex::new((0..qp_slots).rev().collect()),
         };
+        let entries = NonNull::from(local.ring.cqe(0));
         Ok(SoftCq {
+            mask: local.ring.mask,
             local: Arc::new(local),
             head: 0,
+            entries,
+            empty_polls: 0,
         })
+    }
+
+    /// The entry at `pos`, through the copied pointer (see `entries`).
+    #[inline(always)]
+    fn entry(&self, pos: u64) -> &Cqe {
+        // SAFETY: `pos & mask < size` entries of 64 bytes follow `entries` inside the mapping
+        // `local` keeps alive (`CqRing::cqe` made the same check when `entries` was taken).
+        unsafe { &*self.entries.as_ptr().add((pos & self.mask) as usize) }
     }
 
     pub(crate) fn local(&self) -> &Arc<CqLocal> {
@@ -486,6 +522,13 @@ impl SoftCq {
 impl CompletionQueue for SoftCq {
     #[inline(always)]
     fn poll(&mut self, out: &mut [Wc]) -> Result<usize, CqError> {
+        if self.entry(self.head).seq.load(Ordering::Acquire) != self.head + 1 {
+            self.empty_polls = self.empty_polls.wrapping_add(1);
+            if self.empty_polls.is_multiple_of(OVERRUN_CHECK_EVERY) && self.local.ring.overrun() {
+                return Err(CqError::Overrun);
+            }
+            return Ok(0);
+        }
         let ring = &self.local.ring;
         if ring.overrun() {
             return Err(CqError::Overrun);
@@ -493,7 +536,7 @@ impl CompletionQueue for SoftCq {
         let start = self.head;
         let mut n = 0;
         while n < out.len() {
-            let e = ring.cqe(self.head);
+            let e = self.entry(self.head);
             if e.seq.load(Ordering::Acquire) != self.head + 1 {
                 break;
             }
