@@ -14,6 +14,7 @@ use hdrhistogram::Histogram;
 use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::requester::{CallArgs, Client, SubmitError};
 use rpcrdma_engine::stats::Snapshot;
+use rpcrdma_engine::worker::POLL_AHEAD;
 
 pub use crate::workload::{Prepared, ReplyError, Workload, BULK_SLACK};
 
@@ -592,8 +593,13 @@ impl<'a> Meter<'a> {
         let bulk = w.arg_size().max(w.res_size()) >= 4096;
         loop {
             let mut worked = false;
-            for (client, lane) in clients.iter_mut().zip(lanes.iter_mut()) {
-                if self.serve_lane(client, lane)? {
+            for i in 0..clients.len().min(lanes.len()) {
+                // Many clients: the next ones' completion queues are fetched while this one
+                // is served, so that their cache misses overlap.
+                if let Some(ahead) = clients.get(i + POLL_AHEAD) {
+                    ahead.prefetch_poll();
+                }
+                if self.serve_lane(&mut clients[i], &mut lanes[i])? {
                     worked = true;
                 }
             }

@@ -51,6 +51,11 @@ where
     ServerConn<P>: Send,
 {
     #[inline]
+    fn prefetch(&self) {
+        self.conn.prefetch_poll();
+    }
+
+    #[inline]
     fn poll(&mut self) -> usize {
         let n = self.conn.poll();
         if self.off {

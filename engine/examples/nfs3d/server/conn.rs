@@ -200,6 +200,10 @@ where
         work
     }
 
+    fn prefetch(&self) {
+        self.conn.prefetch_poll();
+    }
+
     fn is_dead(&self) -> bool {
         self.conn.is_dead()
     }

@@ -603,6 +603,11 @@ impl CompletionQueue for SoftCq {
         self.local.ring.size as u32
     }
 
+    #[inline]
+    fn prefetch_next(&self) {
+        super::sys::prefetch(self.entry(self.head));
+    }
+
     fn arm(&mut self) -> Result<bool, CqError> {
         let ring = &self.local.ring;
         let t = ring.tail();
