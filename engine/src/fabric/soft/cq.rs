@@ -295,11 +295,6 @@ impl CqRing {
         }
     }
 
-    /// Whether the queue overflowed.
-    pub(crate) fn overrun(&self) -> bool {
-        self.info().overrun.load(Ordering::Relaxed) != 0
-    }
-
     /// Appends a completion. Lock-free; fails (and marks the queue overrun) if full.
     #[inline]
     pub(crate) fn push(&self, c: &Cqe0) -> Result<(), Overrun> {
@@ -464,6 +459,8 @@ pub struct SoftCq {
     entries: NonNull<Cqe>,
     /// `size - 1`, beside `entries`.
     mask: u64,
+    /// The ring's overrun flag, copied out of `local` as `entries` is.
+    overrun: NonNull<AtomicU32>,
     /// Empty polls so far, to look at the overrun flag every [`OVERRUN_CHECK_EVERY`]th.
     empty_polls: u32,
 }
@@ -471,9 +468,9 @@ pub struct SoftCq {
 /// How often an empty poll looks at the overrun flag. A ring that overflowed is full, so its
 /// next entry is published (and every poll that finds an entry looks at the flag first)
 /// unless a producer is still writing it; then a later empty poll reports the overrun.
-const OVERRUN_CHECK_EVERY: u32 = 16;
+const OVERRUN_CHECK_EVERY: u32 = 64;
 
-// SAFETY: `entries` points into the mapping that `local` owns (and keeps alive); the queue's
+// SAFETY: `entries` and `overrun` point into the mapping that `local` owns (and keeps alive); the queue's
 // one consumer is whoever holds the `SoftCq`, on whatever thread.
 unsafe impl Send for SoftCq {}
 // SAFETY: through `&SoftCq` the entries are only read, with atomic loads (the mapping is
@@ -497,13 +494,22 @@ impl SoftCq {
             free_slots: Mutex::new((0..qp_slots).rev().collect()),
         };
         let entries = NonNull::from(local.ring.cqe(0));
+        let overrun = NonNull::from(&local.ring.info().overrun);
         Ok(SoftCq {
             mask: local.ring.mask,
+            overrun,
             local: Arc::new(local),
             head: 0,
             entries,
             empty_polls: 0,
         })
+    }
+
+    /// Whether the ring overflowed, through the copied pointer (see `overrun`).
+    #[inline(always)]
+    fn overrun(&self) -> bool {
+        // SAFETY: the flag lies in the mapping `local` keeps alive.
+        unsafe { self.overrun.as_ref() }.load(Ordering::Relaxed) != 0
     }
 
     /// The entry at `pos`, through the copied pointer (see `entries`).
@@ -524,15 +530,15 @@ impl CompletionQueue for SoftCq {
     fn poll(&mut self, out: &mut [Wc]) -> Result<usize, CqError> {
         if self.entry(self.head).seq.load(Ordering::Acquire) != self.head + 1 {
             self.empty_polls = self.empty_polls.wrapping_add(1);
-            if self.empty_polls.is_multiple_of(OVERRUN_CHECK_EVERY) && self.local.ring.overrun() {
+            if self.empty_polls.is_multiple_of(OVERRUN_CHECK_EVERY) && self.overrun() {
                 return Err(CqError::Overrun);
             }
             return Ok(0);
         }
-        let ring = &self.local.ring;
-        if ring.overrun() {
+        if self.overrun() {
             return Err(CqError::Overrun);
         }
+        let ring = &self.local.ring;
         let start = self.head;
         let mut n = 0;
         while n < out.len() {
