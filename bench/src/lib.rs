@@ -1,7 +1,9 @@
 //! Measurement harness for rpcrdma: a closed-loop RPC load generator with latency
 //! histograms ([`rpc`]) over workloads whose every reply is checked ([`workload`]), the
 //! counting allocator that lets a benchmark report heap allocations per RPC ([`alloc`]),
-//! the same-run ceilings an RPC is read against ([`limits`], [`ring`]), the verdict on a
+//! the same-run ceilings an RPC is read against ([`limits`], [`ring`]) and the fabric latency
+//! probes beneath them ([`fabric_probes`]: the cache-line limit, SEND, RDMA Write and Read
+//! ping-pongs over any provider), the verdict on a
 //! fault run's RPCs, each of which must complete exactly once ([`exactly_once`]),
 //! and what a sweep makes of its measurements: the points
 //! and their JSON and CSV forms ([`point`]), the inline/chunked crossovers and the
@@ -14,6 +16,7 @@ pub mod cost;
 pub mod cpu;
 pub mod crossover;
 pub mod exactly_once;
+pub mod fabric_probes;
 pub mod fleet;
 pub mod limits;
 pub mod local;

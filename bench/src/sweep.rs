@@ -20,7 +20,6 @@ use std::time::Duration;
 use serde::Serialize;
 
 use rpcrdma_engine::conn::{ConnConfig, Registration};
-use rpcrdma_engine::fabric::bench::cacheline_pingpong;
 use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::program;
 use rpcrdma_engine::proto::plan::{CallForm, Forced};
@@ -29,6 +28,7 @@ use rpcrdma_engine::responder::ServerConn;
 use rpcrdma_engine::worker::{WorkerConfig, Workers};
 
 use crate::cpu;
+use crate::fabric_probes::cacheline_pingpong;
 use crate::fleet::{self, core_of, cores, FleetReport};
 use crate::limits::{copy_to_reader_ns, cross_core_copy_ns};
 use crate::local;

@@ -10,9 +10,9 @@ use std::thread;
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
-use rpcrdma_engine::fabric::conformance::{self, Env, Report};
-use rpcrdma_engine::fabric::soft::{Soft, SoftAddr, SoftEnv};
-use rpcrdma_engine::fabric::verbs::{Verbs, VerbsEnv};
+use rpcrdma_conformance::{self as conformance, Env, Report, SoftEnv, VerbsEnv};
+use rpcrdma_engine::fabric::soft::{Soft, SoftAddr};
+use rpcrdma_engine::fabric::verbs::Verbs;
 use rpcrdma_engine::fabric::{Device, Provider};
 
 use crate::provider::{open_verbs, ProviderChoice};

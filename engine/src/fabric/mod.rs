@@ -15,7 +15,8 @@
 //!
 //! Two providers fit it: [`soft`] (software RDMA over shared memory, in this crate) and
 //! `verbs` (libibverbs and librdmacm through rdma-sys, for NICs and soft-RoCE). The behaviour
-//! both must show is written once, as the [`conformance`] suite.
+//! both must show is written once, as the conformance suite: the crate `rpcrdma-conformance`
+//! (`engine/conformance/`), which uses this module's public API only.
 //!
 //! # Why posting is safe
 //!
@@ -52,8 +53,6 @@
 #![deny(unsafe_code)]
 
 pub mod access;
-pub mod bench;
-pub mod conformance;
 pub mod conn;
 pub mod error;
 #[allow(unsafe_code)]

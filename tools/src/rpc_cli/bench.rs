@@ -46,7 +46,7 @@ where
     let thread_cores = client_cores(args, threads);
     // The reference, measured on the same two cores: a cache-line round trip. Measured
     // before the in-process server's workers start busy-polling, and again after.
-    let reference = |iters| fabric_bench::cacheline_pingpong(iters).p50_ns * 2;
+    let reference = |iters| fabric_probes::cacheline_pingpong(iters).p50_ns * 2;
     let before = reference(200_000);
     let ring_before = ring_ceiling(args, threads);
     let server = match &args.connect {
