@@ -39,8 +39,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rpcrdma_engine::fabric::{
-    inc_rkey, Access, CompletionQueue, ConnRequest, ConnectError, Device, Listener, MemoryRegion,
-    MemoryWindow, MwBind, Payload, PostError, PrivateData, ProtectionDomain, Provider, QpCaps,
+    inc_rkey, Access, CmPrivateBytes, CompletionQueue, ConnRequest, ConnectError, Device, Listener,
+    MemoryRegion, MemoryWindow, MwBind, Payload, PostError, ProtectionDomain, Provider, QpCaps,
     QpInit, QpState, QueuePair, RecvWr, RemoteAddr, SendOp, SendWr, Sge, SharedReceiveQueue, Wc,
     WcOpcode, WcStatus,
 };
@@ -88,7 +88,7 @@ pub fn connect_pair<P: Provider, E: Env<P> + ?Sized>(
     b: Side<'_, P>,
     a_data: &[u8],
     b_data: &[u8],
-) -> Result<(P::Qp, PrivateData, P::Qp, PrivateData), String> {
+) -> Result<(P::Qp, CmPrivateBytes, P::Qp, CmPrivateBytes), String> {
     let addr = env.fresh_addr();
     let timeout = env.timeout();
     let mut listener =

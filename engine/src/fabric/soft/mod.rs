@@ -165,7 +165,7 @@ pub use qp::SoftQp;
 pub use srq::SoftSrq;
 
 use crate::fabric::{
-    ConnectError, Device, DeviceAttr, FabricError, PostError, PrivateData, Provider, QpInit,
+    CmPrivateBytes, ConnectError, Device, DeviceAttr, FabricError, PostError, Provider, QpInit,
 };
 
 /// Largest scatter-gather list.
@@ -286,7 +286,7 @@ impl Provider for Soft {
         private_data: &[u8],
         timeout: Duration,
         prepare: F,
-    ) -> Result<(SoftQp, PrivateData), ConnectError>
+    ) -> Result<(SoftQp, CmPrivateBytes), ConnectError>
     where
         F: FnOnce(&mut SoftQp) -> Result<(), PostError>,
     {

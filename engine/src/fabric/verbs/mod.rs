@@ -98,7 +98,7 @@ pub use pd::VerbsPd;
 pub use qp::VerbsQp;
 pub use srq::VerbsSrq;
 
-use super::{ConnectError, FabricError, PostError, PrivateData, Provider, QpInit};
+use super::{CmPrivateBytes, ConnectError, FabricError, PostError, Provider, QpInit};
 
 impl Provider for Verbs {
     const NAME: &'static str = "verbs";
@@ -131,7 +131,7 @@ impl Provider for Verbs {
         private_data: &[u8],
         timeout: Duration,
         prepare: F,
-    ) -> Result<(VerbsQp, PrivateData), ConnectError>
+    ) -> Result<(VerbsQp, CmPrivateBytes), ConnectError>
     where
         F: FnOnce(&mut VerbsQp) -> Result<(), PostError>,
     {
