@@ -32,7 +32,7 @@ use rpcrdma_engine::fabric::{ConnectError, Device, Provider};
 use rpcrdma_engine::program;
 use rpcrdma_engine::requester::Client;
 use rpcrdma_engine::responder::{Server, ServerConn, ShareStats};
-use rpcrdma_engine::stats::{Snapshot, ERROR_COUNTERS};
+use rpcrdma_engine::stats::Snapshot;
 use rpcrdma_engine::worker::{WorkerConfig, WorkerStats, Workers};
 use serde_json::{json, Value};
 
@@ -391,20 +391,10 @@ fn positive_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
-/// A snapshot as JSON: every counter the engine keeps, the error counters grouped.
+/// A snapshot as JSON: every counter the engine keeps, the error counters grouped
+/// (`Snapshot::write_json`).
 fn snapshot_json(s: &Snapshot) -> Value {
-    let mut top = serde_json::Map::new();
-    let mut errors = serde_json::Map::new();
-    for (name, v) in s.fields() {
-        let into = if ERROR_COUNTERS.contains(&name) {
-            &mut errors
-        } else {
-            &mut top
-        };
-        into.insert(name.to_string(), json!(v));
-    }
-    top.insert("errors".to_string(), Value::Object(errors));
-    Value::Object(top)
+    serde_json::from_str(&s.to_json()).expect("the engine writes a snapshot as valid JSON")
 }
 
 /// `n` clients connected to the server at `addr`.
