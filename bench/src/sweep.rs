@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::fabric_probes::cacheline_pingpong;
 use rpcrdma_engine::conn::{ConnConfig, Registration};
 use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::program;
@@ -28,15 +29,13 @@ use rpcrdma_engine::responder::ServerConn;
 use rpcrdma_engine::worker::{WorkerConfig, Workers};
 
 use crate::cpu;
-use crate::fabric_probes::cacheline_pingpong;
 use crate::fleet::{self, core_of, cores, FleetReport};
 use crate::limits::{copy_to_reader_ns, cross_core_copy_ns};
 use crate::local;
-use crate::point::{
-    CpuPerRpc, Forms, Limits, MemoryPerConn, Percentiles, Point, PointConfig, Ratios,
-};
+use crate::point::{CpuPerRpc, Forms, Limits, MemoryPerConn, Point, PointConfig, Ratios};
 use crate::ring::null_ring;
 use crate::rpc::{LoadConfig, Prepared, Workload};
+use crate::summary::Percentiles;
 
 /// How each point runs.
 #[derive(Clone, Debug)]

@@ -504,7 +504,7 @@ struct Figures {
     per_conn: Vec<f64>,
     /// How evenly the connections were served: the slowest, median and fastest
     /// connection's rates (unrounded, from which the ratio is taken).
-    conn_rates: Option<rpcrdma_bench::rpc::ConnRates>,
+    conn_rates: Option<rpcrdma_bench::summary::ConnRates>,
     /// Each in-process worker's rate, rounded.
     per_worker: Vec<f64>,
     /// The server's time on the data, which the round trips leave out (READ and WRITE).
@@ -693,7 +693,7 @@ fn report_text(provider: &str, args: &BenchArgs, m: &Measured, f: &Figures, thre
             if c.fair() {
                 String::new()
             } else {
-                format!(" (under {}x: unfair)", rpcrdma_bench::rpc::ConnRates::FAIR)
+                format!(" (under {}x: unfair)", rpcrdma_bench::summary::ConnRates::FAIR)
             }
         );
     }
