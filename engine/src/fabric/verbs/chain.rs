@@ -162,3 +162,108 @@ fn post_error(rc: i32) -> PostError {
         PostError::Os(e)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three receives at `raw`, built as the posting paths build them.
+    fn chunk(sges: &[Sge]) -> [ibv_recv_wr; 3] {
+        let wr = RecvWr::new(0, sges);
+        [
+            raw_recv_wr(10, &wr),
+            raw_recv_wr(11, &wr),
+            raw_recv_wr(12, &wr),
+        ]
+    }
+
+    /// The provider sees one chain of the requests built, in order, ending in null; when it
+    /// takes them all, the builder's refusal (if any) is the chunk's outcome.
+    #[test]
+    fn a_chunk_is_linked_and_posted_in_one_call() {
+        let sges = [Sge::new(0x1000, 64, 7)];
+        let mut raw = chunk(&sges);
+        let raw_p = raw.as_mut_ptr();
+        let mut seen = Vec::new();
+        let post = |chain: *mut ibv_recv_wr, _: &mut *mut ibv_recv_wr| {
+            let mut at = chain;
+            while !at.is_null() {
+                // SAFETY: the chain's entries are the test's array.
+                let w = unsafe { &*at };
+                seen.push((w.wr_id, w.num_sge));
+                at = w.next;
+            }
+            0
+        };
+        // SAFETY: three initialised requests, their `next` null.
+        let (posted, outcome) = unsafe { post_chain(raw_p, 3, None, post) };
+        assert_eq!((posted, outcome), (3, Ok(3)));
+        assert_eq!(seen, [(10, 1), (11, 1), (12, 1)]);
+
+        let mut raw = chunk(&sges);
+        let refused = Some((2, PostError::QueueFull));
+        let never = |_: *mut ibv_recv_wr, _: &mut *mut ibv_recv_wr| -> i32 { unreachable!() };
+        // SAFETY: as above; nothing is posted.
+        let (posted, outcome) = unsafe { post_chain(raw.as_mut_ptr(), 0, refused, never) };
+        assert_eq!((posted, outcome), (0, Err((2, PostError::QueueFull))));
+    }
+
+    /// The provider's refusal: the requests before the one it names are posted, and its
+    /// error (ENOMEM a full queue) comes before the builder's refusal.
+    #[test]
+    fn a_refused_chain_counts_what_the_provider_took() {
+        let mut raw = chunk(&[]);
+        let raw_p = raw.as_mut_ptr();
+        let refuse_third = |chain: *mut ibv_recv_wr, bad: &mut *mut ibv_recv_wr| {
+            // SAFETY: the chain has three entries.
+            *bad = unsafe { chain.add(2) };
+            libc::ENOMEM
+        };
+        let refused = Some((3, PostError::TooManySge { given: 2, max: 1 }));
+        // SAFETY: three initialised requests, their `next` null.
+        let (posted, outcome) = unsafe { post_chain(raw_p, 3, refused, refuse_third) };
+        assert_eq!((posted, outcome), (2, Err((2, PostError::QueueFull))));
+        assert!(raw[0].sg_list.is_null() && raw[0].num_sge == 0);
+
+        let mut raw = chunk(&[]);
+        let other = |_: *mut ibv_recv_wr, bad: &mut *mut ibv_recv_wr| {
+            *bad = ptr::null_mut();
+            libc::EINVAL
+        };
+        // SAFETY: as above.
+        let (posted, outcome) = unsafe { post_chain(raw.as_mut_ptr(), 3, None, other) };
+        assert_eq!(
+            (posted, outcome),
+            (0, Err((0, PostError::Os(libc::EINVAL))))
+        );
+    }
+
+    /// A list goes chunk by chunk; a refusal is reported at its index in the whole list.
+    #[test]
+    fn a_list_is_posted_chunk_by_chunk() {
+        let wrs: Vec<u32> = (0..40).collect();
+        let mut calls = Vec::new();
+        let r = post_in_chunks(&wrs, |rest| {
+            calls.push(rest[0]);
+            if rest[0] == 32 {
+                return Err((3, PostError::QueueFull));
+            }
+            Ok(rest.len().min(CHUNK))
+        });
+        assert_eq!(calls, [0, 16, 32]);
+        let bad = r.unwrap_err();
+        assert_eq!((bad.index, bad.error), (35, PostError::QueueFull));
+        assert!(post_in_chunks(&wrs[..5], |rest| Ok(rest.len())).is_ok());
+    }
+
+    #[test]
+    fn receive_scatter_lists_are_bounded() {
+        let sges = [Sge::new(0, 1, 1), Sge::new(1, 1, 1)];
+        let wr = RecvWr::new(1, &sges);
+        assert_eq!(check_recv_sges(&wr, 2), Ok(()));
+        assert_eq!(
+            check_recv_sges(&wr, 1),
+            Err(PostError::TooManySge { given: 2, max: 1 })
+        );
+    }
+}
