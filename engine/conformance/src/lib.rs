@@ -502,6 +502,6 @@ use srq::*;
 use windows::*;
 
 pub use soft_env::SoftEnv;
-pub use split::{split_active, split_passive};
+pub use split::{split_active, split_passive, SPLIT_ACTIVE_CASES, SPLIT_PASSIVE_CASE};
 #[cfg(feature = "verbs")]
 pub use verbs_env::VerbsEnv;
