@@ -12,8 +12,8 @@ use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::requester::Client;
 
 use crate::cpu;
-use crate::point::Percentiles;
 use crate::rpc::{self, Gates, LoadConfig, LoadError, LoadReport, Prepared, Progress};
+use crate::summary::Percentiles;
 
 /// What one client thread did.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

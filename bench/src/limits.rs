@@ -2,7 +2,7 @@
 //! this machine, measured beside the RPCs it is compared to. A chunked RPC on the soft
 //! fabric moves its payload with one copy between the peers' memory (an RDMA Read or
 //! Write); its round trip is judged against the cache-line round trip
-//! (`rpcrdma_engine::fabric::bench::cacheline_pingpong`) and two copies of its payload:
+//! ([`crate::fabric_probes::cacheline_pingpong`]) and two copies of its payload:
 //!
 //! - [`cross_core_copy_ns`]: bytes another core just wrote, copied into the copier's own
 //!   buffer (the cross-core read; the destination stays in the copier's cache);

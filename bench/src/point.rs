@@ -3,8 +3,9 @@
 //! (`--csv`). The JSON schema is this module's types, field for field (`serde`); the README
 //! documents it.
 
-use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+
+use crate::summary::{ConnRates, Percentiles};
 
 /// What a point ran: every axis of a sweep.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -44,43 +45,6 @@ pub struct PointConfig {
 
 fn version_one() -> u32 {
     1
-}
-
-/// Percentiles of times in nanoseconds: of round trips (`lat_ns`), or of the server's time
-/// on the data (`server_work_ns`). A point's, and a load run's
-/// ([`LoadReport::lat_ns`](crate::rpc::LoadReport::lat_ns)); `{min, p50, p90, p99, p999,
-/// max}` in JSON, `bench rpc --json`'s as a sweep point's.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Percentiles {
-    /// Fastest.
-    pub min: u64,
-    /// Median.
-    pub p50: u64,
-    /// 90th percentile.
-    pub p90: u64,
-    /// 99th percentile.
-    pub p99: u64,
-    /// 99.9th percentile.
-    pub p999: u64,
-    /// Slowest.
-    pub max: u64,
-}
-
-impl Percentiles {
-    /// The percentiles of a histogram (all zero for an empty one).
-    pub fn of(h: &Histogram<u64>) -> Percentiles {
-        if h.is_empty() {
-            return Percentiles::default();
-        }
-        Percentiles {
-            min: h.min(),
-            p50: h.value_at_quantile(0.50),
-            p90: h.value_at_quantile(0.90),
-            p99: h.value_at_quantile(0.99),
-            p999: h.value_at_quantile(0.999),
-            max: h.max(),
-        }
-    }
 }
 
 /// CPU time spent per RPC, in nanoseconds, by the client's and the server's threads.
@@ -192,7 +156,7 @@ pub struct Point {
     pub conn_rate_max: Option<f64>,
     /// `conn_rate_min` over `conn_rate_median`: how fairly the server shared itself among
     /// the connections (1: evenly; issue 33 asks for at least
-    /// [`ConnRates::FAIR`](crate::rpc::ConnRates::FAIR); 0 when the median is 0).
+    /// [`ConnRates::FAIR`]; 0 when the median is 0).
     #[serde(default)]
     pub conn_rate_min_to_median: Option<f64>,
     /// Each in-process server worker's rate, RPCs per second (empty for a remote server).
@@ -239,7 +203,7 @@ impl std::error::Error for ReadError {}
 impl Point {
     /// Sets the `conn_rate_*` fields from the distribution of the connections' rates
     /// (`None` clears them).
-    pub fn set_conn_rates(&mut self, r: Option<crate::rpc::ConnRates>) {
+    pub fn set_conn_rates(&mut self, r: Option<ConnRates>) {
         self.conn_rate_min = r.map(|r| r.min);
         self.conn_rate_median = r.map(|r| r.median);
         self.conn_rate_max = r.map(|r| r.max);
@@ -525,7 +489,7 @@ pub(crate) mod tests {
         let mut p = point("null", 0, "auto", 0, 4000, 2e6);
         p.config.conns = 4;
         p.per_conn_rps = vec![4e5, 6e5, 5e5, 5e5];
-        p.set_conn_rates(crate::rpc::ConnRates::of(&p.per_conn_rps));
+        p.set_conn_rates(ConnRates::of(&p.per_conn_rps));
         assert_eq!(
             (p.conn_rate_min, p.conn_rate_median, p.conn_rate_max),
             (Some(4e5), Some(5e5), Some(6e5))

@@ -273,7 +273,7 @@ mod tests {
         let mut new = vec![point("read", 65536, "auto", 0, 4_000, 1e5)];
         let text = compare(&old, &new, 5.0).render();
         assert!(!text.contains("note:"), "{text}");
-        new[0].server_work_ns = Some(crate::point::Percentiles {
+        new[0].server_work_ns = Some(crate::summary::Percentiles {
             p50: 1_500,
             ..Default::default()
         });

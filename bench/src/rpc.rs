@@ -18,7 +18,7 @@ use rpcrdma_engine::worker::POLL_AHEAD;
 
 pub use crate::workload::{Prepared, ReplyError, Workload, BULK_SLACK};
 
-use crate::point::Percentiles;
+use crate::summary::{ConnRates, Percentiles};
 
 /// How a load run goes.
 #[derive(Clone, Copy, Debug)]
@@ -47,63 +47,6 @@ impl LoadConfig {
             timeout,
             sever_every: None,
         }
-    }
-}
-
-/// How evenly a run's connections were served: the distribution of their rates over the
-/// measured phase (each connection's RPCs completed in it over its length). A fair server
-/// keeps the slowest connection at least [`ConnRates::FAIR`] times the median.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ConnRates {
-    /// Connections counted.
-    pub conns: usize,
-    /// The slowest connection's rate, RPCs per second.
-    pub min: f64,
-    /// The median connection's rate (of an even count, the mean of the middle two).
-    pub median: f64,
-    /// The fastest connection's rate.
-    pub max: f64,
-}
-
-impl ConnRates {
-    /// The least [`min_to_median`](Self::min_to_median) of a fair run (issue 33: the
-    /// slowest connection at least half as fast as the median one).
-    pub const FAIR: f64 = 0.5;
-
-    /// The distribution of `rates` (one per connection, RPCs per second); `None` for no
-    /// connection. Not for measured loops: it sorts a copy.
-    pub fn of(rates: &[f64]) -> Option<ConnRates> {
-        let mut sorted = rates.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        let (&min, &max) = (sorted.first()?, sorted.last()?);
-        let median = if n.is_multiple_of(2) {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-        } else {
-            sorted[n / 2]
-        };
-        Some(ConnRates {
-            conns: n,
-            min,
-            median,
-            max,
-        })
-    }
-
-    /// The slowest connection's rate over the median's: 1 when every connection went as
-    /// fast, 0 when the median connection completed nothing (half of them or more starved).
-    pub fn min_to_median(&self) -> f64 {
-        if self.median > 0.0 {
-            self.min / self.median
-        } else {
-            0.0
-        }
-    }
-
-    /// Whether the slowest connection went at least [`FAIR`](Self::FAIR) times as fast as
-    /// the median one.
-    pub fn fair(&self) -> bool {
-        self.min_to_median() >= Self::FAIR
     }
 }
 

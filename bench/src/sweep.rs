@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::fabric_probes::cacheline_pingpong;
 use rpcrdma_engine::conn::{ConnConfig, Registration};
-use rpcrdma_engine::fabric::bench::cacheline_pingpong;
 use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::program;
 use rpcrdma_engine::proto::plan::{CallForm, Forced};
@@ -32,11 +32,10 @@ use crate::cpu;
 use crate::fleet::{self, core_of, cores, FleetReport};
 use crate::limits::{copy_to_reader_ns, cross_core_copy_ns};
 use crate::local;
-use crate::point::{
-    CpuPerRpc, Forms, Limits, MemoryPerConn, Percentiles, Point, PointConfig, Ratios,
-};
+use crate::point::{CpuPerRpc, Forms, Limits, MemoryPerConn, Point, PointConfig, Ratios};
 use crate::ring::null_ring;
 use crate::rpc::{LoadConfig, Prepared, Workload};
+use crate::summary::Percentiles;
 
 /// How each point runs.
 #[derive(Clone, Debug)]

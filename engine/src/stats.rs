@@ -4,7 +4,9 @@
 //! writes it, with a relaxed load and store (no read-modify-write, so no locked
 //! instruction on the hot path); any thread may take a [`Snapshot`] with relaxed loads.
 //! A snapshot's fields are each exact at some recent instant, not necessarily the same one.
+//! Reports print a snapshot as one JSON object ([`Snapshot::write_json`]).
 
+use core::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 macro_rules! counters {
@@ -188,6 +190,41 @@ pub const ERROR_COUNTERS: [&str; 16] = [
     "post_refused",
 ];
 
+impl Snapshot {
+    /// Writes the snapshot as one JSON object, as `rpcrdma serve`, `call` and `bench` and
+    /// nfs3d report it: every traffic counter by name in declaration order, then
+    /// `"errors"`, an object of the [`ERROR_COUNTERS`] in declaration order:
+    /// `{"rpcs":2,"calls":2,...,"errors":{"err_vers":0,...}}`.
+    ///
+    /// Written by hand rather than through serde_json, which the library does not depend on:
+    /// the names are identifiers and the values integers, so nothing needs escaping.
+    pub fn write_json(&self, out: &mut impl fmt::Write) -> fmt::Result {
+        let object = |errors: bool, out: &mut dyn fmt::Write| -> fmt::Result {
+            let fields = self
+                .fields()
+                .filter(|(name, _)| ERROR_COUNTERS.contains(name) == errors);
+            for (i, (name, v)) in fields.enumerate() {
+                let comma = if i == 0 { "" } else { "," };
+                write!(out, "{comma}\"{name}\":{v}")?;
+            }
+            Ok(())
+        };
+        out.write_char('{')?;
+        object(false, out)?;
+        out.write_str(",\"errors\":{")?;
+        object(true, out)?;
+        out.write_str("}}")
+    }
+
+    /// The snapshot as one JSON object ([`write_json`](Self::write_json)).
+    pub fn to_json(&self) -> String {
+        let mut s = String::new();
+        self.write_json(&mut s)
+            .expect("writing into a String does not fail");
+        s
+    }
+}
+
 /// Adds `n` to a counter only its owner writes (a relaxed load and store, not a locked
 /// read-modify-write).
 #[inline]
@@ -196,4 +233,55 @@ pub fn bump(counter: &AtomicU64, n: u64) {
         counter.load(Ordering::Relaxed).wrapping_add(n),
         Ordering::Relaxed,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The JSON parses, holds every counter once, the traffic counters first in declaration
+    /// order, then the error counters grouped under `"errors"` in declaration order.
+    #[test]
+    fn json_groups_the_error_counters() {
+        let counters = Counters::default();
+        for (i, c) in [
+            &counters.rpcs,
+            &counters.err_chunk,
+            &counters.reverse_replies,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            c.store(i as u64 + 7, Ordering::Relaxed);
+        }
+        let s = counters.snapshot();
+        let json = s.to_json();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let top = v.as_object().unwrap();
+        let errors = top["errors"].as_object().unwrap();
+        let traffic: Vec<_> = s
+            .fields()
+            .filter(|(n, _)| !ERROR_COUNTERS.contains(n))
+            .collect();
+        let errs: Vec<_> = s
+            .fields()
+            .filter(|(n, _)| ERROR_COUNTERS.contains(n))
+            .collect();
+        assert_eq!(errs.len(), ERROR_COUNTERS.len());
+        let got: Vec<_> = top
+            .iter()
+            .filter(|(k, _)| *k != "errors")
+            .map(|(k, v)| (k.as_str(), v.as_u64().unwrap()))
+            .collect();
+        assert_eq!(got, traffic);
+        assert_eq!(top.keys().next_back().map(String::as_str), Some("errors"));
+        let got: Vec<_> = errors
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_u64().unwrap()))
+            .collect();
+        assert_eq!(got, errs);
+        assert!(json.starts_with("{\"rpcs\":7,\"calls\":0,"), "{json}");
+        assert_eq!(errors["err_chunk"], 8);
+        assert_eq!(top["reverse_replies"], 9);
+    }
 }

@@ -1,14 +1,12 @@
-//! The fabric conformance suite on the soft provider (queue pairs connected directly and
-//! through Unix sockets, ends in threads and in two processes), plus the soft provider's own
-//! features: fault injection, exact limits, connection management.
+//! The soft provider's own features, beyond the fabric conformance suite (the crate
+//! `rpcrdma-conformance`, whose `tests/soft.rs` runs the suite on this provider): fault
+//! injection, exact limits, connection management.
 
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rpcrdma_engine::fabric::conformance::{self, poll_n, poll_one, Env};
-use rpcrdma_engine::fabric::soft::{self, Delay, Soft, SoftAddr, SoftConfig, SoftDevice, SoftEnv};
+use rpcrdma_conformance::{poll_n, poll_one, Env, SoftEnv};
+use rpcrdma_engine::fabric::soft::{self, Delay, Soft, SoftAddr, SoftConfig, SoftDevice};
 use rpcrdma_engine::fabric::{
     Access, CompletionQueue, ConnectError, CqError, Device, FabricError, Listener, MemoryRegion,
     MemoryWindow, MwBind, PostError, ProtectionDomain, Provider, QpCaps, QpInit, QpState,
@@ -16,165 +14,6 @@ use rpcrdma_engine::fabric::{
 };
 
 const T: Duration = Duration::from_secs(5);
-
-fn run_case(env: &SoftEnv, name: &str) {
-    let report = conformance::run_matching::<Soft, _>(env, name);
-    let ran: Vec<_> = report.cases.iter().filter(|c| c.name == name).collect();
-    assert_eq!(ran.len(), 1, "no case named {name}");
-    assert!(ran[0].outcome.is_ok(), "{report}");
-}
-
-macro_rules! conformance_tests {
-    ($($case:ident),* $(,)?) => {
-        const CASES: &[&str] = &[$(stringify!($case)),*];
-        mod direct {
-            $(#[test] fn $case() { super::run_case(&super::SoftEnv::direct(), stringify!($case)); })*
-        }
-        mod sockets {
-            $(#[test] fn $case() { super::run_case(&super::SoftEnv::sockets(), stringify!($case)); })*
-        }
-    };
-}
-
-conformance_tests!(
-    connect_private_data,
-    connect_reject,
-    send_recv_order_and_byte_len,
-    send_inline,
-    send_with_imm,
-    rnr_without_receive,
-    receive_too_small,
-    receive_into_unwritable_region,
-    local_protection_error,
-    read_into_unwritable_region,
-    write_read_data,
-    write_out_of_bounds,
-    write_without_remote_write,
-    read_without_remote_read,
-    write_invalid_rkey,
-    write_with_imm,
-    send_with_invalidate,
-    local_invalidate,
-    local_invalidate_region_fails,
-    mw_rkey_rotation,
-    mw_bind_errors,
-    mw_bound_to_its_qp,
-    unsignaled_sends,
-    sig_all,
-    send_queue_depth,
-    recv_queue_depth,
-    too_many_sge,
-    cq_overrun,
-    disconnect_flushes,
-    peer_destroyed_flushes,
-    srq_shared_by_two_queue_pairs,
-    srq_kept_when_a_queue_pair_disconnects,
-    srq_limit_event,
-    srq_own_receive_queue_refused,
-    srq_rnr_when_empty,
-);
-
-#[test]
-fn every_conformance_case_has_a_test() {
-    let names: Vec<_> = conformance::cases::<Soft, SoftEnv>()
-        .iter()
-        .map(|c| c.name)
-        .collect();
-    assert_eq!(names, CASES, "update conformance_tests! in this file");
-}
-
-#[test]
-fn run_all_reports_every_case() {
-    let report = conformance::run_all::<Soft, _>(&SoftEnv::direct());
-    assert_eq!(report.cases.len(), CASES.len());
-    assert!(report.is_success(), "{report}");
-    assert!(report
-        .to_string()
-        .ends_with(&format!("{} passed, 0 failed", CASES.len())));
-}
-
-// ---------------------------------------------------------------------------------------
-// Split cases: threads and processes.
-// ---------------------------------------------------------------------------------------
-
-#[test]
-fn split_cases_on_threads() {
-    let dev = Soft::open_device(None).unwrap();
-    let addr = SoftAddr::unique("split-threads");
-    let mut listener = Soft::listen(&dev, &addr).unwrap();
-    let stop = AtomicBool::new(false);
-    let report = thread::scope(|s| {
-        let passive = s.spawn(|| conformance::split_passive::<Soft>(&dev, &addr, T, &stop));
-        let report = conformance::split_active::<Soft, _>(&dev, &mut listener, T, || {
-            stop.store(true, Ordering::Relaxed);
-        });
-        passive.join().unwrap().unwrap();
-        report
-    });
-    assert_eq!(report.cases.len(), 3, "{report}");
-    assert!(report.is_success(), "{report}");
-}
-
-const CHILD_ENV: &str = "RPCRDMA_SOFT_SPLIT_CHILD";
-
-/// Entry point of the child process of `split_cases_on_two_processes`; does nothing in a
-/// normal test run.
-#[test]
-fn split_child_process() {
-    let Ok(addr) = std::env::var(CHILD_ENV) else {
-        return;
-    };
-    let addr: SoftAddr = addr.parse().unwrap();
-    let dev = Soft::open_device(None).unwrap();
-    let never = AtomicBool::new(false);
-    // The parent kills this process; returning at all means the connection ended first.
-    conformance::split_passive::<Soft>(&dev, &addr, Duration::from_secs(30), &never).unwrap();
-}
-
-struct KillOnDrop(Option<Child>);
-
-impl KillOnDrop {
-    fn kill(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn spawn_child(addr: &SoftAddr) -> KillOnDrop {
-    let exe = std::env::current_exe().unwrap();
-    let child = Command::new(exe)
-        .args([
-            "--exact",
-            "split_child_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, addr.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    KillOnDrop(Some(child))
-}
-
-#[test]
-fn split_cases_on_two_processes() {
-    let dev = Soft::open_device(None).unwrap();
-    let addr = SoftAddr::unique("split-processes");
-    let mut listener = Soft::listen(&dev, &addr).unwrap();
-    let mut child = spawn_child(&addr);
-    let report = conformance::split_active::<Soft, _>(&dev, &mut listener, T, || child.kill());
-    assert_eq!(report.cases.len(), 3, "{report}");
-    assert!(report.is_success(), "{report}");
-}
 
 // ---------------------------------------------------------------------------------------
 // Soft provider specifics.
@@ -557,11 +396,11 @@ fn fault_drop_connection_over_sockets_wakes_the_peer() {
     let caps = QpCaps::default();
     let (qa, mut qb) = env
         .pair(
-            conformance::Side {
+            rpcrdma_conformance::Side {
                 pd: &pa,
                 init: QpInit::new(&sa, &sa, caps),
             },
-            conformance::Side {
+            rpcrdma_conformance::Side {
                 pd: &pb,
                 init: QpInit::new(&sb, &sb, caps),
             },
@@ -858,41 +697,4 @@ fn shared_cq_with_concurrent_producers() {
         );
     }
     assert!(got.iter().all(|c| c.status == WcStatus::Success));
-}
-
-#[test]
-fn latency_probes_run() {
-    let l = rpcrdma_engine::fabric::bench::cacheline_pingpong(200);
-    assert_eq!(l.samples, 200);
-    let l = rpcrdma_engine::fabric::bench::soft_send_pingpong(200, 64).unwrap();
-    assert_eq!(l.samples, 200);
-    assert!(l.min_ns <= l.p50_ns && l.p50_ns <= l.p99_ns && l.p99_ns <= l.max_ns);
-}
-
-/// `cargo test --release -p rpcrdma-engine --test fabric_soft -- --ignored --nocapture latency_report`
-#[test]
-#[ignore = "a measurement, run by hand in release mode"]
-fn latency_report() {
-    let iters: usize = std::env::var("RPCRDMA_LATENCY_ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200_000);
-    for _ in 0..3 {
-        let t0 = Instant::now();
-        let line = rpcrdma_engine::fabric::bench::cacheline_pingpong(iters);
-        println!(
-            "cache line ping-pong (half round trip): {line} [{:?}]",
-            t0.elapsed()
-        );
-        let t0 = Instant::now();
-        let send = rpcrdma_engine::fabric::bench::soft_send_pingpong(iters, 64).unwrap();
-        println!(
-            "soft 64-byte SEND ping-pong (half round trip): {send} [{:?}]",
-            t0.elapsed()
-        );
-        println!(
-            "ratio of p50s: {:.2}",
-            send.p50_ns as f64 / line.p50_ns as f64
-        );
-    }
 }

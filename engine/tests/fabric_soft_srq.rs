@@ -1,8 +1,8 @@
-//! Shared receive queues on the soft provider, beyond the conformance suite's cases
-//! (`fabric_soft`): a thousand queue pairs on one queue (connected directly, and through the
-//! listener), posting from several threads while peers on several threads send, receive
-//! faults, exact sizes and the control path's refusals, and a hot path (Sends into the queue,
-//! polling, reposting) that allocates nothing.
+//! Shared receive queues on the soft provider, beyond the conformance suite's cases (the
+//! crate `rpcrdma-conformance`): a thousand queue pairs on one queue (connected directly, and
+//! through the listener), posting from several threads while peers on several threads send,
+//! receive faults, exact sizes and the control path's refusals, and a hot path (Sends into
+//! the queue, polling, reposting) that allocates nothing.
 
 mod counting;
 
@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rpcrdma_engine::fabric::conformance::poll_n;
+use rpcrdma_conformance::poll_n;
 use rpcrdma_engine::fabric::soft::{self, Soft, SoftAddr, SoftConfig, SoftDevice};
 use rpcrdma_engine::fabric::{
     Access, BadWr, CompletionQueue, Device, FabricError, Listener, MemoryRegion, PostError,

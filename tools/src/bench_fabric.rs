@@ -7,10 +7,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
-use rpcrdma_engine::fabric::bench::{self, Latency, Op};
-use rpcrdma_engine::fabric::conformance::Env;
-use rpcrdma_engine::fabric::soft::SoftEnv;
-use rpcrdma_engine::fabric::verbs::VerbsEnv;
+use rpcrdma_bench::fabric_probes::{self as probes, Latency, Op};
+use rpcrdma_conformance::{Env, SoftEnv, VerbsEnv};
 use rpcrdma_engine::fabric::Provider;
 use serde_json::json;
 
@@ -96,19 +94,19 @@ pub fn run(args: &Args) -> ExitCode {
 
 fn sweep<P: Provider, E: Env<P>>(env: &E, args: &Args) -> ExitCode {
     let op = Op::from(args.op);
-    bench::set_pinning(!args.no_pin);
+    probes::set_pinning(!args.no_pin);
     for &size in &args.size {
         // The reference first and last, so that a change of machine load during the run
         // shows as a spread between the two.
-        let before = bench::cacheline_pingpong(args.iters);
-        let lat = match bench::measure_inline(env, op, args.iters, size, args.inline) {
+        let before = probes::cacheline_pingpong(args.iters);
+        let lat = match probes::measure_inline(env, op, args.iters, size, args.inline) {
             Ok(l) => l,
             Err(e) => {
                 eprintln!("{} {} {size} B: {e}", P::NAME, op.name());
                 return ExitCode::FAILURE;
             }
         };
-        let after = bench::cacheline_pingpong(args.iters);
+        let after = probes::cacheline_pingpong(args.iters);
         let limit = before.p50_ns.min(after.p50_ns);
         print_report(P::NAME, op, size, args, &lat, limit, args.json);
     }

@@ -10,9 +10,9 @@ use std::thread;
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
-use rpcrdma_engine::fabric::conformance::{self, Env, Report};
-use rpcrdma_engine::fabric::soft::{Soft, SoftAddr, SoftEnv};
-use rpcrdma_engine::fabric::verbs::{Verbs, VerbsEnv};
+use rpcrdma_conformance::{self as conformance, Env, Report, SoftEnv, VerbsEnv};
+use rpcrdma_engine::fabric::soft::{Soft, SoftAddr};
+use rpcrdma_engine::fabric::verbs::Verbs;
 use rpcrdma_engine::fabric::{Device, Provider};
 
 use crate::provider::{open_verbs, ProviderChoice};
@@ -92,13 +92,10 @@ fn suite<P: Provider, E: Env<P>>(
     timeout: Duration,
 ) -> Vec<Report> {
     let mut reports = vec![conformance::run_matching::<P, E>(env, filter)];
-    let split_names = [
-        "split_send_recv",
-        "split_write_read",
-        "split_peer_death",
-        "split_passive_end",
-    ];
-    if split_names.iter().any(|n| n.contains(filter)) {
+    let mut split_names = conformance::SPLIT_ACTIVE_CASES
+        .iter()
+        .chain([&conformance::SPLIT_PASSIVE_CASE]);
+    if split_names.any(|n| n.contains(filter)) {
         reports.push(split::<P>(env.device(), split_addr, timeout));
     }
     reports
@@ -129,7 +126,7 @@ fn split<P: Provider>(device: &P::Device, addr: P::Addr, timeout: Duration) -> R
             .join()
             .unwrap_or_else(|_| Err("passive end panicked".into()));
         report.cases.push(conformance::CaseReport {
-            name: "split_passive_end",
+            name: conformance::SPLIT_PASSIVE_CASE,
             outcome,
             elapsed: Duration::ZERO,
         });

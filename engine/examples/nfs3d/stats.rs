@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rpcrdma_engine::stats::{Snapshot, ERROR_COUNTERS};
+use rpcrdma_engine::stats::Snapshot;
 use rpcrdma_engine::worker::WorkerStats;
 use serde_json::{json, Map, Value};
 
@@ -93,20 +93,10 @@ fn get(c: &AtomicU64) -> u64 {
     c.load(Ordering::Relaxed)
 }
 
-/// The engine's counters as JSON, the error counters grouped under `"errors"`.
+/// The engine's counters as JSON, the error counters grouped under `"errors"`
+/// (`Snapshot::write_json`, as `rpcrdma serve` prints them).
 pub fn snapshot_json(s: &Snapshot) -> Value {
-    let mut top = Map::new();
-    let mut errors = Map::new();
-    for (name, v) in s.fields() {
-        let into = if ERROR_COUNTERS.contains(&name) {
-            &mut errors
-        } else {
-            &mut top
-        };
-        into.insert(name.to_string(), json!(v));
-    }
-    top.insert("errors".to_string(), Value::Object(errors));
-    Value::Object(top)
+    serde_json::from_str(&s.to_json()).expect("the engine writes a snapshot as valid JSON")
 }
 
 impl NfsStats {

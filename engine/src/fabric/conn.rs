@@ -6,22 +6,24 @@ use core::fmt;
 use super::error::{FabricError, PostError};
 use super::Provider;
 
-/// Opaque bytes carried by a connection step (`rdma_conn_param.private_data`), such as the
-/// RFC 8797 RPC-over-RDMA private data. Fixed capacity: no allocation.
+/// The opaque private data bytes carried by a connection manager step
+/// (`rdma_conn_param.private_data`), such as the encoded RFC 8797 RPC-over-RDMA private
+/// data, which the protocol crate decodes into its own `private_data::PrivateData`. Fixed
+/// capacity: no allocation.
 ///
-/// rdma_cm over InfiniBand and RoCE carries at most [`PrivateData::CONNECT_MAX`] bytes in a
-/// connect request, [`PrivateData::ACCEPT_MAX`] in an accept and
-/// [`PrivateData::REJECT_MAX`] in a reject, and the receiving side sees the whole field,
+/// rdma_cm over InfiniBand and RoCE carries at most [`CmPrivateBytes::CONNECT_MAX`] bytes in
+/// a connect request, [`CmPrivateBytes::ACCEPT_MAX`] in an accept and
+/// [`CmPrivateBytes::REJECT_MAX`] in a reject, and the receiving side sees the whole field,
 /// zero-padded to that size, whatever length the sender gave. Providers deliver peer private
 /// data padded the same way, so consumers must find their data by its own framing (RFC 8797
 /// §5.2 searches for its format identifier), never by the length.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub struct PrivateData {
+pub struct CmPrivateBytes {
     len: u8,
-    bytes: [u8; PrivateData::CAPACITY],
+    bytes: [u8; CmPrivateBytes::CAPACITY],
 }
 
-impl PrivateData {
+impl CmPrivateBytes {
     /// The largest private data any step carries.
     pub const CAPACITY: usize = 196;
     /// Private data of a connect request (IB CM REQ less the rdma_cm header).
@@ -32,13 +34,13 @@ impl PrivateData {
     pub const REJECT_MAX: usize = 148;
 
     /// No private data.
-    pub const EMPTY: PrivateData = PrivateData {
+    pub const EMPTY: CmPrivateBytes = CmPrivateBytes {
         len: 0,
-        bytes: [0; PrivateData::CAPACITY],
+        bytes: [0; CmPrivateBytes::CAPACITY],
     };
 
     /// Private data holding `bytes`, if they fit in `max` bytes (one of the step maxima).
-    pub fn new(bytes: &[u8], max: usize) -> Result<PrivateData, ConnectError> {
+    pub fn new(bytes: &[u8], max: usize) -> Result<CmPrivateBytes, ConnectError> {
         let max = max.min(Self::CAPACITY);
         if bytes.len() > max {
             return Err(ConnectError::PrivateDataTooLong {
@@ -54,7 +56,7 @@ impl PrivateData {
 
     /// The same bytes zero-padded to `len` (no-op if already that long or longer), as a
     /// receiver of this step's private data sees them.
-    pub fn padded(mut self, len: usize) -> PrivateData {
+    pub fn padded(mut self, len: usize) -> CmPrivateBytes {
         let len = len.min(Self::CAPACITY);
         if usize::from(self.len) < len {
             self.len = len as u8;
@@ -78,15 +80,15 @@ impl PrivateData {
     }
 }
 
-impl Default for PrivateData {
+impl Default for CmPrivateBytes {
     fn default() -> Self {
         Self::EMPTY
     }
 }
 
-impl fmt::Debug for PrivateData {
+impl fmt::Debug for CmPrivateBytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PrivateData(")?;
+        write!(f, "CmPrivateBytes(")?;
         for b in self.as_bytes() {
             write!(f, "{b:02x}")?;
         }
@@ -102,7 +104,7 @@ pub enum ConnectError {
     /// No listener at the address (`RDMA_CM_EVENT_UNREACHABLE` or a refused connection).
     Unreachable,
     /// The peer rejected the connection, with its private data (`RDMA_CM_EVENT_REJECTED`).
-    Rejected(Box<PrivateData>),
+    Rejected(Box<CmPrivateBytes>),
     /// Private data longer than the connection step carries.
     PrivateDataTooLong {
         /// Bytes given.
@@ -273,21 +275,21 @@ mod tests {
 
     #[test]
     fn private_data_limits_and_padding() {
-        let pd = PrivateData::new(b"hello", PrivateData::CONNECT_MAX).unwrap();
+        let pd = CmPrivateBytes::new(b"hello", CmPrivateBytes::CONNECT_MAX).unwrap();
         assert_eq!(pd.as_bytes(), b"hello");
-        let padded = pd.padded(PrivateData::CONNECT_MAX);
+        let padded = pd.padded(CmPrivateBytes::CONNECT_MAX);
         assert_eq!(padded.len(), 56);
         assert_eq!(&padded.as_bytes()[..5], b"hello");
         assert!(padded.as_bytes()[5..].iter().all(|&b| b == 0));
         assert_eq!(
-            PrivateData::new(&[0; 57], PrivateData::CONNECT_MAX),
+            CmPrivateBytes::new(&[0; 57], CmPrivateBytes::CONNECT_MAX),
             Err(ConnectError::PrivateDataTooLong { len: 57, max: 56 })
         );
-        assert!(PrivateData::new(&[1; 196], PrivateData::ACCEPT_MAX).is_ok());
-        assert!(PrivateData::EMPTY.is_empty());
+        assert!(CmPrivateBytes::new(&[1; 196], CmPrivateBytes::ACCEPT_MAX).is_ok());
+        assert!(CmPrivateBytes::EMPTY.is_empty());
         assert_eq!(
-            format!("{:?}", PrivateData::new(&[0xab, 1], 56).unwrap()),
-            "PrivateData(ab01)"
+            format!("{:?}", CmPrivateBytes::new(&[0xab, 1], 56).unwrap()),
+            "CmPrivateBytes(ab01)"
         );
     }
 }

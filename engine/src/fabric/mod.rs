@@ -15,7 +15,8 @@
 //!
 //! Two providers fit it: [`soft`] (software RDMA over shared memory, in this crate) and
 //! `verbs` (libibverbs and librdmacm through rdma-sys, for NICs and soft-RoCE). The behaviour
-//! both must show is written once, as the [`conformance`] suite.
+//! both must show is written once, as the conformance suite: the crate `rpcrdma-conformance`
+//! (`engine/conformance/`), which uses this module's public API only.
 //!
 //! # Why posting is safe
 //!
@@ -52,8 +53,6 @@
 #![deny(unsafe_code)]
 
 pub mod access;
-pub mod bench;
-pub mod conformance;
 pub mod conn;
 pub mod error;
 #[allow(unsafe_code)]
@@ -70,7 +69,7 @@ use core::fmt;
 use std::time::Duration;
 
 pub use access::Access;
-pub use conn::{ConnectError, DeviceAttr, PrivateData, QpCaps, QpInit, QpState};
+pub use conn::{CmPrivateBytes, ConnectError, DeviceAttr, QpCaps, QpInit, QpState};
 pub use error::{BadWr, CqError, FabricError, PostError};
 pub use wc::{Wc, WcOpcode, WcStatus};
 pub use wr::{inc_rkey, MwBind, Payload, RecvWr, RemoteAddr, SendFlags, SendOp, SendWr, Sge};
@@ -110,9 +109,9 @@ pub trait Provider: Sized + Send + Sync + 'static {
     /// Connects to the listener at `addr` (`rdma_resolve_addr`, `rdma_resolve_route`,
     /// `rdma_create_qp`, `rdma_connect`): creates the queue pair in `pd` with `init`, hands it
     /// to `prepare` (which may post receives, as the peer may send as soon as it is
-    /// connected), then sends `private_data` (at most [`PrivateData::CONNECT_MAX`] bytes) and
+    /// connected), then sends `private_data` (at most [`CmPrivateBytes::CONNECT_MAX`] bytes) and
     /// waits at most `timeout` for the peer's accept. Returns the connected queue pair and
-    /// the peer's private data, zero-padded to [`PrivateData::ACCEPT_MAX`] bytes.
+    /// the peer's private data, zero-padded to [`CmPrivateBytes::ACCEPT_MAX`] bytes.
     fn connect<F>(
         pd: &Self::Pd,
         addr: &Self::Addr,
@@ -120,7 +119,7 @@ pub trait Provider: Sized + Send + Sync + 'static {
         private_data: &[u8],
         timeout: Duration,
         prepare: F,
-    ) -> Result<(Self::Qp, PrivateData), ConnectError>
+    ) -> Result<(Self::Qp, CmPrivateBytes), ConnectError>
     where
         F: FnOnce(&mut Self::Qp) -> Result<(), PostError>;
 }
@@ -407,7 +406,7 @@ pub trait Listener<P: Provider> {
     fn get_request(&mut self, timeout: Duration) -> Result<P::ConnRequest, ConnectError>;
 
     /// Waits for the next connection request and accepts it; returns the queue pair and the
-    /// client's private data (zero-padded to [`PrivateData::CONNECT_MAX`] bytes).
+    /// client's private data (zero-padded to [`CmPrivateBytes::CONNECT_MAX`] bytes).
     fn accept<F>(
         &mut self,
         pd: &P::Pd,
@@ -415,7 +414,7 @@ pub trait Listener<P: Provider> {
         private_data: &[u8],
         timeout: Duration,
         prepare: F,
-    ) -> Result<(P::Qp, PrivateData), ConnectError>
+    ) -> Result<(P::Qp, CmPrivateBytes), ConnectError>
     where
         F: FnOnce(&mut P::Qp) -> Result<(), PostError>,
     {
@@ -428,8 +427,8 @@ pub trait Listener<P: Provider> {
 
 /// An incoming connection request, to accept or reject.
 pub trait ConnRequest<P: Provider>: Sized {
-    /// The client's private data, zero-padded to [`PrivateData::CONNECT_MAX`] bytes.
-    fn private_data(&self) -> PrivateData;
+    /// The client's private data, zero-padded to [`CmPrivateBytes::CONNECT_MAX`] bytes.
+    fn private_data(&self) -> CmPrivateBytes;
 
     /// The address the request comes from, for deciding whether to accept it before any
     /// resources are spent on it: on verbs, the IPv4 or IPv6 address and port of the
@@ -442,7 +441,7 @@ pub trait ConnRequest<P: Provider>: Sized {
 
     /// Creates the queue pair in `pd` with `init` (`rdma_create_qp`), hands it to `prepare`
     /// (to post receives before the client may send), accepts with `private_data` (at most
-    /// [`PrivateData::ACCEPT_MAX`] bytes, `rdma_accept`) and waits at most `timeout` for the
+    /// [`CmPrivateBytes::ACCEPT_MAX`] bytes, `rdma_accept`) and waits at most `timeout` for the
     /// connection to be established.
     fn accept<F>(
         self,
@@ -455,7 +454,7 @@ pub trait ConnRequest<P: Provider>: Sized {
     where
         F: FnOnce(&mut P::Qp) -> Result<(), PostError>;
 
-    /// Rejects the request with `private_data` (at most [`PrivateData::REJECT_MAX`] bytes,
+    /// Rejects the request with `private_data` (at most [`CmPrivateBytes::REJECT_MAX`] bytes,
     /// `rdma_reject`).
     fn reject(self, private_data: &[u8]) -> Result<(), ConnectError>;
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use rpcrdma_engine::fabric::soft::{Soft, SoftAddr, SoftCq, SoftListener, SoftMr, SoftPd, SoftQp};
 use rpcrdma_engine::fabric::{
-    Access, CompletionQueue, ConnRequest, Device, Listener, MemoryRegion, PrivateData,
+    Access, CmPrivateBytes, CompletionQueue, ConnRequest, Device, Listener, MemoryRegion,
     ProtectionDomain, Provider, QpCaps, QpInit, QueuePair, RecvWr, RemoteAddr, SendWr, Sge, Wc,
     WcStatus,
 };
@@ -247,7 +247,7 @@ impl Ends {
 pub struct RawClient {
     pub ends: Ends,
     /// The responder's RFC 8797 private data.
-    pub peer: PrivateData,
+    pub peer: CmPrivateBytes,
 }
 
 impl RawClient {
@@ -359,7 +359,7 @@ impl RawServer {
 
     /// Accepts one connection, advertising the R bit when `swi`; returns the connection
     /// and the client's private data.
-    pub fn accept(&mut self, swi: bool) -> (Ends, PrivateData) {
+    pub fn accept(&mut self, swi: bool) -> (Ends, CmPrivateBytes) {
         let nrecv = 64;
         let req = self.listener.get_request(Duration::from_secs(5)).unwrap();
         let peer = req.private_data();

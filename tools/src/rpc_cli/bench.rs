@@ -46,7 +46,7 @@ where
     let thread_cores = client_cores(args, threads);
     // The reference, measured on the same two cores: a cache-line round trip. Measured
     // before the in-process server's workers start busy-polling, and again after.
-    let reference = |iters| fabric_bench::cacheline_pingpong(iters).p50_ns * 2;
+    let reference = |iters| fabric_probes::cacheline_pingpong(iters).p50_ns * 2;
     let before = reference(200_000);
     let ring_before = ring_ceiling(args, threads);
     let server = match &args.connect {
@@ -504,7 +504,7 @@ struct Figures {
     per_conn: Vec<f64>,
     /// How evenly the connections were served: the slowest, median and fastest
     /// connection's rates (unrounded, from which the ratio is taken).
-    conn_rates: Option<rpcrdma_bench::rpc::ConnRates>,
+    conn_rates: Option<rpcrdma_bench::summary::ConnRates>,
     /// Each in-process worker's rate, rounded.
     per_worker: Vec<f64>,
     /// The server's time on the data, which the round trips leave out (READ and WRITE).
@@ -693,7 +693,7 @@ fn report_text(provider: &str, args: &BenchArgs, m: &Measured, f: &Figures, thre
             if c.fair() {
                 String::new()
             } else {
-                format!(" (under {}x: unfair)", rpcrdma_bench::rpc::ConnRates::FAIR)
+                format!(" (under {}x: unfair)", rpcrdma_bench::summary::ConnRates::FAIR)
             }
         );
     }

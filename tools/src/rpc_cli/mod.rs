@@ -20,18 +20,19 @@ use std::time::{Duration, Instant};
 use clap::Args as ClapArgs;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rpcrdma_bench::exactly_once::{self, fresh_stamp, Verdict};
+use rpcrdma_bench::fabric_probes;
 use rpcrdma_bench::fleet::{self, core_of, FleetReport};
 use rpcrdma_bench::local::Accepting;
-use rpcrdma_bench::point::Percentiles;
 use rpcrdma_bench::ring::{null_ring, Bracket, RingLimit};
 use rpcrdma_bench::rpc::{LoadConfig, Prepared, Workload};
+use rpcrdma_bench::summary::Percentiles;
 use rpcrdma_engine::conn::{ConnConfig, ConnError, Registration, RetransmitPolicy, Version};
 use rpcrdma_engine::fabric::soft::Soft;
-use rpcrdma_engine::fabric::{bench as fabric_bench, ConnectError, Device, Provider};
+use rpcrdma_engine::fabric::{ConnectError, Device, Provider};
 use rpcrdma_engine::program;
 use rpcrdma_engine::requester::Client;
 use rpcrdma_engine::responder::{Server, ServerConn, ShareStats};
-use rpcrdma_engine::stats::{Snapshot, ERROR_COUNTERS};
+use rpcrdma_engine::stats::Snapshot;
 use rpcrdma_engine::worker::{WorkerConfig, WorkerStats, Workers};
 use serde_json::{json, Value};
 
@@ -390,20 +391,10 @@ fn positive_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
-/// A snapshot as JSON: every counter the engine keeps, the error counters grouped.
+/// A snapshot as JSON: every counter the engine keeps, the error counters grouped
+/// (`Snapshot::write_json`).
 fn snapshot_json(s: &Snapshot) -> Value {
-    let mut top = serde_json::Map::new();
-    let mut errors = serde_json::Map::new();
-    for (name, v) in s.fields() {
-        let into = if ERROR_COUNTERS.contains(&name) {
-            &mut errors
-        } else {
-            &mut top
-        };
-        into.insert(name.to_string(), json!(v));
-    }
-    top.insert("errors".to_string(), Value::Object(errors));
-    Value::Object(top)
+    serde_json::from_str(&s.to_json()).expect("the engine writes a snapshot as valid JSON")
 }
 
 /// `n` clients connected to the server at `addr`.

@@ -27,8 +27,7 @@ use std::sync::{Arc, Mutex};
 
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, Statx, StatxFlags, CWD};
 
-use super::handles::kernel_path;
-use super::{Config, Fail};
+use super::{kernel_path, Config, Fail};
 use crate::fh::{self, Fh, Id, Key};
 use crate::identity;
 use crate::khandle::{self, KernelFh};

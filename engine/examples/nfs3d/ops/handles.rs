@@ -11,23 +11,17 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{Mode, OFlags, Statx, CWD};
+use rustix::fs::{Mode, OFlags, Statx};
 
 use super::export::{
     dev_of, id_of, io_stat, stat_at, stat_fd, Export, Known, Obj, Reach, CACHE_MAX, GONE_MAX,
     SEARCH_LIMIT,
 };
-use super::Fail;
+use super::{kernel_path, Fail};
 use crate::fh::{Fh, Id};
 use crate::identity;
 use crate::khandle::{self, KernelFh};
 use crate::xdr::{FType, Stat};
-
-/// The path the kernel holds for the object `fd` is open on (`/proc/self/fd`).
-pub(super) fn kernel_path(fd: &OwnedFd) -> Option<PathBuf> {
-    let target = rustix::fs::readlinkat(CWD, super::fd_path(fd).as_str(), Vec::new()).ok()?;
-    Some(PathBuf::from(OsStr::from_bytes(target.as_bytes())))
-}
 
 impl Export {
     /// The handle of the object `name` in `dir` (empty: `dir` itself), with attributes

@@ -31,9 +31,15 @@ pub mod listings;
 #[cfg(test)]
 mod tests;
 
+use std::ffi::OsStr;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
 use rpcrdma_proto::rpc::AuthSys;
 use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
 use rpcrdma_proto::{DecodeError, EncodeError};
+use rustix::fs::CWD;
 
 pub use export::{Export, Reach};
 
@@ -159,6 +165,14 @@ fn as_server<T>(f: impl FnOnce() -> rustix::io::Result<T>) -> Result<T, Fail> {
 /// calls that take no descriptor (or refuse an `O_PATH` one).
 fn fd_path(fd: &impl std::os::fd::AsRawFd) -> String {
     format!("/proc/self/fd/{}", fd.as_raw_fd())
+}
+
+/// The path the kernel holds for the object `fd` is open on (`/proc/self/fd`). Here, below
+/// both [`export`] (the export's own path) and [`handles`] (paths of the objects beneath it),
+/// so that neither imports the other.
+fn kernel_path(fd: &OwnedFd) -> Option<PathBuf> {
+    let target = rustix::fs::readlinkat(CWD, fd_path(fd).as_str(), Vec::new()).ok()?;
+    Some(PathBuf::from(OsStr::from_bytes(target.as_bytes())))
 }
 
 /// What a procedure returns: `Ok` after writing its whole results.

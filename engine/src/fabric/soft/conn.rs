@@ -48,7 +48,7 @@ use super::srq::SrqMem;
 use super::sys::{poll_readable, recv_some_with_fds, recv_with_fds, send_with_fds, Mapping};
 use super::{Soft, SoftDevice};
 use crate::fabric::{
-    ConnRequest, ConnectError, FabricError, Listener, PostError, PrivateData, QpInit,
+    CmPrivateBytes, ConnRequest, ConnectError, FabricError, Listener, PostError, QpInit,
 };
 
 /// Where a soft listener listens: a name in the abstract Unix socket namespace (nothing in
@@ -122,15 +122,15 @@ fn encode(kind: u8, data: &[u8]) -> [u8; MSG_LEN] {
 }
 
 /// A handshake message's kind and private data.
-fn decode(m: &[u8; MSG_LEN]) -> Result<(u8, PrivateData), ConnectError> {
+fn decode(m: &[u8; MSG_LEN]) -> Result<(u8, CmPrivateBytes), ConnectError> {
     if m[..4] != MSG_MAGIC {
         return Err(ConnectError::Protocol("bad handshake magic"));
     }
     let len = usize::from(m[5]);
-    if len > PrivateData::CAPACITY {
+    if len > CmPrivateBytes::CAPACITY {
         return Err(ConnectError::Protocol("bad private data length"));
     }
-    let pd = PrivateData::new(&m[8..8 + len], PrivateData::CAPACITY)?;
+    let pd = CmPrivateBytes::new(&m[8..8 + len], CmPrivateBytes::CAPACITY)?;
     Ok((m[4], pd))
 }
 
@@ -158,7 +158,7 @@ fn remaining(deadline: Instant) -> Result<Duration, ConnectError> {
 fn recv_msg(
     sock: &UnixStream,
     deadline: Instant,
-) -> Result<(u8, PrivateData, Vec<OwnedFd>), ConnectError> {
+) -> Result<(u8, CmPrivateBytes, Vec<OwnedFd>), ConnectError> {
     sock.set_read_timeout(Some(remaining(deadline)?))
         .map_err(io_err)?;
     let mut m = [0u8; MSG_LEN];
@@ -282,7 +282,7 @@ impl Pending {
         Ok(SoftConnRequest {
             sock: self.sock,
             peer,
-            private_data: pd.padded(PrivateData::CONNECT_MAX),
+            private_data: pd.padded(CmPrivateBytes::CONNECT_MAX),
         })
     }
 }
@@ -401,7 +401,7 @@ impl Listener<Soft> for SoftListener {
 pub struct SoftConnRequest {
     sock: UnixStream,
     peer: PeerLink,
-    private_data: PrivateData,
+    private_data: CmPrivateBytes,
 }
 
 impl fmt::Debug for SoftConnRequest {
@@ -413,7 +413,7 @@ impl fmt::Debug for SoftConnRequest {
 }
 
 impl ConnRequest<Soft> for SoftConnRequest {
-    fn private_data(&self) -> PrivateData {
+    fn private_data(&self) -> CmPrivateBytes {
         self.private_data
     }
 
@@ -435,7 +435,7 @@ impl ConnRequest<Soft> for SoftConnRequest {
         F: FnOnce(&mut SoftQp) -> Result<(), PostError>,
     {
         let deadline = Instant::now() + timeout;
-        let data = PrivateData::new(private_data, PrivateData::ACCEPT_MAX)?;
+        let data = CmPrivateBytes::new(private_data, CmPrivateBytes::ACCEPT_MAX)?;
         let mut qp = SoftQp::create(pd, init)?;
         prepare(&mut qp).map_err(ConnectError::Prepare)?;
         qp.set_ready_to_receive();
@@ -455,7 +455,7 @@ impl ConnRequest<Soft> for SoftConnRequest {
     }
 
     fn reject(mut self, private_data: &[u8]) -> Result<(), ConnectError> {
-        let data = PrivateData::new(private_data, PrivateData::REJECT_MAX)?;
+        let data = CmPrivateBytes::new(private_data, CmPrivateBytes::REJECT_MAX)?;
         self.sock
             .write_all(&encode(REJECT, data.as_bytes()))
             .map_err(io_err)?;
@@ -471,12 +471,12 @@ pub(crate) fn connect<F>(
     private_data: &[u8],
     timeout: Duration,
     prepare: F,
-) -> Result<(SoftQp, PrivateData), ConnectError>
+) -> Result<(SoftQp, CmPrivateBytes), ConnectError>
 where
     F: FnOnce(&mut SoftQp) -> Result<(), PostError>,
 {
     let deadline = Instant::now() + timeout;
-    let data = PrivateData::new(private_data, PrivateData::CONNECT_MAX)?;
+    let data = CmPrivateBytes::new(private_data, CmPrivateBytes::CONNECT_MAX)?;
     let sock = UnixStream::connect_addr(&addr.to_std().map_err(io_err)?).map_err(io_err)?;
     sock.set_write_timeout(Some(remaining(deadline)?))
         .map_err(io_err)?;
@@ -489,7 +489,7 @@ where
         ACCEPT => {}
         REJECT => {
             return Err(ConnectError::Rejected(Box::new(
-                reply.padded(PrivateData::REJECT_MAX),
+                reply.padded(CmPrivateBytes::REJECT_MAX),
             )))
         }
         _ => return Err(ConnectError::Protocol("expected an accept or a reject")),
@@ -499,7 +499,7 @@ where
     qp.set_ready_to_receive();
     (&sock).write_all(&encode(READY, &[])).map_err(io_err)?;
     qp.establish(peer, Some(sock)).map_err(io_err)?;
-    Ok((qp, reply.padded(PrivateData::ACCEPT_MAX)))
+    Ok((qp, reply.padded(CmPrivateBytes::ACCEPT_MAX)))
 }
 
 /// Connects two queue pairs of this process directly, without a socket: the fastest way to

@@ -66,8 +66,9 @@
 //!
 //! # Deliberate differences from rxe (soft-RoCE)
 //!
-//! The conformance suite runs on both; where they differ and the difference is not listed
-//! here, the soft provider is wrong.
+//! The conformance suite (the crate `rpcrdma-conformance`, with this provider's environment
+//! `SoftEnv`) runs on both; where they differ and the difference is not listed here, the
+//! soft provider is wrong.
 //!
 //! 1. **RNR.** A Send or RDMA Write With Immediate that finds no posted receive fails at once
 //!    with `RNR_RETRY_EXC_ERR`, as a device does with `rnr_retry_count = 0`. rxe waits and
@@ -164,7 +165,7 @@ pub use qp::SoftQp;
 pub use srq::SoftSrq;
 
 use crate::fabric::{
-    ConnectError, Device, DeviceAttr, FabricError, PostError, PrivateData, Provider, QpInit,
+    CmPrivateBytes, ConnectError, Device, DeviceAttr, FabricError, PostError, Provider, QpInit,
 };
 
 /// Largest scatter-gather list.
@@ -285,59 +286,10 @@ impl Provider for Soft {
         private_data: &[u8],
         timeout: Duration,
         prepare: F,
-    ) -> Result<(SoftQp, PrivateData), ConnectError>
+    ) -> Result<(SoftQp, CmPrivateBytes), ConnectError>
     where
         F: FnOnce(&mut SoftQp) -> Result<(), PostError>,
     {
         conn::connect(pd, addr, init, private_data, timeout, prepare)
-    }
-}
-
-/// The conformance suite's environment on the soft provider: queue pairs connected either
-/// directly ([`pair`]) or through Unix sockets with the full handshake.
-#[derive(Debug)]
-pub struct SoftEnv {
-    device: SoftDevice,
-    direct: bool,
-}
-
-impl SoftEnv {
-    /// Pairs connected directly, in process.
-    pub fn direct() -> SoftEnv {
-        SoftEnv {
-            device: SoftDevice::with_config("soft0", SoftConfig::default()),
-            direct: true,
-        }
-    }
-
-    /// Pairs connected through a listener and a Unix socket, with the watchdogs.
-    pub fn sockets() -> SoftEnv {
-        SoftEnv {
-            device: SoftDevice::with_config("soft0", SoftConfig::default()),
-            direct: false,
-        }
-    }
-}
-
-impl crate::fabric::conformance::Env<Soft> for SoftEnv {
-    fn device(&self) -> &SoftDevice {
-        &self.device
-    }
-
-    fn fresh_addr(&self) -> SoftAddr {
-        SoftAddr::unique("conformance")
-    }
-
-    fn pair(
-        &self,
-        a: crate::fabric::conformance::Side<'_, Soft>,
-        b: crate::fabric::conformance::Side<'_, Soft>,
-    ) -> Result<(SoftQp, SoftQp), String> {
-        if self.direct {
-            pair(a.pd, a.init, b.pd, b.init).map_err(|e| format!("pair: {e}"))
-        } else {
-            let (qa, _, qb, _) = crate::fabric::conformance::connect_pair(self, a, b, &[], &[])?;
-            Ok((qa, qb))
-        }
     }
 }

@@ -23,7 +23,7 @@ use super::pd::VerbsPd;
 use super::qp::VerbsQp;
 use super::sys::{millis_ceil, os_err, sockaddr_of};
 use crate::fabric::{
-    ConnRequest, ConnectError, FabricError, Listener, PostError, PrivateData, QpInit,
+    CmPrivateBytes, ConnRequest, ConnectError, FabricError, Listener, PostError, QpInit,
 };
 
 /// `IB_CM_REJ_CONSUMER_DEFINED`: the status of a rejection by the peer's application (as
@@ -61,7 +61,7 @@ fn set_ack_timeout(id: *mut rdma_cm_id, exponent: u8) {
     };
 }
 
-fn conn_param(private: &PrivateData, responder: u8, initiator: u8) -> rdma_conn_param {
+fn conn_param(private: &CmPrivateBytes, responder: u8, initiator: u8) -> rdma_conn_param {
     rdma_conn_param {
         private_data: if private.is_empty() {
             ptr::null()
@@ -129,12 +129,12 @@ pub(super) fn connect<F>(
     private_data: &[u8],
     timeout: Duration,
     prepare: F,
-) -> Result<(VerbsQp, PrivateData), ConnectError>
+) -> Result<(VerbsQp, CmPrivateBytes), ConnectError>
 where
     F: FnOnce(&mut VerbsQp) -> Result<(), PostError>,
 {
     use rdma_cm_event_type::*;
-    let mine = PrivateData::new(private_data, PrivateData::CONNECT_MAX)?;
+    let mine = CmPrivateBytes::new(private_data, CmPrivateBytes::CONNECT_MAX)?;
     let deadline = Instant::now() + timeout;
     let left_ms = || millis_ceil(deadline.saturating_duration_since(Instant::now())).max(1);
 
@@ -178,11 +178,11 @@ where
         match ev.kind {
             RDMA_CM_EVENT_ESTABLISHED => {
                 qp.set_established();
-                return Ok((qp, ev.private_data(PrivateData::ACCEPT_MAX)));
+                return Ok((qp, ev.private_data(CmPrivateBytes::ACCEPT_MAX)));
             }
             RDMA_CM_EVENT_REJECTED if ev.status == REJ_CONSUMER_DEFINED => {
                 return Err(ConnectError::Rejected(Box::new(
-                    ev.private_data(PrivateData::REJECT_MAX),
+                    ev.private_data(CmPrivateBytes::REJECT_MAX),
                 )));
             }
             RDMA_CM_EVENT_REJECTED | RDMA_CM_EVENT_UNREACHABLE | RDMA_CM_EVENT_CONNECT_ERROR => {
@@ -262,7 +262,7 @@ impl Listener<Verbs> for VerbsListener {
                     return Ok(VerbsConnRequest {
                         peer: id.peer_addr(),
                         id: Some(id),
-                        private: ev.private_data(PrivateData::CONNECT_MAX),
+                        private: ev.private_data(CmPrivateBytes::CONNECT_MAX),
                         // This side's point of view (see `accept`).
                         initiator_depth: ev.initiator_depth,
                         responder_resources: ev.responder_resources,
@@ -283,7 +283,7 @@ impl Listener<Verbs> for VerbsListener {
 /// accepting rejects it.
 pub struct VerbsConnRequest {
     id: Option<CmId>,
-    private: PrivateData,
+    private: CmPrivateBytes,
     /// The client's address, read from the request's id when it arrived.
     peer: Option<SocketAddr>,
     initiator_depth: u8,
@@ -309,7 +309,7 @@ impl Drop for VerbsConnRequest {
 }
 
 impl ConnRequest<Verbs> for VerbsConnRequest {
-    fn private_data(&self) -> PrivateData {
+    fn private_data(&self) -> CmPrivateBytes {
         self.private
     }
 
@@ -331,7 +331,7 @@ impl ConnRequest<Verbs> for VerbsConnRequest {
         F: FnOnce(&mut VerbsQp) -> Result<(), PostError>,
     {
         use rdma_cm_event_type::*;
-        let mine = PrivateData::new(private_data, PrivateData::ACCEPT_MAX)?;
+        let mine = CmPrivateBytes::new(private_data, CmPrivateBytes::ACCEPT_MAX)?;
         let deadline = Instant::now() + timeout;
         let mut id = self
             .id
@@ -386,7 +386,7 @@ impl ConnRequest<Verbs> for VerbsConnRequest {
     }
 
     fn reject(mut self, private_data: &[u8]) -> Result<(), ConnectError> {
-        let mine = PrivateData::new(private_data, PrivateData::REJECT_MAX)?;
+        let mine = CmPrivateBytes::new(private_data, CmPrivateBytes::REJECT_MAX)?;
         let id = self
             .id
             .take()

@@ -11,7 +11,7 @@ use std::time::Instant;
 use rdma_sys::*;
 
 use super::sys::{errno, os_err, set_nonblocking, socket_addr_from, wait_readable};
-use crate::fabric::{ConnectError, FabricError, PrivateData};
+use crate::fabric::{CmPrivateBytes, ConnectError, FabricError};
 
 /// An rdma_cm event channel, non-blocking, destroyed on drop.
 pub(super) struct EventChannel {
@@ -166,7 +166,7 @@ pub(super) struct CmEvent {
     pub(super) kind: rdma_cm_event_type::Type,
     pub(super) status: i32,
     pub(super) id: *mut rdma_cm_id,
-    private: [u8; PrivateData::CAPACITY],
+    private: [u8; CmPrivateBytes::CAPACITY],
     private_len: usize,
     pub(super) initiator_depth: u8,
     pub(super) responder_resources: u8,
@@ -184,7 +184,7 @@ impl CmEvent {
             kind: ev.event,
             status: ev.status,
             id: ev.id,
-            private: [0; PrivateData::CAPACITY],
+            private: [0; CmPrivateBytes::CAPACITY],
             private_len: 0,
             initiator_depth: 0,
             responder_resources: 0,
@@ -201,7 +201,7 @@ impl CmEvent {
             c.initiator_depth = conn.initiator_depth;
             c.responder_resources = conn.responder_resources;
             if !conn.private_data.is_null() {
-                let n = usize::from(conn.private_data_len).min(PrivateData::CAPACITY);
+                let n = usize::from(conn.private_data_len).min(CmPrivateBytes::CAPACITY);
                 // SAFETY: librdmacm keeps `private_data_len` bytes at `private_data` until
                 // the event is acked.
                 let src = unsafe { core::slice::from_raw_parts(conn.private_data.cast::<u8>(), n) };
@@ -213,9 +213,9 @@ impl CmEvent {
     }
 
     /// The event's private data, as the receiver of a step of at most `max` bytes sees it.
-    pub(super) fn private_data(&self, max: usize) -> PrivateData {
+    pub(super) fn private_data(&self, max: usize) -> CmPrivateBytes {
         let n = self.private_len.min(max);
-        PrivateData::new(&self.private[..n], max)
+        CmPrivateBytes::new(&self.private[..n], max)
             .unwrap_or_default()
             .padded(max)
     }

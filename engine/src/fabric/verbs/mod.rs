@@ -64,7 +64,8 @@
 //! 6. `qp` and `device` ([`VerbsDevice`], which makes domains and completion queues);
 //! 7. `cm` (connection setup, which makes queue pairs);
 //!
-//! then this file (the [`Provider`] implementation, [`VerbsEnv`]) and `tests`.
+//! then this file (the [`Provider`] implementation) and `tests`. The conformance suite's
+//! environment on this provider, `VerbsEnv`, is the crate `rpcrdma-conformance`'s.
 //!
 //! Every `unsafe` block carries a `// SAFETY:` comment.
 
@@ -83,8 +84,7 @@ mod qp;
 mod srq;
 mod sys;
 
-use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 pub use cm::{VerbsConnRequest, VerbsListener};
@@ -98,7 +98,7 @@ pub use pd::VerbsPd;
 pub use qp::VerbsQp;
 pub use srq::VerbsSrq;
 
-use super::{ConnectError, FabricError, PostError, PrivateData, Provider, QpInit};
+use super::{CmPrivateBytes, ConnectError, FabricError, PostError, Provider, QpInit};
 
 impl Provider for Verbs {
     const NAME: &'static str = "verbs";
@@ -131,68 +131,11 @@ impl Provider for Verbs {
         private_data: &[u8],
         timeout: Duration,
         prepare: F,
-    ) -> Result<(VerbsQp, PrivateData), ConnectError>
+    ) -> Result<(VerbsQp, CmPrivateBytes), ConnectError>
     where
         F: FnOnce(&mut VerbsQp) -> Result<(), PostError>,
     {
         cm::connect(pd, addr, init, private_data, timeout, prepare)
-    }
-}
-
-/// The conformance suite's environment on the verbs provider: one device, listeners on
-/// consecutive ports of one IP address (10.0.2.15 in the soft-RoCE guest), connections
-/// through rdma_cm.
-pub struct VerbsEnv {
-    device: VerbsDevice,
-    ip: IpAddr,
-    next_port: AtomicU16,
-    timeout: Duration,
-}
-
-impl VerbsEnv {
-    /// An environment on `device` that listens on `base` and the ports after it, with waits
-    /// of at most `timeout`.
-    pub fn new(device: VerbsDevice, base: SocketAddr, timeout: Duration) -> VerbsEnv {
-        VerbsEnv {
-            device,
-            ip: base.ip(),
-            next_port: AtomicU16::new(base.port()),
-            timeout,
-        }
-    }
-}
-
-impl core::fmt::Debug for VerbsEnv {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("VerbsEnv")
-            .field("device", &self.device)
-            .field("ip", &self.ip)
-            .field("timeout", &self.timeout)
-            .finish()
-    }
-}
-
-impl super::conformance::Env<Verbs> for VerbsEnv {
-    fn device(&self) -> &VerbsDevice {
-        &self.device
-    }
-
-    fn fresh_addr(&self) -> SocketAddr {
-        let mut port = self.next_port.fetch_add(1, Ordering::Relaxed);
-        if port == 0 {
-            port = self.next_port.fetch_add(1, Ordering::Relaxed);
-        }
-        SocketAddr::new(self.ip, port)
-    }
-
-    fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    /// Longer than the soft provider's: a device (and rxe under emulation) may deliver an
-    /// unexpected completion late.
-    fn quiet_period(&self) -> Duration {
-        Duration::from_millis(100)
     }
 }
 

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use rdma_sys::*;
 
-use super::chain::{link_chain, post_error, posted_before, raw_recv_wr, CHUNK};
+use super::chain::{check_recv_sges, post_chain, post_in_chunks, raw_recv_wr, CHUNK};
 use super::cmid::CmId;
 use super::context::{PostRecvFn, PostSendFn};
 use super::cq::{CqInner, Slot, WqTrack};
@@ -462,29 +462,19 @@ impl VerbsQp {
             unsafe { raw_p.add(i).write(w) };
             count += 1;
         }
-        if count > 0 {
-            // The last entry's `next` is null from `mem::zeroed`.
-            for i in 0..count - 1 {
-                // SAFETY: entries `i` and `i + 1` are inside the array; `i` was written.
-                unsafe { (*raw_p.add(i)).next = raw_p.add(i + 1) };
-            }
-            let mut bad: *mut ibv_send_wr = ptr::null_mut();
-            // SAFETY: the queue pair is live; the chain's `count` entries are initialised,
-            // linked, and with every scatter list, inline buffer, window and region they
-            // name outlive the call (borrowed from `wrs`, or locals of this frame); the
-            // provider copies what it needs before returning (inline bytes included).
-            let rc = unsafe { (self.post_send_fn)(self.qp, raw_p, &mut bad) };
-            if rc != 0 {
-                let posted = posted_before(raw_p, bad, count);
-                self.commit_send(&wrs[..posted]);
-                return Err((posted, post_error(rc)));
-            }
-            self.commit_send(&wrs[..count]);
-        }
-        match refused {
-            Some(r) => Err(r),
-            None => Ok(count),
-        }
+        let (qp, post_send) = (self.qp, self.post_send_fn);
+        let post = |chain, bad: &mut _| {
+            // SAFETY: the queue pair is live; the chain's entries are initialised, linked,
+            // and with every scatter list, inline buffer, window and region they name
+            // outlive the call (borrowed from `wrs`, or locals of this frame); the provider
+            // copies what it needs before returning (inline bytes included).
+            unsafe { post_send(qp, chain, bad) }
+        };
+        // SAFETY: the array's first `count` entries are written above, their `next` null
+        // from `mem::zeroed`; `post` may be called with them.
+        let (posted, outcome) = unsafe { post_chain(raw_p, count, refused, post) };
+        self.commit_send(&wrs[..posted]);
+        outcome
     }
 
     /// Accounts for `wrs`, just posted: advances the send sequence and records the new
@@ -506,14 +496,8 @@ impl VerbsQp {
         let mut count: usize = 0;
         let mut refused = None;
         for (i, wr) in wrs.iter().take(CHUNK).enumerate() {
-            if wr.sges.len() > self.caps.max_recv_sge as usize {
-                refused = Some((
-                    i,
-                    PostError::TooManySge {
-                        given: wr.sges.len(),
-                        max: self.caps.max_recv_sge,
-                    },
-                ));
+            if let Err(e) = check_recv_sges(wr, self.caps.max_recv_sge) {
+                refused = Some((i, e));
                 break;
             }
             if i as u64 >= free {
@@ -527,25 +511,18 @@ impl VerbsQp {
             unsafe { raw_p.add(i).write(w) };
             count += 1;
         }
-        if count > 0 {
-            // SAFETY: the array holds CHUNK entries, the first `count` written above.
-            unsafe { link_chain(raw_p, count) };
-            let mut bad: *mut ibv_recv_wr = ptr::null_mut();
-            // SAFETY: the queue pair is live; the chain's `count` entries are initialised
-            // and linked; their scatter lists (borrowed from `wrs`) outlive the call, and the
+        let (qp, post_recv) = (self.qp, self.post_recv_fn);
+        let post = |chain, bad: &mut _| {
+            // SAFETY: the queue pair is live; the chain's entries are initialised and
+            // linked; their scatter lists (borrowed from `wrs`) outlive the call, and the
             // provider copies them into its queue before returning.
-            let rc = unsafe { (self.post_recv_fn)(self.qp, raw_p, &mut bad) };
-            if rc != 0 {
-                let posted = posted_before(raw_p, bad, count);
-                self.recv_posted += posted as u64;
-                return Err((posted, post_error(rc)));
-            }
-            self.recv_posted += count as u64;
-        }
-        match refused {
-            Some(r) => Err(r),
-            None => Ok(count),
-        }
+            unsafe { post_recv(qp, chain, bad) }
+        };
+        // SAFETY: the array's first `count` entries are written above, their `next` null
+        // (`raw_recv_wr`); `post` may be called with them.
+        let (posted, outcome) = unsafe { post_chain(raw_p, count, refused, post) };
+        self.recv_posted += posted as u64;
+        outcome
     }
 }
 
@@ -601,19 +578,7 @@ impl QueuePair<Verbs> for VerbsQp {
     }
 
     fn post_send_list(&mut self, wrs: &[SendWr<'_, Verbs>]) -> Result<(), BadWr> {
-        let mut base = 0;
-        while base < wrs.len() {
-            match self.post_send_chunk(&wrs[base..]) {
-                Ok(n) => base += n,
-                Err((i, error)) => {
-                    return Err(BadWr {
-                        index: base + i,
-                        error,
-                    })
-                }
-            }
-        }
-        Ok(())
+        post_in_chunks(wrs, |chunk| self.post_send_chunk(chunk))
     }
 
     fn post_recv_list(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), BadWr> {
@@ -625,19 +590,7 @@ impl QueuePair<Verbs> for VerbsQp {
                 ),
             });
         }
-        let mut base = 0;
-        while base < wrs.len() {
-            match self.post_recv_chunk(&wrs[base..]) {
-                Ok(n) => base += n,
-                Err((i, error)) => {
-                    return Err(BadWr {
-                        index: base + i,
-                        error,
-                    })
-                }
-            }
-        }
-        Ok(())
+        post_in_chunks(wrs, |chunk| self.post_recv_chunk(chunk))
     }
 
     fn disconnect(&mut self) {

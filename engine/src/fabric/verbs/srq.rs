@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 
 use rdma_sys::*;
 
-use super::chain::{link_chain, post_error, posted_before, raw_recv_wr, CHUNK};
+use super::chain::{check_recv_sges, post_chain, post_in_chunks, raw_recv_wr, CHUNK};
 use super::context::PostSrqRecvFn;
 use super::cq::{srq_wr_id, SrqTrack, SRQ_MAX_ENTRIES};
 use super::mem::PdInner;
@@ -199,14 +199,8 @@ impl VerbsSrq {
         let mut count: usize = 0;
         let mut refused = None;
         for (i, wr) in wrs.iter().take(CHUNK).enumerate() {
-            if wr.sges.len() > self.max_sge as usize {
-                refused = Some((
-                    i,
-                    PostError::TooManySge {
-                        given: wr.sges.len(),
-                        max: self.max_sge,
-                    },
-                ));
+            if let Err(e) = check_recv_sges(wr, self.max_sge) {
+                refused = Some((i, e));
                 break;
             }
             // Fewer than `depth` taken leaves a free entry in the table of `depth`.
@@ -223,29 +217,24 @@ impl VerbsSrq {
             unsafe { raw_p.add(i).write(w) };
             count += 1;
         }
-        if count > 0 {
-            // SAFETY: the array holds CHUNK entries, the first `count` written above.
-            unsafe { link_chain(raw_p, count) };
-            let mut bad: *mut ibv_recv_wr = ptr::null_mut();
+        let (srq, post_srq_recv) = (self.inner.srq, self.post_fn);
+        let post = |chain, bad: &mut _| {
             // libibverbs's providers serialise concurrent posts on one queue themselves
             // (rxe takes the queue's spinlock); here the post lock already does.
-            // SAFETY: the queue is live while `inner` is; the chain's `count` entries are
+            // SAFETY: the queue is live while `inner` is; the chain's entries are
             // initialised and linked; their scatter lists (borrowed from `wrs`, `Sge` having
             // `ibv_sge`'s layout) outlive the call, and the provider copies them into its
             // queue before returning.
-            let rc = unsafe { (self.post_fn)(self.inner.srq, raw_p, &mut bad) };
-            if rc != 0 {
-                let posted = posted_before(raw_p, bad, count);
-                for &e in &entries[posted..count] {
-                    track.free(e as usize);
-                }
-                return Err((posted, post_error(rc)));
-            }
+            unsafe { post_srq_recv(srq, chain, bad) }
+        };
+        // SAFETY: the array's first `count` entries are written above, their `next` null
+        // (`raw_recv_wr`); `post` may be called with them.
+        let (posted, outcome) = unsafe { post_chain(raw_p, count, refused, post) };
+        // The entries of the requests the provider did not take are free again.
+        for &e in &entries[posted..count] {
+            track.free(e as usize);
         }
-        match refused {
-            Some(r) => Err(r),
-            None => Ok(count),
-        }
+        outcome
     }
 }
 
@@ -255,19 +244,7 @@ impl SharedReceiveQueue for VerbsSrq {
     /// would serialise them anyway: rxe takes a spinlock per post).
     fn post_recv_list(&self, wrs: &[RecvWr<'_>]) -> Result<(), BadWr> {
         let mut cursor = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
-        let mut base = 0;
-        while base < wrs.len() {
-            match self.post_chunk(&mut cursor, &wrs[base..]) {
-                Ok(n) => base += n,
-                Err((i, error)) => {
-                    return Err(BadWr {
-                        index: base + i,
-                        error,
-                    })
-                }
-            }
-        }
-        Ok(())
+        post_in_chunks(wrs, |chunk| self.post_chunk(&mut cursor, chunk))
     }
 
     /// The `max_wr` the device granted (`ibv_query_srq` after creation; rxe rounds the one

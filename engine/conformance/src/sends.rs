@@ -7,7 +7,7 @@ use super::*;
 pub(super) fn connect_private_data<P: Provider, E: Env<P>>(env: &E) -> Result<(), String> {
     let a = Host::new(env, 16)?;
     let b = Host::new(env, 16)?;
-    let from_client: Vec<u8> = (1..=PrivateData::CONNECT_MAX as u8).collect();
+    let from_client: Vec<u8> = (1..=CmPrivateBytes::CONNECT_MAX as u8).collect();
     let from_server = b"\xf6\xab\x0e\x18\x01\x00\x03\x03 RFC 8797 accept".to_vec();
     let (_qa, got_a, _qb, got_b) = connect_pair(
         env,
@@ -35,7 +35,7 @@ pub(super) fn connect_private_data<P: Provider, E: Env<P>>(env: &E) -> Result<()
             "{what} private data padding not zero"
         );
     }
-    let long = [0u8; PrivateData::CONNECT_MAX + 1];
+    let long = [0u8; CmPrivateBytes::CONNECT_MAX + 1];
     let r = P::connect(
         &a.pd,
         &env.fresh_addr(),

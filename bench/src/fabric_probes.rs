@@ -1,25 +1,24 @@
-//! Latency probes of the fabric, as library functions for `rpcrdma bench fabric`: the
-//! shared-memory limit (one cache line bounced between two pinned threads), and over any
-//! provider a SEND ping-pong, an RDMA Write ping-pong (each side polls its memory for the
-//! peer's write, as perftest's `ib_write_lat` does) and RDMA Read latency (one side reads,
-//! the other's CPU does nothing, as `ib_read_lat`). The ping-pongs report half round trips,
-//! RDMA Read whole ones (a Read is a round trip); each sample includes one clock read, of the
-//! cycle counter where it is steady ([`crate::clock`]), as perftest's `get_cycles`.
-//! The ping-pongs can post messages inline ([`measure_inline`]); by default they do not,
-//! as perftest's `ib_send_lat` did not on soft-RoCE ("Max inline data: 0\[B\]" in its
-//! header).
+//! Latency probes of the fabric, as library functions for `rpcrdma bench fabric` and the
+//! same-run limits of [`crate::limits`] and [`crate::sweep`]: the shared-memory limit (one
+//! cache line bounced between two pinned threads), and over any provider a SEND ping-pong, an
+//! RDMA Write ping-pong (each side polls its memory for the peer's write, as perftest's
+//! `ib_write_lat` does) and RDMA Read latency (one side reads, the other's CPU does nothing,
+//! as `ib_read_lat`). The ping-pongs report half round trips, RDMA Read whole ones (a Read is
+//! a round trip); each sample includes one clock read, of the cycle counter where it is steady
+//! ([`rpcrdma_engine::clock`]), as perftest's `get_cycles`. The ping-pongs can post messages
+//! inline ([`measure_inline`]); by default they do not, as perftest's `ib_send_lat` did not on
+//! soft-RoCE ("Max inline data: 0\[B\]" in its header).
 
 use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::conformance::{Env, Side};
-use super::soft::SoftEnv;
-use super::{
-    Access, CompletionQueue, Device, MemoryRegion, ProtectionDomain, Provider, QpCaps, QpInit,
-    QueuePair, RecvWr, SendWr, Wc,
+use rpcrdma_conformance::{Env, Side, SoftEnv};
+use rpcrdma_engine::clock::Clock;
+use rpcrdma_engine::fabric::{
+    Access, CompletionQueue, Device, FabricError, MemoryRegion, Payload, ProtectionDomain,
+    Provider, QpCaps, QpInit, QueuePair, RecvWr, RemoteAddr, SendOp, SendWr, Wc,
 };
-use crate::clock::Clock;
 
 /// The operation a fabric latency probe measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -259,7 +258,7 @@ pub fn send_pingpong<P: Provider, E: Env<P>>(
     inline: usize,
 ) -> Result<Latency, String> {
     let dev = env.device();
-    let e = |what: &'static str| move |err: super::FabricError| format!("{what}: {err}");
+    let e = |what: &'static str| move |err: FabricError| format!("{what}: {err}");
     let cq_a = dev.create_cq(256).map_err(e("create cq"))?;
     let cq_b = dev.create_cq(256).map_err(e("create cq"))?;
     let pd_a = dev.alloc_pd().map_err(e("alloc pd"))?;
@@ -434,7 +433,7 @@ fn one_sided<P: Provider, E: Env<P>>(
     inline: usize,
 ) -> Result<OneSided<P>, String> {
     let dev = env.device();
-    let e = |what: &'static str| move |err: super::FabricError| format!("{what}: {err}");
+    let e = |what: &'static str| move |err: FabricError| format!("{what}: {err}");
     let cq = [
         dev.create_cq(256).map_err(e("create cq"))?,
         dev.create_cq(256).map_err(e("create cq"))?,
@@ -563,7 +562,7 @@ pub fn write_pingpong<P: Provider, E: Env<P>>(
         qp: &mut P::Qp,
         mine: &P::Mr,
         local: Option<&mut [u8]>,
-        peer: super::RemoteAddr,
+        peer: RemoteAddr,
         size: usize,
         i: u64,
     ) -> Result<(), String> {
@@ -573,8 +572,8 @@ pub fn write_pingpong<P: Provider, E: Env<P>>(
                 bytes[size - 1] = mark(i);
                 SendWr::new(
                     i,
-                    super::wr::SendOp::RdmaWrite { remote: peer },
-                    super::Payload::Inline(bytes),
+                    SendOp::RdmaWrite { remote: peer },
+                    Payload::Inline(bytes),
                 )
             }
             None => {

@@ -175,7 +175,7 @@ pub(super) fn cq_overrun<P: Provider, E: Env<P>>(env: &E) -> Result<(), String> 
     let mut buf = [Wc::default(); 1];
     loop {
         match rcq.poll(&mut buf[..0]) {
-            Err(crate::fabric::CqError::Overrun) => return Ok(()),
+            Err(rpcrdma_engine::fabric::CqError::Overrun) => return Ok(()),
             Err(e) => return Err(format!("poll: {e}")),
             Ok(_) => {}
         }

@@ -118,6 +118,14 @@ pub fn split_passive<P: Provider>(
     }
 }
 
+/// The split cases [`split_active`] runs, in order, as its report names them.
+pub const SPLIT_ACTIVE_CASES: [&str; 3] =
+    ["split_send_recv", "split_write_read", "split_peer_death"];
+
+/// The name a runner gives [`split_passive`]'s outcome, reported beside
+/// [`SPLIT_ACTIVE_CASES`].
+pub const SPLIT_PASSIVE_CASE: &str = "split_passive_end";
+
 /// The active end of the split cases: accepts the passive end's connection on `listener`,
 /// then runs `split_send_recv` (pipelined echoes in order, with their lengths and bytes),
 /// `split_write_read` (RDMA Write into the passive end's memory, checked by a checksum it
@@ -188,7 +196,7 @@ pub fn split_active<P: Provider, K: FnOnce()>(
         Ok(1 << 32 | next_send)
     };
 
-    report.record("split_send_recv", || {
+    report.record(SPLIT_ACTIVE_CASES[0], || {
         let lens = [1usize, 9, 64, 333, 1000, 4096, 2, 17];
         let mut wanted = Vec::new();
         for (i, &len) in lens.iter().enumerate() {
@@ -224,7 +232,7 @@ pub fn split_active<P: Provider, K: FnOnce()>(
         Ok(())
     });
 
-    report.record("split_write_read", || {
+    report.record(SPLIT_ACTIVE_CASES[1], || {
         let data = pattern(77, 20000);
         let off = 40 * SPLIT_BUF;
         bufs.write_at(off, &data);
@@ -272,7 +280,7 @@ pub fn split_active<P: Provider, K: FnOnce()>(
         Ok(())
     });
 
-    report.record("split_peer_death", || {
+    report.record(SPLIT_ACTIVE_CASES[2], || {
         kill_peer();
         let outstanding = posted_recvs.len();
         let got = poll_n::<P>(&mut cq, outstanding, timeout)?;

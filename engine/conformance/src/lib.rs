@@ -1,15 +1,25 @@
 //! The fabric's behaviour, written once as tests generic over the [`Provider`], to run on
-//! every provider: on the soft provider in `make test`, on the verbs provider over soft-RoCE
-//! in a QEMU guest. Where the two disagree, the soft provider is wrong unless its module docs
-//! list the difference as deliberate.
+//! every provider: on the soft provider in `make test` (this crate's `tests/soft.rs`), on the
+//! verbs provider over soft-RoCE in a QEMU guest (`rpcrdma conformance --provider verbs`).
+//! Where the two disagree, the soft provider is wrong unless its module docs list the
+//! difference as deliberate.
+//!
+//! The suite is a crate of its own, beside the engine rather than inside it: it uses the
+//! engine's public fabric API only (`rpcrdma_engine::fabric`), so the library carries no test
+//! scaffolding, and what the suite can check is what any user of the fabric can rely on.
 //!
 //! Two kinds of case:
 //!
 //! - **Pair cases** ([`cases`], [`run_all`]) drive both ends of connections made by an
-//!   [`Env`] from one thread: post on one queue pair, poll the other.
+//!   [`Env`] from one thread: post on one queue pair, poll the other. Their one list is
+//!   [`for_each_case!`], which also gives each of them a `#[test]` in `tests/soft.rs`.
 //! - **Split cases** ([`split_passive`], [`split_active`]) run each end in its own thread or
 //!   process and talk only through the fabric; the active end also checks that the passive
 //!   end's death flushes its requests.
+//!
+//! The environments: [`SoftEnv`] on the soft provider, [`VerbsEnv`] on the verbs provider
+//! (behind the default `verbs` feature). The fabric latency probes
+//! (`rpcrdma_bench::fabric_probes`) connect their queue pairs through them too.
 //!
 //! A case that needs an optional feature the device lacks (shared receive queues, when
 //! `DeviceAttr::max_srq_wr` is 0) passes without running, saying so on stderr: the report
@@ -19,15 +29,18 @@
 //! A verbs environment must connect with `rnr_retry_count = 0` and a short transport timeout
 //! so that receiver-not-ready and peer-loss errors surface within it.
 
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{
-    inc_rkey, Access, CompletionQueue, ConnRequest, ConnectError, Device, Listener, MemoryRegion,
-    MemoryWindow, MwBind, Payload, PostError, PrivateData, ProtectionDomain, Provider, QpCaps,
+use rpcrdma_engine::fabric::{
+    inc_rkey, Access, CmPrivateBytes, CompletionQueue, ConnRequest, ConnectError, Device, Listener,
+    MemoryRegion, MemoryWindow, MwBind, Payload, PostError, ProtectionDomain, Provider, QpCaps,
     QpInit, QpState, QueuePair, RecvWr, RemoteAddr, SendOp, SendWr, Sge, SharedReceiveQueue, Wc,
     WcOpcode, WcStatus,
 };
@@ -75,7 +88,7 @@ pub fn connect_pair<P: Provider, E: Env<P> + ?Sized>(
     b: Side<'_, P>,
     a_data: &[u8],
     b_data: &[u8],
-) -> Result<(P::Qp, PrivateData, P::Qp, PrivateData), String> {
+) -> Result<(P::Qp, CmPrivateBytes, P::Qp, CmPrivateBytes), String> {
     let addr = env.fresh_addr();
     let timeout = env.timeout();
     let mut listener =
@@ -183,51 +196,74 @@ impl fmt::Display for Report {
     }
 }
 
-/// Every pair case of the suite.
+/// Calls the macro `$m` with the name of every pair case of the suite, in order, comma
+/// separated: the suite's one list of pair cases. Each name is the case's function and its
+/// [`Case::name`]. [`cases`] builds its list from it, and a test file gives each case a
+/// `#[test]` of its own with it, so that a new case cannot be left out of either:
+///
+/// ```
+/// macro_rules! count {
+///     ($($case:ident),* $(,)?) => { [$(stringify!($case)),*].len() };
+/// }
+/// let n = rpcrdma_conformance::for_each_case!(count);
+/// let cases = rpcrdma_conformance::cases::<
+///     rpcrdma_engine::fabric::soft::Soft,
+///     rpcrdma_conformance::SoftEnv,
+/// >();
+/// assert_eq!(n, cases.len());
+/// ```
+#[macro_export]
+macro_rules! for_each_case {
+    ($m:ident) => {
+        $m! {
+            connect_private_data,
+            connect_reject,
+            send_recv_order_and_byte_len,
+            send_inline,
+            send_with_imm,
+            rnr_without_receive,
+            receive_too_small,
+            receive_into_unwritable_region,
+            local_protection_error,
+            read_into_unwritable_region,
+            write_read_data,
+            write_out_of_bounds,
+            write_without_remote_write,
+            read_without_remote_read,
+            write_invalid_rkey,
+            write_with_imm,
+            send_with_invalidate,
+            local_invalidate,
+            local_invalidate_region_fails,
+            mw_rkey_rotation,
+            mw_bind_errors,
+            mw_bound_to_its_qp,
+            unsignaled_sends,
+            sig_all,
+            send_queue_depth,
+            recv_queue_depth,
+            too_many_sge,
+            cq_overrun,
+            disconnect_flushes,
+            peer_destroyed_flushes,
+            srq_shared_by_two_queue_pairs,
+            srq_kept_when_a_queue_pair_disconnects,
+            srq_limit_event,
+            srq_own_receive_queue_refused,
+            srq_rnr_when_empty,
+        }
+    };
+}
+
+/// Every pair case of the suite, in the order of [`for_each_case!`].
 pub fn cases<P: Provider, E: Env<P>>() -> Vec<Case<P, E>> {
     // Each case is named after its function.
-    macro_rules! cases {
+    macro_rules! case_list {
         ($($f:ident),* $(,)?) => {
             vec![$(Case::new(stringify!($f), $f::<P, E>)),*]
         };
     }
-    cases![
-        connect_private_data,
-        connect_reject,
-        send_recv_order_and_byte_len,
-        send_inline,
-        send_with_imm,
-        rnr_without_receive,
-        receive_too_small,
-        receive_into_unwritable_region,
-        local_protection_error,
-        read_into_unwritable_region,
-        write_read_data,
-        write_out_of_bounds,
-        write_without_remote_write,
-        read_without_remote_read,
-        write_invalid_rkey,
-        write_with_imm,
-        send_with_invalidate,
-        local_invalidate,
-        local_invalidate_region_fails,
-        mw_rkey_rotation,
-        mw_bind_errors,
-        mw_bound_to_its_qp,
-        unsignaled_sends,
-        sig_all,
-        send_queue_depth,
-        recv_queue_depth,
-        too_many_sge,
-        cq_overrun,
-        disconnect_flushes,
-        peer_destroyed_flushes,
-        srq_shared_by_two_queue_pairs,
-        srq_kept_when_a_queue_pair_disconnects,
-        srq_limit_event,
-        srq_own_receive_queue_refused,
-        srq_rnr_when_empty,
-    ]
+    for_each_case!(case_list)
 }
 
 /// Runs every pair case.
@@ -452,8 +488,11 @@ fn expect_flushing<P: Provider>(
 mod one_sided;
 mod queues;
 mod sends;
+mod soft_env;
 mod split;
 mod srq;
+#[cfg(feature = "verbs")]
+mod verbs_env;
 mod windows;
 
 use one_sided::*;
@@ -462,4 +501,7 @@ use sends::*;
 use srq::*;
 use windows::*;
 
-pub use split::{split_active, split_passive};
+pub use soft_env::SoftEnv;
+pub use split::{split_active, split_passive, SPLIT_ACTIVE_CASES, SPLIT_PASSIVE_CASE};
+#[cfg(feature = "verbs")]
+pub use verbs_env::VerbsEnv;
