@@ -765,7 +765,7 @@ fn make_chunk_lists<P: Provider>(
     nr
 }
 
-/// The rkey a version 2 Call offers the responder to invalidate with its reply ([V2]
+/// The rkey a version 2 Call offers the responder to invalidate with its reply (\[V2\]
 /// §3.3): the result window of the Call in `slot` (its reply's own chunks), or else its
 /// argument window; regions are never offered. 0 for none, and always in version 1.
 #[inline(always)]

@@ -287,12 +287,6 @@ impl<P: Provider> ServerConn<P> {
     }
 }
 
-/// Whether [`run_handler`]'s count says a DDP-eligible result did not fit the bulk buffer.
-#[inline]
-pub(crate) fn overflowed(n_items: usize) -> bool {
-    n_items == usize::MAX
-}
-
 /// The part of pull buffer `pull` from `shift` (where a pulled stream starts,
 /// `RecvSlot::shift`) to its end.
 pub(super) fn stream_area<P: Provider>(pull: &Buf<P>, shift: u32) -> &[u8] {
@@ -458,62 +452,4 @@ pub(super) fn garbage_args<P: Provider>(
         body: Body::Error(rpc),
     };
     reply::build(io, ring, None, echo, run, &to)
-}
-
-/// Builds a [`Response`] over the reply ring buffer and the bulk buffer and runs the
-/// handler (or `run`'s answerer) for `req`: its outcome, the inline results' length, the DDP-eligible results (offset and length in `bulk`) and their count. A count
-/// of `usize::MAX` ([`overflowed`]) says a DDP-eligible result did not fit `bulk`: the
-/// length is then where it would have ended, and the reply must be refused as too long.
-pub(crate) fn run_handler(
-    entry: &crate::dispatch::Entry,
-    run: &mut HandlerContext<'_, '_>,
-    req: &Request<'_>,
-    results: &mut [u8],
-    bulk: &mut [u8],
-) -> (
-    Outcome,
-    usize,
-    [(u32, u32); crate::dispatch::MAX_BULK_RESULTS],
-    usize,
-) {
-    let max = (entry.spec.max_results as usize).min(results.len()) & !3;
-    let lend = run.loans.map(|board| Lend {
-        board,
-        args: req.args,
-    });
-    let mut resp = Response::new(
-        run.ticket,
-        lend,
-        &mut results[..max],
-        bulk,
-        entry.spec.ddp_results as usize,
-    );
-    let outcome = match run.answerer.as_deref_mut() {
-        Some(f) => f(req, &mut resp),
-        None => (entry.handler)(req, &mut resp),
-    };
-    // Lent bytes stay with the Call until it is completed.
-    let outcome = if resp.lent() {
-        Outcome::Deferred
-    } else {
-        outcome
-    };
-    // A DDP-eligible result the bulk buffer could not hold, though the server's largest
-    // could: the buffer holds what the Call's chunks and an inline reply can carry, so the
-    // reply is too long for what the Call provided — refused as such (ERR_CHUNK; version 2:
-    // RDMA2_ERR_REPLY_RESOURCE) rather than with whatever the handler made of it.
-    if let (Some(need), Outcome::Success | Outcome::SystemErr) =
-        (resp.overflow().filter(|&n| n <= run.max_bulk), outcome)
-    {
-        return (
-            Outcome::SystemErr,
-            need,
-            [(0, 0); crate::dispatch::MAX_BULK_RESULTS],
-            usize::MAX,
-        );
-    }
-    let mut items = [(0, 0); crate::dispatch::MAX_BULK_RESULTS];
-    let n = resp.bulk_items().len();
-    items[..n].copy_from_slice(resp.bulk_items());
-    (outcome, resp.results_len(), items, n)
 }

@@ -31,6 +31,7 @@
 mod accept;
 mod answer;
 mod flush;
+mod handler;
 mod large;
 mod pull;
 mod reply;
@@ -44,6 +45,7 @@ pub use accept::Server;
 pub use reverse::{ReverseCallError, ReverseError, ReverseReply, MAX_REVERSE};
 
 use answer::*;
+use handler::{Answerer, HandlerContext};
 use version::Mode;
 
 use std::collections::VecDeque;
@@ -66,7 +68,7 @@ use crate::conn::{
     self, send_payload, view, ConnConfig, ConnError, Negotiation, ResponderCredits, SendQueue,
     Wire, SPARE_RECVS,
 };
-use crate::dispatch::{Deferred, Dispatch, Lend, Lookup, Outcome, Request, Response};
+use crate::dispatch::{Deferred, Dispatch, Lookup, Outcome, Request, Response};
 use crate::fabric::{
     Access, CompletionQueue, ConnRequest, Device, Listener, Payload, Provider, QpCaps, QpInit,
     QpState, QueuePair, RemoteAddr, SendOp, SendWr, Sge, Wc, WcStatus,
@@ -178,44 +180,6 @@ struct FabricSide<P: Provider> {
     inline_max: u32,
     /// The version replies are encoded in.
     wire: Wire,
-}
-
-/// A closure run in place of a procedure's handler: the one given to
-/// [`ServerConn::complete`] for a deferred Call.
-pub(crate) type Answerer<'a, 'f> =
-    &'a mut (dyn FnMut(&Request<'_>, &mut Response<'_>) -> Outcome + 'f);
-
-/// What a handler is run with, beside its request and buffers, to answer one Call: the
-/// ticket it is given ([`Response::deferred`]), for a deferred Call's completion the
-/// closure that runs in its place, the loan board and the server's largest bulk buffer.
-pub(crate) struct HandlerContext<'a, 'f> {
-    ticket: Deferred,
-    answerer: Option<Answerer<'a, 'f>>,
-    /// The connection's loan board, through which the handler may lend the Call's bytes
-    /// (`None`: it cannot).
-    loans: Option<&'a Arc<LoanBoard>>,
-    /// Bytes of the largest bulk buffer the server has: a DDP-eligible result the Call's
-    /// bulk buffer cannot hold but one this large could was too long for what the Call
-    /// provided (refused as such); a larger one is beyond the server (the handler's answer
-    /// stands).
-    max_bulk: usize,
-}
-
-#[cfg(test)]
-impl HandlerContext<'_, '_> {
-    /// The context of a procedure's own handler, for a Call in slot 0 of connection `conn`.
-    fn handler(conn: u64) -> Self {
-        HandlerContext {
-            ticket: Deferred {
-                conn,
-                slot: 0,
-                gen: 1,
-            },
-            answerer: None,
-            loans: None,
-            max_bulk: usize::MAX,
-        }
-    }
 }
 
 /// Why [`ServerConn::complete`] did not answer.

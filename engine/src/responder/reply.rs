@@ -16,7 +16,8 @@ use rpcrdma_proto::v2::{Error2, Header2, Wire};
 use rpcrdma_proto::verdict;
 use rpcrdma_proto::xdr::pad4;
 
-use super::{overflowed, run_handler, Answering, FabricSide, HandlerContext};
+use super::handler::{overflowed, run_handler, HandlerContext};
+use super::{Answering, FabricSide};
 use crate::conn::view;
 use crate::conn::wrid::{self, Kind};
 use crate::dispatch::{Entry, Lookup, Outcome, Request, MAX_BULK_RESULTS};

@@ -13,8 +13,9 @@ use rpcrdma_proto::rpc::{AcceptStat, AUTH_NONE_ACCEPTED_LEN};
 use rpcrdma_proto::v2::{Error2, Wire};
 use rpcrdma_proto::verdict::WriteCall;
 
+use super::handler::{overflowed, run_handler, HandlerContext};
 use super::reply::{self, ReplyAction, MAX_SEGMENTS, MAX_WRITE_CHUNKS};
-use super::{run_handler, Answering, FabricSide, HandlerContext};
+use super::{Answering, FabricSide};
 use crate::conn::view;
 use crate::dispatch::{Lookup, Outcome, Request};
 use crate::fabric::Provider;
@@ -81,7 +82,7 @@ pub(super) fn answer<P: Provider>(
         &mut out[results_at..],
         view::bytes_mut(bulk),
     );
-    if super::overflowed(n_items) {
+    if overflowed(n_items) {
         // A result larger than the chunks and the bulk buffer that holds them (version 1:
         // ERR_CHUNK).
         let e = Error2::ReplyResource {
