@@ -31,9 +31,9 @@ pub struct LoadConfig {
     pub warmup: Duration,
     /// Per-RPC timeout.
     pub timeout: Duration,
-    /// Fault runs: drop a connection (`Client::sever`) this often, each connection of the
-    /// run in turn, with Calls in flight. Needs clients with a retransmit policy, or the
-    /// pending RPCs fail with `ConnectionLost`.
+    /// Fault runs: drop a connection (`Client::inject_loss`) this often, each connection
+    /// of the run in turn, with Calls in flight. Needs clients with a retransmit policy, or
+    /// the pending RPCs fail with `ConnectionLost`.
     pub sever_every: Option<Duration>,
 }
 
@@ -54,7 +54,7 @@ impl LoadConfig {
 /// completed exactly once.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Faults {
-    /// Connections dropped by the run (`Client::sever`).
+    /// Connections dropped by the run (`Client::inject_loss`).
     pub severed: u64,
     /// RPCs submitted over the whole run (warm-up and drain included).
     pub submitted: u64,
@@ -649,7 +649,7 @@ impl<'a> Meter<'a> {
                 let k = self.sever_turn % clients.len();
                 let c = &mut clients[k];
                 if !c.is_reconnecting() && !c.is_dead() && c.in_flight() > 0 {
-                    c.sever();
+                    c.inject_loss();
                     self.faults.severed += 1;
                     self.sever_turn += 1;
                     self.next_sever = Some(now + every);

@@ -13,7 +13,7 @@ macro_rules! books {
             slots: &mut $c.slots,
             reposts: &mut $c.reposts,
             credits: &mut $c.credits,
-            spare: &mut $c.spare,
+            free: &mut $c.free,
             batch: &mut $c.batch,
             stats: &$c.stats,
             slot_mask: $c.slot_mask,
@@ -175,7 +175,7 @@ impl<P: Provider> Client<P> {
             Kind::Recv => self.on_reply(idx, wc.byte_len, wc.invalidated_rkey, f),
             Kind::LocalInv => {
                 let slot = &mut self.slots[idx as usize];
-                if slot.state == State::Invalidating {
+                if slot.state == CallState::Invalidating {
                     self.finish(idx, f);
                 }
             }
@@ -249,7 +249,7 @@ impl<P: Provider> Client<P> {
         let slot = &self.slots[i];
         let stats = &self.stats;
         match (slot.outcome, slot.recv_idx) {
-            (Outcome::Error(e @ (RpcError::Timeout | RpcError::Cancelled)), _) => {
+            (CallOutcome::Error(e @ (RpcError::Timeout | RpcError::Cancelled)), _) => {
                 f(Completion {
                     tag: slot.tag,
                     xid: slot.xid,
@@ -257,11 +257,11 @@ impl<P: Provider> Client<P> {
                 });
                 if !slot.answered {
                     // The reply may still come: the slot keeps its credit until then.
-                    self.slots[i].state = State::Zombie;
+                    self.slots[i].state = CallState::Zombie;
                     return;
                 }
             }
-            (Outcome::Error(e), ridx) => {
+            (CallOutcome::Error(e), ridx) => {
                 f(Completion {
                     tag: slot.tag,
                     xid: slot.xid,
@@ -271,7 +271,7 @@ impl<P: Provider> Client<P> {
                     self.reposts.push(r);
                 }
             }
-            (Outcome::Reply, Some(ridx)) => {
+            (CallOutcome::Reply, Some(ridx)) => {
                 let bytes = view::bytes(&self.recv[ridx as usize], slot.recv_len as usize);
                 let result = match judge_answer(self.wire, false, bytes, stats) {
                     Some(Answer::Reply(acc)) => deliver(slot, &acc, stats),
@@ -285,13 +285,13 @@ impl<P: Provider> Client<P> {
                 });
                 self.reposts.push(ridx);
             }
-            (Outcome::Reply, None) => {}
+            (CallOutcome::Reply, None) => {}
         }
         let grant = self.slots[i].grant;
         self.credits.on_reply(grant);
-        self.slots[i].state = State::Free;
+        self.slots[i].state = CallState::Free;
         self.slots[i].recv_idx = None;
-        self.spare.put(idx, &mut self.slots[i]);
+        self.free.put(idx, &mut self.slots[i]);
     }
 
     /// [`repost`](Self::repost), unless nothing else is in flight and the spare receives
@@ -416,10 +416,10 @@ impl<P: Provider> Client<P> {
 /// What completing an RPC from its reply takes of the requester, beside the receive
 /// buffer the reply is read from (which the classification borrows).
 pub(super) struct Books<'c, P: Provider> {
-    pub(super) slots: &'c mut [Slot<P>],
+    pub(super) slots: &'c mut [CallSlot<P>],
     pub(super) reposts: &'c mut Vec<u32>,
     pub(super) credits: &'c mut RequesterCredits,
-    pub(super) spare: &'c mut Spare<P>,
+    pub(super) free: &'c mut FreeSlots<P>,
     pub(super) batch: &'c mut [u64; 2],
     pub(super) stats: &'c Counters,
     pub(super) slot_mask: u32,
@@ -436,7 +436,7 @@ pub(super) enum Then {
 }
 
 impl<P: Provider> Books<'_, P> {
-    /// The Short-reply fast path (see `Slot::takes_short_reply`): what the general path
+    /// The Short-reply fast path (see `CallSlot::takes_short_reply`): what the general path
     /// does for this reply, without judging it again, checking empty lists against empty
     /// provisions, or re-deriving the results. False, with nothing done, when the RPC is
     /// not in the state it needs.
@@ -461,7 +461,7 @@ impl<P: Provider> Books<'_, P> {
             bump(&self.stats.remote_invalidations, 1);
         }
         slot.grant = Some(short.credit);
-        slot.outcome = Outcome::Reply;
+        slot.outcome = CallOutcome::Reply;
         bump(&self.stats.short_replies, 1);
         self.batch[1] += 1;
         f(Completion {
@@ -476,9 +476,9 @@ impl<P: Provider> Books<'_, P> {
         });
         self.reposts.push(ridx);
         self.credits.on_reply(Some(short.credit));
-        slot.state = State::Free;
+        slot.state = CallState::Free;
         slot.recv_idx = None;
-        self.spare.put(i as u32, slot);
+        self.free.put(i as u32, slot);
         true
     }
 
@@ -520,8 +520,8 @@ impl<P: Provider> Books<'_, P> {
         let matches = i < self.slots.len()
             && self.slots[i].xid == xid
             && match self.slots[i].state {
-                State::Sent | State::Zombie => true,
-                State::Invalidating => self.slots[i].given_up().is_some(),
+                CallState::Sent | CallState::Zombie => true,
+                CallState::Invalidating => self.slots[i].given_up().is_some(),
                 _ => false,
             };
         if !matches {
@@ -530,15 +530,15 @@ impl<P: Provider> Books<'_, P> {
             return Then::Done;
         }
         let slot = &mut self.slots[i];
-        if slot.state == State::Zombie {
+        if slot.state == CallState::Zombie {
             // A late reply to an RPC already reported as timed out: its credit comes back.
             self.credits.on_reply(grant);
-            slot.state = State::Free;
-            self.spare.put(i as u32, slot);
+            slot.state = CallState::Free;
+            self.free.put(i as u32, slot);
             self.reposts.push(ridx);
             return Then::Done;
         }
-        if slot.state == State::Invalidating {
+        if slot.state == CallState::Invalidating {
             // A late reply to an RPC given up (timed out or cancelled) whose windows are
             // still being invalidated: its credit comes back when they are (`finish`).
             slot.grant = grant;
@@ -556,7 +556,7 @@ impl<P: Provider> Books<'_, P> {
                     },
                     1,
                 );
-                Outcome::Error(e)
+                CallOutcome::Error(e)
             }
             (None, Some(acc)) => {
                 let h = acc.header;
@@ -575,7 +575,7 @@ impl<P: Provider> Books<'_, P> {
                     self.reposts.push(ridx);
                     return Then::Done;
                 }
-                Outcome::Reply
+                CallOutcome::Reply
             }
             (None, None) => {
                 self.reposts.push(ridx);
@@ -600,13 +600,13 @@ impl<P: Provider> Books<'_, P> {
         // Nothing left to invalidate: complete now, from the parse in hand (what `finish`
         // does, without judging the reply a second time).
         let result = match (outcome, &acc) {
-            (Outcome::Reply, Some(acc)) => {
+            (CallOutcome::Reply, Some(acc)) => {
                 let r = deliver(slot, acc, self.stats);
                 self.batch[1] += 1;
                 r
             }
-            (Outcome::Error(e), _) => Err(e),
-            (Outcome::Reply, None) => Err(RpcError::BadReply),
+            (CallOutcome::Error(e), _) => Err(e),
+            (CallOutcome::Reply, None) => Err(RpcError::BadReply),
         };
         f(Completion {
             tag: slot.tag,
@@ -615,9 +615,9 @@ impl<P: Provider> Books<'_, P> {
         });
         self.reposts.push(ridx);
         self.credits.on_reply(slot.grant);
-        slot.state = State::Free;
+        slot.state = CallState::Free;
         slot.recv_idx = None;
-        self.spare.put(i as u32, slot);
+        self.free.put(i as u32, slot);
         Then::Done
     }
 }
@@ -689,7 +689,7 @@ pub(super) fn answer_of_refusal<'a>(
 /// The reply of a finished RPC, borrowed from the receive buffer and the result buffer
 /// (whose window was invalidated before this runs).
 pub(super) fn deliver<'a, P: Provider>(
-    slot: &'a Slot<P>,
+    slot: &'a CallSlot<P>,
     acc: &verdict::AcceptedReply<'a>,
     stats: &Counters,
 ) -> Result<Reply<'a>, RpcError> {
@@ -725,7 +725,7 @@ pub(super) fn deliver<'a, P: Provider>(
 /// The bytes of each Write chunk the Reply returned filled (`list`, checked against what
 /// the Call provided), in the slot's result buffer, counted.
 pub(super) fn filled<'a, P: Provider>(
-    slot: &'a Slot<P>,
+    slot: &'a CallSlot<P>,
     list: &chunks::ReturnedList<'_, '_>,
     stats: &Counters,
 ) -> [&'a [u8]; MAX_WRITE_CHUNKS] {

@@ -112,8 +112,10 @@ const BARE_MSG_LEN: usize = MIN_HEADER_LEN;
 /// Size of an accepted RPC Reply header with an AUTH_NONE verifier.
 const REPLY_HEADER_LEN: u32 = AUTH_NONE_ACCEPTED_LEN as u32;
 
+/// Where the Call of a pending-table slot ([`CallSlot`]) stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
+enum CallState {
+    /// No Call: the slot is among the free ones ([`FreeSlots`]).
     Free,
     /// Sent, waiting for the reply.
     Sent,
@@ -127,14 +129,18 @@ enum State {
     Resend,
 }
 
+/// What a slot's Call completes with: its reply (the usual case, until something else is
+/// decided), or an error already decided (timed out, cancelled, refused by the peer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Outcome {
+enum CallOutcome {
     Reply,
     Error(RpcError),
 }
 
-struct Slot<P: Provider> {
-    state: State,
+/// One slot of the pending table, one per credit: a Call from its submission to its
+/// completion, with the buffers and windows it is sent from and its reply lands in.
+struct CallSlot<P: Provider> {
+    state: CallState,
     xid: u32,
     /// The generation of the slot's last XID (the bits above the slot's).
     gen: u32,
@@ -174,7 +180,7 @@ struct Slot<P: Provider> {
     recv_idx: Option<u32>,
     recv_len: u32,
     grant: Option<u32>,
-    outcome: Outcome,
+    outcome: CallOutcome,
     /// A late reply to this RPC, given up (timed out or cancelled), came while its windows
     /// were being invalidated: its credit (`grant`) comes back when they are.
     answered: bool,
@@ -189,7 +195,7 @@ fn take_large<P: Provider>(
     large: Option<&mut LargeBufs<P>>,
     pd: &P::Pd,
     stats: &Counters,
-    slot: &mut Slot<P>,
+    slot: &mut CallSlot<P>,
     k: usize,
     used: usize,
 ) -> Result<bool, SubmitError> {
@@ -202,33 +208,33 @@ fn take_large<P: Provider>(
     Ok(true)
 }
 
-/// The free slots, and the large bulk buffers the connection's RPCs share (none when
-/// every credit's own buffers are of the largest size). A slot goes back only through
-/// [`Spare::put`], which gives its large buffers back first.
-struct Spare<P: Provider> {
+/// The free slots of the pending table, and the large bulk buffers the connection's RPCs
+/// share (none when every credit's own buffers are of the largest size). A slot goes back
+/// only through [`FreeSlots::put`], which gives its large buffers back first.
+struct FreeSlots<P: Provider> {
     /// Indexes of the free slots (a stack: the most recently freed is used first).
-    free: Vec<u32>,
+    indexes: Vec<u32>,
     large: Option<LargeBufs<P>>,
 }
 
-impl<P: Provider> Spare<P> {
+impl<P: Provider> FreeSlots<P> {
     /// A free slot, if any.
     #[inline]
     fn pop(&mut self) -> Option<u32> {
-        self.free.pop()
+        self.indexes.pop()
     }
 
     /// Whether no slot is free.
     #[inline]
     fn is_empty(&self) -> bool {
-        self.free.is_empty()
+        self.indexes.is_empty()
     }
 
     /// Slot `idx` is free again: its large buffers go back, its own return.
     #[inline]
-    fn put(&mut self, idx: u32, slot: &mut Slot<P>) {
+    fn put(&mut self, idx: u32, slot: &mut CallSlot<P>) {
         unpark(self.large.as_ref(), slot);
-        self.free.push(idx);
+        self.indexes.push(idx);
     }
 }
 
@@ -244,7 +250,7 @@ fn end_refused<P: Provider>(stats: &Counters, qp: &mut P::Qp) {
 /// Gives the slot's large buffers back and puts its own in place again: done whenever a
 /// slot becomes free (nothing of its last RPC is exposed any longer).
 #[inline]
-fn unpark<P: Provider>(large: Option<&LargeBufs<P>>, slot: &mut Slot<P>) {
+fn unpark<P: Provider>(large: Option<&LargeBufs<P>>, slot: &mut CallSlot<P>) {
     for k in 0..2 {
         if let Some(own) = slot.parked[k].take() {
             let buf = if k == 0 { &mut slot.arg } else { &mut slot.res };
@@ -257,7 +263,7 @@ fn unpark<P: Provider>(large: Option<&LargeBufs<P>>, slot: &mut Slot<P>) {
     }
 }
 
-impl<P: Provider> Slot<P> {
+impl<P: Provider> CallSlot<P> {
     /// Forgets the chunks and windows of the slot's previous Call: the state of a Call that
     /// has none (a Short Call).
     #[inline]
@@ -284,11 +290,11 @@ impl<P: Provider> Slot<P> {
     /// Marks the slot's Call sent (again): waiting for its reply, no receive, no grant.
     #[inline]
     fn await_reply(&mut self) {
-        self.state = State::Sent;
+        self.state = CallState::Sent;
         self.reply_due = None;
         self.recv_idx = None;
         self.grant = None;
-        self.outcome = Outcome::Reply;
+        self.outcome = CallOutcome::Reply;
         self.answered = false;
     }
 
@@ -298,7 +304,7 @@ impl<P: Provider> Slot<P> {
     #[inline]
     fn given_up(&self) -> Option<RpcError> {
         match self.outcome {
-            Outcome::Error(e @ (RpcError::Timeout | RpcError::Cancelled)) => Some(e),
+            CallOutcome::Error(e @ (RpcError::Timeout | RpcError::Cancelled)) => Some(e),
             _ => None,
         }
     }
@@ -308,8 +314,8 @@ impl<P: Provider> Slot<P> {
     #[inline]
     fn cancellable(&self, xid: u32) -> bool {
         self.xid == xid
-            && self.outcome == Outcome::Reply
-            && matches!(self.state, State::Sent | State::Resend)
+            && self.outcome == CallOutcome::Reply
+            && matches!(self.state, CallState::Sent | CallState::Resend)
     }
 
     /// The Write chunks the Call provided, as the checks of a Reply take them (the first
@@ -333,7 +339,7 @@ impl<P: Provider> Slot<P> {
     #[inline]
     fn takes_short_reply(&self, xid: u32, inv: Option<u32>) -> bool {
         self.xid == xid
-            && self.state == State::Sent
+            && self.state == CallState::Sent
             && self.n_writes == 0
             && !self.has_reply_chunk
             && self.bound.iter().all(|b| b.is_none() || *b == inv)
@@ -368,7 +374,7 @@ pub struct Client<P: Provider> {
     pd: P::Pd,
     addr: P::Addr,
     recv: Box<[Buf<P>]>,
-    slots: Box<[Slot<P>]>,
+    slots: Box<[CallSlot<P>]>,
     reposts: Vec<u32>,
     sq: SendQueue,
     credits: RequesterCredits,
@@ -386,7 +392,7 @@ pub struct Client<P: Provider> {
     /// The next reply's landing was prefetched since the last completion (`watch_next_recv`).
     watched: bool,
     dead: bool,
-    /// Slots in `State::Resend`.
+    /// Slots in `CallState::Resend`.
     resend_n: u32,
     /// Inline size asked of each queue pair ([`ConnConfig::inline_sends`] within the
     /// device's limit), and the one the current queue pair granted: Calls of at most
@@ -420,7 +426,7 @@ pub struct Client<P: Provider> {
     early: Vec<Wc>,
     /// The free slots and the large bulk buffers (declared after `slots`: the large
     /// buffers' pool is dropped after the slots that may hold some).
-    spare: Spare<P>,
+    free: FreeSlots<P>,
     _pools: [BufferPool<P>; 5],
 }
 
@@ -515,8 +521,8 @@ impl<P: Provider> Client<P> {
                 }
                 Registration::Persistent => (None, None),
             };
-            slots.push(Slot {
-                state: State::Free,
+            slots.push(CallSlot {
+                state: CallState::Free,
                 xid: 0,
                 gen: first_generation(),
                 tag: 0,
@@ -543,7 +549,7 @@ impl<P: Provider> Client<P> {
                 recv_idx: None,
                 recv_len: 0,
                 grant: None,
-                outcome: Outcome::Reply,
+                outcome: CallOutcome::Reply,
                 send_len: 0,
             });
         }
@@ -582,8 +588,8 @@ impl<P: Provider> Client<P> {
             ctl,
             serving,
             early: Vec::with_capacity(nrecv as usize),
-            spare: Spare {
-                free: (0..n).rev().collect(),
+            free: FreeSlots {
+                indexes: (0..n).rev().collect(),
                 large,
             },
             _pools: pools,
@@ -682,7 +688,7 @@ impl<P: Provider> Client<P> {
     /// connection costs.
     pub fn registered_bytes(&self) -> u64 {
         self._pools.iter().map(BufferPool::bytes).sum::<u64>()
-            + self.spare.large.as_ref().map_or(0, LargeBufs::bytes)
+            + self.free.large.as_ref().map_or(0, LargeBufs::bytes)
     }
 
     /// The credit state.
@@ -733,7 +739,7 @@ impl<P: Provider> Client<P> {
     /// [`RetransmitPolicy`](crate::conn::RetransmitPolicy) applies (pending Calls are sent
     /// again on a new connection with their XIDs); without one they complete with
     /// [`RpcError::ConnectionLost`].
-    pub fn sever(&mut self) {
+    pub fn inject_loss(&mut self) {
         if let Some(qp) = self.qp.as_mut() {
             qp.disconnect();
         }

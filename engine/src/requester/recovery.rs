@@ -24,8 +24,8 @@ impl<P: Provider> Client<P> {
         self.post_queued();
         bump(&self.stats.cancels, 1);
         let s = &mut self.slots[i];
-        s.outcome = Outcome::Error(RpcError::Cancelled);
-        if s.state == State::Resend {
+        s.outcome = CallOutcome::Error(RpcError::Cancelled);
+        if s.state == CallState::Resend {
             self.cancelled.push(i as u32);
             return Ok(());
         }
@@ -50,19 +50,19 @@ impl<P: Provider> Client<P> {
         for k in 0..self.cancelled.len() {
             let idx = self.cancelled[k];
             let s = &mut self.slots[idx as usize];
-            if s.outcome != Outcome::Error(RpcError::Cancelled) {
+            if s.outcome != CallOutcome::Error(RpcError::Cancelled) {
                 continue;
             }
             match s.state {
-                State::Invalidating => self.finish(idx, f),
-                State::Resend => {
+                CallState::Invalidating => self.finish(idx, f),
+                CallState::Resend => {
                     f(Completion {
                         tag: s.tag,
                         xid: s.xid,
                         result: Err(RpcError::Cancelled),
                     });
-                    s.state = State::Free;
-                    self.spare.put(idx, s);
+                    s.state = CallState::Free;
+                    self.free.put(idx, s);
                     self.resend_n -= 1;
                 }
                 _ => {}
@@ -79,14 +79,14 @@ impl<P: Provider> Client<P> {
         let stuck_after = invalidate_limit(self.config.ack_timeout);
         for i in 0..self.slots.len() {
             let s = &mut self.slots[i];
-            if s.state == State::Resend {
+            if s.state == CallState::Resend {
                 // Waiting for a credit on the new connection: no memory exposed.
                 if s.deadline.is_some_and(|d| d <= now) {
                     self.expire_resend(i, f);
                 }
                 continue;
             }
-            if s.state == State::Invalidating {
+            if s.state == CallState::Invalidating {
                 // Its Local Invalidates wait behind the Sends before them, which a reliable
                 // connection retires or fails within its retries. One still waiting past
                 // that bound means the send queue is stuck without an error (a peer that
@@ -100,7 +100,7 @@ impl<P: Provider> Client<P> {
                 }
                 continue;
             }
-            if s.state != State::Sent {
+            if s.state != CallState::Sent {
                 continue;
             }
             let deadline = *s.deadline.get_or_insert_with(|| now + s.timeout);
@@ -119,7 +119,7 @@ impl<P: Provider> Client<P> {
             }
             if deadline <= now {
                 bump(&self.stats.timeouts, 1);
-                s.outcome = Outcome::Error(RpcError::Timeout);
+                s.outcome = CallOutcome::Error(RpcError::Timeout);
                 s.recv_idx = None;
                 self.invalidate(i as u32, f);
                 if self.dead {
@@ -139,7 +139,7 @@ impl<P: Provider> Client<P> {
             && self
                 .slots
                 .iter()
-                .filter(|s| s.state == State::Zombie)
+                .filter(|s| s.state == CallState::Zombie)
                 .count()
                 == held as usize
     }
@@ -155,8 +155,8 @@ impl<P: Provider> Client<P> {
             xid: s.xid,
             result: Err(RpcError::Timeout),
         });
-        s.state = State::Free;
-        self.spare.put(i as u32, s);
+        s.state = CallState::Free;
+        self.free.put(i as u32, s);
         self.resend_n -= 1;
     }
 
@@ -164,14 +164,14 @@ impl<P: Provider> Client<P> {
     pub(super) fn abandon_resends<F: FnMut(Completion<'_>)>(&mut self, err: RpcError, f: &mut F) {
         for i in 0..self.slots.len() {
             let s = &mut self.slots[i];
-            if s.state == State::Resend {
+            if s.state == CallState::Resend {
                 f(Completion {
                     tag: s.tag,
                     xid: s.xid,
                     result: Err(err),
                 });
-                s.state = State::Free;
-                self.spare.put(i as u32, s);
+                s.state = CallState::Free;
+                self.free.put(i as u32, s);
             }
         }
         self.resend_n = 0;
@@ -191,7 +191,7 @@ impl<P: Provider> Client<P> {
         let mut done = 0;
         for i in 0..self.slots.len() {
             let s = &self.slots[i];
-            if s.state != State::Resend {
+            if s.state != CallState::Resend {
                 continue;
             }
             match s.deadline {
@@ -235,7 +235,7 @@ impl<P: Provider> Client<P> {
         {
             let mut next: Option<(usize, Option<Instant>)> = None;
             for (i, s) in self.slots.iter().enumerate() {
-                if s.state != State::Resend {
+                if s.state != CallState::Resend {
                     continue;
                 }
                 let earlier = match next {
@@ -262,9 +262,9 @@ impl<P: Provider> Client<P> {
                         xid: s.xid,
                         result: Err(RpcError::ConnectionLost),
                     });
-                    s.state = State::Free;
+                    s.state = CallState::Free;
                     s.bound = [None; 2];
-                    self.spare.put(i as u32, s);
+                    self.free.put(i as u32, s);
                     self.resend_n -= 1;
                 }
             }
@@ -425,33 +425,33 @@ impl<P: Provider> Client<P> {
             s.mw_res = None;
             s.bound = [None; 2];
             match s.state {
-                State::Sent if retransmit => {
+                CallState::Sent if retransmit => {
                     s.deadline.get_or_insert(now + s.timeout);
-                    s.state = State::Resend;
+                    s.state = CallState::Resend;
                     self.resend_n += 1;
                     continue;
                 }
-                State::Resend if retransmit && s.given_up().is_none() => continue,
-                State::Invalidating if retransmit => {
+                CallState::Resend if retransmit && s.given_up().is_none() => continue,
+                CallState::Invalidating if retransmit => {
                     // The reply (or error, timeout or cancel) is in hand: deliver it.
                     self.finish(i as u32, f);
                 }
-                State::Sent | State::Invalidating | State::Resend => {
+                CallState::Sent | CallState::Invalidating | CallState::Resend => {
                     f(Completion {
                         tag: s.tag,
                         xid: s.xid,
                         result: Err(s.given_up().unwrap_or(RpcError::ConnectionLost)),
                     });
-                    if s.state == State::Resend {
+                    if s.state == CallState::Resend {
                         self.resend_n -= 1;
                     }
                 }
-                State::Zombie | State::Free => {}
+                CallState::Zombie | CallState::Free => {}
             }
             let s = &mut self.slots[i];
-            if s.state != State::Free {
-                s.state = State::Free;
-                self.spare.put(i as u32, s);
+            if s.state != CallState::Free {
+                s.state = CallState::Free;
+                self.free.put(i as u32, s);
             }
         }
         self.credits.reset();

@@ -110,7 +110,7 @@ impl<P: Provider> Client<P> {
         if call.cred.body.len() > MAX_AUTH_BYTES {
             return Err(SubmitError::Invalid("credential body over 400 bytes"));
         }
-        if self.sq.room() < 8 || self.spare.is_empty() || self.credits.available() == 0 {
+        if self.sq.room() < 8 || self.free.is_empty() || self.credits.available() == 0 {
             return Err(SubmitError::WouldBlock);
         }
         Ok(())
@@ -120,7 +120,10 @@ impl<P: Provider> Client<P> {
     /// [`submit_in_place`](Self::submit_in_place), for an admitted Call whose DDP-eligible
     /// argument, if any, has `bulk_len` bytes: `place` writes them into the slice given,
     /// told whether it is memory the responder reads (`true`: a Read chunk's) or the send
-    /// buffer (`false`: an inline argument).
+    /// buffer (`false`: an inline argument). Eight phases, each a function below: the form
+    /// is planned, the chunks laid out in the buffers, a slot taken, the Payload stream
+    /// written, the DDP-eligible argument placed, the memory exposed, the chunk lists
+    /// made, and the header encoded (`encode_call_header`) and the Send posted.
     fn submit_planned(
         &mut self,
         call: &CallArgs<'_>,
@@ -128,10 +131,57 @@ impl<P: Provider> Client<P> {
         bulk_len: Option<usize>,
         place: impl FnOnce(&mut [u8], bool),
     ) -> Result<u32, SubmitError> {
-        let max_seg = self.config.max_segment;
-        let extra = self.wire.extra();
         // Work requests go out in the order their send-queue numbers were given.
         self.post_queued();
+        let planned = self.plan_form(call, bulk_len)?;
+        let spans = self.lay_out_buffers(call, bulk_len, &planned)?;
+        let idx = self.take_slot(&spans)?;
+        let xid = self.next_xid(idx);
+        let persistent = match self.config.registration {
+            Registration::Persistent => true,
+            Registration::Mixed => call.persistent,
+            Registration::Windows => false,
+        };
+        let hlen = planned.plan.header_len + self.wire.extra();
+        let slot = &mut self.slots[idx as usize];
+        if !write_stream(slot, xid, call, &planned, bulk_len, hlen) {
+            self.free.put(idx, &mut self.slots[idx as usize]);
+            return Err(SubmitError::Invalid("call header"));
+        }
+        if let Some(n) = bulk_len {
+            if let Err(panic) = place_bulk_arg(slot, &planned, &spans, hlen, n, place) {
+                self.free.put(idx, &mut self.slots[idx as usize]);
+                resume_unwind(panic);
+            }
+        }
+        let qp = self.qp.as_mut().ok_or(SubmitError::Disconnected)?;
+        let exposed = expose::<P>(qp, &mut self.sq, &self.stats, slot, idx, persistent, &spans);
+        let Some(rkeys) = exposed else {
+            self.free.put(idx, slot);
+            return Err(SubmitError::Disconnected);
+        };
+        let reads = &mut *self.reads;
+        let nr = make_chunk_lists(slot, reads, call, &planned, &spans, bulk_len, rkeys);
+        let nomsg = planned.plan.form.proc() == rpcrdma_proto::header::Proc::NoMsg;
+        let inv = offered_invalidation(self.wire, &self.negotiation, slot);
+        let head = (self.wire, xid, self.credits.requested(), inv);
+        if !encode_call_header(slot, &reads[..nr], head, nomsg, hlen) {
+            self.free.put(idx, &mut self.slots[idx as usize]);
+            return Err(SubmitError::Invalid("header does not match its plan"));
+        }
+        self.post_planned(idx, xid, tag, call, &planned, &spans)
+    }
+
+    /// Phase one of [`submit_planned`](Self::submit_planned): the Call's sizes, the length
+    /// of its segments and its form (RFC 8166 §3.5) within the connection's thresholds;
+    /// `Err` when no form carries it or its chunks need more segments than supported.
+    #[inline(always)]
+    fn plan_form(
+        &self,
+        call: &CallArgs<'_>,
+        bulk_len: Option<usize>,
+    ) -> Result<Planned, SubmitError> {
+        let extra = self.wire.extra();
         // The RPC call header with this credential (its body padded) and an AUTH_NONE
         // verifier.
         let call_header_len = CALL_HEADER_LEN + pad4(call.cred.body.len());
@@ -155,19 +205,18 @@ impl<P: Provider> Client<P> {
             .chain([u32::try_from(call_len).unwrap_or(u32::MAX), max_reply])
             .max()
             .unwrap_or(0);
-        let max_seg = segment_len(max_seg, largest);
+        let max_seg = segment_len(self.config.max_segment, largest);
         let item = bulk_len.filter(|&n| n != 0).map(|n| DdpItem {
             offset: (args_end + 4) as u32,
             len: n as u32,
             segments: segs_needed(n as u32, max_seg),
         });
-        let items = item.as_slice();
         for (i, &r) in call.bulk_results.iter().enumerate() {
             write_segs[i] = if r == 0 { 0 } else { segs_needed(r, max_seg) };
         }
         let shape = CallShape {
             call_len: call_len as u32,
-            items,
+            items: item.as_slice(),
             position_zero_segment_max: max_seg,
             write_chunks: &write_segs[..call.bulk_results.len()],
             max_reply_len: max_reply,
@@ -192,15 +241,34 @@ impl<P: Provider> Client<P> {
         {
             return Err(SubmitError::Invalid("more segments than supported"));
         }
+        Ok(Planned {
+            plan,
+            max_seg,
+            call_header_len,
+            args_end,
+            item,
+            max_reply,
+        })
+    }
+
+    /// Phase two of [`submit_planned`](Self::submit_planned): where the chunks go in the
+    /// argument buffer (Read chunks) and the result buffer (Write chunks, then the Reply
+    /// chunk); `Err` when they pass the largest bulk buffer or the Send its send buffer.
+    #[inline(always)]
+    fn lay_out_buffers(
+        &self,
+        call: &CallArgs<'_>,
+        bulk_len: Option<usize>,
+        planned: &Planned,
+    ) -> Result<Spans, SubmitError> {
+        let plan = &planned.plan;
         let bulk_size = self.config.bulk_size as usize;
-        // Where things go in the argument buffer (Read chunks) and the result buffer (Write
-        // chunks, then the Reply chunk).
         let p0_len = plan.position_zero_len as usize;
         let item_off = (p0_len + 7) & !7;
-        let arg_used = match plan.form {
-            CallForm::Short => 0,
-            CallForm::Chunked => bulk_len.unwrap_or(0),
-            CallForm::Long => item_off + bulk_len.unwrap_or(0),
+        let (arg_used, item_at) = match plan.form {
+            CallForm::Short => (0, 0),
+            CallForm::Chunked => (bulk_len.unwrap_or(0), 0),
+            CallForm::Long => (item_off + bulk_len.unwrap_or(0), item_off),
         };
         let mut res_used = 0usize;
         let mut write_off = [0u32; MAX_WRITE_CHUNKS];
@@ -210,31 +278,45 @@ impl<P: Provider> Client<P> {
         }
         let reply_off = res_used;
         if plan.reply_chunk {
-            res_used += max_reply as usize;
+            res_used += planned.max_reply as usize;
         }
         if arg_used > bulk_size
             || res_used > bulk_size
-            || plan.send_len() + extra > self.config.send_size as usize
+            || plan.send_len() + self.wire.extra() > self.config.send_size as usize
         {
             return Err(SubmitError::TooLarge(None));
         }
+        Ok(Spans {
+            p0_len,
+            item_at,
+            arg_used,
+            res_used,
+            write_off,
+            reply_off,
+        })
+    }
 
-        let Some(idx) = self.spare.pop() else {
+    /// Phase three of [`submit_planned`](Self::submit_planned): a free slot, its own
+    /// argument and result buffers swapped for shared large ones where the chunks need
+    /// more; `WouldBlock` when no slot, or no large buffer, is free.
+    #[inline(always)]
+    fn take_slot(&mut self, spans: &Spans) -> Result<u32, SubmitError> {
+        let Some(idx) = self.free.pop() else {
             return Err(SubmitError::WouldBlock);
         };
-        let i = idx as usize;
+        let (arg_used, res_used) = (spans.arg_used, spans.res_used);
         // Chunks larger than the credit's own buffers: shared large ones, or wait.
         if arg_used > self.config.slot_bulk() as usize
             || res_used > self.config.slot_bulk() as usize
         {
-            let slot = &mut self.slots[i];
+            let slot = &mut self.slots[idx as usize];
             let mut took = false;
             for (k, used) in [(0, arg_used), (1, res_used)] {
-                let large = self.spare.large.as_mut();
+                let large = self.free.large.as_mut();
                 match take_large(large, &self.pd, &self.stats, slot, k, used) {
                     Ok(t) => took |= t,
                     Err(e) => {
-                        self.spare.put(idx, slot);
+                        self.free.put(idx, slot);
                         if e == SubmitError::WouldBlock {
                             bump(&self.stats.large_bulk_waits, 1);
                         }
@@ -246,190 +328,30 @@ impl<P: Provider> Client<P> {
                 bump(&self.stats.large_bulk, 1);
             }
         }
-        let xid = self.next_xid(idx);
-        let persistent = match self.config.registration {
-            Registration::Persistent => true,
-            Registration::Mixed => call.persistent,
-            Registration::Windows => false,
-        };
-        let slot = &mut self.slots[i];
+        Ok(idx)
+    }
 
-        // The Payload stream: inline in the send buffer, and/or in the argument buffer.
-        let hlen = plan.header_len + extra;
-        {
-            let (stream_buf, at): (&mut [u8], usize) = match plan.form {
-                CallForm::Short | CallForm::Chunked => (view::bytes_mut(&mut slot.send), hlen),
-                CallForm::Long => (view::bytes_mut(&mut slot.arg), 0),
-            };
-            let s = &mut stream_buf[at..];
-            if put_call_header(s, xid, call).is_none() {
-                self.spare.put(idx, &mut self.slots[idx as usize]);
-                return Err(SubmitError::Invalid("call header"));
-            }
-            if plan.form == CallForm::Long {
-                // A Long Call's arguments are bytes the server will read (its RDMA Read of
-                // the position-zero chunk), not this core: streamed when large.
-                reader_copies::copy_call_for_wire(&mut s[call_header_len..args_end], call.args);
-            } else {
-                s[call_header_len..args_end].copy_from_slice(call.args);
-            }
-            if let Some(n) = bulk_len {
-                s[args_end..args_end + 4].copy_from_slice(&(n as u32).to_be_bytes());
-                if plan.form == CallForm::Short {
-                    s[args_end + 4 + n..args_end + 4 + pad4(n)].fill(0);
-                }
-            }
-        }
-        // The DDP-eligible argument's opaque: its length word always inline (above), its
-        // bytes after it in the send buffer or where the Read chunk exposes them in the
-        // argument buffer, as the plan says. An empty one is its length word alone: a Read
-        // chunk would carry nothing. A panic in `place` (a caller's fill) leaves the Call
-        // unsent and its slot free.
-        if let Some(n) = bulk_len {
-            let (buf, at) = match plan.form {
-                CallForm::Short => (&mut slot.send, hlen + args_end + 4),
-                CallForm::Chunked => (&mut slot.arg, 0),
-                CallForm::Long => (&mut slot.arg, item_off),
-            };
-            let dst = &mut view::bytes_mut(buf)[at..at + n];
-            let wire = plan.form != CallForm::Short;
-            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| place(dst, wire))) {
-                self.spare.put(idx, &mut self.slots[idx as usize]);
-                resume_unwind(panic);
-            }
-        }
-
-        // Expose the memory: windows bound for this RPC, or the regions' own keys.
-        let qp = self.qp.as_mut().ok_or(SubmitError::Disconnected)?;
-        let arg_rkey;
-        let res_rkey;
-        slot.bound = [None; 2];
-        if persistent {
-            arg_rkey = slot.arg.region().rkey();
-            res_rkey = slot.res.region().rkey();
-        } else {
-            // The argument span is read by the responder, the result span written.
-            let spans = [
-                (
-                    arg_used,
-                    slot.mw_arg.as_ref(),
-                    &slot.arg,
-                    Access::REMOTE_READ,
-                ),
-                (
-                    res_used,
-                    slot.mw_res.as_ref(),
-                    &slot.res,
-                    Access::REMOTE_WRITE,
-                ),
-            ];
-            let mut bound = [None; 2];
-            let mut refused = false;
-            for (k, (used, mw, buf, access)) in spans.into_iter().enumerate() {
-                let Some(mw) = mw.filter(|_| used > 0) else {
-                    continue;
-                };
-                match bind_window::<P>(qp, &mut self.sq, mw, buf, used as u64, access, idx) {
-                    Ok(rkey) => {
-                        bound[k] = Some(rkey);
-                        bump(&self.stats.registrations, 1);
-                    }
-                    Err(_) => {
-                        // A refused post leaves the connection unusable.
-                        end_refused::<P>(&self.stats, qp);
-                        refused = true;
-                        break;
-                    }
-                }
-            }
-            slot.bound = bound;
-            if refused {
-                self.spare.put(idx, slot);
-                return Err(SubmitError::Disconnected);
-            }
-            arg_rkey = bound[0].unwrap_or(0);
-            res_rkey = bound[1].unwrap_or(0);
-        }
-
-        // The chunk lists (RFC 8166 §3.4).
-        let reads = &mut *self.reads;
-        let mut nr = 0;
-        let arg_addr = slot.arg.addr();
-        let split = |pos: u32, base: u64, len: usize, out: &mut [ReadSegment], n: &mut usize| {
-            let mut done = 0usize;
-            while done < len {
-                let l = (len - done).min(max_seg as usize);
-                out[*n] = ReadSegment::new(pos, arg_rkey, l as u32, base + done as u64);
-                *n += 1;
-                done += l;
-            }
-        };
-        if plan.form == CallForm::Long {
-            split(0, arg_addr, p0_len, reads, &mut nr);
-        }
-        if let (Some(n), Some(it), CallForm::Chunked | CallForm::Long) = (bulk_len, item, plan.form)
-        {
-            let off = if plan.form == CallForm::Long {
-                item_off
-            } else {
-                0
-            };
-            split(it.offset, arg_addr + off as u64, n, reads, &mut nr);
-        }
-        let res_addr = slot.res.addr();
-        slot.n_writes = call.bulk_results.len();
-        for (c, &r) in call.bulk_results.iter().enumerate() {
-            let mut n = 0;
-            let mut done = 0usize;
-            while done < r as usize {
-                let l = (r as usize - done).min(max_seg as usize);
-                slot.writes[c][n] = Segment::new(
-                    res_rkey,
-                    l as u32,
-                    res_addr + (write_off[c] as usize + done) as u64,
-                );
-                n += 1;
-                done += l;
-            }
-            slot.write_n[c] = n;
-            slot.write_off[c] = write_off[c];
-        }
-        slot.has_reply_chunk = plan.reply_chunk;
-        slot.reply_n = 0;
-        slot.reply_off = reply_off as u32;
-        if plan.reply_chunk {
-            let mut done = 0usize;
-            while done < max_reply as usize {
-                let l = (max_reply as usize - done).min(max_seg as usize);
-                slot.reply[slot.reply_n] =
-                    Segment::new(res_rkey, l as u32, res_addr + (reply_off + done) as u64);
-                slot.reply_n += 1;
-                done += l;
-            }
-        }
-        let nomsg = plan.form.proc() == rpcrdma_proto::header::Proc::NoMsg;
-        let credit = self.credits.requested();
-        // Version 2: the responder may invalidate one window with its reply ([V2] §3.3) —
-        // the result window (its reply's own chunks) or else the argument window; regions
-        // are never offered.
-        let inv = if self.wire == Wire::V2 && self.negotiation.remote_invalidation() {
-            slot.bound[1].or(slot.bound[0]).unwrap_or(0)
-        } else {
-            0
-        };
-        let head = (self.wire, xid, credit, inv);
-        if !encode_call_header(slot, &reads[..nr], head, nomsg, hlen) {
-            self.spare.put(idx, &mut self.slots[idx as usize]);
-            return Err(SubmitError::Invalid("header does not match its plan"));
-        }
-        let send_len = (plan.send_len() + extra) as u32;
+    /// Phase eight of [`submit_planned`](Self::submit_planned), after the transport
+    /// header was encoded: the Send of the Call in slot `idx` posted, and the Call counted
+    /// by form.
+    #[inline(always)]
+    fn post_planned(
+        &mut self,
+        idx: u32,
+        xid: u32,
+        tag: u64,
+        call: &CallArgs<'_>,
+        planned: &Planned,
+        spans: &Spans,
+    ) -> Result<u32, SubmitError> {
+        let send_len = (planned.plan.send_len() + self.wire.extra()) as u32;
         self.post_call(idx, xid, tag, call.timeout, send_len, false)?;
         let st = &self.stats;
-        if arg_used > 0 {
-            bump(&st.bytes_read, arg_used as u64);
+        if spans.arg_used > 0 {
+            bump(&st.bytes_read, spans.arg_used as u64);
         }
         bump(
-            match plan.form {
+            match planned.plan.form {
                 CallForm::Short => &st.short_calls,
                 CallForm::Chunked => &st.chunked_calls,
                 CallForm::Long => &st.long_calls,
@@ -458,7 +380,7 @@ impl<P: Provider> Client<P> {
         tag: u64,
         send_len: usize,
     ) -> Result<u32, SubmitError> {
-        let Some(idx) = self.spare.pop() else {
+        let Some(idx) = self.free.pop() else {
             return Err(SubmitError::WouldBlock);
         };
         let i = idx as usize;
@@ -485,7 +407,7 @@ impl<P: Provider> Client<P> {
             let head = &words[..emit::SHORT_CALL_CRED_WORD];
             let at = emit::put_short_words(buf, head, self.wire, false);
             let Ok(n) = call.cred.encode(&mut buf[at..]) else {
-                self.spare.put(idx, &mut self.slots[idx as usize]);
+                self.free.put(idx, &mut self.slots[idx as usize]);
                 return Err(SubmitError::Invalid("credential"));
             };
             buf[at + n..at + n + 8].fill(0);
@@ -567,7 +489,7 @@ impl<P: Provider> Client<P> {
         hold: bool,
     ) -> Result<(), SubmitError> {
         if self.qp.is_none() {
-            self.spare.put(idx, &mut self.slots[idx as usize]);
+            self.free.put(idx, &mut self.slots[idx as usize]);
             return Err(SubmitError::Disconnected);
         }
         if hold && self.n_queued == CORK_MAX {
@@ -594,7 +516,7 @@ impl<P: Provider> Client<P> {
                 ok
             });
             if !posted {
-                self.spare.put(idx, &mut self.slots[idx as usize]);
+                self.free.put(idx, &mut self.slots[idx as usize]);
                 return Err(SubmitError::Disconnected);
             }
         }
@@ -603,6 +525,259 @@ impl<P: Provider> Client<P> {
         bump(&self.stats.calls, 1);
         bump(&self.stats.bytes_sent, u64::from(send_len));
         Ok(())
+    }
+}
+
+/// A Call's form and the sizes it was planned from: phase one of
+/// [`Client::submit_planned`].
+struct Planned {
+    /// The form, the transport header's length and whether a Reply chunk is provided
+    /// (RFC 8166 §3.5).
+    plan: plan::CallPlan,
+    /// The length of the Call's segments ([`segment_len`]).
+    max_seg: u32,
+    /// Bytes of the RPC call header with the Call's credential.
+    call_header_len: usize,
+    /// Where the arguments end in the Payload stream (the DDP-eligible argument's length
+    /// word follows them).
+    args_end: usize,
+    /// The DDP-eligible argument as an item of the Payload stream; `None` when there is
+    /// none or it is empty.
+    item: Option<DdpItem>,
+    /// The largest Reply the Call provides for, its RPC header and DDP-eligible results
+    /// included.
+    max_reply: u32,
+}
+
+/// Where a planned Call's chunks lie in its slot's argument and result buffers: phase two
+/// of [`Client::submit_planned`].
+struct Spans {
+    /// Bytes of a Long Call's Position-Zero chunk, at the start of the argument buffer.
+    p0_len: usize,
+    /// Where the DDP-eligible argument lies in the argument buffer: after a Long Call's
+    /// Position-Zero chunk (at the next multiple of 8), at 0 for a Chunked Call.
+    item_at: usize,
+    /// Bytes of the argument buffer the Read chunks expose.
+    arg_used: usize,
+    /// Bytes of the result buffer the Write chunks and the Reply chunk expose.
+    res_used: usize,
+    /// Where each Write chunk starts in the result buffer.
+    write_off: [u32; MAX_WRITE_CHUNKS],
+    /// Where the Reply chunk starts in the result buffer.
+    reply_off: usize,
+}
+
+/// Phase four of [`Client::submit_planned`]: the Payload stream written where the form
+/// puts it (after the `hlen` bytes of transport header in the send buffer, or at the start
+/// of the argument buffer for a Long Call): the RPC call header of `xid`, the arguments,
+/// and the length word of a DDP-eligible argument of `bulk_len` bytes (and, when it goes
+/// inline, its padding). False when the call header does not fit.
+#[inline(always)]
+fn write_stream<P: Provider>(
+    slot: &mut CallSlot<P>,
+    xid: u32,
+    call: &CallArgs<'_>,
+    planned: &Planned,
+    bulk_len: Option<usize>,
+    hlen: usize,
+) -> bool {
+    let form = planned.plan.form;
+    let (call_header_len, args_end) = (planned.call_header_len, planned.args_end);
+    let (stream_buf, at): (&mut [u8], usize) = match form {
+        CallForm::Short | CallForm::Chunked => (view::bytes_mut(&mut slot.send), hlen),
+        CallForm::Long => (view::bytes_mut(&mut slot.arg), 0),
+    };
+    let s = &mut stream_buf[at..];
+    if put_call_header(s, xid, call).is_none() {
+        return false;
+    }
+    if form == CallForm::Long {
+        // A Long Call's arguments are bytes the server will read (its RDMA Read of the
+        // position-zero chunk), not this core: streamed when large.
+        reader_copies::copy_call_for_wire(&mut s[call_header_len..args_end], call.args);
+    } else {
+        s[call_header_len..args_end].copy_from_slice(call.args);
+    }
+    if let Some(n) = bulk_len {
+        s[args_end..args_end + 4].copy_from_slice(&(n as u32).to_be_bytes());
+        if form == CallForm::Short {
+            s[args_end + 4 + n..args_end + 4 + pad4(n)].fill(0);
+        }
+    }
+    true
+}
+
+/// Phase five of [`Client::submit_planned`]: the DDP-eligible argument's `n` bytes written
+/// by `place` after its length word in the send buffer (a Short Call), or where the Read
+/// chunk exposes them in the argument buffer, as the plan says; `place` is told which
+/// (`true`: memory the responder reads). An empty argument is its length word alone: a
+/// Read chunk would carry nothing. `Err` holds a panic of `place` (a caller's fill), for
+/// the caller to free the slot and resume.
+#[inline(always)]
+fn place_bulk_arg<P: Provider>(
+    slot: &mut CallSlot<P>,
+    planned: &Planned,
+    spans: &Spans,
+    hlen: usize,
+    n: usize,
+    place: impl FnOnce(&mut [u8], bool),
+) -> std::thread::Result<()> {
+    let form = planned.plan.form;
+    let (buf, at) = match form {
+        CallForm::Short => (&mut slot.send, hlen + planned.args_end + 4),
+        CallForm::Chunked | CallForm::Long => (&mut slot.arg, spans.item_at),
+    };
+    let dst = &mut view::bytes_mut(buf)[at..at + n];
+    let wire = form != CallForm::Short;
+    catch_unwind(AssertUnwindSafe(|| place(dst, wire)))
+}
+
+/// Phase six of [`Client::submit_planned`]: the memory of the Call in slot `idx` exposed
+/// to the responder, and the rkeys of its argument and result spans (0 where nothing is
+/// exposed): the regions' own keys (`persistent`), or windows bound for this RPC, the
+/// argument span for reading and the result span for writing. `None` when the queue pair
+/// refused a bind: the connection is ended.
+#[inline(always)]
+fn expose<P: Provider>(
+    qp: &mut P::Qp,
+    sq: &mut SendQueue,
+    stats: &Counters,
+    slot: &mut CallSlot<P>,
+    idx: u32,
+    persistent: bool,
+    spans: &Spans,
+) -> Option<[u32; 2]> {
+    slot.bound = [None; 2];
+    if persistent {
+        return Some([slot.arg.region().rkey(), slot.res.region().rkey()]);
+    }
+    let spans = [
+        (
+            spans.arg_used,
+            slot.mw_arg.as_ref(),
+            &slot.arg,
+            Access::REMOTE_READ,
+        ),
+        (
+            spans.res_used,
+            slot.mw_res.as_ref(),
+            &slot.res,
+            Access::REMOTE_WRITE,
+        ),
+    ];
+    let mut bound = [None; 2];
+    let mut refused = false;
+    for (k, (used, mw, buf, access)) in spans.into_iter().enumerate() {
+        let Some(mw) = mw.filter(|_| used > 0) else {
+            continue;
+        };
+        match bind_window::<P>(qp, sq, mw, buf, used as u64, access, idx) {
+            Ok(rkey) => {
+                bound[k] = Some(rkey);
+                bump(&stats.registrations, 1);
+            }
+            Err(_) => {
+                // A refused post leaves the connection unusable.
+                end_refused::<P>(stats, qp);
+                refused = true;
+                break;
+            }
+        }
+    }
+    slot.bound = bound;
+    if refused {
+        return None;
+    }
+    Some([bound[0].unwrap_or(0), bound[1].unwrap_or(0)])
+}
+
+/// Phase seven of [`Client::submit_planned`]: the chunk lists (RFC 8166 §3.4) of the Call
+/// in `slot`, its spans cut into segments of the planned length under `rkeys` (argument,
+/// result): the Read segments into `reads` (their number returned), the Write chunks and
+/// the Reply chunk into the slot, where the reply is checked against them.
+#[inline(always)]
+fn make_chunk_lists<P: Provider>(
+    slot: &mut CallSlot<P>,
+    reads: &mut [ReadSegment],
+    call: &CallArgs<'_>,
+    planned: &Planned,
+    spans: &Spans,
+    bulk_len: Option<usize>,
+    [arg_rkey, res_rkey]: [u32; 2],
+) -> usize {
+    let (form, max_seg) = (planned.plan.form, planned.max_seg);
+    let mut nr = 0;
+    let arg_addr = slot.arg.addr();
+    let split = |pos: u32, base: u64, len: usize, out: &mut [ReadSegment], n: &mut usize| {
+        let mut done = 0usize;
+        while done < len {
+            let l = (len - done).min(max_seg as usize);
+            out[*n] = ReadSegment::new(pos, arg_rkey, l as u32, base + done as u64);
+            *n += 1;
+            done += l;
+        }
+    };
+    if form == CallForm::Long {
+        split(0, arg_addr, spans.p0_len, reads, &mut nr);
+    }
+    if let (Some(n), Some(it), CallForm::Chunked | CallForm::Long) = (bulk_len, planned.item, form)
+    {
+        split(
+            it.offset,
+            arg_addr + spans.item_at as u64,
+            n,
+            reads,
+            &mut nr,
+        );
+    }
+    let res_addr = slot.res.addr();
+    slot.n_writes = call.bulk_results.len();
+    for (c, &r) in call.bulk_results.iter().enumerate() {
+        let mut n = 0;
+        let mut done = 0usize;
+        while done < r as usize {
+            let l = (r as usize - done).min(max_seg as usize);
+            slot.writes[c][n] = Segment::new(
+                res_rkey,
+                l as u32,
+                res_addr + (spans.write_off[c] as usize + done) as u64,
+            );
+            n += 1;
+            done += l;
+        }
+        slot.write_n[c] = n;
+        slot.write_off[c] = spans.write_off[c];
+    }
+    slot.has_reply_chunk = planned.plan.reply_chunk;
+    slot.reply_n = 0;
+    slot.reply_off = spans.reply_off as u32;
+    if planned.plan.reply_chunk {
+        let (max_reply, reply_off) = (planned.max_reply as usize, spans.reply_off);
+        let mut done = 0usize;
+        while done < max_reply {
+            let l = (max_reply - done).min(max_seg as usize);
+            slot.reply[slot.reply_n] =
+                Segment::new(res_rkey, l as u32, res_addr + (reply_off + done) as u64);
+            slot.reply_n += 1;
+            done += l;
+        }
+    }
+    nr
+}
+
+/// The rkey a version 2 Call offers the responder to invalidate with its reply (\[V2\]
+/// §3.3): the result window of the Call in `slot` (its reply's own chunks), or else its
+/// argument window; regions are never offered. 0 for none, and always in version 1.
+#[inline(always)]
+fn offered_invalidation<P: Provider>(
+    wire: Wire,
+    negotiation: &Negotiation,
+    slot: &CallSlot<P>,
+) -> u32 {
+    if wire == Wire::V2 && negotiation.remote_invalidation() {
+        slot.bound[1].or(slot.bound[0]).unwrap_or(0)
+    } else {
+        0
     }
 }
 
@@ -636,7 +811,7 @@ pub(super) fn put_call_header(buf: &mut [u8], xid: u32, call: &CallArgs<'_>) -> 
 /// chunks and Reply chunk kept in the slot) at the start of its send buffer; false unless it
 /// is exactly `len` bytes, the length its payload was laid out for.
 pub(super) fn encode_call_header<P: Provider>(
-    slot: &mut Slot<P>,
+    slot: &mut CallSlot<P>,
     reads: &[ReadSegment],
     (wire, xid, credit, inv_handle): (Wire, u32, u32, u32),
     nomsg: bool,

@@ -97,7 +97,7 @@ struct Effect {
     credits: RequesterCredits,
     free: Vec<u32>,
     reposts: Vec<u32>,
-    slots: Vec<(State, u32, Option<u32>, Outcome)>,
+    slots: Vec<(CallState, u32, Option<u32>, CallOutcome)>,
 }
 
 fn effect(c: &mut Client<Soft>, completions: Seen) -> Effect {
@@ -106,7 +106,7 @@ fn effect(c: &mut Client<Soft>, completions: Seen) -> Effect {
         stats: c.stats.snapshot(),
         batch: c.batch,
         credits: c.credits,
-        free: c.spare.free.clone(),
+        free: c.free.indexes.clone(),
         reposts: c.reposts.clone(),
         slots: c
             .slots
@@ -241,11 +241,11 @@ fn replies(xid: u32, credit: u32) -> Vec<Vec<u8>> {
 /// `post_call` leave it, without sending it (the peer never answers in these tests): its
 /// argument window (a Read chunk's) bound as `bound` says.
 fn pending(c: &mut Client<Soft>, tag: u64, bound: Option<u32>) -> u32 {
-    if let Some(s) = c.slots.iter_mut().find(|s| s.state == State::Sent) {
+    if let Some(s) = c.slots.iter_mut().find(|s| s.state == CallState::Sent) {
         s.bound = [bound, None];
         return s.xid;
     }
-    let idx = c.spare.pop().expect("a free slot");
+    let idx = c.free.pop().expect("a free slot");
     let xid = c.next_xid(idx);
     let slot = &mut c.slots[idx as usize];
     slot.clear_chunks();
@@ -260,10 +260,10 @@ fn pending(c: &mut Client<Soft>, tag: u64, bound: Option<u32>) -> u32 {
 fn forget_invalidating(c: &mut Client<Soft>) {
     for i in 0..c.slots.len() {
         let s = &mut c.slots[i];
-        if s.state == State::Invalidating {
-            s.state = State::Free;
+        if s.state == CallState::Invalidating {
+            s.state = CallState::Free;
             c.credits.on_reply(s.grant);
-            c.spare.put(i as u32, s);
+            c.free.put(i as u32, s);
         }
     }
 }
@@ -353,7 +353,7 @@ impl Agreement {
             let b = receive(general, m, inv, false);
             assert_eq!(a, b, "inv {inv:?} reply {k}: {m:02x?}");
             self.checked += 1;
-            if !a.completions.is_empty() || fast.slots.iter().all(|s| s.state != State::Sent) {
+            if !a.completions.is_empty() || fast.slots.iter().all(|s| s.state != CallState::Sent) {
                 let ok = a.completions.first().is_some_and(|c| c.2.is_ok());
                 self.fast_completions += usize::from(fast_path && ok);
                 self.tag += 1;
@@ -376,10 +376,10 @@ fn pending_written(
     provided: &[Vec<Segment>],
     bound: Option<u32>,
 ) -> u32 {
-    let idx = match c.slots.iter().position(|s| s.state == State::Sent) {
+    let idx = match c.slots.iter().position(|s| s.state == CallState::Sent) {
         Some(i) => i as u32,
         None => {
-            let idx = c.spare.pop().expect("a free slot");
+            let idx = c.free.pop().expect("a free slot");
             let xid = c.next_xid(idx);
             c.credits.take();
             let slot = &mut c.slots[idx as usize];

@@ -23,7 +23,7 @@ impl<P: Provider> Client<P> {
         let slot = &mut self.slots[idx as usize];
         // Before posting: a loss while posting then delivers the reply already in hand
         // (`lose`'s Invalidating arm) instead of sending the Call again.
-        slot.state = State::Invalidating;
+        slot.state = CallState::Invalidating;
         slot.invalidating_since = None;
         let pending: [Option<u32>; 2] = slot.bound;
         let count = pending.iter().flatten().count();

@@ -27,7 +27,7 @@ impl<P: Provider> Books<'_, P> {
         // A Sent RPC that provided Write chunks and no Reply chunk, whose every window the
         // Reply's Send invalidated.
         if slot.xid != w.xid
-            || slot.state != State::Sent
+            || slot.state != CallState::Sent
             || slot.n_writes == 0
             || slot.has_reply_chunk
             || slot.bound.iter().any(|b| b.is_some() && *b != inv)
@@ -63,10 +63,10 @@ impl<P: Provider> Books<'_, P> {
         self.credits.on_reply(Some(w.credit));
         slot.bound = [None; 2];
         slot.grant = Some(w.credit);
-        slot.outcome = Outcome::Reply;
-        slot.state = State::Free;
+        slot.outcome = CallOutcome::Reply;
+        slot.state = CallState::Free;
         slot.recv_idx = None;
-        self.spare.put(i as u32, slot);
+        self.free.put(i as u32, slot);
         true
     }
 }

@@ -254,8 +254,8 @@ impl<P: Provider> ServerConn<P> {
         let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
         let max_segs = config.recv_size as usize / 20 + 1;
         let slots = (0..nrecv)
-            .map(|_| Slot {
-                state: State::Posted,
+            .map(|_| RecvSlot {
+                state: RecvState::Posted,
                 byte_len: 0,
                 judged: None,
                 bare: None,
@@ -270,7 +270,7 @@ impl<P: Provider> ServerConn<P> {
             })
             .collect();
         Ok(ServerConn {
-            io: Io {
+            io: FabricSide {
                 qp,
                 sq: SendQueue::new(sq_depth, ring_len / 2),
                 stats: Arc::new(Counters::default()),

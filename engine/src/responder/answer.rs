@@ -15,7 +15,7 @@ impl<P: Provider> ServerConn<P> {
             return;
         }
         let slot = &mut self.slots[idx as usize];
-        slot.state = State::Ready;
+        slot.state = RecvState::Ready;
         if !slot.queued {
             slot.queued = true;
             self.ready.push_back(idx);
@@ -28,7 +28,7 @@ impl<P: Provider> ServerConn<P> {
     /// a Call without Read chunks).
     pub(super) fn await_share(&mut self, idx: u32) {
         let slot = &mut self.slots[idx as usize];
-        slot.state = State::AwaitLarge;
+        slot.state = RecvState::AwaitLarge;
         slot.queued = false;
         self.large.waiting.push_back(idx);
     }
@@ -89,31 +89,31 @@ impl<P: Provider> ServerConn<P> {
         idx: u32,
         r: usize,
         gen: u32,
-        built: Built,
+        built: ReplyAction,
         judged: Option<CallSummary>,
         pulled: bool,
     ) {
         let i = idx as usize;
-        if let Built::Deferred = built {
+        if let ReplyAction::Deferred = built {
             // Kept as it is until `complete`: receive, pull buffer and summary.
             let slot = &mut self.slots[i];
             slot.judged = judged;
             slot.gen = gen;
-            slot.state = State::Deferred;
+            slot.state = RecvState::Deferred;
             self.deferred += 1;
             self.large_out_of_ring(i, r);
             return;
         }
-        self.slots[i].state = State::Posted;
+        self.slots[i].state = RecvState::Posted;
         self.in_process -= 1;
         self.reposts.push(idx);
-        self.large_after_answer(i, r, matches!(built, Built::Send { .. }));
+        self.large_after_answer(i, r, matches!(built, ReplyAction::Send { .. }));
         if pulled {
             self.hot_pull = Some(idx);
         }
         match built {
-            Built::Nothing => {}
-            Built::Send { len, inv } => {
+            ReplyAction::Nothing => {}
+            ReplyAction::Send { len, inv } => {
                 self.sends.push(PendingSend {
                     ring: r as u32,
                     len,
@@ -125,8 +125,8 @@ impl<P: Provider> ServerConn<P> {
                     self.ring_next = 0;
                 }
             }
-            Built::Fatal => self.lose(),
-            Built::Deferred => {}
+            ReplyAction::Fatal => self.lose(),
+            ReplyAction::Deferred => {}
         }
     }
 
@@ -150,7 +150,7 @@ impl<P: Provider> ServerConn<P> {
         r: usize,
         gen: u32,
         answerer: Option<Answerer<'_, '_>>,
-    ) -> Option<Built> {
+    ) -> Option<ReplyAction> {
         let i = idx as usize;
         if self.io.wire != Wire::V1 {
             return None;
@@ -168,7 +168,7 @@ impl<P: Provider> ServerConn<P> {
         }
         // The two fields alone: `wc` borrows the receive buffer.
         self.large.enter_ring(&mut self.ring, i, r);
-        let mut run = Run {
+        let mut run = HandlerContext {
             ticket: self.ticket(idx, gen),
             answerer,
             loans: Some(&self.loans),
@@ -196,7 +196,7 @@ impl<P: Provider> ServerConn<P> {
         r: usize,
         gen: u32,
         answerer: Option<Answerer<'_, '_>>,
-    ) -> Option<(Built, Option<CallSummary>)> {
+    ) -> Option<(ReplyAction, Option<CallSummary>)> {
         let i = idx as usize;
         // Large buffers: a pulled Call took its own when its pull started; a Call without
         // Read chunks takes them now (Write chunks or a Reply chunk beyond its buffers).
@@ -213,7 +213,7 @@ impl<P: Provider> ServerConn<P> {
             }
         }
         self.large_into_ring(i, r);
-        let mut run = Run {
+        let mut run = HandlerContext {
             ticket: self.ticket(idx, gen),
             answerer,
             loans: Some(&self.loans),
@@ -287,14 +287,8 @@ impl<P: Provider> ServerConn<P> {
     }
 }
 
-/// Whether [`run_handler`]'s count says a DDP-eligible result did not fit the bulk buffer.
-#[inline]
-pub(crate) fn overflowed(n_items: usize) -> bool {
-    n_items == usize::MAX
-}
-
-/// The part of pull buffer `pull` from `shift` (where a pulled stream starts, `Slot::shift`)
-/// to its end.
+/// The part of pull buffer `pull` from `shift` (where a pulled stream starts,
+/// `RecvSlot::shift`) to its end.
 pub(super) fn stream_area<P: Provider>(pull: &Buf<P>, shift: u32) -> &[u8] {
     &view::bytes(pull, pull.size())[shift as usize..]
 }
@@ -306,15 +300,15 @@ pub(super) fn stream_area<P: Provider>(pull: &Buf<P>, shift: u32) -> &[u8] {
 /// handler's DDP-eligible results.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn answer_general<P: Provider>(
-    io: &mut Io<P>,
+    io: &mut FabricSide<P>,
     ring: &mut Buf<P>,
     bytes: &[u8],
     pull: &[u8],
     bulk: &mut Buf<P>,
     g: &General<'_>,
     echo: &mut Echo,
-    run: &mut Run<'_, '_>,
-) -> Built {
+    run: &mut HandlerContext<'_, '_>,
+) -> ReplyAction {
     let Answering {
         grant,
         threshold: reply_threshold,
@@ -326,14 +320,14 @@ pub(super) fn answer_general<P: Provider>(
         Err(Refusal::V1(v)) => match v.action {
             Action::Discard => {
                 bump(&io.stats.discards, 1);
-                Built::Nothing
+                ReplyAction::Nothing
             }
             Action::ErrVers { .. } | Action::ErrChunk => {
                 let err = v.rdma_error().unwrap_or(RdmaError::Chunk);
                 reply::rdma_error(io, ring, bytes, grant, err)
             }
             Action::GarbageArgs => garbage_args(io, ring, bytes, g, echo, run),
-            Action::Process => Built::Nothing,
+            Action::Process => ReplyAction::Nothing,
         },
         Ok(call) => {
             let header = call.header;
@@ -377,7 +371,7 @@ pub(super) fn answer_general<P: Provider>(
                 Err(NoCall::TooLarge) => Err(reply::refuse(io, ring, bytes, grant, Error2::System)),
                 Err(NoCall::Reply) => {
                     bump(&io.stats.discards, 1);
-                    Err(Built::Nothing)
+                    Err(ReplyAction::Nothing)
                 }
                 Err(NoCall::Garbage) => {
                     bump(&io.stats.garbage_args, 1);
@@ -412,23 +406,21 @@ pub(super) fn answer_general<P: Provider>(
                 }
             };
             let built = match to_build {
-                Ok((body, bulk)) => reply::build(
-                    io,
-                    ring,
-                    &header,
-                    grant,
-                    reply_threshold,
-                    swi,
-                    body,
-                    bulk,
-                    echo,
-                    run,
-                ),
+                Ok((body, bulk)) => {
+                    let to = ReplyTo {
+                        header: &header,
+                        grant,
+                        threshold: reply_threshold,
+                        swi,
+                        body,
+                    };
+                    reply::build(io, ring, bulk, echo, run, &to)
+                }
                 Err(answered) => answered,
             };
             // A Call without chunks counts as Short once answered (a deferred one when it is
             // completed).
-            if !pulled && !matches!(built, Built::Deferred) {
+            if !pulled && !matches!(built, ReplyAction::Deferred) {
                 io.tally.short_calls += 1;
             }
             built
@@ -440,86 +432,24 @@ pub(super) fn answer_general<P: Provider>(
 /// RPC message does not match its Payload stream (RFC 8166 §4.5.2), in the connection's
 /// version; a header that does not decode after all gets ERR_CHUNK (RDMA2_ERR_BAD_XDR).
 pub(super) fn garbage_args<P: Provider>(
-    io: &mut Io<P>,
+    io: &mut FabricSide<P>,
     ring: &mut Buf<P>,
     bytes: &[u8],
     g: &General<'_>,
     echo: &mut Echo,
-    run: &mut Run<'_, '_>,
-) -> Built {
+    run: &mut HandlerContext<'_, '_>,
+) -> ReplyAction {
     let Ok(h) = HeaderView::parse_any(bytes) else {
         return reply::refuse(io, ring, bytes, g.at.grant, Error2::BadXdr);
     };
     bump(&io.stats.garbage_args, 1);
     let rpc = ReplyHeader::garbage_args(h.xid());
-    reply::build(
-        io,
-        ring,
-        &h,
-        g.at.grant,
-        g.at.threshold,
-        false,
-        Body::Error(rpc),
-        None,
-        echo,
-        run,
-    )
-}
-
-/// Builds a [`Response`] over the reply ring buffer and the bulk buffer and runs the
-/// handler (or `run`'s answerer) for `req`: its outcome, the inline results' length, the DDP-eligible results (offset and length in `bulk`) and their count. A count
-/// of `usize::MAX` ([`overflowed`]) says a DDP-eligible result did not fit `bulk`: the
-/// length is then where it would have ended, and the reply must be refused as too long.
-pub(crate) fn run_handler(
-    entry: &crate::dispatch::Entry,
-    run: &mut Run<'_, '_>,
-    req: &Request<'_>,
-    results: &mut [u8],
-    bulk: &mut [u8],
-) -> (
-    Outcome,
-    usize,
-    [(u32, u32); crate::dispatch::MAX_BULK_RESULTS],
-    usize,
-) {
-    let max = (entry.spec.max_results as usize).min(results.len()) & !3;
-    let lend = run.loans.map(|board| Lend {
-        board,
-        args: req.args,
-    });
-    let mut resp = Response::new(
-        run.ticket,
-        lend,
-        &mut results[..max],
-        bulk,
-        entry.spec.ddp_results as usize,
-    );
-    let outcome = match run.answerer.as_deref_mut() {
-        Some(f) => f(req, &mut resp),
-        None => (entry.handler)(req, &mut resp),
+    let to = ReplyTo {
+        header: &h,
+        grant: g.at.grant,
+        threshold: g.at.threshold,
+        swi: false,
+        body: Body::Error(rpc),
     };
-    // Lent bytes stay with the Call until it is completed.
-    let outcome = if resp.lent() {
-        Outcome::Deferred
-    } else {
-        outcome
-    };
-    // A DDP-eligible result the bulk buffer could not hold, though the server's largest
-    // could: the buffer holds what the Call's chunks and an inline reply can carry, so the
-    // reply is too long for what the Call provided — refused as such (ERR_CHUNK; version 2:
-    // RDMA2_ERR_REPLY_RESOURCE) rather than with whatever the handler made of it.
-    if let (Some(need), Outcome::Success | Outcome::SystemErr) =
-        (resp.overflow().filter(|&n| n <= run.max_bulk), outcome)
-    {
-        return (
-            Outcome::SystemErr,
-            need,
-            [(0, 0); crate::dispatch::MAX_BULK_RESULTS],
-            usize::MAX,
-        );
-    }
-    let mut items = [(0, 0); crate::dispatch::MAX_BULK_RESULTS];
-    let n = resp.bulk_items().len();
-    items[..n].copy_from_slice(resp.bulk_items());
-    (outcome, resp.results_len(), items, n)
+    reply::build(io, ring, None, echo, run, &to)
 }

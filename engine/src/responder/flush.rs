@@ -108,7 +108,7 @@ impl<P: Provider> ServerConn<P> {
 /// bytes.
 #[inline]
 fn reply_wr<'a, P: Provider>(
-    io: &mut Io<P>,
+    io: &mut FabricSide<P>,
     ring_seq: &mut [u64],
     s: PendingSend,
     payload: Payload<'a>,

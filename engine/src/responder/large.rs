@@ -228,7 +228,7 @@ impl<P: Provider> ServerConn<P> {
         ddp: bool,
     ) -> Needs {
         let max = self.large.size as u64;
-        // Room for the shift that aligns the stream (`Slot::shift`, below 64).
+        // Room for the shift that aligns the stream (`RecvSlot::shift`, below 64).
         let want = pull_total + 64;
         Needs {
             // A stream larger than any buffer is refused (ERR_CHUNK) without one.

@@ -31,6 +31,7 @@
 mod accept;
 mod answer;
 mod flush;
+mod handler;
 mod large;
 mod pull;
 mod reply;
@@ -44,6 +45,7 @@ pub use accept::Server;
 pub use reverse::{ReverseCallError, ReverseError, ReverseReply, MAX_REVERSE};
 
 use answer::*;
+use handler::{Answerer, HandlerContext};
 use version::Mode;
 
 use std::collections::VecDeque;
@@ -66,7 +68,7 @@ use crate::conn::{
     self, send_payload, view, ConnConfig, ConnError, Negotiation, ResponderCredits, SendQueue,
     Wire, SPARE_RECVS,
 };
-use crate::dispatch::{Deferred, Dispatch, Lend, Lookup, Outcome, Request, Response};
+use crate::dispatch::{Deferred, Dispatch, Lookup, Outcome, Request, Response};
 use crate::fabric::{
     Access, CompletionQueue, ConnRequest, Device, Listener, Payload, Provider, QpCaps, QpInit,
     QpState, QueuePair, RemoteAddr, SendOp, SendWr, Sge, Wc, WcStatus,
@@ -76,7 +78,7 @@ use crate::pool::share::Share;
 use crate::pool::{Buf, BufferPool};
 use crate::stats::{bump, Counters, Snapshot};
 
-use reply::{Body, Built, Echo};
+use reply::{Body, Echo, ReplyAction, ReplyTo};
 
 /// Completions taken from the completion queue per poll.
 const POLL_BATCH: usize = 32;
@@ -92,9 +94,9 @@ const GONE_CHECK_EVERY: u32 = 1024;
 const REPLY_WRS: u64 =
     (reply::MAX_WRITE_CHUNKS * reply::MAX_SEGMENTS + reply::MAX_SEGMENTS + 1) as u64;
 
-/// Where a Call stands.
+/// Where the Call in a receive buffer stands (a [`RecvSlot`]'s state).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
+enum RecvState {
     /// The receive is posted.
     Posted,
     /// RDMA Reads are fetching its chunks; `phase` 0 fetches a Long Call's Position-Zero
@@ -103,7 +105,7 @@ enum State {
     /// Ready to be answered (its arguments are all local) but waiting for send resources.
     Ready,
     /// Its handler deferred the answer ([`Outcome::Deferred`]): waiting for
-    /// [`ServerConn::complete`] with the ticket of generation `Slot::gen`.
+    /// [`ServerConn::complete`] with the ticket of generation `RecvSlot::gen`.
     Deferred,
     /// Waiting for the connection's large bulk buffers before pulling (`large.rs`).
     AwaitLarge,
@@ -117,8 +119,10 @@ struct ReadOp {
     dst: u32,
 }
 
-struct Slot {
-    state: State,
+/// The Call received in one receive buffer, from its arrival to its answer (the buffer's
+/// index is the slot's).
+struct RecvSlot {
+    state: RecvState,
     byte_len: u32,
     /// What the verdict learned about a chunked or Long Call when its pull started, so that
     /// the later phases (the Long Call's second phase, the answer) resume it instead of
@@ -162,8 +166,10 @@ struct PendingSend {
     signal: bool,
 }
 
-/// The fabric side of a connection: what the reply path needs mutably.
-struct Io<P: Provider> {
+/// The fabric side of a connection: its queue pair and send-queue accounting, its counters,
+/// whether it is lost, and how replies go out (inline limit, version); what the reply
+/// path needs mutably.
+struct FabricSide<P: Provider> {
     qp: P::Qp,
     sq: SendQueue,
     stats: Arc<Counters>,
@@ -175,44 +181,6 @@ struct Io<P: Provider> {
     inline_max: u32,
     /// The version replies are encoded in.
     wire: Wire,
-}
-
-/// A closure run in place of a procedure's handler: the one given to
-/// [`ServerConn::complete`] for a deferred Call.
-pub(crate) type Answerer<'a, 'f> =
-    &'a mut (dyn FnMut(&Request<'_>, &mut Response<'_>) -> Outcome + 'f);
-
-/// One run of the code that answers a Call: the ticket its handler is given
-/// ([`Response::deferred`]) and, for a deferred Call's completion, the closure that runs in
-/// place of the handler.
-pub(crate) struct Run<'a, 'f> {
-    ticket: Deferred,
-    answerer: Option<Answerer<'a, 'f>>,
-    /// The connection's loan board, through which the handler may lend the Call's bytes
-    /// (`None`: it cannot).
-    loans: Option<&'a Arc<LoanBoard>>,
-    /// Bytes of the largest bulk buffer the server has: a DDP-eligible result the Call's
-    /// bulk buffer cannot hold but one this large could was too long for what the Call
-    /// provided (refused as such); a larger one is beyond the server (the handler's answer
-    /// stands).
-    max_bulk: usize,
-}
-
-#[cfg(test)]
-impl Run<'_, '_> {
-    /// The run of a procedure's own handler, for a Call in slot 0 of connection `conn`.
-    fn handler(conn: u64) -> Self {
-        Run {
-            ticket: Deferred {
-                conn,
-                slot: 0,
-                gen: 1,
-            },
-            answerer: None,
-            loans: None,
-            max_bulk: usize::MAX,
-        }
-    }
 }
 
 /// Why [`ServerConn::complete`] did not answer.
@@ -316,7 +284,7 @@ impl Tally {
 
 /// One accepted connection, driven by [`poll`](Self::poll).
 pub struct ServerConn<P: Provider> {
-    io: Io<P>,
+    io: FabricSide<P>,
     cq: P::Cq,
     recv: Box<[Buf<P>]>,
     /// Per slot: its pull buffer (empty until the first Call, `Large::dress`).
@@ -331,7 +299,7 @@ pub struct ServerConn<P: Provider> {
     ring_seq: Box<[u64]>,
     /// The reply ring slot the next reply takes (always below the ring's length).
     ring_next: u32,
-    slots: Box<[Slot]>,
+    slots: Box<[RecvSlot]>,
     /// Calls waiting for read budget.
     read_wait: VecDeque<u32>,
     /// Calls whose reply waits for send resources.
@@ -493,7 +461,7 @@ impl<P: Provider> ServerConn<P> {
             && self
                 .slots
                 .get(ticket.slot as usize)
-                .is_some_and(|s| s.state == State::Deferred && s.gen == ticket.gen);
+                .is_some_and(|s| s.state == RecvState::Deferred && s.gen == ticket.gen);
         if !waiting {
             return Err(CompleteError::UnknownTicket);
         }
@@ -836,7 +804,7 @@ impl<P: Provider> ServerConn<P> {
                             // receive).
                             self.on_call_in(idx, wire)
                         } else {
-                            self.slots[i].state = State::AwaitLarge;
+                            self.slots[i].state = RecvState::AwaitLarge;
                             self.large.waiting.push_back(idx);
                         }
                     }
@@ -848,7 +816,7 @@ impl<P: Provider> ServerConn<P> {
         let r = self.ring_next as usize;
         let gen = self.slots[i].gen.wrapping_add(1);
         self.large.enter_ring(&mut self.ring, i, r);
-        let mut run = Run {
+        let mut run = HandlerContext {
             ticket: Deferred {
                 conn: self.id,
                 slot: idx,
@@ -886,7 +854,7 @@ struct General<'a> {
     /// The verdict's summary when the Call was judged as its pull started.
     judged: Option<CallSummary>,
     /// The version the message is judged in: the connection's, or version 2 for a message
-    /// refused while the version was open (`Slot::open_v2`).
+    /// refused while the version was open (`RecvSlot::open_v2`).
     wire: Wire,
 }
 

@@ -29,7 +29,7 @@ pub(super) enum Begun {
 /// resumes from it. Inline pieces of a chunked Call are copied now; a Long Call first
 /// fetches its Position-Zero chunk to the tail of the buffer (phase 0).
 pub(super) fn plan_reads<P: Provider>(
-    slot: &mut Slot,
+    slot: &mut RecvSlot,
     pull: &mut Buf<P>,
     stats: &Counters,
     wire: Wire,
@@ -56,21 +56,21 @@ pub(super) fn plan_reads<P: Provider>(
         .unwrap_or(0);
     let shift = slot.shift as usize;
     if total > size {
-        slot.state = State::Ready;
+        slot.state = RecvState::Ready;
         return Begun::TooLarge;
     }
     let reads = plan.read_list();
     if let Some(p0) = plan.position_zero() {
         let base = (total - p0.len as usize) as u32;
         push_reads(&mut slot.reads, &reads, p0.segment_range(), base);
-        slot.state = State::Pulling { phase: 0 };
+        slot.state = RecvState::Pulling { phase: 0 };
     } else {
         let inline = call.header.payload();
         let pull = &mut view::bytes_mut(pull)[shift..];
         lay_out(plan, pull, &mut slot.reads, |pull, src, dst| {
             pull[dst..dst + src.len()].copy_from_slice(&inline[src])
         });
-        slot.state = State::Pulling { phase: 1 };
+        slot.state = RecvState::Pulling { phase: 1 };
     }
     bump(
         if plan.is_long_call() {
@@ -131,7 +131,7 @@ impl<P: Provider> ServerConn<P> {
     pub(super) fn pull_phase_done(&mut self, idx: u32) {
         let i = idx as usize;
         match self.slots[i].state {
-            State::Pulling { phase: 0 } => {
+            RecvState::Pulling { phase: 0 } => {
                 // Long Call: move the Position-Zero content into place and fetch the other
                 // chunks into the gaps (chunks::ReadPlan::reassemble's in-place order).
                 let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
@@ -150,11 +150,11 @@ impl<P: Provider> ServerConn<P> {
                 lay_out(&plan, pull, &mut slot.reads, |pull, src, dst| {
                     pull.copy_within(base + src.start..base + src.end, dst)
                 });
-                slot.state = State::Pulling { phase: 1 };
+                slot.state = RecvState::Pulling { phase: 1 };
                 self.queue_reads(idx);
             }
             _ => {
-                self.slots[i].state = State::Ready;
+                self.slots[i].state = RecvState::Ready;
                 self.answer_or_defer(idx);
             }
         }
@@ -269,7 +269,7 @@ pub(super) fn push_read(reads: &mut Vec<ReadOp>, seg: rpcrdma_proto::header::Seg
 pub(super) fn take_hot_pull<P: Provider>(
     hot: &mut Option<u32>,
     pull: &mut [Buf<P>],
-    slots: &[Slot],
+    slots: &[RecvSlot],
     large: &large::Large<P>,
     i: usize,
 ) {
@@ -277,7 +277,7 @@ pub(super) fn take_hot_pull<P: Provider>(
         return;
     };
     let j = j as usize;
-    if j != i && slots[j].state == State::Posted && !large.stands_in(i) && !large.stands_in(j) {
+    if j != i && slots[j].state == RecvState::Posted && !large.stands_in(i) && !large.stands_in(j) {
         pull.swap(i, j);
     }
 }

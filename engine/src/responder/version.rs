@@ -159,14 +159,14 @@ pub(super) fn judged<'a>(
 /// The answer to a version 2 message that is not a Call to run (`v`): this end's
 /// RDMA2_CONNPROP for the peer's, an RDMA2_ERROR, GARBAGE_ARGS, or nothing.
 pub(super) fn answer_refused_v2<P: Provider>(
-    io: &mut Io<P>,
+    io: &mut FabricSide<P>,
     ring: &mut Buf<P>,
     bytes: &[u8],
     g: &General<'_>,
     v: Verdict2,
     echo: &mut Echo,
-    run: &mut Run<'_, '_>,
-) -> Built {
+    run: &mut HandlerContext<'_, '_>,
+) -> ReplyAction {
     match v.action {
         Action2::Properties => {
             let xid = word(bytes, 0).unwrap_or(0);
@@ -178,12 +178,12 @@ pub(super) fn answer_refused_v2<P: Provider>(
             match h.encode(view::bytes_mut(ring)) {
                 Ok(n) => {
                     bump(&io.stats.connprops_sent, 1);
-                    Built::Send {
+                    ReplyAction::Send {
                         len: n as u32,
                         inv: None,
                     }
                 }
-                Err(_) => Built::Fatal,
+                Err(_) => ReplyAction::Fatal,
             }
         }
         Action2::Error(e) => reply::rdma2_error(io, ring, bytes, g.at.grant, e),
@@ -194,7 +194,7 @@ pub(super) fn answer_refused_v2<P: Provider>(
         | Action2::FallBack { .. }
         | Action2::Discard => {
             bump(&io.stats.discards, 1);
-            Built::Nothing
+            ReplyAction::Nothing
         }
     }
 }

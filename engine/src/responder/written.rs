@@ -13,8 +13,9 @@ use rpcrdma_proto::rpc::{AcceptStat, AUTH_NONE_ACCEPTED_LEN};
 use rpcrdma_proto::v2::{Error2, Wire};
 use rpcrdma_proto::verdict::WriteCall;
 
-use super::reply::{self, Built, MAX_SEGMENTS, MAX_WRITE_CHUNKS};
-use super::{run_handler, Answering, Io, Run};
+use super::handler::{overflowed, run_handler, HandlerContext};
+use super::reply::{self, ReplyAction, MAX_SEGMENTS, MAX_WRITE_CHUNKS};
+use super::{Answering, FabricSide};
 use crate::conn::view;
 use crate::dispatch::{Lookup, Outcome, Request};
 use crate::fabric::Provider;
@@ -37,14 +38,14 @@ const LIST_AT: usize = 20;
 /// `None` before anything was run or written: the general path answers the Call.
 #[inline]
 pub(super) fn answer<P: Provider>(
-    io: &mut Io<P>,
+    io: &mut FabricSide<P>,
     ring: &mut Buf<P>,
     call: &[u8],
     wc: &WriteCall<'_>,
     at: &Answering<'_>,
     bulk: &mut Buf<P>,
-    run: &mut Run<'_, '_>,
-) -> Option<Built> {
+    run: &mut HandlerContext<'_, '_>,
+) -> Option<ReplyAction> {
     if io.wire != Wire::V1 {
         return None;
     }
@@ -81,7 +82,7 @@ pub(super) fn answer<P: Provider>(
         &mut out[results_at..],
         view::bytes_mut(bulk),
     );
-    if super::overflowed(n_items) {
+    if overflowed(n_items) {
         // A result larger than the chunks and the bulk buffer that holds them (version 1:
         // ERR_CHUNK).
         let e = Error2::ReplyResource {
@@ -92,7 +93,7 @@ pub(super) fn answer<P: Provider>(
     // The reply's RPC words after the transport header, its length, and the DDP-eligible
     // results it places (none but on SUCCESS).
     let (rpc, rpc_words, end, n_items) = match outcome {
-        Outcome::Deferred => return Some(Built::Deferred),
+        Outcome::Deferred => return Some(ReplyAction::Deferred),
         Outcome::Success => (
             accepted(wc.xid, AcceptStat::Success),
             6,
@@ -142,7 +143,7 @@ pub(super) fn answer<P: Provider>(
     }
     for (fill, off) in fills.iter().flatten() {
         if !reply::post_fill(io, bulk, *off as usize, fill) {
-            return Some(Built::Fatal);
+            return Some(ReplyAction::Fatal);
         }
         bump(&io.stats.write_chunks, 1);
     }
@@ -154,7 +155,7 @@ pub(super) fn answer<P: Provider>(
     if chunks::echo_write_list(wc.writes, &written[..n_chunks], &mut out[LIST_AT..list_end])
         != Some(list_end - LIST_AT)
     {
-        return Some(Built::Fatal);
+        return Some(ReplyAction::Fatal);
     }
     out[list_end..hlen].fill(0);
     emit::put_words(&mut out[hlen..], &rpc[..rpc_words]);
@@ -168,7 +169,7 @@ pub(super) fn answer<P: Provider>(
     if inv.is_some() {
         bump(&io.stats.remote_invalidations, 1);
     }
-    Some(Built::Send {
+    Some(ReplyAction::Send {
         len: end as u32,
         inv,
     })

@@ -53,13 +53,13 @@ fn a_busy_slot_keeps_its_pull_buffer() {
     let before: Vec<u64> = s.pull.iter().map(Buf::addr).collect();
     // Slot 1 answered last but is pulling again: slot 2 may not take its buffer.
     s.hot_pull = Some(1);
-    s.slots[1].state = State::Pulling { phase: 1 };
+    s.slots[1].state = RecvState::Pulling { phase: 1 };
     super::pull::take_hot_pull(&mut s.hot_pull, &mut s.pull, &s.slots, &s.large, 2);
     assert_eq!(s.hot_pull, None, "the hint is used once");
     let after: Vec<u64> = s.pull.iter().map(Buf::addr).collect();
     assert_eq!(before, after);
     // Idle, it may.
-    s.slots[1].state = State::Posted;
+    s.slots[1].state = RecvState::Posted;
     s.hot_pull = Some(1);
     super::pull::take_hot_pull(&mut s.hot_pull, &mut s.pull, &s.slots, &s.large, 2);
     assert_eq!((s.pull[2].addr(), s.pull[1].addr()), (before[1], before[2]));

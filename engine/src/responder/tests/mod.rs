@@ -128,13 +128,15 @@ fn call_bytes_in(wire: Wire, xid: u32, credit: u32, rpc: CallHeader<'_>, args: &
     m
 }
 
-type Answer = (Option<(u32, Option<u32>)>, Vec<u8>, Tally, Snapshot);
+type Observed = (Option<(u32, Option<u32>)>, Vec<u8>, Tally, Snapshot);
 
-fn sent(built: &Built, ring: &Buf<Soft>) -> (Option<(u32, Option<u32>)>, Vec<u8>) {
+fn sent(built: &ReplyAction, ring: &Buf<Soft>) -> (Option<(u32, Option<u32>)>, Vec<u8>) {
     match *built {
-        Built::Send { len, inv } => (Some((len, inv)), view::bytes(ring, len as usize).to_vec()),
-        Built::Nothing => (None, Vec::new()),
-        Built::Fatal | Built::Deferred => panic!("fatal or deferred"),
+        ReplyAction::Send { len, inv } => {
+            (Some((len, inv)), view::bytes(ring, len as usize).to_vec())
+        }
+        ReplyAction::Nothing => (None, Vec::new()),
+        ReplyAction::Fatal | ReplyAction::Deferred => panic!("fatal or deferred"),
     }
 }
 
@@ -143,8 +145,8 @@ fn sent(built: &Built, ring: &Buf<Soft>) -> (Option<(u32, Option<u32>)>, Vec<u8>
 fn observe(
     s: &mut ServerConn<Soft>,
     slot: usize,
-    path: impl FnOnce(&mut ServerConn<Soft>) -> Option<Built>,
-) -> Option<Answer> {
+    path: impl FnOnce(&mut ServerConn<Soft>) -> Option<ReplyAction>,
+) -> Option<Observed> {
     let before = s.io.stats.snapshot();
     s.io.tally = Tally::default();
     view::bytes_mut(&mut s.ring[slot]).fill(0xE0 ^ slot as u8);
@@ -155,7 +157,7 @@ fn observe(
 }
 
 /// The fast path's answer to `call` (in ring slot 0), `None` when it declines.
-fn fast(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Option<Answer> {
+fn fast(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Option<Observed> {
     observe(s, 0, |s| {
         let at = Answering {
             grant,
@@ -167,13 +169,13 @@ fn fast(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Option<Answer> {
             call,
             &at,
             &mut s.bulk[0],
-            &mut Run::handler(s.id),
+            &mut HandlerContext::handler(s.id),
         )
     })
 }
 
 /// The general path's answer to `call` (in ring slot 1).
-fn general(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Answer {
+fn general(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Observed {
     let swi = s.negotiation.remote_invalidation();
     general_as(s, call, grant, swi, None)
 }
@@ -186,7 +188,7 @@ fn general_as(
     grant: u32,
     swi: bool,
     judged: Option<CallSummary>,
-) -> Answer {
+) -> Observed {
     observe(s, 1, |s| {
         let g = General {
             at: Answering {
@@ -206,7 +208,7 @@ fn general_as(
             &mut s.bulk[0],
             &g,
             &mut s.echo,
-            &mut Run::handler(s.id),
+            &mut HandlerContext::handler(s.id),
         ))
     })
     .expect("the general path answers")

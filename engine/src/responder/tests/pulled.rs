@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// A chunked or Long Call answered from the summary its pull left (`Slot::judged`) gets
+/// A chunked or Long Call answered from the summary its pull left (`RecvSlot::judged`) gets
 /// the answer it gets when judged again.
 #[test]
 fn resumed_chunked_calls_are_answered_as_judged_ones() {
@@ -75,7 +75,7 @@ fn resumed_chunked_calls_are_answered_as_judged_ones() {
                 &mut s.bulk[0],
                 &g,
                 &mut s.echo,
-                &mut Run::handler(s.id),
+                &mut HandlerContext::handler(s.id),
             );
             let (b, bytes) = sent(&built, &s.ring[2]);
             answers.push((b, bytes, core::mem::take(&mut s.io.tally)));
@@ -96,7 +96,7 @@ fn fast_pulled(
     call: &[u8],
     len: usize,
     inv: Option<u32>,
-) -> Option<Answer> {
+) -> Option<Observed> {
     observe(s, 0, |s| {
         let at = Answering {
             grant: 5,
@@ -110,7 +110,7 @@ fn fast_pulled(
             inv,
             &at,
             &mut s.bulk[0],
-            &mut Run::handler(s.id),
+            &mut HandlerContext::handler(s.id),
         )
     })
 }

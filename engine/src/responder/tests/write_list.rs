@@ -3,7 +3,7 @@
 use super::*;
 
 /// The Write-list fast path's answer to `call` (in ring slot 0), `None` when it declines.
-fn fast_written(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Option<Answer> {
+fn fast_written(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Option<Observed> {
     let wc = verdict::write_call(call)?;
     observe(s, 0, |s| {
         let at = Answering {
@@ -17,7 +17,7 @@ fn fast_written(s: &mut ServerConn<Soft>, call: &[u8], grant: u32) -> Option<Ans
             &wc,
             &at,
             &mut s.bulk[0],
-            &mut Run::handler(s.id),
+            &mut HandlerContext::handler(s.id),
         )
     })
 }

@@ -1,7 +1,8 @@
-//! A run with its connection dropped again and again (`Client::sever`, what `bench rpc
-//! --disconnect-every` does): with a retransmit policy every RPC completes exactly once with
-//! its data, the requester reconnects and retransmits, and the built-in program's execution
-//! count (`EXECUTIONS`) shows every XID ran, some of them twice (no duplicate request cache).
+//! A run with its connection dropped again and again (`Client::inject_loss`, what `bench
+//! rpc --disconnect-every` does): with a retransmit policy every RPC completes exactly once
+//! with its data, the requester reconnects and retransmits, and the built-in program's
+//! execution count (`EXECUTIONS`) shows every XID ran, some of them twice (no duplicate
+//! request cache).
 
 mod common;
 
@@ -95,7 +96,7 @@ fn every_rpc_completes_once_across_severed_connections() {
         });
         // Drop the connection every 100 completions, with Calls in flight.
         if done >= next_sever && done < RPCS && !client.is_reconnecting() && !client.is_dead() {
-            client.sever();
+            client.inject_loss();
             severed += 1;
             next_sever += 100;
         }
