@@ -19,8 +19,9 @@ use rpcrdma_engine::requester::{CallArgs, Client, RpcError};
 use rpcrdma_engine::responder::{Server, ServerConn};
 use rpcrdma_proto::header::{Chunks, Header, HeaderView, RdmaError, Segment};
 use rpcrdma_proto::rpc::ReplyHeader;
+use rpcrdma_proto::v2;
 use rpcrdma_proto::v2::props::Property;
-use rpcrdma_proto::v2::{Error2, Header2, HeaderView2, Htype, View2Body};
+use rpcrdma_proto::v2::Htype;
 
 fn cfg(version: Version) -> ConnConfig {
     ConnConfig {
@@ -203,12 +204,12 @@ fn precise_errors_reach_the_requester() {
     let m = v2_msg(0x50, 0, chunks, &args);
     raw.send(&m);
     let back = raw.expect(&mut s);
-    let h = HeaderView2::parse(&back).expect("RDMA2_ERROR");
+    let h = v2::HeaderView::parse(&back).expect("RDMA2_ERROR");
     assert_eq!(h.xid(), 0x50);
     assert!(h.is_response());
     assert_eq!(
         h.error(),
-        Some(Error2::WriteResource {
+        Some(v2::RdmaError::WriteResource {
             chunk_index: 1,
             length_needed: 5000
         })
@@ -219,16 +220,16 @@ fn precise_errors_reach_the_requester() {
     args.extend_from_slice(&encode_words(5000, 1));
     raw.send(&v2_msg(0x51, 0, Chunks::NONE, &args));
     let back = raw.expect(&mut s);
-    let h = HeaderView2::parse(&back).expect("RDMA2_ERROR");
+    let h = v2::HeaderView::parse(&back).expect("RDMA2_ERROR");
     assert!(
-        matches!(h.error(), Some(Error2::ReplyResource { .. })),
+        matches!(h.error(), Some(v2::RdmaError::ReplyResource { .. })),
         "{h:?}"
     );
     // The connection still serves.
     let null = call_header_of(0x52, 2, PROG, VERS, NULL);
     raw.send(&v2_msg(0x52, 0, Chunks::NONE, &null));
     let back = raw.expect(&mut s);
-    let h = HeaderView2::parse(&back).expect("reply");
+    let h = v2::HeaderView::parse(&back).expect("reply");
     assert_eq!(
         (h.xid(), h.htype(), h.is_response()),
         (0x52, Htype::Msg, true)
@@ -251,33 +252,45 @@ fn hostile_version_2_headers_get_the_drafts_errors() {
             &call_header_of(xid, 2, PROG, VERS, NULL),
         )
     };
-    let mut cases: Vec<(&str, Vec<u8>, Option<Error2>)> = Vec::new();
+    let mut cases: Vec<(&str, Vec<u8>, Option<v2::RdmaError>)> = Vec::new();
     let mut flags = null(0x60);
     flags[16..20].copy_from_slice(&0x8000_0000u32.to_be_bytes());
-    cases.push(("reserved flag bit", flags, Some(Error2::BadXdr)));
+    cases.push(("reserved flag bit", flags, Some(v2::RdmaError::BadXdr)));
     let mut htype = null(0x61);
     htype[12..16].copy_from_slice(&9u32.to_be_bytes());
-    cases.push(("unknown htype 9", htype, Some(Error2::InvalHtype)));
+    cases.push(("unknown htype 9", htype, Some(v2::RdmaError::InvalHtype)));
     let mut inv = null(0x62);
     inv[20..24].copy_from_slice(&0x1234u32.to_be_bytes());
-    cases.push(("inv_handle naming no handle", inv, Some(Error2::BadXdr)));
+    cases.push((
+        "inv_handle naming no handle",
+        inv,
+        Some(v2::RdmaError::BadXdr),
+    ));
     // RDMA2_CONNPROP whose one property claims 2^31 bytes.
     let mut over = Vec::new();
     for w in [0x63u32, 2, 32, 5, 0, 1, 1, 0x8000_0000] {
         over.extend_from_slice(&w.to_be_bytes());
     }
-    cases.push(("property list overrunning", over, Some(Error2::BadXdr)));
+    cases.push((
+        "property list overrunning",
+        over,
+        Some(v2::RdmaError::BadXdr),
+    ));
     // A known property of the wrong size.
     let mut bad = Vec::new();
     for w in [0x64u32, 2, 32, 5, 0, 1, 1, 2, 0] {
         bad.extend_from_slice(&w.to_be_bytes());
     }
-    cases.push(("receive buffer size of 2 bytes", bad, Some(Error2::BadXdr)));
+    cases.push((
+        "receive buffer size of 2 bytes",
+        bad,
+        Some(v2::RdmaError::BadXdr),
+    ));
     // Truncated chunk lists.
     let t = null(0x65)[..30].to_vec();
-    cases.push(("lists cut short", t, Some(Error2::BadXdr)));
+    cases.push(("lists cut short", t, Some(v2::RdmaError::BadXdr)));
     // An RDMA2_ERROR sent to a responder: never answered.
-    let e = Header2::error(0x66, 2, 32, Error2::System);
+    let e = v2::Header::error(0x66, 2, 32, v2::RdmaError::System);
     let mut eb = vec![0; e.encoded_len()];
     e.encode(&mut eb).unwrap();
     cases.push(("RDMA2_ERROR at a responder", eb, None));
@@ -291,7 +304,7 @@ fn hostile_version_2_headers_get_the_drafts_errors() {
         match want {
             Some(err) => {
                 let back = raw.expect(&mut s);
-                let h = HeaderView2::parse(&back).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+                let h = v2::HeaderView::parse(&back).unwrap_or_else(|e| panic!("{name}: {e:?}"));
                 assert_eq!(h.error(), Some(err), "{name}");
                 assert!(h.is_response(), "{name}");
                 assert_eq!(
@@ -310,7 +323,7 @@ fn hostile_version_2_headers_get_the_drafts_errors() {
         raw.send(&null(xid));
         let back = raw.expect(&mut s);
         assert_eq!(
-            HeaderView2::parse(&back).map(|h| h.xid()).ok(),
+            v2::HeaderView::parse(&back).map(|h| h.xid()).ok(),
             Some(xid),
             "{name}"
         );
@@ -334,21 +347,21 @@ fn an_undecodable_version_2_first_message_decides_nothing() {
             &call_header_of(xid, 2, PROG, VERS, NULL),
         )
     };
-    let mut cases: Vec<(&str, Vec<u8>, Option<Error2>)> = Vec::new();
+    let mut cases: Vec<(&str, Vec<u8>, Option<v2::RdmaError>)> = Vec::new();
     // What a hostile peer sent: version 1's layout with rdma_vers 2.
     let mut v1_layout = null_call(0x80);
     set_word(&mut v1_layout, 4, 2);
     cases.push((
         "version 1 layout with rdma_vers 2",
         v1_layout,
-        Some(Error2::BadXdr),
+        Some(v2::RdmaError::BadXdr),
     ));
     let mut flags = v2_null(0x81);
     set_word(&mut flags, 16, 0x8000_0000);
-    cases.push(("reserved flag bit", flags, Some(Error2::BadXdr)));
+    cases.push(("reserved flag bit", flags, Some(v2::RdmaError::BadXdr)));
     let mut htype = v2_null(0x82);
     set_word(&mut htype, 12, 9);
-    cases.push(("unknown htype 9", htype, Some(Error2::InvalHtype)));
+    cases.push(("unknown htype 9", htype, Some(v2::RdmaError::InvalHtype)));
     let mut bad = Vec::new();
     for w in [0x83u32, 2, 32, 5, 0, 1, 1, 2, 0] {
         bad.extend_from_slice(&w.to_be_bytes());
@@ -356,12 +369,12 @@ fn an_undecodable_version_2_first_message_decides_nothing() {
     cases.push((
         "RDMA2_CONNPROP with a 2-byte receive buffer size",
         bad,
-        Some(Error2::BadXdr),
+        Some(v2::RdmaError::BadXdr),
     ));
     // Its header parses, but the verdict finds it malformed.
     let mut xid = v2_null(0x84);
     set_word(&mut xid, 28, 0x999);
-    cases.push(("RPC XID ≠ rdma_xid", xid, Some(Error2::BadXdr)));
+    cases.push(("RPC XID ≠ rdma_xid", xid, Some(v2::RdmaError::BadXdr)));
     // Version 1's layout with rdma_vers 2 and RPCRDMA2_F_RESPONSE where its read list is:
     // a malformed response, dropped.
     let mut response = null_call(0x85);
@@ -376,7 +389,8 @@ fn an_undecodable_version_2_first_message_decides_nothing() {
             match err {
                 Some(err) => {
                     let back = raw.expect(&mut s);
-                    let h = HeaderView2::parse(&back).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                    let h =
+                        v2::HeaderView::parse(&back).unwrap_or_else(|e| panic!("{what}: {e:?}"));
                     assert_eq!(
                         (h.xid(), h.vers(), h.htype(), h.is_response(), h.error()),
                         (w(m, 0), 2, Htype::Error, true, Some(*err)),
@@ -395,7 +409,7 @@ fn an_undecodable_version_2_first_message_decides_nothing() {
             if then_v2 {
                 raw.send(&v2_null(xid));
                 let back = raw.expect(&mut s);
-                let h = HeaderView2::parse(&back).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+                let h = v2::HeaderView::parse(&back).unwrap_or_else(|e| panic!("{what}: {e:?}"));
                 assert_eq!(
                     (h.xid(), h.vers(), h.htype(), h.is_response()),
                     (xid, 2, Htype::Msg, true),
@@ -461,7 +475,7 @@ fn an_undecodable_version_2_message_before_the_opening_answer_decides_nothing() 
             }
             assert!(Instant::now() < deadline, "no opening in 5 s");
         };
-        let oh = HeaderView2::parse(&opening).expect("RDMA2_CONNPROP");
+        let oh = v2::HeaderView::parse(&opening).expect("RDMA2_CONNPROP");
         assert_eq!(oh.htype(), Htype::ConnProp);
         let xid = oh.xid();
         let mut garbage = null_call(xid);
@@ -469,9 +483,9 @@ fn an_undecodable_version_2_message_before_the_opening_answer_decides_nothing() 
         assert_eq!(e.send(&garbage), WcStatus::Success);
         let answer = if v2_server {
             let props = [Property::RecvBufSize(Some(4096))];
-            let h = Header2 {
+            let h = v2::Header {
                 flags: rpcrdma_proto::v2::flags::RESPONSE,
-                ..Header2::connprop(xid, 32, &props)
+                ..v2::Header::connprop(xid, 32, &props)
             };
             let mut m = vec![0; h.encoded_len()];
             h.encode(&mut m).unwrap();
@@ -507,7 +521,7 @@ fn an_undecodable_version_2_message_before_the_opening_answer_decides_nothing() 
         let mut rpc = vec![0; rh.encoded_len()];
         rh.encode(&mut rpc).unwrap();
         let reply = if v2_server {
-            let h = Header2::reply(cxid, 32, Chunks::NONE, false);
+            let h = v2::Header::reply(cxid, 32, Chunks::NONE, false);
             let mut m = vec![0; h.encoded_len()];
             h.encode(&mut m).unwrap();
             m.extend_from_slice(&rpc);
@@ -542,18 +556,18 @@ fn raw_connect(srv: &mut Server<Soft>, addr: &SoftAddr) -> (RawClient, ServerCon
 /// The raw requester's opening RDMA2_CONNPROP, answered by the server's.
 fn open_raw_v2(raw: &mut RawClient, s: &mut ServerConn<Soft>) {
     let props = [Property::RecvBufSize(Some(4096))];
-    let h = Header2::connprop(0x40, 32, &props);
+    let h = v2::Header::connprop(0x40, 32, &props);
     let mut m = vec![0; h.encoded_len()];
     h.encode(&mut m).unwrap();
     raw.send(&m);
     let back = raw.expect(s);
-    let h = HeaderView2::parse(&back).expect("CONNPROP");
+    let h = v2::HeaderView::parse(&back).expect("CONNPROP");
     assert_eq!(
         (h.xid(), h.htype(), h.is_response()),
         (0x40, Htype::ConnProp, true)
     );
     match h.body() {
-        View2Body::ConnProp(p) => assert_eq!(p.recv_buf_size(), Some(4096)),
+        v2::ViewBody::ConnProp(p) => assert_eq!(p.recv_buf_size(), Some(4096)),
         other => panic!("{other:?}"),
     }
     assert_eq!(s.negotiation().wire(), Wire::V2);
@@ -561,7 +575,7 @@ fn open_raw_v2(raw: &mut RawClient, s: &mut ServerConn<Soft>) {
 
 /// An RDMA2_MSG Call with `chunks` and the RPC message `payload`.
 fn v2_msg(xid: u32, inv: u32, chunks: Chunks<'_>, payload: &[u8]) -> Vec<u8> {
-    let h = Header2::call(xid, 32, inv, chunks, false);
+    let h = v2::Header::call(xid, 32, inv, chunks, false);
     let mut m = vec![0; h.encoded_len()];
     h.encode(&mut m).unwrap();
     m.extend_from_slice(payload);

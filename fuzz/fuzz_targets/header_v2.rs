@@ -6,15 +6,14 @@
 use libfuzzer_sys::fuzz_target;
 use rpcrdma_proto::header::{Chunks, ReadSegment, Segment};
 use rpcrdma_proto::v2::props::Property;
-use rpcrdma_proto::v2::verdict::judge2;
-use rpcrdma_proto::v2::{Body2, Header2, HeaderView2, View2Body};
+use rpcrdma_proto::v2;
 use rpcrdma_proto::verdict::Role;
 
 fuzz_target!(|data: &[u8]| {
     for role in [Role::Responder, Role::Requester] {
-        let _ = judge2(data, role, true);
+        let _ = v2::judge(data, role, true);
     }
-    let Ok(v) = HeaderView2::parse(data) else { return };
+    let Ok(v) = v2::HeaderView::parse(data) else { return };
     if v.is_v1_err_vers() {
         return;
     }
@@ -25,17 +24,17 @@ fuzz_target!(|data: &[u8]| {
     let chunks = Chunks { reads: &reads, writes: &write_refs, reply: reply.as_deref() };
     let props: Vec<Property<'_>> = v.props().map(|p| p.properties().collect()).unwrap_or_default();
     let body = match v.body() {
-        View2Body::Chunks { inv_handle, .. } if v.htype().to_u32() == 0 => Body2::Msg { inv_handle, chunks },
-        View2Body::Chunks { inv_handle, .. } => Body2::NoMsg { inv_handle, chunks },
-        View2Body::Error(e) => Body2::Error(e),
-        View2Body::ConnProp(_) => Body2::ConnProp(&props),
+        v2::ViewBody::Chunks { inv_handle, .. } if v.htype().to_u32() == 0 => v2::Body::Msg { inv_handle, chunks },
+        v2::ViewBody::Chunks { inv_handle, .. } => v2::Body::NoMsg { inv_handle, chunks },
+        v2::ViewBody::Error(e) => v2::Body::Error(e),
+        v2::ViewBody::ConnProp(_) => v2::Body::ConnProp(&props),
     };
-    let h = Header2 { xid: v.xid(), vers: v.vers(), credit: v.credit(), flags: v.flags(), body };
+    let h = v2::Header { xid: v.xid(), vers: v.vers(), credit: v.credit(), flags: v.flags(), body };
     let mut out = vec![0u8; h.encoded_len()];
     h.encode(&mut out).unwrap();
     if let Some(p) = v.props() {
         // XDR padding is not checked on receipt: the properties, not the bytes, must match.
-        let again = HeaderView2::parse(&out).unwrap();
+        let again = v2::HeaderView::parse(&out).unwrap();
         assert!(again.props().unwrap().properties().eq(p.properties()));
     } else {
         assert_eq!(&out[..], &data[..v.header_len()]);

@@ -1,14 +1,14 @@
 //! Fast emitters: the fixed words of the hot paths' messages, written word by word at fixed
 //! offsets instead of through the general encoders, and byte-identical to them (property
 //! tests in `tests/emit.rs` compare every emitter with [`Header::encode`],
-//! [`Header2::encode`], [`CallHeader::encode`] and [`ReplyHeader::encode`]).
+//! [`v2::Header::encode`], [`CallHeader::encode`] and [`ReplyHeader::encode`]).
 //!
 //! The word arrays are handed over by value so that, inlined with their count known, each
 //! word is stored from a register: read back from a stack array just written word by word,
 //! they stalled the wide loads that copy them on (store forwarding fails across them).
 //!
 //! [`Header::encode`]: crate::header::Header::encode
-//! [`Header2::encode`]: crate::v2::Header2::encode
+//! [`v2::Header::encode`]: crate::v2::Header::encode
 //! [`CallHeader::encode`]: crate::rpc::CallHeader::encode
 //! [`ReplyHeader::encode`]: crate::rpc::ReplyHeader::encode
 

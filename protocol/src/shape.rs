@@ -13,13 +13,13 @@
 //! echoed), [`ReplyShape::General`] (any other accepted reply: a Reply chunk, an RDMA_ERROR)
 //! or [`ReplyShape::Refused`].
 //!
-//! The shapes agree with the full verdicts ([`judge_call_full`], [`judge_call2`],
-//! [`judge_reply_full`], [`judge_reply2`]): a message is refused exactly when they refuse it,
+//! The shapes agree with the full verdicts ([`judge_call_full`], [`v2::judge_call`],
+//! [`judge_reply_full`], [`v2::judge_reply`]): a message is refused exactly when they refuse it,
 //! with their verdict, and an accepted one carries what they accept (property tests in
 //! `tests/verdict.rs` and `tests/v2.rs`).
 
 use crate::header::Proc;
-use crate::v2::verdict::{judge_call2, judge_reply2, short_call2, short_reply2, Verdict2};
+use crate::v2;
 use crate::v2::{Wire, RPCRDMA_VERSION_TWO};
 use crate::verdict::{
     judge_call, judge_call_full, judge_reply, judge_reply_full, short_call, short_reply,
@@ -35,7 +35,7 @@ pub enum Refusal {
     /// connection (ERR_VERS 2..2, \[V2\] §7.3).
     V1(Verdict),
     /// Version 2's verdict (\[V2\] §5.3.3).
-    V2(Verdict2),
+    V2(v2::Verdict),
 }
 
 /// The shape of a received Call at a responder ([`call_shape`]).
@@ -98,7 +98,7 @@ impl CallShape<'_> {
 pub fn call_shape(buf: &[u8], wire: Wire) -> CallShape<'_> {
     let short = match wire {
         Wire::V1 => short_call(buf),
-        Wire::V2 => short_call2(buf),
+        Wire::V2 => v2::short_call(buf),
     };
     if let Some(sc) = short {
         return CallShape::Short(sc);
@@ -151,7 +151,7 @@ fn judge_call_with(
             reason: "this connection speaks version 2: a Call in another version is refused \
                      with ERR_VERS 2..2 ([V2] §7.3)",
         })),
-        Wire::V2 => judge_call2(buf, Role::Responder, false).map_err(Refusal::V2),
+        Wire::V2 => v2::judge_call(buf, Role::Responder, false).map_err(Refusal::V2),
     }
 }
 
@@ -210,12 +210,12 @@ pub enum ReplyShape<'a> {
 }
 
 /// The shape of the answer `buf` received on a connection speaking `wire`, Short tested
-/// first; `reverse` as for [`judge_reply2`] (this end serves reverse-direction Calls).
+/// first; `reverse` as for [`v2::judge_reply`] (this end serves reverse-direction Calls).
 #[inline]
 pub fn reply_shape(buf: &[u8], wire: Wire, reverse: bool) -> ReplyShape<'_> {
     let short = match wire {
         Wire::V1 => short_reply(buf),
-        Wire::V2 => short_reply2(buf),
+        Wire::V2 => v2::short_reply(buf),
     };
     if let Some(sr) = short {
         return ReplyShape::Short(sr);
@@ -239,7 +239,7 @@ fn reply_shape_chunked(buf: &[u8], wire: Wire, reverse: bool) -> ReplyShape<'_> 
 }
 
 /// The full verdict on the answer `buf` in the connection's version `wire` (RFC 8166 §4.5;
-/// \[V2\] §5.3.3), `reverse` as for [`judge_reply2`]: what [`reply_shape`] decides its
+/// \[V2\] §5.3.3), `reverse` as for [`v2::judge_reply`]: what [`reply_shape`] decides its
 /// other shapes and refusals from, and what a requester's general path reads.
 pub fn judge_reply_in(buf: &[u8], wire: Wire, reverse: bool) -> Result<AcceptedReply<'_>, Refusal> {
     // `judge_reply`: a Short Reply a fast path did not complete is accepted without the
@@ -258,7 +258,7 @@ fn judge_reply_with(
 ) -> Result<AcceptedReply<'_>, Refusal> {
     match wire {
         Wire::V1 => v1(buf).map_err(Refusal::V1),
-        Wire::V2 => judge_reply2(buf, Role::Requester, reverse).map_err(Refusal::V2),
+        Wire::V2 => v2::judge_reply(buf, Role::Requester, reverse).map_err(Refusal::V2),
     }
 }
 

@@ -5,7 +5,8 @@ use proptest::prelude::*;
 use rpcrdma_proto::emit::*;
 use rpcrdma_proto::header::{Chunks, Header};
 use rpcrdma_proto::rpc::{AcceptStat, AuthStat, CallHeader, OpaqueAuth, ReplyHeader};
-use rpcrdma_proto::v2::{Header2, Wire};
+use rpcrdma_proto::v2;
+use rpcrdma_proto::v2::Wire;
 
 /// The transport header the general encoder writes for a bare message in `wire`.
 fn bare(wire: Wire, xid: u32, credit: u32, response: bool) -> Vec<u8> {
@@ -13,9 +14,11 @@ fn bare(wire: Wire, xid: u32, credit: u32, response: bool) -> Vec<u8> {
     let n = match (wire, response) {
         (Wire::V1, _) => Header::msg(xid, credit, Chunks::default()).encode(&mut out),
         (Wire::V2, false) => {
-            Header2::call(xid, credit, 0, Chunks::default(), false).encode(&mut out)
+            v2::Header::call(xid, credit, 0, Chunks::default(), false).encode(&mut out)
         }
-        (Wire::V2, true) => Header2::reply(xid, credit, Chunks::default(), false).encode(&mut out),
+        (Wire::V2, true) => {
+            v2::Header::reply(xid, credit, Chunks::default(), false).encode(&mut out)
+        }
     }
     .unwrap();
     assert_eq!(n, short_header_len(wire));

@@ -142,7 +142,7 @@ proptest! {
     }
 
     /// `v2::encode_message_header`, the engines' direct encoder, writes the bytes of the
-    /// reference encoders (`Header::encode`, `Header2::encode`) for every list shape, both
+    /// reference encoders (`Header::encode`, `v2::Header::encode`) for every list shape, both
     /// versions, both forms, and refuses a buffer one byte short as they do.
     #[test]
     fn the_direct_message_encoder_matches_the_reference(
@@ -152,7 +152,8 @@ proptest! {
         response in any::<bool>(),
         inv in any::<u32>(),
     ) {
-        use rpcrdma_proto::v2::{encode_message_header, Body2, Header2, Wire, RPCRDMA_VERSION_TWO};
+        use rpcrdma_proto::v2::{encode_message_header, Wire, RPCRDMA_VERSION_TWO};
+        use rpcrdma_proto::v2;
         let writes: Vec<&[Segment]> = o.writes.iter().map(|c| c.as_slice()).collect();
         let chunks = Chunks {
             reads: &o.reads,
@@ -160,15 +161,15 @@ proptest! {
             reply: o.reply.as_deref(),
         };
         let (wire, reference) = if v2 {
-            let h = Header2 {
+            let h = v2::Header {
                 xid: o.xid,
                 vers: RPCRDMA_VERSION_TWO,
                 credit: o.credit,
                 flags: if response { rpcrdma_proto::v2::flags::RESPONSE } else { 0 },
                 body: if nomsg {
-                    Body2::NoMsg { inv_handle: inv, chunks }
+                    v2::Body::NoMsg { inv_handle: inv, chunks }
                 } else {
-                    Body2::Msg { inv_handle: inv, chunks }
+                    v2::Body::Msg { inv_handle: inv, chunks }
                 },
             };
             let mut b = vec![0u8; 2048];

@@ -9,19 +9,17 @@ use common::*;
 
 use proptest::prelude::*;
 use rpcrdma_proto::header::{Chunks, ReadSegment, Segment};
+use rpcrdma_proto::v2;
 use rpcrdma_proto::v2::props::{Property, ReverseRequests};
-use rpcrdma_proto::v2::verdict::{judge2, Action2};
-use rpcrdma_proto::v2::{
-    flags, Error2, Header2, Header2Error, HeaderView2, Htype, MIN_MSG_LEN, PREFIX_LEN,
-};
+use rpcrdma_proto::v2::{flags, Htype, MIN_MSG_LEN, PREFIX_LEN};
 use rpcrdma_proto::verdict::Role;
 
-fn server(words: &str) -> Action2 {
-    judge2(&hex(words), Role::Responder, false).action
+fn server(words: &str) -> v2::Action {
+    v2::judge(&hex(words), Role::Responder, false).action
 }
 
-fn client(words: &str) -> Action2 {
-    judge2(&hex(words), Role::Requester, false).action
+fn client(words: &str) -> v2::Action {
+    v2::judge(&hex(words), Role::Requester, false).action
 }
 
 #[test]
@@ -32,7 +30,7 @@ fn a_short_call_and_its_reply() {
         null_call("00000042")
     );
     let b = hex(&call);
-    let h = HeaderView2::parse(&b).unwrap();
+    let h = v2::HeaderView::parse(&b).unwrap();
     assert_eq!(
         (h.xid(), h.vers(), h.credit(), h.htype(), h.flags()),
         (0x42, 2, 32, Htype::Msg, 0)
@@ -40,12 +38,12 @@ fn a_short_call_and_its_reply() {
     assert_eq!(h.inv_handle(), Some(0));
     assert_eq!(h.header_len(), MIN_MSG_LEN);
     assert_eq!(h.payload().len(), 40);
-    assert_eq!(server(&call), Action2::Call);
+    assert_eq!(server(&call), v2::Action::Call);
     // A client that takes no reverse-direction Calls drops it.
-    assert_eq!(client(&call), Action2::Discard);
+    assert_eq!(client(&call), v2::Action::Discard);
     assert_eq!(
-        judge2(&b, Role::Requester, true).action,
-        Action2::Call,
+        v2::judge(&b, Role::Requester, true).action,
+        v2::Action::Call,
         "a reverse-direction Call"
     );
 
@@ -54,17 +52,17 @@ fn a_short_call_and_its_reply() {
         "00000042 00000002 00000020 00000000 00000001 00000000 00000000 00000000 00000000 {}",
         success_reply("00000042")
     );
-    assert!(HeaderView2::parse(&hex(&reply)).unwrap().is_response());
-    assert_eq!(client(&reply), Action2::Reply);
+    assert!(v2::HeaderView::parse(&hex(&reply)).unwrap().is_response());
+    assert_eq!(client(&reply), v2::Action::Reply);
     // A server that sent no reverse Call drops a Reply, and never answers it with an error.
-    assert_eq!(server(&reply), Action2::Discard);
+    assert_eq!(server(&reply), v2::Action::Discard);
     // A Reply without the flag is a Call whose message contradicts it.
     let unflagged = reply.replacen(
         "00000000 00000001 00000000 00000000",
         "00000000 00000000 00000000 00000000",
         1,
     );
-    assert_eq!(server(&unflagged), Action2::Discard);
+    assert_eq!(server(&unflagged), v2::Action::Discard);
 }
 
 #[test]
@@ -78,17 +76,17 @@ fn chunks_and_the_invalidation_handle() {
     words.push(' ');
     words.push_str(&null_call("00000007"));
     let b = hex(&words);
-    let h = HeaderView2::parse(&b).unwrap();
+    let h = v2::HeaderView::parse(&b).unwrap();
     assert_eq!(h.inv_handle(), Some(0xabc));
     assert_eq!(h.write_list().len(), 1);
-    assert_eq!(server(&words), Action2::Call);
+    assert_eq!(server(&words), v2::Action::Call);
     // A handle no segment carries: RDMA2_ERR_BAD_XDR (CHECKLIST G-13 e).
     let stray = words.replacen("00000abc", "00000abd", 1);
     assert_eq!(
-        HeaderView2::parse(&hex(&stray)),
-        Err(Header2Error::InvHandle { handle: 0xabd })
+        v2::HeaderView::parse(&hex(&stray)),
+        Err(v2::HeaderError::InvHandle { handle: 0xabd })
     );
-    assert_eq!(server(&stray), Action2::Error(Error2::BadXdr));
+    assert_eq!(server(&stray), v2::Action::Error(v2::RdmaError::BadXdr));
 }
 
 #[test]
@@ -102,44 +100,48 @@ fn hostile_headers_get_the_drafts_errors() {
         "00000042 00000002 00000020 00000000 00000100 00000000 00000000 00000000 00000000 {}",
         null_call("00000042")
     );
-    assert_eq!(server(&base), Action2::Call);
+    assert_eq!(server(&base), v2::Action::Call);
     assert!(matches!(
-        HeaderView2::parse(&hex(&flagged)),
-        Err(Header2Error::ReservedFlags { flags: 0x100 })
+        v2::HeaderView::parse(&hex(&flagged)),
+        Err(v2::HeaderError::ReservedFlags { flags: 0x100 })
     ));
-    assert_eq!(server(&flagged), Action2::Error(Error2::BadXdr));
+    assert_eq!(server(&flagged), v2::Action::Error(v2::RdmaError::BadXdr));
     // Unknown header types (2 and 3, version 1's deprecated ones, included).
     for htype in ["00000002", "00000003", "00000009"] {
         let m = format!("00000042 00000002 00000020 {htype} 00000000");
-        assert_eq!(server(&m), Action2::Error(Error2::InvalHtype), "{htype}");
+        assert_eq!(
+            server(&m),
+            v2::Action::Error(v2::RdmaError::InvalHtype),
+            "{htype}"
+        );
         // Never answered when it says it is a response.
         let m = format!("00000042 00000002 00000020 {htype} 00000001");
-        assert_eq!(client(&m), Action2::Discard, "{htype}");
+        assert_eq!(client(&m), v2::Action::Discard, "{htype}");
     }
     // Lists that run past the message, and a bad discriminator.
     assert_eq!(
         server("00000042 00000002 00000020 00000000 00000000 00000000 00000001 00000000"),
-        Action2::Error(Error2::BadXdr)
+        v2::Action::Error(v2::RdmaError::BadXdr)
     );
     assert_eq!(
         server("00000042 00000002 00000020 00000001 00000000 00000000 00000007 00000000 00000000"),
-        Action2::Error(Error2::BadXdr)
+        v2::Action::Error(v2::RdmaError::BadXdr)
     );
     // Another version: RDMA2_ERR_VERS with the range 1..2.
     assert_eq!(
         server("00000042 00000003 00000020 00000000 00000000"),
-        Action2::Error(Error2::Vers { low: 1, high: 2 })
+        v2::Action::Error(v2::RdmaError::Vers { low: 1, high: 2 })
     );
     // Too short to answer.
-    assert_eq!(server("00000042 00000002"), Action2::Discard);
+    assert_eq!(server("00000042 00000002"), v2::Action::Discard);
     // A property list that overruns the message, and a bad known value.
     assert_eq!(
         server("00000001 00000002 00000001 00000005 00000000 00000002 00000009 00000010 aaaaaaaa"),
-        Action2::Error(Error2::BadXdr)
+        v2::Action::Error(v2::RdmaError::BadXdr)
     );
     assert_eq!(
         server("00000001 00000002 00000001 00000005 00000000 00000001 00000002 00000004 00000007"),
-        Action2::Error(Error2::BadXdr)
+        v2::Action::Error(v2::RdmaError::BadXdr)
     );
 }
 
@@ -152,14 +154,14 @@ fn connprop_with_known_and_unknown_properties() {
              00000063 00000003 01020300 \
              00000002 00000004 00000002";
     let b = hex(m);
-    let h = HeaderView2::parse(&b).unwrap();
+    let h = v2::HeaderView::parse(&b).unwrap();
     let p = h.props().unwrap();
     assert_eq!(p.len(), 3);
     assert_eq!(p.recv_buf_size(), Some(8192));
     assert_eq!(p.reverse_requests(), Some(ReverseRequests::General));
     assert_eq!(h.header_len(), b.len());
-    assert_eq!(server(m), Action2::Properties);
-    assert_eq!(client(m), Action2::Properties);
+    assert_eq!(server(m), v2::Action::Properties);
+    assert_eq!(client(m), v2::Action::Properties);
 }
 
 #[test]
@@ -168,36 +170,36 @@ fn errors_and_the_fall_back_to_version_1() {
     // version 1's fixed layout, echoing vers 2 (RFC 8166 §4.5.1; CHECKLIST G-13 a).
     let v1 = "00000042 00000002 00000020 00000004 00000001 00000001 00000001";
     let b = hex(v1);
-    let h = HeaderView2::parse(&b).unwrap();
+    let h = v2::HeaderView::parse(&b).unwrap();
     assert!(h.is_v1_err_vers());
-    assert_eq!(h.error(), Some(Error2::Vers { low: 1, high: 1 }));
-    assert_eq!(client(v1), Action2::FallBack { low: 1, high: 1 });
+    assert_eq!(h.error(), Some(v2::RdmaError::Vers { low: 1, high: 1 }));
+    assert_eq!(client(v1), v2::Action::FallBack { low: 1, high: 1 });
     // A version 2 RDMA2_ERR_REPLY_RESOURCE: 28 bytes with word 4 = 1 too (the RESPONSE
     // flag), told apart by its code, one of those with a one-word arm.
     let e = "00000042 00000002 00000020 00000004 00000001 00000008 00010000";
     let b = hex(e);
-    let h = HeaderView2::parse(&b).unwrap();
+    let h = v2::HeaderView::parse(&b).unwrap();
     assert_eq!(
         h.error(),
-        Some(Error2::ReplyResource {
+        Some(v2::RdmaError::ReplyResource {
             length_needed: 65536
         })
     );
     assert_eq!(
         client(e),
-        Action2::PeerError(Error2::ReplyResource {
+        v2::Action::PeerError(v2::RdmaError::ReplyResource {
             length_needed: 65536
         })
     );
     // An error without the RESPONSE flag names no XID of ours; errors are never answered.
     let e0 = "00000042 00000002 00000020 00000004 00000000 00000009";
-    assert_eq!(client(e0), Action2::Discard);
-    assert_eq!(server(e0), Action2::Discard);
+    assert_eq!(client(e0), v2::Action::Discard);
+    assert_eq!(server(e0), v2::Action::Discard);
     // An error code of an extension: the void arm.
     let ext = "00000042 00000002 00000020 00000004 00000001 00000064";
     assert_eq!(
-        HeaderView2::parse(&hex(ext)).unwrap().error(),
-        Some(Error2::Other { code: 100 })
+        v2::HeaderView::parse(&hex(ext)).unwrap().error(),
+        Some(v2::RdmaError::Other { code: 100 })
     );
 }
 
@@ -221,21 +223,21 @@ fn every_header_type_round_trips_through_the_encoder() {
         },
     ];
     let headers = [
-        Header2::call(5, 32, 9, chunks, false),
-        Header2::call(5, 32, 7, chunks, true),
-        Header2::reply(6, 16, Chunks::NONE, false),
-        Header2::error(
+        v2::Header::call(5, 32, 9, chunks, false),
+        v2::Header::call(5, 32, 7, chunks, true),
+        v2::Header::reply(6, 16, Chunks::NONE, false),
+        v2::Header::error(
             7,
             2,
             16,
-            Error2::WriteResource {
+            v2::RdmaError::WriteResource {
                 chunk_index: 1,
                 length_needed: 8192,
             },
         ),
-        Header2::error(7, 3, 16, Error2::Vers { low: 1, high: 2 }),
-        Header2::error(8, 2, 16, Error2::System),
-        Header2::connprop(1, 1, &props),
+        v2::Header::error(7, 3, 16, v2::RdmaError::Vers { low: 1, high: 2 }),
+        v2::Header::error(8, 2, 16, v2::RdmaError::System),
+        v2::Header::connprop(1, 1, &props),
     ];
     for h in headers {
         let mut out = vec![0u8; h.encoded_len()];
@@ -246,25 +248,25 @@ fn every_header_type_round_trips_through_the_encoder() {
         if h.vers != 2 {
             continue;
         }
-        let v = HeaderView2::parse(&out).unwrap_or_else(|e| panic!("{h:?}: {e}"));
+        let v = v2::HeaderView::parse(&out).unwrap_or_else(|e| panic!("{h:?}: {e}"));
         assert_eq!((v.xid(), v.credit(), v.flags()), (h.xid, h.credit, h.flags));
         assert_eq!(v.htype(), h.body.htype());
         assert_eq!(v.header_len(), out.len());
         match h.body {
-            rpcrdma_proto::v2::Body2::Msg { inv_handle, .. }
-            | rpcrdma_proto::v2::Body2::NoMsg { inv_handle, .. } => {
+            rpcrdma_proto::v2::Body::Msg { inv_handle, .. }
+            | rpcrdma_proto::v2::Body::NoMsg { inv_handle, .. } => {
                 assert_eq!(v.inv_handle(), Some(inv_handle));
                 assert_eq!(v.read_list().iter().count(), h_reads(&h));
             }
-            rpcrdma_proto::v2::Body2::Error(e) => assert_eq!(v.error(), Some(e)),
-            rpcrdma_proto::v2::Body2::ConnProp(p) => {
+            rpcrdma_proto::v2::Body::Error(e) => assert_eq!(v.error(), Some(e)),
+            rpcrdma_proto::v2::Body::ConnProp(p) => {
                 assert_eq!(v.props().unwrap().properties().collect::<Vec<_>>(), p)
             }
         }
     }
     // The reply's flag.
     let mut out = [0u8; 64];
-    let n = Header2::reply(6, 16, Chunks::NONE, false)
+    let n = v2::Header::reply(6, 16, Chunks::NONE, false)
         .encode(&mut out)
         .unwrap();
     assert_eq!(n, MIN_MSG_LEN);
@@ -272,10 +274,10 @@ fn every_header_type_round_trips_through_the_encoder() {
     assert_eq!(PREFIX_LEN, 20);
 }
 
-fn h_reads(h: &Header2<'_>) -> usize {
+fn h_reads(h: &v2::Header<'_>) -> usize {
     match h.body {
-        rpcrdma_proto::v2::Body2::Msg { chunks, .. }
-        | rpcrdma_proto::v2::Body2::NoMsg { chunks, .. } => chunks.reads.len(),
+        rpcrdma_proto::v2::Body::Msg { chunks, .. }
+        | rpcrdma_proto::v2::Body::NoMsg { chunks, .. } => chunks.reads.len(),
         _ => 0,
     }
 }
@@ -286,10 +288,10 @@ proptest! {
     /// No input makes the decoder or the verdict panic, in either role.
     #[test]
     fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-        let _ = HeaderView2::parse(&bytes);
+        let _ = v2::HeaderView::parse(&bytes);
         for role in [Role::Responder, Role::Requester] {
             for reverse in [false, true] {
-                let _ = judge2(&bytes, role, reverse);
+                let _ = v2::judge(&bytes, role, reverse);
             }
         }
     }
@@ -307,12 +309,12 @@ proptest! {
         for w in [0x42u32, 2, 32, htype, flags].into_iter().chain(body) {
             bytes.extend_from_slice(&w.to_be_bytes());
         }
-        if let Ok(h) = HeaderView2::parse(&bytes) {
+        if let Ok(h) = v2::HeaderView::parse(&bytes) {
             prop_assert!(h.header_len() <= bytes.len());
             prop_assert_eq!(h.vers(), 2);
             prop_assert_eq!(h.flags() & !flags::KNOWN, 0);
         }
-        let _ = judge2(&bytes, Role::Responder, true);
+        let _ = v2::judge(&bytes, Role::Responder, true);
     }
 
     /// Encoded Calls with random chunks decode to what was encoded.
@@ -331,10 +333,10 @@ proptest! {
         let handles: Vec<u32> = reads.iter().map(|r| r.segment.handle)
             .chain(writes.iter().flatten().map(|s| s.handle)).collect();
         let inv = if handles.is_empty() { 0 } else { handles[pick.index(handles.len())] };
-        let h = Header2::call(xid, credit, inv, Chunks { reads: &reads, writes: &wrefs, reply: None }, external);
+        let h = v2::Header::call(xid, credit, inv, Chunks { reads: &reads, writes: &wrefs, reply: None }, external);
         let mut out = vec![0u8; h.encoded_len()];
         h.encode(&mut out).unwrap();
-        let v = HeaderView2::parse(&out).unwrap();
+        let v = v2::HeaderView::parse(&out).unwrap();
         prop_assert_eq!(v.xid(), xid);
         prop_assert_eq!(v.credit(), credit);
         prop_assert_eq!(v.inv_handle(), Some(inv));
@@ -361,7 +363,7 @@ fn bare_v2(xid: u32, flags: u32, rpc: &[u8], mutate: Option<(usize, u8)>) -> Vec
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(3000))]
 
-    /// The Short-Call fast path accepts exactly the bare Calls `judge_call2` accepts, with
+    /// The Short-Call fast path accepts exactly the bare Calls `v2::judge_call` accepts, with
     /// the same XID, credit, call header and arguments; mutations included.
     #[test]
     fn short_call2_agrees_with_judge_call2(
@@ -370,15 +372,15 @@ proptest! {
         mutate in proptest::option::of((any::<usize>(), 1u8..=255)),
     ) {
         use rpcrdma_proto::rpc::{CallHeader, OpaqueAuth};
-        use rpcrdma_proto::v2::verdict::{judge_call2, short_call2};
+        use rpcrdma_proto::v2;
         let mut rpc = vec![0u8; 64];
         let n = CallHeader::new(xid, prog, 1, proc_num, OpaqueAuth::NONE, OpaqueAuth::NONE)
             .encode(&mut rpc).unwrap();
         rpc.truncate(n);
         rpc.extend_from_slice(&args[..args.len() & !3]);
         let m = bare_v2(xid, 0, &rpc, mutate);
-        let fast = short_call2(&m);
-        let full = judge_call2(&m, Role::Responder, false);
+        let fast = v2::short_call(&m);
+        let full = v2::judge_call(&m, Role::Responder, false);
         let bare = m.len() >= 40 && m[12..16] == [0; 4] && m[16..36] == [0; 20] && m[4..8] == [0, 0, 0, 2];
         match (&fast, &full) {
             (Some(f), Ok(a)) => {
@@ -387,27 +389,27 @@ proptest! {
                 prop_assert_eq!(Some((f.call, f.call_len)), a.call);
                 prop_assert_eq!(f.args, &a.header.payload()[f.call_len..]);
             }
-            (None, Ok(_)) => prop_assert!(!bare, "the fast path refused a bare Call judge_call2 accepts"),
-            (Some(_), Err(v)) => prop_assert!(false, "the fast path accepted what judge_call2 refuses: {:?}", v),
+            (None, Ok(_)) => prop_assert!(!bare, "the fast path refused a bare Call v2::judge_call accepts"),
+            (Some(_), Err(v)) => prop_assert!(false, "the fast path accepted what v2::judge_call refuses: {:?}", v),
             (None, Err(_)) => {}
         }
     }
 
-    /// The same for Short Replies and `judge_reply2`.
+    /// The same for Short Replies and `v2::judge_reply`.
     #[test]
     fn short_reply2_agrees_with_judge_reply2(
         xid in any::<u32>(), results in proptest::collection::vec(any::<u8>(), 0..12),
         mutate in proptest::option::of((any::<usize>(), 1u8..=255)),
     ) {
         use rpcrdma_proto::rpc::ReplyHeader;
-        use rpcrdma_proto::v2::verdict::{judge_reply2, short_reply2};
+        use rpcrdma_proto::v2;
         let mut rpc = vec![0u8; 64];
         let n = ReplyHeader::accepted_success(xid).encode(&mut rpc).unwrap();
         rpc.truncate(n);
         rpc.extend_from_slice(&results[..results.len() & !3]);
         let m = bare_v2(xid, 1, &rpc, mutate);
-        let fast = short_reply2(&m);
-        let full = judge_reply2(&m, Role::Requester, false);
+        let fast = v2::short_reply(&m);
+        let full = v2::judge_reply(&m, Role::Requester, false);
         let bare = m.len() >= 40 && m[12..16] == [0; 4] && m[16..20] == [0, 0, 0, 1]
             && m[20..36] == [0; 16] && m[4..8] == [0, 0, 0, 2];
         match (&fast, &full) {
@@ -416,8 +418,8 @@ proptest! {
                 prop_assert_eq!(f.credit, a.header.credit());
                 prop_assert_eq!(Some((f.reply, f.reply_len)), a.reply);
             }
-            (None, Ok(_)) => prop_assert!(!bare, "the fast path refused a bare Reply judge_reply2 accepts"),
-            (Some(_), Err(v)) => prop_assert!(false, "the fast path accepted what judge_reply2 refuses: {:?}", v),
+            (None, Ok(_)) => prop_assert!(!bare, "the fast path refused a bare Reply v2::judge_reply accepts"),
+            (Some(_), Err(v)) => prop_assert!(false, "the fast path accepted what v2::judge_reply refuses: {:?}", v),
             (None, Err(_)) => {}
         }
     }
@@ -430,12 +432,12 @@ proptest! {
 fn check_shapes2(m: &[u8]) -> Result<(), TestCaseError> {
     use rpcrdma_proto::header::Proc;
     use rpcrdma_proto::shape::{call_shape, reply_shape, CallShape, Refusal, ReplyShape};
-    use rpcrdma_proto::v2::verdict::{judge_call2, judge_reply2};
+    use rpcrdma_proto::v2;
     use rpcrdma_proto::v2::Wire;
     use rpcrdma_proto::verdict::Action;
     let shape = call_shape(m, Wire::V2);
     let v2 = m.get(4..8) == Some(&2u32.to_be_bytes()[..]);
-    match (judge_call2(m, Role::Responder, false), &shape) {
+    match (v2::judge_call(m, Role::Responder, false), &shape) {
         (_, CallShape::Refused(Refusal::V1(v))) => {
             prop_assert!(!v2);
             prop_assert_eq!(v.action, Action::ErrVers { low: 2, high: 2 });
@@ -480,7 +482,7 @@ fn check_shapes2(m: &[u8]) -> Result<(), TestCaseError> {
     }
     for reverse in [false, true] {
         let shape = reply_shape(m, Wire::V2, reverse);
-        match (judge_reply2(m, Role::Requester, reverse), &shape) {
+        match (v2::judge_reply(m, Role::Requester, reverse), &shape) {
             (Err(v), ReplyShape::Refused(Refusal::V2(r))) => prop_assert_eq!(v, *r),
             (Err(_), _) => prop_assert!(false, "a refused answer took a shape"),
             (Ok(_), ReplyShape::Refused(_)) => prop_assert!(false, "an accepted Reply was refused"),
@@ -540,9 +542,9 @@ proptest! {
             .map(|c| c.iter().map(|&(h, l, o)| Segment::new(h, l, u64::from(o))).collect());
         let chunks = Chunks { reads: &reads, writes: &wrefs, reply: rc.as_deref() };
         let h = if reply {
-            Header2::reply(xid, 32, chunks, external)
+            v2::Header::reply(xid, 32, chunks, external)
         } else {
-            Header2::call(xid, 32, 0, chunks, external)
+            v2::Header::call(xid, 32, 0, chunks, external)
         };
         let mut m = vec![0u8; h.encoded_len()];
         h.encode(&mut m).unwrap();
@@ -580,7 +582,7 @@ fn version_2_calls_take_each_shape() {
     let reads = [ReadSegment::new(0, 6, 200, 0x2000)];
     let mid = [ReadSegment::new(n as u32, 6, 200, 0x2000)];
     let form = |reads: &[ReadSegment], writes: &[&[Segment]], reply, external| {
-        let h = Header2::call(
+        let h = v2::Header::call(
             9,
             32,
             0,

@@ -5,39 +5,42 @@
 //! fields. Fields the message cannot hold are `null`.
 
 use crate::render::{read_list_json, role_json, segments_json};
+use rpcrdma_proto::v2;
 use rpcrdma_proto::v2::props::{Property, Props};
-use rpcrdma_proto::v2::verdict::{judge2, Action2};
-use rpcrdma_proto::v2::{Error2, HeaderView2, Htype, View2Body};
+use rpcrdma_proto::v2::Htype;
 use rpcrdma_proto::verdict::Role;
 use serde_json::{json, Map, Value};
 
 /// An error's code, name and arm as JSON.
-pub fn error_json(e: &Error2) -> Value {
+pub fn error_json(e: &v2::RdmaError) -> Value {
     let mut o = Map::new();
     o.insert("code".into(), json!(e.code()));
     o.insert("name".into(), json!(e.name()));
     match *e {
-        Error2::Vers { low, high } => {
+        v2::RdmaError::Vers { low, high } => {
             o.insert("vers_low".into(), json!(low));
             o.insert("vers_high".into(), json!(high));
         }
-        Error2::ReadChunks { max_chunks } | Error2::WriteChunks { max_chunks } => {
+        v2::RdmaError::ReadChunks { max_chunks } | v2::RdmaError::WriteChunks { max_chunks } => {
             o.insert("max_chunks".into(), json!(max_chunks));
         }
-        Error2::Segments { max_segments } => {
+        v2::RdmaError::Segments { max_segments } => {
             o.insert("max_segments".into(), json!(max_segments));
         }
-        Error2::WriteResource {
+        v2::RdmaError::WriteResource {
             chunk_index,
             length_needed,
         } => {
             o.insert("chunk_index".into(), json!(chunk_index));
             o.insert("length_needed".into(), json!(length_needed));
         }
-        Error2::ReplyResource { length_needed } => {
+        v2::RdmaError::ReplyResource { length_needed } => {
             o.insert("length_needed".into(), json!(length_needed));
         }
-        Error2::BadXdr | Error2::InvalHtype | Error2::System | Error2::Other { .. } => {}
+        v2::RdmaError::BadXdr
+        | v2::RdmaError::InvalHtype
+        | v2::RdmaError::System
+        | v2::RdmaError::Other { .. } => {}
     }
     Value::Object(o)
 }
@@ -93,14 +96,14 @@ pub fn describe(buf: &[u8], role: Role) -> Value {
             f.1 = v;
         }
     };
-    if let Ok(h) = HeaderView2::parse(buf) {
+    if let Ok(h) = v2::HeaderView::parse(buf) {
         if h.is_v1_err_vers() {
             // Version 1's fixed ERR_VERS layout has no flags word.
             o.insert("flags".into(), Value::Null);
         }
         set("header_len", json!(h.header_len()));
         match h.body() {
-            View2Body::Chunks {
+            v2::ViewBody::Chunks {
                 inv_handle,
                 reads,
                 writes,
@@ -125,11 +128,11 @@ pub fn describe(buf: &[u8], role: Role) -> Value {
                     }
                 }
             }
-            View2Body::Error(e) => {
+            v2::ViewBody::Error(e) => {
                 set("error", error_json(&e));
                 set("inline_payload_len", json!(0));
             }
-            View2Body::ConnProp(p) => {
+            v2::ViewBody::ConnProp(p) => {
                 set("properties", properties_json(&p));
                 set("inline_payload_len", json!(0));
             }
@@ -140,10 +143,10 @@ pub fn describe(buf: &[u8], role: Role) -> Value {
     }
     o.insert("length".into(), json!(buf.len()));
     o.insert("role".into(), role_json(role));
-    let v = judge2(buf, role, false);
+    let v = v2::judge(buf, role, false);
     o.insert("verdict".into(), json!(v.action.name()));
     let reply_error = match v.action {
-        Action2::Error(e) => error_json(&e),
+        v2::Action::Error(e) => error_json(&e),
         _ => Value::Null,
     };
     o.insert("reply_error".into(), reply_error);

@@ -84,7 +84,7 @@ pub enum RpcError {
     BadReply,
     /// The responder answered with a version 2 RDMA2_ERROR (\[V2\] §5.3.3): its code and
     /// details (the responder's limit, the length it needed).
-    Rdma2(rpcrdma_proto::v2::Error2),
+    Rdma2(rpcrdma_proto::v2::RdmaError),
     /// The blocking [`Client::call`] (or `call_in_place`) did not send the Call: it is too
     /// large for any form or the buffers, or invalid ([`SubmitError::TooLarge`],
     /// [`SubmitError::Invalid`]).

@@ -661,27 +661,27 @@ pub(super) fn answer_of_refusal<'a>(
     bytes: &[u8],
     stats: &Counters,
 ) -> Option<Answer<'a>> {
-    use rpcrdma_proto::v2::verdict::Action2;
+    use rpcrdma_proto::v2;
     let Refusal::V2(v) = r else {
         return None;
     };
     let xid = rpcrdma_proto::xdr::word_at(bytes, 0)?;
     match v.action {
-        Action2::PeerError(e) => Some(Answer::Error {
+        v2::Action::PeerError(e) => Some(Answer::Error {
             xid,
             err: RpcError::Rdma2(e),
         }),
-        Action2::FallBack { low, high } => Some(Answer::Error {
+        v2::Action::FallBack { low, high } => Some(Answer::Error {
             xid,
             err: RpcError::ErrVers { low, high },
         }),
-        Action2::Properties => {
+        v2::Action::Properties => {
             bump(&stats.connprops_received, 1);
             None
         }
-        Action2::Call => Some(Answer::ReverseCall),
+        v2::Action::Call => Some(Answer::ReverseCall),
         // A malformed reverse Call is refused by the reverse path.
-        Action2::Error(_) | Action2::GarbageArgs if reverse => Some(Answer::ReverseCall),
+        v2::Action::Error(_) | v2::Action::GarbageArgs if reverse => Some(Answer::ReverseCall),
         _ => None,
     }
 }

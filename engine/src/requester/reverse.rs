@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use rpcrdma_proto::header::Chunks;
 use rpcrdma_proto::rpc::{AcceptStat, ReplyHeader};
-use rpcrdma_proto::v2::verdict::{judge_call2, Action2};
-use rpcrdma_proto::v2::{Error2, Header2, MIN_MSG_LEN};
+use rpcrdma_proto::v2;
+use rpcrdma_proto::v2::MIN_MSG_LEN;
 use rpcrdma_proto::verdict::Role as VRole;
 
 use super::*;
@@ -166,30 +166,32 @@ fn build_reverse_reply(
     grant: u32,
 ) -> Option<usize> {
     let xid = u32::from_be_bytes(call.get(..4)?.try_into().ok()?);
-    let refuse = |out: &mut [u8], e: Error2| {
-        Header2::error(xid, rpcrdma_proto::v2::RPCRDMA_VERSION_TWO, grant, e)
+    let refuse = |out: &mut [u8], e: v2::RdmaError| {
+        v2::Header::error(xid, rpcrdma_proto::v2::RPCRDMA_VERSION_TWO, grant, e)
             .encode(out)
             .ok()
     };
-    let accepted = match judge_call2(call, VRole::Requester, true) {
+    let accepted = match v2::judge_call(call, VRole::Requester, true) {
         Ok(a) => a,
         Err(v) => {
             return match v.action {
-                Action2::Error(e) => refuse(out, e),
-                Action2::GarbageArgs => reply_only(out, xid, grant, ReplyHeader::garbage_args(xid)),
+                v2::Action::Error(e) => refuse(out, e),
+                v2::Action::GarbageArgs => {
+                    reply_only(out, xid, grant, ReplyHeader::garbage_args(xid))
+                }
                 _ => None,
             }
         }
     };
     let h = accepted.header;
     if !h.read_list().is_empty() {
-        return refuse(out, Error2::ReadChunks { max_chunks: 0 });
+        return refuse(out, v2::RdmaError::ReadChunks { max_chunks: 0 });
     }
     if !h.write_list().is_empty() || h.reply_chunk().is_some() {
-        return refuse(out, Error2::ReplyResource { length_needed: 0 });
+        return refuse(out, v2::RdmaError::ReplyResource { length_needed: 0 });
     }
     let Some((c, clen)) = accepted.call else {
-        return refuse(out, Error2::BadXdr);
+        return refuse(out, v2::RdmaError::BadXdr);
     };
     if !c.is_rpc_v2() {
         return reply_only(out, xid, grant, ReplyHeader::rpc_mismatch(xid, 2, 2));
@@ -242,7 +244,7 @@ fn build_reverse_reply(
 /// An RDMA2_MSG Reply carrying the RPC Reply header `rpc` (no results yet) in `out`: the
 /// length written.
 fn reply_only(out: &mut [u8], xid: u32, grant: u32, rpc: ReplyHeader<'_>) -> Option<usize> {
-    let h = Header2::reply(xid, grant, Chunks::NONE, false)
+    let h = v2::Header::reply(xid, grant, Chunks::NONE, false)
         .encode(out)
         .ok()?;
     let r = rpc.encode(&mut out[h..]).ok()?;

@@ -13,8 +13,9 @@
 
 use std::sync::Mutex;
 
+use rpcrdma_proto::v2;
 use rpcrdma_proto::v2::props::{Property, ReverseRequests};
-use rpcrdma_proto::v2::{Error2, Header2, HeaderView2, Htype, View2Body};
+use rpcrdma_proto::v2::Htype;
 
 use super::*;
 use crate::conn::{PeerProps, Version, Wire};
@@ -127,7 +128,7 @@ impl<P: Provider> Client<P> {
             Property::RecvBufSize(Some(self.config.recv_size)),
             Property::ReverseRequests(Some(reverse)),
         ];
-        let header = Header2::connprop(xid, self.config.credits, &props);
+        let header = v2::Header::connprop(xid, self.config.credits, &props);
         let len = header
             .encode(view::bytes_mut(&mut self.ctl))
             .map_err(|_| ConnError::Config("RDMA2_CONNPROP does not fit the control buffer"))?;
@@ -209,15 +210,15 @@ const CTL_INDEX: u32 = (1 << 20) - 1;
 /// RDMA2_CONNPROP (version 2), or ERR_VERS (version 1's layout, or RDMA2_ERR_VERS) without
 /// 2 in its range; `None` for anything else (dropped).
 fn opening_answer(bytes: &[u8], xid: u32) -> Option<(Opening, u32)> {
-    let h = HeaderView2::parse(bytes).ok()?;
+    let h = v2::HeaderView::parse(bytes).ok()?;
     if h.xid() != xid {
         return None;
     }
     match (h.htype(), h.body()) {
-        (Htype::ConnProp, View2Body::ConnProp(props)) if h.is_response() => {
+        (Htype::ConnProp, v2::ViewBody::ConnProp(props)) if h.is_response() => {
             Some((Opening::V2(PeerProps::from_props(&props)), h.credit()))
         }
-        (Htype::Error, View2Body::Error(Error2::Vers { low, high }))
+        (Htype::Error, v2::ViewBody::Error(v2::RdmaError::Vers { low, high }))
             if !(low..=high).contains(&rpcrdma_proto::v2::RPCRDMA_VERSION_TWO) =>
         {
             Some((Opening::Without2 { low, high }, h.credit()))

@@ -4,7 +4,7 @@
 //! (in the order `flush.rs` chooses, §3.3.1).
 
 use super::*;
-use rpcrdma_proto::v2::Error2;
+use rpcrdma_proto::v2;
 
 impl<P: Provider> ServerConn<P> {
     pub(super) fn answer_or_defer(&mut self, idx: u32) {
@@ -367,8 +367,12 @@ pub(super) fn answer_general<P: Provider>(
             };
             // What to build, or the answer already made without building.
             let to_build = match stream {
-                Err(NoCall::Chunk) => Err(reply::refuse(io, ring, bytes, grant, Error2::BadXdr)),
-                Err(NoCall::TooLarge) => Err(reply::refuse(io, ring, bytes, grant, Error2::System)),
+                Err(NoCall::Chunk) => {
+                    Err(reply::refuse(io, ring, bytes, grant, v2::RdmaError::BadXdr))
+                }
+                Err(NoCall::TooLarge) => {
+                    Err(reply::refuse(io, ring, bytes, grant, v2::RdmaError::System))
+                }
                 Err(NoCall::Reply) => {
                     bump(&io.stats.discards, 1);
                     Err(ReplyAction::Nothing)
@@ -440,7 +444,7 @@ pub(super) fn garbage_args<P: Provider>(
     run: &mut HandlerContext<'_, '_>,
 ) -> ReplyAction {
     let Ok(h) = HeaderView::parse_any(bytes) else {
-        return reply::refuse(io, ring, bytes, g.at.grant, Error2::BadXdr);
+        return reply::refuse(io, ring, bytes, g.at.grant, v2::RdmaError::BadXdr);
     };
     bump(&io.stats.garbage_args, 1);
     let rpc = ReplyHeader::garbage_args(h.xid());

@@ -12,7 +12,8 @@ use rpcrdma_proto::header::MIN_HEADER_LEN;
 use rpcrdma_proto::header::{Chunks, Header, HeaderView, RdmaError, Segment, Segments, WriteList};
 use rpcrdma_proto::plan::{self, ReplyForm};
 use rpcrdma_proto::rpc::{AcceptStat, ReplyHeader, AUTH_NONE_ACCEPTED_LEN};
-use rpcrdma_proto::v2::{Error2, Header2, Wire};
+use rpcrdma_proto::v2;
+use rpcrdma_proto::v2::Wire;
 use rpcrdma_proto::verdict;
 use rpcrdma_proto::xdr::pad4;
 
@@ -100,7 +101,7 @@ pub(super) fn short<P: Provider>(
     // inv_handle), answered with RPCRDMA2_F_RESPONSE ([V2] §3.2).
     let sc = match io.wire {
         Wire::V1 => verdict::short_call(call)?,
-        Wire::V2 => rpcrdma_proto::v2::verdict::short_call2(call)?,
+        Wire::V2 => rpcrdma_proto::v2::short_call(call)?,
     };
     short_of(io, ring, call, &sc, at, bulk, run)
 }
@@ -222,7 +223,7 @@ fn answer_short<P: Provider>(
         // reply may carry: too long for a Call without chunks, refused as `build` refuses
         // a reply over the threshold.
         io.tally.short_calls += counted;
-        let e = Error2::ReplyResource {
+        let e = v2::RdmaError::ReplyResource {
             length_needed: (RPC_LEN + len) as u32,
         };
         return Some(refuse(io, ring, call, at.grant, e));
@@ -238,7 +239,7 @@ fn answer_short<P: Provider>(
                 // chunk to carry it (its payload's length), or would not fit the buffer.
                 let e = placed.map_or_else(
                     |e| e,
-                    |end| Error2::ReplyResource {
+                    |end| v2::RdmaError::ReplyResource {
                         length_needed: (RPC_LEN + end) as u32,
                     },
                 );
@@ -304,18 +305,18 @@ fn place_inline<P: Provider>(
     len: usize,
     items: &[(u32, u32)],
     bulk: &Buf<P>,
-) -> Result<usize, Error2> {
+) -> Result<usize, v2::RdmaError> {
     let mut at = len;
     for &(off, n) in items {
         let (off, n) = (off as usize, n as usize);
         if at + 4 > results.len() {
-            return Err(Error2::System);
+            return Err(v2::RdmaError::System);
         }
         results[at..at + 4].copy_from_slice(&(n as u32).to_be_bytes());
         at += 4;
         let padded = pad4(n);
         if at + padded > results.len() {
-            return Err(Error2::ReplyResource {
+            return Err(v2::RdmaError::ReplyResource {
                 length_needed: (RPC_LEN + at + padded) as u32,
             });
         }
@@ -333,7 +334,7 @@ pub(super) fn refuse_short<P: Provider>(
     ring: &mut Buf<P>,
     call: &[u8],
     grant: u32,
-    e: Error2,
+    e: v2::RdmaError,
 ) -> ReplyAction {
     io.tally.short_calls += 1;
     refuse(io, ring, call, grant, e)
@@ -389,17 +390,17 @@ pub(super) fn rdma2_error<P: Provider>(
     ring: &mut Buf<P>,
     call: &[u8],
     grant: u32,
-    err: Error2,
+    err: v2::RdmaError,
 ) -> ReplyAction {
     let xid = word(call, 0);
     let vers = word(call, 4);
     let counter = match err {
-        Error2::Vers { .. } => &io.stats.err_vers,
+        v2::RdmaError::Vers { .. } => &io.stats.err_vers,
         _ => &io.stats.rdma2_errors,
     };
     error_sent(
         counter,
-        Header2::error(xid, vers, grant, err).encode(view::bytes_mut(ring)),
+        v2::Header::error(xid, vers, grant, err).encode(view::bytes_mut(ring)),
     )
 }
 
@@ -411,7 +412,7 @@ pub(super) fn refuse<P: Provider>(
     ring: &mut Buf<P>,
     call: &[u8],
     grant: u32,
-    precise: Error2,
+    precise: v2::RdmaError,
 ) -> ReplyAction {
     match io.wire {
         Wire::V1 => rdma_error(io, ring, call, grant, RdmaError::Chunk),
@@ -474,7 +475,7 @@ pub(super) struct ReplyTo<'a> {
 /// Why [`build`] stopped before its reply was whole: a refusal (RDMA_ERROR, or in version
 /// 2 the precise RDMA2_ERROR, [`refuse`]), or another answer (deferred, or fatal).
 enum Stop {
-    Refuse(Error2),
+    Refuse(v2::RdmaError),
     Answer(ReplyAction),
 }
 
@@ -566,11 +567,11 @@ fn build_phases<P: Provider>(
 fn check_chunk_limits(wl: WriteList<'_>, rc: Option<Segments<'_>>) -> Result<(), Stop> {
     if wl.len() > MAX_WRITE_CHUNKS {
         let max = MAX_WRITE_CHUNKS as u32;
-        return Err(Stop::Refuse(Error2::WriteChunks { max_chunks: max }));
+        return Err(Stop::Refuse(v2::RdmaError::WriteChunks { max_chunks: max }));
     }
     if wl.iter().any(|c| c.len() > MAX_SEGMENTS) || rc.is_some_and(|c| c.len() > MAX_SEGMENTS) {
         let max = MAX_SEGMENTS as u32;
-        return Err(Stop::Refuse(Error2::Segments { max_segments: max }));
+        return Err(Stop::Refuse(v2::RdmaError::Segments { max_segments: max }));
     }
     Ok(())
 }
@@ -603,7 +604,7 @@ fn write_rpc_reply<'b, 'i, P: Provider>(
     let xid = to.header.xid();
     let out = view::bytes_mut(ring);
     if out.len() < hlen + 64 {
-        return Err(Stop::Refuse(Error2::System));
+        return Err(Stop::Refuse(v2::RdmaError::System));
     }
     let (rpc, results_len, n_items, bulk) = match &to.body {
         Body::Handler { entry, req } => {
@@ -622,7 +623,7 @@ fn write_rpc_reply<'b, 'i, P: Provider>(
             if overflowed(n) {
                 // DDP-eligible results beyond what the Call's chunks and an inline reply
                 // can carry (the bulk buffer holds that much): too long for this Call.
-                return Err(Stop::Refuse(Error2::ReplyResource {
+                return Err(Stop::Refuse(v2::RdmaError::ReplyResource {
                     length_needed: (rpc_len + len) as u32,
                 }));
             }
@@ -650,7 +651,7 @@ fn write_rpc_reply<'b, 'i, P: Provider>(
     };
     let rpc_len = match rpc.encode(&mut out[hlen..]) {
         Ok(n) => n,
-        Err(_) => return Err(Stop::Refuse(Error2::System)),
+        Err(_) => return Err(Stop::Refuse(v2::RdmaError::System)),
     };
     Ok(Written {
         end: hlen + rpc_len + results_len,
@@ -685,7 +686,7 @@ fn place_results<'w, P: Provider>(
         let (off, len) = written.items[k];
         let out = view::bytes_mut(ring);
         if cursor + 4 > out.len() {
-            return Err(Stop::Refuse(Error2::System));
+            return Err(Stop::Refuse(v2::RdmaError::System));
         }
         out[cursor..cursor + 4].copy_from_slice(&len.to_be_bytes());
         cursor += 4;
@@ -696,7 +697,7 @@ fn place_results<'w, P: Provider>(
                     Err(_) => {
                         // [V2] §5.3.3: the first chunk too short (1-based), and the bytes
                         // it needed.
-                        return Err(Stop::Refuse(Error2::WriteResource {
+                        return Err(Stop::Refuse(v2::RdmaError::WriteResource {
                             chunk_index: index as u32 + 1,
                             length_needed: len,
                         }));
@@ -711,7 +712,7 @@ fn place_results<'w, P: Provider>(
                     // Inline, the result overflows the reply buffer: a Reply chunk of at
                     // least this much would carry it.
                     let needed = (cursor + padded - hlen) as u32;
-                    return Err(Stop::Refuse(Error2::ReplyResource {
+                    return Err(Stop::Refuse(v2::RdmaError::ReplyResource {
                         length_needed: needed,
                     }));
                 }
@@ -738,7 +739,7 @@ fn choose_form<'c>(
     rc_echo: &mut [Segment; MAX_SEGMENTS],
 ) -> Result<(ReplyForm, Option<ChunkFill<'c>>, usize), Stop> {
     let too_long = || {
-        Stop::Refuse(Error2::ReplyResource {
+        Stop::Refuse(v2::RdmaError::ReplyResource {
             length_needed: payload_len,
         })
     };

@@ -17,9 +17,9 @@
 
 use rpcrdma_proto::header::Chunks;
 use rpcrdma_proto::rpc::{AcceptStat, OpaqueAuth, ReplyBody};
+use rpcrdma_proto::v2;
 use rpcrdma_proto::v2::props::ReverseRequests;
-use rpcrdma_proto::v2::verdict::{judge_reply2, Action2};
-use rpcrdma_proto::v2::{Error2, Header2, MIN_MSG_LEN};
+use rpcrdma_proto::v2::MIN_MSG_LEN;
 
 use super::*;
 use crate::conn::{PeerProps, Wire};
@@ -64,7 +64,7 @@ pub enum ReverseError {
     /// (RFC 5531 §9).
     Rpc(Option<AcceptStat>),
     /// The client answered RDMA2_ERROR (\[V2\] §5.3.3).
-    Transport(Error2),
+    Transport(v2::RdmaError),
     /// The connection was lost before the Reply came.
     ConnectionLost,
 }
@@ -217,7 +217,7 @@ impl<P: Provider> ServerConn<P> {
         let xid = (rev.gen << 6) | k as u32;
         let credit = rev.slots.len() as u32;
         let buf = view::bytes_mut(&mut rev.bufs[k]);
-        let h = Header2::call(xid, credit, 0, Chunks::NONE, false);
+        let h = v2::Header::call(xid, credit, 0, Chunks::NONE, false);
         let (Ok(hl), Ok(rl)) = (
             h.encode(buf),
             CallHeader::new(
@@ -300,7 +300,8 @@ impl<P: Provider> ServerConn<P> {
         self.reposts.push(idx);
         let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
         let reverse = !self.reverse.slots.is_empty();
-        let (xid, outcome, grant) = match judge_reply2(bytes, verdict::Role::Responder, reverse) {
+        let (xid, outcome, grant) = match v2::judge_reply(bytes, verdict::Role::Responder, reverse)
+        {
             Ok(acc) => {
                 let Some((rpc, len)) = acc.reply else {
                     // A Long Reply: no Reply chunk was offered, so it is not one of ours.
@@ -318,7 +319,7 @@ impl<P: Provider> ServerConn<P> {
                 (acc.header.xid(), out, Some(acc.header.credit()))
             }
             Err(v) => match v.action {
-                Action2::PeerError(e) => (
+                v2::Action::PeerError(e) => (
                     u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]),
                     Err(ReverseError::Transport(e)),
                     None,

@@ -23,9 +23,9 @@
 //! Linux's svcrdma, which takes version 1 only, keeps such a connection usable after its
 //! ERR_VERS 1..1), a valid version 2 message in version 2.
 
+use rpcrdma_proto::v2;
 use rpcrdma_proto::v2::props::Property;
-use rpcrdma_proto::v2::verdict::{judge2, Action2, Verdict2};
-use rpcrdma_proto::v2::{flags, Error2, Header2, HeaderView2, Htype, RPCRDMA_VERSION_TWO};
+use rpcrdma_proto::v2::{flags, Htype, RPCRDMA_VERSION_TWO};
 
 use super::*;
 use crate::conn::{PeerProps, Version, Wire};
@@ -67,7 +67,7 @@ impl<P: Provider> ServerConn<P> {
             && word(bytes, 16).is_some_and(|f| f & flags::RESPONSE != 0);
         let connprop = htype == Some(Htype::ConnProp.to_u32()) && !response;
         let peer = if connprop {
-            HeaderView2::parse(bytes)
+            v2::HeaderView::parse(bytes)
                 .ok()
                 .and_then(|h| h.props())
                 .map(|p| PeerProps::from_props(&p))
@@ -134,11 +134,11 @@ impl<P: Provider> ServerConn<P> {
 /// "cannot be parsed" or whose type is unknown (\[V2\] §5.3.3). Only such a message commits
 /// an open connection to version 2 (module docs). Judged only while the version is open.
 fn decodes_as_v2(bytes: &[u8]) -> bool {
-    let parses = HeaderView2::parse(bytes).is_ok_and(|h| !h.is_v1_err_vers());
+    let parses = v2::HeaderView::parse(bytes).is_ok_and(|h| !h.is_v1_err_vers());
     parses
         && !matches!(
-            judge2(bytes, verdict::Role::Responder, false).action,
-            Action2::Error(Error2::BadXdr | Error2::InvalHtype)
+            v2::judge(bytes, verdict::Role::Responder, false).action,
+            v2::Action::Error(v2::RdmaError::BadXdr | v2::RdmaError::InvalHtype)
         )
 }
 
@@ -163,17 +163,17 @@ pub(super) fn answer_refused_v2<P: Provider>(
     ring: &mut Buf<P>,
     bytes: &[u8],
     g: &General<'_>,
-    v: Verdict2,
+    v: v2::Verdict,
     echo: &mut Echo,
     run: &mut HandlerContext<'_, '_>,
 ) -> ReplyAction {
     match v.action {
-        Action2::Properties => {
+        v2::Action::Properties => {
             let xid = word(bytes, 0).unwrap_or(0);
             let props = [Property::RecvBufSize(Some(g.recv_size))];
-            let h = Header2 {
+            let h = v2::Header {
                 flags: flags::RESPONSE,
-                ..Header2::connprop(xid, g.at.grant, &props)
+                ..v2::Header::connprop(xid, g.at.grant, &props)
             };
             match h.encode(view::bytes_mut(ring)) {
                 Ok(n) => {
@@ -186,13 +186,13 @@ pub(super) fn answer_refused_v2<P: Provider>(
                 Err(_) => ReplyAction::Fatal,
             }
         }
-        Action2::Error(e) => reply::rdma2_error(io, ring, bytes, g.at.grant, e),
-        Action2::GarbageArgs => garbage_args(io, ring, bytes, g, echo, run),
-        Action2::Call
-        | Action2::Reply
-        | Action2::PeerError(_)
-        | Action2::FallBack { .. }
-        | Action2::Discard => {
+        v2::Action::Error(e) => reply::rdma2_error(io, ring, bytes, g.at.grant, e),
+        v2::Action::GarbageArgs => garbage_args(io, ring, bytes, g, echo, run),
+        v2::Action::Call
+        | v2::Action::Reply
+        | v2::Action::PeerError(_)
+        | v2::Action::FallBack { .. }
+        | v2::Action::Discard => {
             bump(&io.stats.discards, 1);
             ReplyAction::Nothing
         }

@@ -10,7 +10,8 @@
 
 use rpcrdma_proto::chunks::{self, ChunkFill};
 use rpcrdma_proto::rpc::{AcceptStat, AUTH_NONE_ACCEPTED_LEN};
-use rpcrdma_proto::v2::{Error2, Wire};
+use rpcrdma_proto::v2;
+use rpcrdma_proto::v2::Wire;
 use rpcrdma_proto::verdict::WriteCall;
 
 use super::handler::{overflowed, run_handler, HandlerContext};
@@ -85,7 +86,7 @@ pub(super) fn answer<P: Provider>(
     if overflowed(n_items) {
         // A result larger than the chunks and the bulk buffer that holds them (version 1:
         // ERR_CHUNK).
-        let e = Error2::ReplyResource {
+        let e = v2::RdmaError::ReplyResource {
             length_needed: (AUTH_NONE_ACCEPTED_LEN + len) as u32,
         };
         return Some(reply::refuse_short(io, ring, call, at.grant, e));
@@ -133,7 +134,7 @@ pub(super) fn answer<P: Provider>(
             }
             Err(_) => {
                 // [V2] §5.3.3's reason; version 1 says ERR_CHUNK.
-                let e = Error2::WriteResource {
+                let e = v2::RdmaError::WriteResource {
                     chunk_index: k as u32 + 1,
                     length_needed: n,
                 };

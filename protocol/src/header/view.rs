@@ -452,11 +452,11 @@ impl<'a> HeaderView<'a> {
     /// [`flags`](Self::flags) and [`inv_handle`](Self::inv_handle): what the engines' chunk
     /// handling reads alike in both versions. Every other version 2 message is an error
     /// ([`HeaderError::UnsupportedVersion`]); decode those with
-    /// [`crate::v2::HeaderView2`].
+    /// [`crate::v2::HeaderView`].
     pub fn parse_any(buf: &'a [u8]) -> Result<Self, HeaderError> {
         if buf.get(4..8) == Some(&crate::v2::RPCRDMA_VERSION_TWO.to_be_bytes()[..]) {
             let vers = crate::v2::RPCRDMA_VERSION_TWO;
-            return crate::v2::HeaderView2::parse(buf)
+            return crate::v2::HeaderView::parse(buf)
                 .ok()
                 .and_then(|h| h.chunk_view())
                 .ok_or(HeaderError::UnsupportedVersion { vers });
@@ -465,7 +465,7 @@ impl<'a> HeaderView<'a> {
     }
 
     /// The view of a version 2 RDMA2_MSG (`nomsg` false) or RDMA2_NOMSG already decoded by
-    /// [`crate::v2::HeaderView2`].
+    /// [`crate::v2::HeaderView`].
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn from_v2(
         buf: &'a [u8],

@@ -1,14 +1,14 @@
 //! Encoding a version 2 transport header into a caller-provided buffer (\[V2\] §3, §5, §6).
 
 use super::props::Property;
-use super::{flags, Error2, Htype, PREFIX_LEN, RPCRDMA_VERSION_TWO};
+use super::{flags, Htype, RdmaError, PREFIX_LEN, RPCRDMA_VERSION_TWO};
 use crate::error::EncodeError;
 use crate::header::Chunks;
 use crate::xdr::XdrWriter;
 
 /// What follows the prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Body2<'s> {
+pub enum Body<'s> {
     /// RDMA2_MSG: `rdma_inv_handle` and the lists; the RPC message follows in the same Send.
     Msg {
         /// The handle the responder may invalidate (one of the chunks'), 0 for none.
@@ -18,40 +18,40 @@ pub enum Body2<'s> {
     },
     /// RDMA2_NOMSG: `rdma_inv_handle` and the lists; the RPC message is in a chunk.
     NoMsg {
-        /// As for [`Body2::Msg`].
+        /// As for [`Body::Msg`].
         inv_handle: u32,
         /// The lists.
         chunks: Chunks<'s>,
     },
     /// RDMA2_ERROR.
-    Error(Error2),
+    Error(RdmaError),
     /// RDMA2_CONNPROP.
     ConnProp(&'s [Property<'s>]),
 }
 
-impl Body2<'_> {
+impl Body<'_> {
     /// The header type this body encodes.
     pub fn htype(&self) -> Htype {
         match self {
-            Body2::Msg { .. } => Htype::Msg,
-            Body2::NoMsg { .. } => Htype::NoMsg,
-            Body2::Error(_) => Htype::Error,
-            Body2::ConnProp(_) => Htype::ConnProp,
+            Body::Msg { .. } => Htype::Msg,
+            Body::NoMsg { .. } => Htype::NoMsg,
+            Body::Error(_) => Htype::Error,
+            Body::ConnProp(_) => Htype::ConnProp,
         }
     }
 
     fn len(&self) -> usize {
         match self {
-            Body2::Msg { chunks, .. } | Body2::NoMsg { chunks, .. } => 4 + chunks.encoded_len(),
-            Body2::Error(e) => e.message_len() - PREFIX_LEN,
-            Body2::ConnProp(props) => Property::list_len(props),
+            Body::Msg { chunks, .. } | Body::NoMsg { chunks, .. } => 4 + chunks.encoded_len(),
+            Body::Error(e) => e.message_len() - PREFIX_LEN,
+            Body::ConnProp(props) => Property::list_len(props),
         }
     }
 }
 
 /// A version 2 transport header to send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Header2<'s> {
+pub struct Header<'s> {
     /// `rdma_xid`.
     pub xid: u32,
     /// `rdma_vers`: 2, except in an RDMA2_ERROR, which echoes the failing message's
@@ -62,10 +62,10 @@ pub struct Header2<'s> {
     /// `rdma_flags`.
     pub flags: u32,
     /// The header type and its body.
-    pub body: Body2<'s>,
+    pub body: Body<'s>,
 }
 
-impl<'s> Header2<'s> {
+impl<'s> Header<'s> {
     /// A Call (either direction): RDMA2_MSG, or RDMA2_NOMSG when `external` (the Call in a
     /// Position-Zero Read chunk); the flags clear (\[V2\] §3.2: the XID is the sender's).
     pub fn call(
@@ -75,15 +75,15 @@ impl<'s> Header2<'s> {
         chunks: Chunks<'s>,
         external: bool,
     ) -> Self {
-        Header2 {
+        Header {
             xid,
             vers: RPCRDMA_VERSION_TWO,
             credit,
             flags: 0,
             body: if external {
-                Body2::NoMsg { inv_handle, chunks }
+                Body::NoMsg { inv_handle, chunks }
             } else {
-                Body2::Msg { inv_handle, chunks }
+                Body::Msg { inv_handle, chunks }
             },
         }
     }
@@ -91,32 +91,32 @@ impl<'s> Header2<'s> {
     /// A Reply (either direction): RDMA2_MSG, or RDMA2_NOMSG when `external` (in the Reply
     /// chunk), with RPCRDMA2_F_RESPONSE (the XID is the receiver's, `grant` a grant).
     pub fn reply(xid: u32, grant: u32, chunks: Chunks<'s>, external: bool) -> Self {
-        Header2 {
+        Header {
             flags: flags::RESPONSE,
-            ..Header2::call(xid, grant, 0, chunks, external)
+            ..Header::call(xid, grant, 0, chunks, external)
         }
     }
 
     /// An RDMA2_ERROR about the message `xid` of version `vers` (both echoed), with the
     /// connection's grant and RPCRDMA2_F_RESPONSE (\[V2\] §5.3.3).
-    pub fn error(xid: u32, vers: u32, grant: u32, err: Error2) -> Self {
-        Header2 {
+    pub fn error(xid: u32, vers: u32, grant: u32, err: RdmaError) -> Self {
+        Header {
             xid,
             vers,
             credit: grant,
             flags: flags::RESPONSE,
-            body: Body2::Error(err),
+            body: Body::Error(err),
         }
     }
 
     /// An RDMA2_CONNPROP with `props` (\[V2\] §5.3.4).
     pub fn connprop(xid: u32, credit: u32, props: &'s [Property<'s>]) -> Self {
-        Header2 {
+        Header {
             xid,
             vers: RPCRDMA_VERSION_TWO,
             credit,
             flags: 0,
-            body: Body2::ConnProp(props),
+            body: Body::ConnProp(props),
         }
     }
 
@@ -126,7 +126,7 @@ impl<'s> Header2<'s> {
     }
 
     /// Encodes the header at the start of `out` and returns its length; fails without
-    /// writing anything when `out` is shorter than [`Header2::encoded_len`].
+    /// writing anything when `out` is shorter than [`Header::encoded_len`].
     pub fn encode(&self, out: &mut [u8]) -> Result<usize, EncodeError> {
         let needed = self.encoded_len();
         if out.len() < needed {
@@ -146,18 +146,18 @@ impl<'s> Header2<'s> {
             w.put_u32(v)?;
         }
         match &self.body {
-            Body2::Msg { inv_handle, chunks } | Body2::NoMsg { inv_handle, chunks } => {
+            Body::Msg { inv_handle, chunks } | Body::NoMsg { inv_handle, chunks } => {
                 w.put_u32(*inv_handle)?;
                 chunks.encode(&mut w)?;
             }
-            Body2::Error(e) => {
+            Body::Error(e) => {
                 w.put_u32(e.code())?;
                 let (words, n) = e.arm();
                 for v in &words[..n] {
                     w.put_u32(*v)?;
                 }
             }
-            Body2::ConnProp(props) => Property::encode_list(props, &mut w)?,
+            Body::ConnProp(props) => Property::encode_list(props, &mut w)?,
         }
         debug_assert_eq!(w.position(), needed);
         Ok(needed)

@@ -15,7 +15,7 @@
 //!                             CONNPROP: a property list (§4.1, §5.3.4)
 //! ```
 //!
-//! [`HeaderView2`] decodes a header in place (zero copy, no allocation), [`Header2`] encodes
+//! [`HeaderView`] decodes a header in place (zero copy, no allocation), [`Header`] encodes
 //! one into a caller buffer after computing its exact size, [`props`] holds the property
 //! model and [`verdict`] the receive-path decision for both roles. Decisions where the draft
 //! is silent or defective (CHECKLIST.md G-13) are named where they are applied:
@@ -32,8 +32,9 @@ pub mod props;
 pub mod verdict;
 mod view;
 
-pub use encode::{Body2, Header2};
-pub use view::{Header2Error, HeaderView2, View2Body};
+pub use encode::{Body, Header};
+pub use verdict::{judge, judge_call, judge_reply, short_call, short_reply, Action, Verdict};
+pub use view::{HeaderError, HeaderView, ViewBody};
 
 /// The version number of RPC-over-RDMA version 2 (\[V2\] §7).
 pub const RPCRDMA_VERSION_TWO: u32 = 2;
@@ -130,7 +131,7 @@ pub mod errcode {
 
 /// An RDMA2_ERROR's `rdma_err` and its arm of the union (\[V2\] §5.3.3, §6.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Error2 {
+pub enum RdmaError {
     /// RDMA2_ERR_VERS with the inclusive range of versions the sender supports.
     Vers {
         /// Lowest supported version.
@@ -179,55 +180,56 @@ pub enum Error2 {
     },
 }
 
-impl Error2 {
+impl RdmaError {
     /// The `rdma_err` wire value.
     pub const fn code(self) -> u32 {
         match self {
-            Error2::Vers { .. } => errcode::VERS,
-            Error2::BadXdr => errcode::BAD_XDR,
-            Error2::InvalHtype => errcode::INVAL_HTYPE,
-            Error2::ReadChunks { .. } => errcode::READ_CHUNKS,
-            Error2::WriteChunks { .. } => errcode::WRITE_CHUNKS,
-            Error2::Segments { .. } => errcode::SEGMENTS,
-            Error2::WriteResource { .. } => errcode::WRITE_RESOURCE,
-            Error2::ReplyResource { .. } => errcode::REPLY_RESOURCE,
-            Error2::System => errcode::SYSTEM,
-            Error2::Other { code } => code,
+            RdmaError::Vers { .. } => errcode::VERS,
+            RdmaError::BadXdr => errcode::BAD_XDR,
+            RdmaError::InvalHtype => errcode::INVAL_HTYPE,
+            RdmaError::ReadChunks { .. } => errcode::READ_CHUNKS,
+            RdmaError::WriteChunks { .. } => errcode::WRITE_CHUNKS,
+            RdmaError::Segments { .. } => errcode::SEGMENTS,
+            RdmaError::WriteResource { .. } => errcode::WRITE_RESOURCE,
+            RdmaError::ReplyResource { .. } => errcode::REPLY_RESOURCE,
+            RdmaError::System => errcode::SYSTEM,
+            RdmaError::Other { code } => code,
         }
     }
 
     /// The draft's name, e.g. `"RDMA2_ERR_BAD_XDR"` (`"RDMA2_ERR_?"` for another code).
     pub const fn name(self) -> &'static str {
         match self {
-            Error2::Vers { .. } => "RDMA2_ERR_VERS",
-            Error2::BadXdr => "RDMA2_ERR_BAD_XDR",
-            Error2::InvalHtype => "RDMA2_ERR_INVAL_HTYPE",
-            Error2::ReadChunks { .. } => "RDMA2_ERR_READ_CHUNKS",
-            Error2::WriteChunks { .. } => "RDMA2_ERR_WRITE_CHUNKS",
-            Error2::Segments { .. } => "RDMA2_ERR_SEGMENTS",
-            Error2::WriteResource { .. } => "RDMA2_ERR_WRITE_RESOURCE",
-            Error2::ReplyResource { .. } => "RDMA2_ERR_REPLY_RESOURCE",
-            Error2::System => "RDMA2_ERR_SYSTEM",
-            Error2::Other { .. } => "RDMA2_ERR_?",
+            RdmaError::Vers { .. } => "RDMA2_ERR_VERS",
+            RdmaError::BadXdr => "RDMA2_ERR_BAD_XDR",
+            RdmaError::InvalHtype => "RDMA2_ERR_INVAL_HTYPE",
+            RdmaError::ReadChunks { .. } => "RDMA2_ERR_READ_CHUNKS",
+            RdmaError::WriteChunks { .. } => "RDMA2_ERR_WRITE_CHUNKS",
+            RdmaError::Segments { .. } => "RDMA2_ERR_SEGMENTS",
+            RdmaError::WriteResource { .. } => "RDMA2_ERR_WRITE_RESOURCE",
+            RdmaError::ReplyResource { .. } => "RDMA2_ERR_REPLY_RESOURCE",
+            RdmaError::System => "RDMA2_ERR_SYSTEM",
+            RdmaError::Other { .. } => "RDMA2_ERR_?",
         }
     }
 
     /// The words of the union's arm after `rdma_err`, in order.
     pub fn arm(&self) -> ([u32; 2], usize) {
         match *self {
-            Error2::Vers { low, high } => ([low, high], 2),
-            Error2::ReadChunks { max_chunks } | Error2::WriteChunks { max_chunks } => {
+            RdmaError::Vers { low, high } => ([low, high], 2),
+            RdmaError::ReadChunks { max_chunks } | RdmaError::WriteChunks { max_chunks } => {
                 ([max_chunks, 0], 1)
             }
-            Error2::Segments { max_segments } => ([max_segments, 0], 1),
-            Error2::WriteResource {
+            RdmaError::Segments { max_segments } => ([max_segments, 0], 1),
+            RdmaError::WriteResource {
                 chunk_index,
                 length_needed,
             } => ([chunk_index, length_needed], 2),
-            Error2::ReplyResource { length_needed } => ([length_needed, 0], 1),
-            Error2::BadXdr | Error2::InvalHtype | Error2::System | Error2::Other { .. } => {
-                ([0, 0], 0)
-            }
+            RdmaError::ReplyResource { length_needed } => ([length_needed, 0], 1),
+            RdmaError::BadXdr
+            | RdmaError::InvalHtype
+            | RdmaError::System
+            | RdmaError::Other { .. } => ([0, 0], 0),
         }
     }
 
@@ -245,29 +247,29 @@ impl Error2 {
 
     /// The error with `code` and its arm's words `words` (as many as the code's arm has;
     /// `None` when they are fewer).
-    pub fn from_code(code: u32, words: &[u32]) -> Option<Error2> {
+    pub fn from_code(code: u32, words: &[u32]) -> Option<RdmaError> {
         let w = |i: usize| words.get(i).copied();
         Some(match code {
-            errcode::VERS => Error2::Vers {
+            errcode::VERS => RdmaError::Vers {
                 low: w(0)?,
                 high: w(1)?,
             },
-            errcode::BAD_XDR => Error2::BadXdr,
-            errcode::INVAL_HTYPE => Error2::InvalHtype,
-            errcode::READ_CHUNKS => Error2::ReadChunks { max_chunks: w(0)? },
-            errcode::WRITE_CHUNKS => Error2::WriteChunks { max_chunks: w(0)? },
-            errcode::SEGMENTS => Error2::Segments {
+            errcode::BAD_XDR => RdmaError::BadXdr,
+            errcode::INVAL_HTYPE => RdmaError::InvalHtype,
+            errcode::READ_CHUNKS => RdmaError::ReadChunks { max_chunks: w(0)? },
+            errcode::WRITE_CHUNKS => RdmaError::WriteChunks { max_chunks: w(0)? },
+            errcode::SEGMENTS => RdmaError::Segments {
                 max_segments: w(0)?,
             },
-            errcode::WRITE_RESOURCE => Error2::WriteResource {
+            errcode::WRITE_RESOURCE => RdmaError::WriteResource {
                 chunk_index: w(0)?,
                 length_needed: w(1)?,
             },
-            errcode::REPLY_RESOURCE => Error2::ReplyResource {
+            errcode::REPLY_RESOURCE => RdmaError::ReplyResource {
                 length_needed: w(0)?,
             },
-            errcode::SYSTEM => Error2::System,
-            code => Error2::Other { code },
+            errcode::SYSTEM => RdmaError::System,
+            code => RdmaError::Other { code },
         })
     }
 
@@ -322,7 +324,7 @@ impl Wire {
 /// none; version 1 has neither). Returns the bytes written.
 ///
 /// The same bytes as [`Header::encode`](crate::header::Header::encode) and
-/// [`Header2::encode`] of that message (tested in `tests/v2.rs`), written word by word
+/// [`Header::encode`] of that message (tested in `tests/v2.rs`), written word by word
 /// after one length check: both ends encode a header like this for every chunked message.
 #[allow(clippy::too_many_arguments)]
 pub fn encode_message_header(

@@ -8,7 +8,7 @@
 //! itself a response ("MUST NOT be transmitted by a requester", \[V2\] §5.3.3), and never an
 //! RDMA2_ERROR.
 
-use super::{Error2, Header2Error, HeaderView2, Htype, MIN_MSG_LEN, RPCRDMA_VERSION_TWO};
+use super::{HeaderError, HeaderView, Htype, RdmaError, MIN_MSG_LEN, RPCRDMA_VERSION_TWO};
 use crate::chunks::{ChunkErrorClass, ReadLimits, ReadPlan};
 use crate::header::{Segments, RPCRDMA_VERSION};
 use crate::rpc::RpcMessage;
@@ -16,7 +16,7 @@ use crate::verdict::{AcceptedCall, AcceptedReply, Role};
 
 /// What the receiver does with a version 2 message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Action2 {
+pub enum Action {
     /// A Call to this end: run it (at a responder; at a requester, a reverse-direction Call
     /// when it takes them).
     Call,
@@ -25,8 +25,8 @@ pub enum Action2 {
     /// The peer's transport properties (RDMA2_CONNPROP): note them.
     Properties,
     /// The peer reports an error about this end's message `rdma_xid`: complete that RPC
-    /// with it (or, for RDMA2_ERR_VERS, fall back; see [`Action2::FallBack`]).
-    PeerError(Error2),
+    /// with it (or, for RDMA2_ERR_VERS, fall back; see [`Action::FallBack`]).
+    PeerError(RdmaError),
     /// The peer speaks only versions `low..=high`, without 2 (\[V2\] §7.2): continue the
     /// connection in version 1 and remember the server.
     FallBack {
@@ -36,7 +36,7 @@ pub enum Action2 {
         high: u32,
     },
     /// Answer the message with RDMA2_ERROR carrying this error.
-    Error(Error2),
+    Error(RdmaError),
     /// Answer the Call with an RPC GARBAGE_ARGS reply: its header is valid but does not
     /// match its Payload stream (RFC 8166 §4.5.2, kept by version 2).
     GarbageArgs,
@@ -44,33 +44,33 @@ pub enum Action2 {
     Discard,
 }
 
-impl Action2 {
+impl Action {
     /// The snake_case name `rpcrdma decode` prints.
     pub fn name(&self) -> &'static str {
         match self {
-            Action2::Call => "call",
-            Action2::Reply => "reply",
-            Action2::Properties => "properties",
-            Action2::PeerError(_) => "peer_error",
-            Action2::FallBack { .. } => "fall_back",
-            Action2::Error(_) => "rdma2_error",
-            Action2::GarbageArgs => "garbage_args",
-            Action2::Discard => "discard",
+            Action::Call => "call",
+            Action::Reply => "reply",
+            Action::Properties => "properties",
+            Action::PeerError(_) => "peer_error",
+            Action::FallBack { .. } => "fall_back",
+            Action::Error(_) => "rdma2_error",
+            Action::GarbageArgs => "garbage_args",
+            Action::Discard => "discard",
         }
     }
 }
 
 /// The decision with the rule it comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Verdict2 {
+pub struct Verdict {
     /// What to do.
-    pub action: Action2,
+    pub action: Action,
     /// One sentence naming the rule and its section.
     pub reason: &'static str,
 }
 
-const fn v(action: Action2, reason: &'static str) -> Verdict2 {
-    Verdict2 { action, reason }
+const fn v(action: Action, reason: &'static str) -> Verdict {
+    Verdict { action, reason }
 }
 
 /// The versions a version 2 responder supports (it accepts either per connection).
@@ -84,26 +84,26 @@ const LIMITS: ReadLimits = ReadLimits {
 /// Judges `buf` at the `role` end of a version 2 connection; `reverse` says whether this
 /// end takes part in reverse-direction RPC (a server that calls its client, a client that
 /// serves its server's Calls).
-pub fn judge2(buf: &[u8], role: Role, reverse: bool) -> Verdict2 {
+pub fn judge(buf: &[u8], role: Role, reverse: bool) -> Verdict {
     match judge2_full(buf, role, reverse) {
-        Ok((_, reason)) => v(Action2::Call, reason),
+        Ok((_, reason)) => v(Action::Call, reason),
         Err(verdict) => verdict,
     }
 }
 
-/// [`judge2`] with the accepted Call itself when the verdict is [`Action2::Call`] (and the
-/// reason of that verdict): one pass over the message for [`judge2`] and [`judge_call2`].
+/// [`judge`] with the accepted Call itself when the verdict is [`Action::Call`] (and the
+/// reason of that verdict): one pass over the message for [`judge`] and [`judge_call`].
 fn judge2_full(
     buf: &[u8],
     role: Role,
     reverse: bool,
-) -> Result<(AcceptedCall<'_>, &'static str), Verdict2> {
-    use Action2::*;
+) -> Result<(AcceptedCall<'_>, &'static str), Verdict> {
+    use Action::*;
     // The flags word decides who may be answered with an error: a response never is.
     let response = buf
         .get(16..20)
         .is_some_and(|w| w[3] & super::flags::RESPONSE as u8 != 0);
-    let answer = |e: Error2, why| {
+    let answer = |e: RdmaError, why| {
         if response {
             v(
                 Discard,
@@ -120,11 +120,11 @@ fn judge2_full(
             "shorter than the four words every version shares: nothing to answer ([V2] §3.1)",
         ));
     }
-    let h = match HeaderView2::parse(buf) {
+    let h = match HeaderView::parse(buf) {
         Ok(h) => h,
-        Err(Header2Error::NotVersion2 { .. }) => {
+        Err(HeaderError::NotVersion2 { .. }) => {
             return Err(answer(
-                Error2::Vers {
+                RdmaError::Vers {
                     low: SUPPORTED.0,
                     high: SUPPORTED.1,
                 },
@@ -132,36 +132,36 @@ fn judge2_full(
                  §5.3.3, §7)",
             ))
         }
-        Err(Header2Error::UnknownHtype { .. }) => {
+        Err(HeaderError::UnknownHtype { .. }) => {
             return Err(answer(
-                Error2::InvalHtype,
+                RdmaError::InvalHtype,
                 "unknown rdma_htype: RDMA2_ERR_INVAL_HTYPE ([V2] §5.2, §5.3.3)",
             ))
         }
-        Err(Header2Error::ReservedFlags { .. }) => {
+        Err(HeaderError::ReservedFlags { .. }) => {
             return Err(answer(
-                Error2::BadXdr,
+                RdmaError::BadXdr,
                 "reserved rdma_flags bits set, which senders MUST clear: RDMA2_ERR_BAD_XDR \
                  ([V2] §3.2, §9.4)",
             ))
         }
-        Err(Header2Error::Props(_)) => {
+        Err(HeaderError::Props(_)) => {
             return Err(answer(
-                Error2::BadXdr,
+                RdmaError::BadXdr,
                 "a known transport property's value does not fit its type: RDMA2_ERR_BAD_XDR \
                  ([V2] §4.1)",
             ))
         }
-        Err(Header2Error::InvHandle { .. }) => {
+        Err(HeaderError::InvHandle { .. }) => {
             return Err(answer(
-                Error2::BadXdr,
+                RdmaError::BadXdr,
                 "rdma_inv_handle names none of the header's handles: RDMA2_ERR_BAD_XDR ([V2] \
                  §3.3; CHECKLIST G-13 e)",
             ))
         }
-        Err(Header2Error::Truncated(_) | Header2Error::Malformed(_)) => {
+        Err(HeaderError::Truncated(_) | HeaderError::Malformed(_)) => {
             return Err(answer(
-                Error2::BadXdr,
+                RdmaError::BadXdr,
                 "the header does not decode (it runs past the message, or a discriminator or \
                  count is wrong): RDMA2_ERR_BAD_XDR ([V2] §5.3.3)",
             ))
@@ -174,13 +174,13 @@ fn judge2_full(
              §5.3.4)",
         )),
         Htype::Error => Err(judge_error(&h)),
-        Htype::Msg | Htype::NoMsg if h.is_response() => Err(judge_reply(&h, role, reverse)),
-        Htype::Msg | Htype::NoMsg => judge_call(&h, role, reverse),
+        Htype::Msg | Htype::NoMsg if h.is_response() => Err(judge_reply_parsed(&h, role, reverse)),
+        Htype::Msg | Htype::NoMsg => judge_call_parsed(&h, role, reverse),
     }
 }
 
-fn judge_error(h: &HeaderView2<'_>) -> Verdict2 {
-    use Action2::*;
+fn judge_error(h: &HeaderView<'_>) -> Verdict {
+    use Action::*;
     let Some(err) = h.error() else {
         return v(Discard, "never: an RDMA2_ERROR has an error");
     };
@@ -192,7 +192,7 @@ fn judge_error(h: &HeaderView2<'_>) -> Verdict2 {
         );
     }
     match err {
-        Error2::Vers { low, high } if !(low..=high).contains(&RPCRDMA_VERSION_TWO) => v(
+        RdmaError::Vers { low, high } if !(low..=high).contains(&RPCRDMA_VERSION_TWO) => v(
             FallBack { low, high },
             "the peer does not speak version 2: continue in a version it supports and \
              remember it ([V2] §7.2)",
@@ -206,7 +206,7 @@ fn judge_error(h: &HeaderView2<'_>) -> Verdict2 {
 }
 
 /// Segments that name no memory: the lists are unusable.
-fn bad_segments(h: &HeaderView2<'_>) -> bool {
+fn bad_segments(h: &HeaderView<'_>) -> bool {
     let too_long = |c: Segments<'_>| c.total_len() > u64::from(u32::MAX);
     h.read_list().iter().any(|s| s.segment.end().is_none())
         || h.write_list()
@@ -216,12 +216,12 @@ fn bad_segments(h: &HeaderView2<'_>) -> bool {
             .is_some_and(|c| c.iter().any(|s| s.end().is_none()) || too_long(c))
 }
 
-fn judge_call<'a>(
-    h: &HeaderView2<'a>,
+fn judge_call_parsed<'a>(
+    h: &HeaderView<'a>,
     role: Role,
     reverse: bool,
-) -> Result<(AcceptedCall<'a>, &'static str), Verdict2> {
-    use Action2::*;
+) -> Result<(AcceptedCall<'a>, &'static str), Verdict> {
+    use Action::*;
     if role == Role::Requester && !reverse {
         return Err(v(
             Discard,
@@ -231,7 +231,7 @@ fn judge_call<'a>(
     }
     if bad_segments(h) {
         return Err(v(
-            Error(Error2::BadXdr),
+            Error(RdmaError::BadXdr),
             "a segment wraps past 2^64 or a chunk's lengths sum past 2^32 − 1: the chunk lists \
              are invalid, RDMA2_ERR_BAD_XDR (RFC 8166 §3.4.3, §4.5.2)",
         ));
@@ -246,7 +246,7 @@ fn judge_call<'a>(
         Ok(p) => p,
         Err(e) if e.class() == ChunkErrorClass::ErrChunk => {
             return Err(v(
-                Error(Error2::BadXdr),
+                Error(RdmaError::BadXdr),
                 "the read list is invalid in itself: RDMA2_ERR_BAD_XDR (RFC 8166 §3.4.5, \
                  §4.5.2)",
             ))
@@ -261,7 +261,7 @@ fn judge_call<'a>(
     if h.htype() == Htype::NoMsg {
         if !plan.is_long_call() {
             return Err(v(
-                Error(Error2::BadXdr),
+                Error(RdmaError::BadXdr),
                 "RDMA2_NOMSG Call without a Position-Zero Read chunk carries no Call: \
                  RDMA2_ERR_BAD_XDR ([V2] §5.3.2)",
             ));
@@ -279,7 +279,7 @@ fn judge_call<'a>(
     }
     if plan.is_long_call() {
         return Err(v(
-            Error(Error2::BadXdr),
+            Error(RdmaError::BadXdr),
             "RDMA2_MSG with a Position-Zero Read chunk: the Call cannot be both inline and in \
              a chunk, RDMA2_ERR_BAD_XDR ([V2] §5.3.1)",
         ));
@@ -290,7 +290,7 @@ fn judge_call<'a>(
             Ok((RpcMessage::Call(c), len)) if c.xid == h.xid() => (c, len),
             Ok((RpcMessage::Call(_), _)) => {
                 return Err(v(
-                    Error(Error2::BadXdr),
+                    Error(RdmaError::BadXdr),
                     "the RPC XID differs from rdma_xid: RDMA2_ERR_BAD_XDR (RFC 8166 §4.2.1; \
                  CHECKLIST G-9)",
                 ))
@@ -327,8 +327,8 @@ fn judge_call<'a>(
     Ok((call, reason))
 }
 
-fn judge_reply(h: &HeaderView2<'_>, role: Role, reverse: bool) -> Verdict2 {
-    use Action2::*;
+fn judge_reply_parsed(h: &HeaderView<'_>, role: Role, reverse: bool) -> Verdict {
+    use Action::*;
     if role == Role::Responder && !reverse {
         return v(
             Discard,
@@ -367,28 +367,28 @@ fn judge_reply(h: &HeaderView2<'_>, role: Role, reverse: bool) -> Verdict2 {
     }
 }
 
-/// [`judge2`] for a message that should be a Call, with what the receiver needs to run it:
+/// [`judge`] for a message that should be a Call, with what the receiver needs to run it:
 /// the same [`AcceptedCall`] as version 1's `judge_call` (its header the version 2 lists as
 /// a [`crate::header::HeaderView`] with `vers` 2, from which `inv_handle` is read), so that
 /// pulling chunks, running the procedure and placing results are one code for both
 /// versions. `Err` holds every other verdict (an error to answer, properties, a reply, a
 /// discard).
-pub fn judge_call2(buf: &[u8], role: Role, reverse: bool) -> Result<AcceptedCall<'_>, Verdict2> {
+pub fn judge_call(buf: &[u8], role: Role, reverse: bool) -> Result<AcceptedCall<'_>, Verdict> {
     judge2_full(buf, role, reverse).map(|(call, _)| call)
 }
 
-/// [`judge2`] for a message that should be a Reply to one of the receiver's Calls, as
+/// [`judge`] for a message that should be a Reply to one of the receiver's Calls, as
 /// version 1's `judge_reply` gives it ([`AcceptedReply`], the header a version 2 view).
 /// `Err` holds every other verdict: a peer's error, fallback, properties, a Call (reverse
 /// direction), a discard.
-pub fn judge_reply2(buf: &[u8], role: Role, reverse: bool) -> Result<AcceptedReply<'_>, Verdict2> {
-    use Action2::*;
-    let verdict = judge2(buf, role, reverse);
+pub fn judge_reply(buf: &[u8], role: Role, reverse: bool) -> Result<AcceptedReply<'_>, Verdict> {
+    use Action::*;
+    let verdict = judge(buf, role, reverse);
     if verdict.action != Reply {
         return Err(verdict);
     }
     let never = v(Discard, "never: a Reply judged valid decodes");
-    let header = HeaderView2::parse(buf)
+    let header = HeaderView::parse(buf)
         .ok()
         .and_then(|h| h.chunk_view())
         .ok_or(never)?;
@@ -432,23 +432,23 @@ fn bare_msg2(buf: &[u8], flags: u32) -> Option<(u32, u32, &[u8])> {
     Some((word(0), word(2), &buf[MIN_MSG_LEN..]))
 }
 
-/// The hot-path form of [`judge_call2`] for a Short version 2 Call (RDMA2_MSG, flags clear,
+/// The hot-path form of [`judge_call`] for a Short version 2 Call (RDMA2_MSG, flags clear,
 /// no `rdma_inv_handle`, no chunk lists, an RPC Call header that decodes with the same
 /// XID): what a responder needs to answer it, without building the header view or read
-/// plan. `Some` exactly when [`judge_call2`] accepts such a message with the same XID,
+/// plan. `Some` exactly when [`judge_call`] accepts such a message with the same XID,
 /// credit and call (property tests in `tests/v2.rs`); `None` decides nothing.
 #[inline(always)]
-pub fn short_call2(buf: &[u8]) -> Option<crate::verdict::ShortCall<'_>> {
+pub fn short_call(buf: &[u8]) -> Option<crate::verdict::ShortCall<'_>> {
     let (xid, credit, payload) = bare_msg2(buf, 0)?;
     crate::verdict::ShortCall::from_payload(xid, credit, payload)
 }
 
-/// The hot-path form of [`judge_reply2`] for a Short version 2 Reply (RDMA2_MSG with
+/// The hot-path form of [`judge_reply`] for a Short version 2 Reply (RDMA2_MSG with
 /// RPCRDMA2_F_RESPONSE, no `rdma_inv_handle`, no chunk lists, an RPC Reply header that
-/// decodes with the same XID). `Some` exactly when [`judge_reply2`] accepts such a message
+/// decodes with the same XID). `Some` exactly when [`judge_reply`] accepts such a message
 /// with the same XID, grant and reply; `None` decides nothing.
 #[inline(always)]
-pub fn short_reply2(buf: &[u8]) -> Option<crate::verdict::ShortReply<'_>> {
+pub fn short_reply(buf: &[u8]) -> Option<crate::verdict::ShortReply<'_>> {
     let (xid, credit, payload) = bare_msg2(buf, super::flags::RESPONSE)?;
     crate::verdict::ShortReply::from_payload(xid, credit, payload)
 }

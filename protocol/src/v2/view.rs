@@ -3,7 +3,7 @@
 use core::fmt;
 
 use super::props::{PropError, Props};
-use super::{flags, Error2, Htype, PREFIX_LEN, RPCRDMA_VERSION_TWO};
+use super::{flags, Htype, RdmaError, PREFIX_LEN, RPCRDMA_VERSION_TWO};
 use crate::error::DecodeError;
 use crate::header::{ReadList, Segments, WriteList, FIXED_PREFIX_LEN};
 use crate::xdr::XdrReader;
@@ -11,7 +11,7 @@ use crate::xdr::XdrReader;
 /// Why a message could not be decoded as a version 2 header. Each maps to one answer of
 /// the receive path ([`super::verdict`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Header2Error {
+pub enum HeaderError {
     /// Fewer bytes than the prefix and the header type's body need.
     Truncated(DecodeError),
     /// `rdma_vers` is not 2.
@@ -42,18 +42,18 @@ pub enum Header2Error {
     },
 }
 
-impl fmt::Display for Header2Error {
+impl fmt::Display for HeaderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Header2Error::Truncated(e) => write!(f, "truncated version 2 header: {e}"),
-            Header2Error::NotVersion2 { vers } => write!(f, "rdma_vers {vers} is not 2"),
-            Header2Error::UnknownHtype { htype } => write!(f, "unknown rdma_htype {htype}"),
-            Header2Error::ReservedFlags { flags } => {
+            HeaderError::Truncated(e) => write!(f, "truncated version 2 header: {e}"),
+            HeaderError::NotVersion2 { vers } => write!(f, "rdma_vers {vers} is not 2"),
+            HeaderError::UnknownHtype { htype } => write!(f, "unknown rdma_htype {htype}"),
+            HeaderError::ReservedFlags { flags } => {
                 write!(f, "reserved rdma_flags bits set: {flags:#010x}")
             }
-            Header2Error::Malformed(e) => write!(f, "malformed version 2 header: {e}"),
-            Header2Error::Props(e) => write!(f, "{e}"),
-            Header2Error::InvHandle { handle } => {
+            HeaderError::Malformed(e) => write!(f, "malformed version 2 header: {e}"),
+            HeaderError::Props(e) => write!(f, "{e}"),
+            HeaderError::InvHandle { handle } => {
                 write!(
                     f,
                     "rdma_inv_handle {handle:#x} names no handle of the header"
@@ -63,18 +63,18 @@ impl fmt::Display for Header2Error {
     }
 }
 
-impl std::error::Error for Header2Error {}
+impl std::error::Error for HeaderError {}
 
-fn classify(e: DecodeError) -> Header2Error {
+fn classify(e: DecodeError) -> HeaderError {
     match e {
-        DecodeError::Truncated { .. } => Header2Error::Truncated(e),
-        _ => Header2Error::Malformed(e),
+        DecodeError::Truncated { .. } => HeaderError::Truncated(e),
+        _ => HeaderError::Malformed(e),
     }
 }
 
 /// What follows the prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum View2Body<'a> {
+pub enum ViewBody<'a> {
     /// RDMA2_MSG and RDMA2_NOMSG: `rpcrdma2_chunk_lists`.
     Chunks {
         /// `rdma_inv_handle`: the handle the responder may invalidate, 0 for none.
@@ -89,7 +89,7 @@ pub enum View2Body<'a> {
         header_len: usize,
     },
     /// RDMA2_ERROR.
-    Error(Error2),
+    Error(RdmaError),
     /// RDMA2_CONNPROP.
     ConnProp(Props<'a>),
 }
@@ -97,14 +97,14 @@ pub enum View2Body<'a> {
 /// A version 2 transport header decoded in place: the structure is validated once, then the
 /// accessors cannot fail and do not allocate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HeaderView2<'a> {
+pub struct HeaderView<'a> {
     buf: &'a [u8],
     xid: u32,
     vers: u32,
     credit: u32,
     htype: Htype,
     flags: u32,
-    body: View2Body<'a>,
+    body: ViewBody<'a>,
     /// An ERR_VERS in version 1's fixed layout (no flags word).
     v1_layout: bool,
 }
@@ -115,7 +115,7 @@ fn word(b: &[u8], i: usize) -> Option<u32> {
         .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
 }
 
-impl<'a> HeaderView2<'a> {
+impl<'a> HeaderView<'a> {
     /// Decodes the header at the start of `buf`.
     ///
     /// A 28-byte RDMA_ERROR whose fifth word is ERR_VERS (1) is decoded in version 1's fixed
@@ -124,23 +124,23 @@ impl<'a> HeaderView2<'a> {
     /// the version 2 errors of 28 bytes (RPCRDMA2_F_RESPONSE in word 4 too) have a code
     /// with a one-word arm in word 5 (4, 5, 6 or 8), which as a version 1 ERR_VERS would be
     /// a lowest supported version of 4 or more: those are read as version 2.
-    pub fn parse(buf: &'a [u8]) -> Result<Self, Header2Error> {
+    pub fn parse(buf: &'a [u8]) -> Result<Self, HeaderError> {
         let mut r = XdrReader::new(buf);
-        let mut next = || r.u32().map_err(Header2Error::Truncated);
+        let mut next = || r.u32().map_err(HeaderError::Truncated);
         let (xid, vers, credit, htype_raw) = (next()?, next()?, next()?, next()?);
         if htype_raw == Htype::Error.to_u32()
             && buf.len() == 28
             && word(buf, 4) == Some(super::errcode::VERS)
-            && word(buf, 5).is_none_or(|c| Error2::arm_words(c) != 1)
+            && word(buf, 5).is_none_or(|c| RdmaError::arm_words(c) != 1)
         {
-            return Ok(HeaderView2 {
+            return Ok(HeaderView {
                 buf,
                 xid,
                 vers,
                 credit,
                 htype: Htype::Error,
                 flags: 0,
-                body: View2Body::Error(Error2::Vers {
+                body: ViewBody::Error(RdmaError::Vers {
                     low: word(buf, 5).unwrap_or(0),
                     high: word(buf, 6).unwrap_or(0),
                 }),
@@ -148,18 +148,18 @@ impl<'a> HeaderView2<'a> {
             });
         }
         if vers != RPCRDMA_VERSION_TWO {
-            return Err(Header2Error::NotVersion2 { vers });
+            return Err(HeaderError::NotVersion2 { vers });
         }
         let htype =
-            Htype::from_u32(htype_raw).ok_or(Header2Error::UnknownHtype { htype: htype_raw })?;
+            Htype::from_u32(htype_raw).ok_or(HeaderError::UnknownHtype { htype: htype_raw })?;
         let mut r = XdrReader::at(buf, FIXED_PREFIX_LEN);
-        let flags = r.u32().map_err(Header2Error::Truncated)?;
+        let flags = r.u32().map_err(HeaderError::Truncated)?;
         if flags & !flags::KNOWN != 0 {
-            return Err(Header2Error::ReservedFlags { flags });
+            return Err(HeaderError::ReservedFlags { flags });
         }
         let body = match htype {
             Htype::Msg | Htype::NoMsg => {
-                let inv_handle = r.u32().map_err(Header2Error::Truncated)?;
+                let inv_handle = r.u32().map_err(HeaderError::Truncated)?;
                 let reads = ReadList::parse(&mut r).map_err(classify)?;
                 let writes = WriteList::parse(&mut r).map_err(classify)?;
                 let reply = if r.optional().map_err(classify)? {
@@ -173,9 +173,9 @@ impl<'a> HeaderView2<'a> {
                         || reply.is_some_and(|c| c.iter().any(|s| s.handle == h))
                 };
                 if inv_handle != 0 && !named(inv_handle) {
-                    return Err(Header2Error::InvHandle { handle: inv_handle });
+                    return Err(HeaderError::InvHandle { handle: inv_handle });
                 }
-                View2Body::Chunks {
+                ViewBody::Chunks {
                     inv_handle,
                     reads,
                     writes,
@@ -184,22 +184,23 @@ impl<'a> HeaderView2<'a> {
                 }
             }
             Htype::Error => {
-                let code = r.u32().map_err(Header2Error::Truncated)?;
-                let arm = Error2::arm_words(code);
+                let code = r.u32().map_err(HeaderError::Truncated)?;
+                let arm = RdmaError::arm_words(code);
                 let mut words = [0u32; 2];
                 for w in words.iter_mut().take(arm) {
-                    *w = r.u32().map_err(Header2Error::Truncated)?;
+                    *w = r.u32().map_err(HeaderError::Truncated)?;
                 }
                 // Every word of the arm was read: the error is made.
-                let err = Error2::from_code(code, &words[..arm]).unwrap_or(Error2::Other { code });
-                View2Body::Error(err)
+                let err =
+                    RdmaError::from_code(code, &words[..arm]).unwrap_or(RdmaError::Other { code });
+                ViewBody::Error(err)
             }
-            Htype::ConnProp => View2Body::ConnProp(Props::parse(&mut r).map_err(|e| match e {
+            Htype::ConnProp => ViewBody::ConnProp(Props::parse(&mut r).map_err(|e| match e {
                 PropError::Xdr(d) => classify(d),
-                other => Header2Error::Props(other),
+                other => HeaderError::Props(other),
             })?),
         };
-        Ok(HeaderView2 {
+        Ok(HeaderView {
             buf,
             xid,
             vers,
@@ -248,7 +249,7 @@ impl<'a> HeaderView2<'a> {
     }
 
     /// The body.
-    pub fn body(&self) -> View2Body<'a> {
+    pub fn body(&self) -> ViewBody<'a> {
         self.body
     }
 
@@ -258,7 +259,7 @@ impl<'a> HeaderView2<'a> {
     /// lists serves both versions; `None` for the other header types.
     pub fn chunk_view(&self) -> Option<crate::header::HeaderView<'a>> {
         match self.body {
-            View2Body::Chunks {
+            ViewBody::Chunks {
                 inv_handle,
                 reads,
                 writes,
@@ -281,7 +282,7 @@ impl<'a> HeaderView2<'a> {
     /// `rdma_inv_handle` of an RDMA2_MSG or RDMA2_NOMSG.
     pub fn inv_handle(&self) -> Option<u32> {
         match self.body {
-            View2Body::Chunks { inv_handle, .. } => Some(inv_handle),
+            ViewBody::Chunks { inv_handle, .. } => Some(inv_handle),
             _ => None,
         }
     }
@@ -289,7 +290,7 @@ impl<'a> HeaderView2<'a> {
     /// The read list (empty without chunk lists).
     pub fn read_list(&self) -> ReadList<'a> {
         match self.body {
-            View2Body::Chunks { reads, .. } => reads,
+            ViewBody::Chunks { reads, .. } => reads,
             _ => ReadList::default(),
         }
     }
@@ -297,7 +298,7 @@ impl<'a> HeaderView2<'a> {
     /// The write list (empty without chunk lists).
     pub fn write_list(&self) -> WriteList<'a> {
         match self.body {
-            View2Body::Chunks { writes, .. } => writes,
+            ViewBody::Chunks { writes, .. } => writes,
             _ => WriteList::default(),
         }
     }
@@ -305,15 +306,15 @@ impl<'a> HeaderView2<'a> {
     /// The reply chunk, when present.
     pub fn reply_chunk(&self) -> Option<Segments<'a>> {
         match self.body {
-            View2Body::Chunks { reply, .. } => reply,
+            ViewBody::Chunks { reply, .. } => reply,
             _ => None,
         }
     }
 
     /// The error of an RDMA2_ERROR.
-    pub fn error(&self) -> Option<Error2> {
+    pub fn error(&self) -> Option<RdmaError> {
         match self.body {
-            View2Body::Error(e) => Some(e),
+            ViewBody::Error(e) => Some(e),
             _ => None,
         }
     }
@@ -321,7 +322,7 @@ impl<'a> HeaderView2<'a> {
     /// The properties of an RDMA2_CONNPROP.
     pub fn props(&self) -> Option<Props<'a>> {
         match self.body {
-            View2Body::ConnProp(p) => Some(p),
+            ViewBody::ConnProp(p) => Some(p),
             _ => None,
         }
     }
@@ -329,17 +330,17 @@ impl<'a> HeaderView2<'a> {
     /// Bytes of the transport header.
     pub fn header_len(&self) -> usize {
         match self.body {
-            View2Body::Chunks { header_len, .. } => header_len,
-            View2Body::Error(_) if self.v1_layout => 28,
-            View2Body::Error(e) => e.message_len(),
-            View2Body::ConnProp(p) => PREFIX_LEN + p.encoded_len(),
+            ViewBody::Chunks { header_len, .. } => header_len,
+            ViewBody::Error(_) if self.v1_layout => 28,
+            ViewBody::Error(e) => e.message_len(),
+            ViewBody::ConnProp(p) => PREFIX_LEN + p.encoded_len(),
         }
     }
 
     /// The RPC message after an RDMA2_MSG header; empty for the other types.
     pub fn payload(&self) -> &'a [u8] {
         match (self.htype, self.body) {
-            (Htype::Msg, View2Body::Chunks { header_len, .. }) => &self.buf[header_len..],
+            (Htype::Msg, ViewBody::Chunks { header_len, .. }) => &self.buf[header_len..],
             _ => &[],
         }
     }

@@ -6,7 +6,8 @@ use rpcrdma_engine::fabric::WcStatus;
 use rpcrdma_engine::program::{NULL, PROG, VERS};
 use rpcrdma_proto::header::{Chunks, HeaderView};
 use rpcrdma_proto::rpc::ReplyHeader;
-use rpcrdma_proto::v2::{Error2, Header2, HeaderView2, Htype};
+use rpcrdma_proto::v2;
+use rpcrdma_proto::v2::Htype;
 
 use crate::serve_common::msg::*;
 use crate::serve_common::{hex, serial, RawConn};
@@ -15,7 +16,7 @@ use super::{raw_connect, Server};
 
 /// A Short version 2 NULL Call (RDMA2_MSG, no flags, no chunks).
 fn v2_null(xid: u32) -> Vec<u8> {
-    let h = Header2::call(xid, 32, 0, Chunks::NONE, false);
+    let h = v2::Header::call(xid, 32, 0, Chunks::NONE, false);
     let mut m = vec![0; h.encoded_len()];
     h.encode(&mut m).unwrap();
     m.extend_from_slice(&call_header_of(xid, 2, PROG, VERS, NULL));
@@ -38,10 +39,11 @@ fn refused_in_version_2(c: &mut RawConn, xid: u32, what: &str) {
     let m = v1_layout_as_v2(xid);
     assert_eq!(c.send(&m, what), WcStatus::Success, "{what}: sent");
     let back = c.expect(what);
-    let h = HeaderView2::parse(&back).unwrap_or_else(|e| panic!("{what}: {e:?}: {}", hex(&back)));
+    let h =
+        v2::HeaderView::parse(&back).unwrap_or_else(|e| panic!("{what}: {e:?}: {}", hex(&back)));
     assert_eq!(
         (h.xid(), h.vers(), h.htype(), h.is_response(), h.error()),
-        (xid, 2, Htype::Error, true, Some(Error2::BadXdr)),
+        (xid, 2, Htype::Error, true, Some(v2::RdmaError::BadXdr)),
         "{what}: {}",
         hex(&back)
     );
@@ -83,7 +85,7 @@ fn an_undecodable_version_2_first_message_decides_nothing() {
     refused_in_version_2(&mut c, 0x710, what);
     assert_eq!(c.send(&v2_null(0x711), what), WcStatus::Success);
     let back = c.expect(what);
-    let h = HeaderView2::parse(&back).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    let h = v2::HeaderView::parse(&back).unwrap_or_else(|e| panic!("{what}: {e:?}"));
     assert_eq!(
         (h.xid(), h.vers(), h.htype(), h.is_response()),
         (0x711, 2, Htype::Msg, true),
