@@ -1,7 +1,7 @@
 //! The RFC 8797 exchange on connect and accept: what each end advertises and what is in force
 //! afterwards.
 
-use rpcrdma_proto::private_data::{self, Negotiated, PrivateData, Role};
+use rpcrdma_proto::private_data::{self, ConnEnd, Negotiated, PrivateData};
 use rpcrdma_proto::v2::props::{Property, Props, ReverseRequests, DEFAULT_RBSIZ};
 use rpcrdma_proto::v2::Wire;
 
@@ -97,7 +97,7 @@ impl Negotiation {
 
     /// The properties for the end in `role` that sent `local` and received `peer_bytes`
     /// (absent or invalid peer data counts as the 1024-byte defaults, RFC 8797 §5.1).
-    pub fn complete(role: Role, local: PrivateData, peer_bytes: &[u8]) -> Negotiation {
+    pub fn complete(role: ConnEnd, local: PrivateData, peer_bytes: &[u8]) -> Negotiation {
         Negotiation {
             local,
             negotiated: private_data::negotiate_with_peer(role, &local, peer_bytes),
@@ -113,11 +113,11 @@ impl Negotiation {
     /// exchange, within this end's own receives). Remote invalidation is then decided per
     /// RPC by `rdma_inv_handle` (\[V2\] §3.3), not by the R bit: allowed unless this end
     /// refuses it or advertises regions ([`Registration::Persistent`]).
-    pub fn adopt_v2(&mut self, role: Role, config: &ConnConfig, peer: PeerProps) {
+    pub fn adopt_v2(&mut self, role: ConnEnd, config: &ConnConfig, peer: PeerProps) {
         let out = config.send_size.min(peer.recv_size);
         match role {
-            Role::Client => self.negotiated.call_threshold = out,
-            Role::Server => self.negotiated.reply_threshold = out,
+            ConnEnd::Client => self.negotiated.call_threshold = out,
+            ConnEnd::Server => self.negotiated.reply_threshold = out,
         }
         self.negotiated.remote_invalidation =
             config.remote_invalidation && config.registration != Registration::Persistent;
@@ -155,7 +155,7 @@ mod tests {
         let config = ConnConfig::default();
         let local = Negotiation::advertise(&config);
         let peer = PrivateData::new(2048, 8192, false).encode();
-        let mut n = Negotiation::complete(Role::Client, local, &peer);
+        let mut n = Negotiation::complete(ConnEnd::Client, local, &peer);
         assert_eq!(
             n.to_string(),
             format!(
@@ -165,7 +165,7 @@ mod tests {
             )
         );
         n.adopt_v2(
-            Role::Client,
+            ConnEnd::Client,
             &config,
             PeerProps {
                 recv_size: 16384,

@@ -55,7 +55,7 @@ use std::time::{Duration, Instant};
 use rpcrdma_proto::chunks::{self, ReturnedForm};
 use rpcrdma_proto::header::{Chunks, RdmaError, ReadSegment, Segment, MIN_HEADER_LEN};
 use rpcrdma_proto::plan::{self, CallForm, CallShape, DdpItem, Forced, PlanError, Thresholds};
-use rpcrdma_proto::private_data::Role;
+use rpcrdma_proto::private_data::ConnEnd;
 use rpcrdma_proto::rpc::{
     CallHeader, OpaqueAuth, ReplyHeader, AUTH_NONE, AUTH_NONE_ACCEPTED_LEN, AUTH_NONE_CALL_LEN,
     MAX_AUTH_BYTES,
@@ -564,7 +564,11 @@ impl<P: Provider> Client<P> {
             cancelled: Vec::with_capacity(n as usize),
             sq: SendQueue::new(sq_depth, (sq_depth / 4).max(1)),
             credits: RequesterCredits::new(n),
-            negotiation: Negotiation::complete(Role::Client, Negotiation::advertise(&config), &[]),
+            negotiation: Negotiation::complete(
+                ConnEnd::Client,
+                Negotiation::advertise(&config),
+                &[],
+            ),
             config,
             stats: Arc::new(Counters::default()),
             slot_bits: slot_bits(n),
@@ -617,7 +621,7 @@ impl<P: Provider> Client<P> {
         let (qp, peer) = P::connect(&self.pd, &self.addr, init, &local.encode(), timeout, |qp| {
             conn::post_all_recvs::<P>(qp, recv)
         })?;
-        self.negotiation = Negotiation::complete(Role::Client, local, peer.as_bytes());
+        self.negotiation = Negotiation::complete(ConnEnd::Client, local, peer.as_bytes());
         self.inline_max = qp.caps().max_inline_data.min(self.inline_cap);
         self.qp = Some(qp);
         self.sq.reset();

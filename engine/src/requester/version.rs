@@ -74,7 +74,7 @@ impl<P: Provider> Client<P> {
         match self.open_v2(timeout) {
             Ok(Opening::V2(peer)) => {
                 let config = self.config;
-                self.negotiation.adopt_v2(Role::Client, &config, peer);
+                self.negotiation.adopt_v2(ConnEnd::Client, &config, peer);
                 self.wire = Wire::V2;
                 bump(&self.stats.v2_connections, 1);
                 Ok(())

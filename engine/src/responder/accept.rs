@@ -226,7 +226,7 @@ impl<P: Provider> ServerConn<P> {
         let local = Negotiation::advertise(&config);
         let peer_addr = req.peer_addr();
         let peer = req.private_data();
-        let negotiation = Negotiation::complete(Role::Server, local, peer.as_bytes());
+        let negotiation = Negotiation::complete(ConnEnd::Server, local, peer.as_bytes());
         let caps = QpCaps {
             max_send_wr: sq_depth,
             max_recv_wr: if srq.is_some() { 0 } else { nrecv },

@@ -58,7 +58,7 @@ use std::ops::Range;
 use rpcrdma_proto::chunks::{Piece, ReadPlan};
 use rpcrdma_proto::header::ReadList;
 use rpcrdma_proto::header::{HeaderView, RdmaError};
-use rpcrdma_proto::private_data::Role;
+use rpcrdma_proto::private_data::ConnEnd;
 use rpcrdma_proto::rpc::{CallHeader, ReplyHeader, RpcMessage};
 use rpcrdma_proto::shape::{self, CallForm, CallShape, Refusal};
 use rpcrdma_proto::verdict::{self, AcceptedCall, Action, CallSummary};

@@ -123,7 +123,7 @@ impl<P: Provider> ServerConn<P> {
         self.mode = Mode::V2;
         self.io.wire = Wire::V2;
         let config = self.config;
-        self.negotiation.adopt_v2(Role::Server, &config, peer);
+        self.negotiation.adopt_v2(ConnEnd::Server, &config, peer);
     }
 }
 

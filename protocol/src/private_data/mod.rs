@@ -35,7 +35,7 @@ mod negotiation;
 mod search;
 
 pub use data::PrivateData;
-pub use negotiation::{negotiate, negotiate_with_peer, Negotiated, Role};
+pub use negotiation::{negotiate, negotiate_with_peer, ConnEnd, Negotiated};
 pub use search::{candidates, parse, AbsentReason, Candidate, Candidates, Parsed};
 
 /// The Format Identifier of RPC-over-RDMA version 1 CM Private Data, sent in network byte order

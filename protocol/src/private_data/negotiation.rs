@@ -7,19 +7,19 @@ use super::{parse, PrivateData, DEFAULT_INLINE_THRESHOLD};
 
 /// Which end of the connection the local side is (RFC 8797 §4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Role {
+pub enum ConnEnd {
     /// The client, which actively establishes the connection and sends forward-direction Calls.
     Client,
     /// The server, which passively accepts the connection and sends forward-direction Replies.
     Server,
 }
 
-impl Role {
+impl ConnEnd {
     /// The role of the other end.
-    pub const fn peer(self) -> Role {
+    pub const fn peer(self) -> ConnEnd {
         match self {
-            Role::Client => Role::Server,
-            Role::Server => Role::Client,
+            ConnEnd::Client => ConnEnd::Server,
+            ConnEnd::Server => ConnEnd::Client,
         }
     }
 }
@@ -53,15 +53,15 @@ impl Negotiated {
     };
 
     /// The inline threshold for messages the side in `role` sends.
-    pub const fn send_threshold(&self, role: Role) -> u32 {
+    pub const fn send_threshold(&self, role: ConnEnd) -> u32 {
         match role {
-            Role::Client => self.call_threshold,
-            Role::Server => self.reply_threshold,
+            ConnEnd::Client => self.call_threshold,
+            ConnEnd::Server => self.reply_threshold,
         }
     }
 
     /// The inline threshold for messages the side in `role` receives.
-    pub const fn receive_threshold(&self, role: Role) -> u32 {
+    pub const fn receive_threshold(&self, role: ConnEnd) -> u32 {
         self.send_threshold(role.peer())
     }
 }
@@ -110,10 +110,10 @@ pub fn negotiate(client: &PrivateData, server: &PrivateData) -> Negotiated {
 /// The local side's view of [`negotiate`]: `local` is what the side in `role` sent, `peer_bytes`
 /// the raw CM private data it received. Absent or invalid peer data counts as
 /// [`PrivateData::DEFAULT`] (RFC 8797 §5.1, §5.2).
-pub fn negotiate_with_peer(role: Role, local: &PrivateData, peer_bytes: &[u8]) -> Negotiated {
+pub fn negotiate_with_peer(role: ConnEnd, local: &PrivateData, peer_bytes: &[u8]) -> Negotiated {
     let peer = parse(peer_bytes).effective();
     match role {
-        Role::Client => negotiate(local, &peer),
-        Role::Server => negotiate(&peer, local),
+        ConnEnd::Client => negotiate(local, &peer),
+        ConnEnd::Server => negotiate(&peer, local),
     }
 }

@@ -339,10 +339,10 @@ fn negotiation_table() {
             remote_invalidation: ri,
         };
         assert_eq!(negotiate(&client, &server), expected, "{client} / {server}");
-        assert_eq!(expected.send_threshold(Role::Client), call);
-        assert_eq!(expected.receive_threshold(Role::Client), reply);
-        assert_eq!(expected.send_threshold(Role::Server), reply);
-        assert_eq!(expected.receive_threshold(Role::Server), call);
+        assert_eq!(expected.send_threshold(ConnEnd::Client), call);
+        assert_eq!(expected.receive_threshold(ConnEnd::Client), reply);
+        assert_eq!(expected.send_threshold(ConnEnd::Server), reply);
+        assert_eq!(expected.receive_threshold(ConnEnd::Server), call);
     }
 }
 
@@ -361,7 +361,7 @@ fn negotiate_with_peer_from_raw_bytes() {
     // Server: send 32768 (0x1f), receive 4096 (0x03), R = 1.
     let server_bytes = [0xf6, 0xab, 0x0e, 0x18, 0x01, 0x01, 0x1f, 0x03];
     assert_eq!(
-        negotiate_with_peer(Role::Client, &local_client, &server_bytes),
+        negotiate_with_peer(ConnEnd::Client, &local_client, &server_bytes),
         Negotiated {
             call_threshold: 4096,
             reply_threshold: 16_384,
@@ -370,8 +370,8 @@ fn negotiate_with_peer_from_raw_bytes() {
     );
     let local_server = PrivateData::new(32_768, 4096, true);
     assert_eq!(
-        negotiate_with_peer(Role::Server, &local_server, &local_client.encode()),
-        negotiate_with_peer(Role::Client, &local_client, &server_bytes)
+        negotiate_with_peer(ConnEnd::Server, &local_server, &local_client.encode()),
+        negotiate_with_peer(ConnEnd::Client, &local_client, &server_bytes)
     );
 }
 
@@ -385,7 +385,7 @@ fn absent_or_invalid_peer_data_means_defaults() {
         &[0xf6, 0xab, 0x0e, 0x18, 0x01, 0x01, 0xff],
     ];
     for bytes in inputs {
-        for role in [Role::Client, Role::Server] {
+        for role in [ConnEnd::Client, ConnEnd::Server] {
             assert_eq!(
                 negotiate_with_peer(role, &local, bytes),
                 Negotiated::DEFAULT,
@@ -517,8 +517,8 @@ proptest! {
     ) {
         let client = pd(cs, cr, cri);
         let server = pd(ss, sr, sri);
-        let at_client = negotiate_with_peer(Role::Client, &client, &server.encode());
-        let at_server = negotiate_with_peer(Role::Server, &server, &client.encode());
+        let at_client = negotiate_with_peer(ConnEnd::Client, &client, &server.encode());
+        let at_server = negotiate_with_peer(ConnEnd::Server, &server, &client.encode());
         prop_assert_eq!(at_client, at_server);
         prop_assert_eq!(at_client, negotiate(&client, &server));
         prop_assert!(at_client.call_threshold >= MIN_SIZE);
