@@ -129,3 +129,4 @@ pub mod requester;
 pub mod responder;
 pub mod stats;
 pub mod worker;
+pub mod wrid;

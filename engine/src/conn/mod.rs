@@ -11,7 +11,6 @@ pub mod credits;
 pub mod negotiate;
 pub mod sq;
 pub(crate) mod view;
-pub mod wrid;
 
 use std::time::Duration;
 
@@ -25,7 +24,7 @@ use crate::fabric::{
 };
 use crate::pool::share::ShareConfig;
 use crate::pool::{Buf, BufferPool, PoolConfig, PoolError};
-use wrid::Kind;
+use crate::wrid::{self, Kind};
 
 /// How memory is exposed to the peer for chunks (RFC 8166 §4.4, §8.1.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -265,13 +264,7 @@ pub const DEFAULT_ACK_TIMEOUT: u8 = 0;
 /// The largest [`ConnConfig::ack_timeout`]: the queue pair attribute is 5 bits wide.
 pub const MAX_ACK_TIMEOUT: u8 = 31;
 
-/// The default [`ConnConfig::bulk_size`]: NFS's usual 1 MiB transfer with room for its
-/// headers (a Long Call's Position-Zero chunk carries them beside the data).
-pub const DEFAULT_BULK_SIZE: u32 = (1 << 20) + 64 * 1024;
-
-/// The default [`ConnConfig::slot_bulk_size`]: chunks of up to 64 KiB, with the headers a
-/// pull buffer holds beside them, use the credit's own buffers.
-pub const DEFAULT_SLOT_BULK_SIZE: u32 = 68 * 1024;
+pub use crate::pool::{DEFAULT_BULK_SIZE, DEFAULT_SLOT_BULK_SIZE};
 
 /// The default [`ConnConfig::large_bufs`]: 16 RPCs of up to `bulk_size` at once per
 /// connection (16 MiB at each end with the default `bulk_size`, whatever the credits).

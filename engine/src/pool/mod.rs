@@ -65,6 +65,15 @@
 //! registered) rather than leave those buffers dangling. A pool dropped with every buffer
 //! home releases everything.
 
+/// The default size of a large shared bulk buffer (`ConnConfig::bulk_size`): NFS's usual
+/// 1 MiB transfer with room for its headers (a Long Call's Position-Zero chunk carries them
+/// beside the data).
+pub const DEFAULT_BULK_SIZE: u32 = (1 << 20) + 64 * 1024;
+
+/// The default size of a small shared bulk buffer (`ConnConfig::slot_bulk_size`): chunks of
+/// up to 64 KiB, with the headers a pull buffer holds beside them, use a credit's own buffers.
+pub const DEFAULT_SLOT_BULK_SIZE: u32 = 68 * 1024;
+
 mod buf;
 pub mod loan;
 mod return_list;

@@ -104,8 +104,8 @@ impl Default for ShareConfig {
     fn default() -> Self {
         ShareConfig {
             reply_size: 4096 + 1024,
-            small_size: crate::conn::DEFAULT_SLOT_BULK_SIZE as usize,
-            large_size: crate::conn::DEFAULT_BULK_SIZE as usize,
+            small_size: super::DEFAULT_SLOT_BULK_SIZE as usize,
+            large_size: super::DEFAULT_BULK_SIZE as usize,
             bulk_limit: 64 << 20,
             srq: None,
         }

@@ -28,10 +28,10 @@ use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::{Buf, PoolConfig, PoolError, Shared};
-use crate::conn::wrid::{self, Kind};
 use crate::fabric::{
     Access, MemoryRegion, PostError, ProtectionDomain, Provider, RecvWr, Sge, SharedReceiveQueue,
 };
+use crate::wrid::{self, Kind};
 
 const FREE: u8 = 0;
 const POSTED: u8 = 1;

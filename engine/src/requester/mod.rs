@@ -63,7 +63,6 @@ use rpcrdma_proto::rpc::{
 use rpcrdma_proto::verdict;
 use rpcrdma_proto::xdr::pad4;
 
-use crate::conn::wrid::{self, Kind};
 use crate::conn::{
     self, send_payload, view, ConnConfig, ConnError, Negotiation, Registration, RequesterCredits,
     SendQueue, Wire, SPARE_RECVS,
@@ -75,6 +74,7 @@ use crate::fabric::{
 };
 use crate::pool::{Buf, BufferPool};
 use crate::stats::{bump, Counters, Snapshot};
+use crate::wrid::{self, Kind};
 use large::LargeBufs;
 
 /// Bits of the XID that name the pending-table slot: as few as the credits need (at least

@@ -63,7 +63,6 @@ use rpcrdma_proto::rpc::{CallHeader, ReplyHeader, RpcMessage};
 use rpcrdma_proto::shape::{self, CallForm, CallShape, Refusal};
 use rpcrdma_proto::verdict::{self, AcceptedCall, Action, CallSummary};
 
-use crate::conn::wrid::{self, Kind};
 use crate::conn::{
     self, send_payload, view, ConnConfig, ConnError, Negotiation, ResponderCredits, SendQueue,
     Wire, SPARE_RECVS,
@@ -77,6 +76,7 @@ use crate::pool::loan::LoanBoard;
 use crate::pool::share::Share;
 use crate::pool::{Buf, BufferPool};
 use crate::stats::{bump, Counters, Snapshot};
+use crate::wrid::{self, Kind};
 
 use reply::{Body, Echo, ReplyAction, ReplyTo};
 

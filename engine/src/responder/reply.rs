@@ -20,11 +20,11 @@ use rpcrdma_proto::xdr::pad4;
 use super::handler::{overflowed, run_handler, HandlerContext};
 use super::{Answering, FabricSide};
 use crate::conn::view;
-use crate::conn::wrid::{self, Kind};
 use crate::dispatch::{Entry, Lookup, Outcome, Request, MAX_BULK_RESULTS};
 use crate::fabric::{Provider, QueuePair, RemoteAddr, SendWr, Sge};
 use crate::pool::Buf;
 use crate::stats::bump;
+use crate::wrid::{self, Kind};
 
 /// Most Write chunks a Call may carry to this responder.
 pub const MAX_WRITE_CHUNKS: usize = 8;
