@@ -470,8 +470,9 @@ pub struct SoftCq {
 /// unless a producer is still writing it; then a later empty poll reports the overrun.
 const OVERRUN_CHECK_EVERY: u32 = 64;
 
-// SAFETY: `entries` and `overrun` point into the mapping that `local` owns (and keeps alive); the queue's
-// one consumer is whoever holds the `SoftCq`, on whatever thread.
+// SAFETY: `entries` and `overrun` point into the shared mapping that `local` keeps alive (not
+// into `CqLocal` itself, which moves into its `Arc` after they are taken); the queue's one
+// consumer is whoever holds the `SoftCq`, on whatever thread.
 unsafe impl Send for SoftCq {}
 // SAFETY: through `&SoftCq` the entries are only read, with atomic loads (the mapping is
 // shared memory that other processes write anyway).
