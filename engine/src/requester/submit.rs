@@ -154,7 +154,11 @@ impl<P: Provider> Client<P> {
                 resume_unwind(panic);
             }
         }
-        let qp = self.qp.as_mut().ok_or(SubmitError::Disconnected)?;
+        let Some(qp) = self.qp.as_mut() else {
+            // The slot goes back, as on every other refusal after it was taken.
+            self.free.put(idx, slot);
+            return Err(SubmitError::Disconnected);
+        };
         let exposed = expose::<P>(qp, &mut self.sq, &self.stats, slot, idx, persistent, &spans);
         let Some(rkeys) = exposed else {
             self.free.put(idx, slot);
