@@ -56,6 +56,11 @@ where
     }
 
     #[inline]
+    fn prefetch_state(&self) {
+        self.conn.prefetch_state();
+    }
+
+    #[inline]
     fn poll(&mut self) -> usize {
         let n = self.conn.poll();
         if self.off {

@@ -76,6 +76,11 @@ pub trait Drive: Send + 'static {
     /// [`POLL_AHEAD`] places ahead of the one it polls, so that the cache misses of a turn
     /// over hundreds of idle connections overlap. The default does nothing.
     fn prefetch(&self) {}
+    /// Starts fetching the connection's own state that [`prefetch`](Self::prefetch) and an
+    /// idle [`poll`](Self::poll) read ([`ServerConn::prefetch_state`]). The worker asks it of
+    /// the connection twice [`POLL_AHEAD`] places ahead, so that by the time it asks that
+    /// connection's `prefetch` the state is in the cache. The default does nothing.
+    fn prefetch_state(&self) {}
     /// Called while a graceful shutdown waits: makes the end of the work done so far
     /// observable, so that `busy` can turn false (see [`ServerConn::settle`]).
     fn settle(&mut self) {}
@@ -129,6 +134,11 @@ where
     #[inline]
     fn prefetch(&self) {
         self.prefetch_poll();
+    }
+
+    #[inline]
+    fn prefetch_state(&self) {
+        ServerConn::prefetch_state(self);
     }
 
     fn is_dead(&self) -> bool {
@@ -573,6 +583,11 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
     loop {
         let mut work = 0;
         for i in 0..conns.len() {
+            // Two steps, each one a miss: a connection's state, then the queue entry its
+            // state points to.
+            if let Some(far) = conns.get(i + 2 * POLL_AHEAD) {
+                far.prefetch_state();
+            }
             if let Some(ahead) = conns.get(i + POLL_AHEAD) {
                 ahead.prefetch();
             }

@@ -204,6 +204,11 @@ where
         self.conn.prefetch_poll();
     }
 
+    #[inline]
+    fn prefetch_state(&self) {
+        self.conn.prefetch_state();
+    }
+
     fn is_dead(&self) -> bool {
         self.conn.is_dead()
     }

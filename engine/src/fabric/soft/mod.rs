@@ -155,6 +155,8 @@ mod rq;
 mod srq;
 mod sys;
 
+pub(crate) use sys::prefetch;
+
 use std::time::Duration;
 
 pub use conn::{pair, SoftAddr, SoftConnRequest, SoftListener};
