@@ -356,7 +356,8 @@ pub struct Share<P: Provider> {
 
 impl<P: Provider> Share<P> {
     /// A share of buffers registered in `pd` (which it keeps: the queue pairs of the
-    /// connections that use it are made in [`pd`](Self::pd)). Nothing is registered yet.
+    /// connections that use it are made in [`pd`](Self::pd)). Only the shared receive queues'
+    /// headroom is registered yet ([`SharedRecvs::new`]); the rest comes with the connections.
     pub fn new(pd: P::Pd, config: ShareConfig) -> Result<Arc<Share<P>>, PoolError> {
         config.validate()?;
         let recvs = match &config.srq {
