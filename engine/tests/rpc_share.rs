@@ -191,3 +191,44 @@ fn connections_opened_and_closed_leave_nothing_registered_or_out() {
         }
     }
 }
+
+#[test]
+fn an_idle_connection_gives_its_ring_and_buffers_back_and_takes_them_again() {
+    use rpcrdma_engine::responder::SHED_AFTER;
+    let cfg = nfs_config();
+    let (mut srv, addr) = server(cfg);
+    let (mut c, mut s) = connect_to(&mut srv, &addr, cfg).expect("connect");
+    let null = CallArgs::new(PROG, VERS, NULL, &[], 0);
+    assert!(call(&mut c, &mut s, &null, |r| r.result.is_ok()));
+    let held = s.shared_bytes();
+    assert!(held > 0, "the first Call took the ring");
+    let t0 = Instant::now();
+    // The first look starts the quiet spell; before it has lasted, nothing goes back.
+    assert!(!s.shed(t0));
+    assert!(!s.shed(t0 + SHED_AFTER / 2));
+    assert_eq!(s.shared_bytes(), held);
+    // A Call in the spell starts it again.
+    assert!(call(&mut c, &mut s, &null, |r| r.result.is_ok()));
+    assert!(!s.shed(t0 + SHED_AFTER));
+    let later = t0 + 3 * SHED_AFTER;
+    // The last reply may be known sent only after a signaled request: the connection
+    // posts one and gives its buffers back at a later look.
+    let mut shed = false;
+    for _ in 0..1000 {
+        if s.shed(later) {
+            shed = true;
+            break;
+        }
+        s.poll();
+        c.poll_completions(|_| {});
+    }
+    assert!(shed, "an idle connection at rest gives its buffers back");
+    assert_eq!(s.shared_bytes(), 0);
+    assert_eq!(srv.share_stats().reply_out, 0, "every ring entry is back");
+    // The next Call takes them again and is answered.
+    for _ in 0..3 {
+        assert!(call(&mut c, &mut s, &null, |r| r.result.is_ok()));
+    }
+    assert_eq!(s.shared_bytes(), held);
+    assert!(!s.is_dead());
+}

@@ -60,6 +60,10 @@ where
         self.conn.prefetch_state();
     }
 
+    fn housekeep(&mut self, now: std::time::Instant) {
+        self.conn.shed(now);
+    }
+
     #[inline]
     fn poll(&mut self) -> usize {
         let n = self.conn.poll();

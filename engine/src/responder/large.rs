@@ -28,6 +28,11 @@ use super::*;
 use crate::pool::share::{Class, Share, Turn, Wait};
 use rpcrdma_proto::header::{Segments, WriteList};
 use std::cell::Cell;
+use std::time::Instant;
+
+/// How long a connection has had no Call before its reply ring and its own pull and bulk
+/// buffers go back to the share ([`ServerConn::shed`]).
+pub const SHED_AFTER: Duration = Duration::from_secs(2);
 
 /// Bytes a ring entry needs beyond a reply's results: transport and RPC headers.
 const REPLY_SLACK: u64 = 1024;
@@ -61,6 +66,9 @@ pub(super) struct Large<P: Provider> {
     /// Shared buffers out now (standing in, reserved or held by ring entries): while none
     /// is, the per-Call bookkeeping above has nothing to look at.
     out: Cell<u32>,
+    /// When the connection's worker first found its Calls counted at this number: the
+    /// start of its quiet spell, after which its own buffers go back ([`ServerConn::shed`]).
+    quiet: Option<(Instant, u64)>,
     /// The share. Declared last: the buffers above go back to it before it may go.
     pub(super) share: Arc<Share<P>>,
 }
@@ -82,6 +90,7 @@ impl<P: Provider> Large<P> {
             own: config.reply_size,
             size: config.large_size,
             out: Cell::new(0),
+            quiet: None,
             share,
         }
     }
@@ -94,7 +103,7 @@ impl<P: Provider> Large<P> {
 
     /// Whether no large buffer is out of the pools: no slot, reply or ring entry holds one.
     #[inline]
-    fn none_out(&self) -> bool {
+    pub(super) fn none_out(&self) -> bool {
         self.out.get() == 0
     }
 
@@ -342,6 +351,64 @@ impl<P: Provider> ServerConn<P> {
             self.bulk.reserve_exact(self.slots.len());
         }
         self.dress_to(slots.min(self.slots.len()))
+    }
+
+    /// Gives the share back the buffers the connection took at its first Call (its reply
+    /// ring, its slots' pull and bulk buffers) once it has had no Call for [`SHED_AFTER`]
+    /// and has nothing in process: an idle connection then holds only its receives (its
+    /// own and those it reserved in a shared receive queue), as it did when accepted. The
+    /// next Call takes them again ([`dress`](Self::dress)), from buffers the share keeps
+    /// registered. `now` is the caller's clock (a worker reads it once per housekeeping).
+    /// Returns whether the buffers went back.
+    ///
+    /// A reply posted unsignaled is known sent only when a later signaled request
+    /// completes: while one is outstanding the connection posts a signaled empty RDMA Write
+    /// ([`settle`](Self::settle)) and gives its buffers back at a later call.
+    pub fn shed(&mut self, now: Instant) -> bool {
+        if self.ring.is_empty() {
+            self.large.quiet = None;
+            return false;
+        }
+        let calls = self.io.stats.calls.load(Ordering::Relaxed);
+        match self.large.quiet {
+            Some((since, seen)) if seen == calls => {
+                if now.saturating_duration_since(since) < SHED_AFTER {
+                    return false;
+                }
+            }
+            _ => {
+                self.large.quiet = Some((now, calls));
+                return false;
+            }
+        }
+        if !self.at_rest() {
+            self.settle();
+            return false;
+        }
+        self.ring.clear();
+        self.pull.clear();
+        self.bulk.clear();
+        self.hot_pull = None;
+        self.large.quiet = None;
+        true
+    }
+
+    /// Whether nothing of the connection refers to its ring or its slots' buffers: no Call
+    /// in process or waiting, no request outstanding, no large buffer standing in, no loan
+    /// out.
+    fn at_rest(&self) -> bool {
+        !self.io.dead
+            && self.in_process == 0
+            && self.io.sq.outstanding() == 0
+            && self.reads_in_flight == 0
+            && self.ready.is_empty()
+            && self.read_wait.is_empty()
+            && self.reposts.is_empty()
+            && self.sends.is_empty()
+            && self.large.waiting.is_empty()
+            && !self.large.has_holders()
+            && self.large.none_out()
+            && (0..self.slots.len()).all(|k| self.loans.outstanding(k as u32) == 0)
     }
 
     /// Gives slots `0..n` their own pull and bulk buffers from the share.

@@ -42,6 +42,7 @@ mod written;
 
 pub use crate::pool::share::ShareStats;
 pub use accept::Server;
+pub use large::SHED_AFTER;
 pub use reverse::{ReverseCallError, ReverseError, ReverseReply, MAX_REVERSE};
 
 use answer::*;

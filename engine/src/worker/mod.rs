@@ -81,6 +81,13 @@ pub trait Drive: Send + 'static {
     /// the connection twice [`POLL_AHEAD`] places ahead, so that by the time it asks that
     /// connection's `prefetch` the state is in the cache. The default does nothing.
     fn prefetch_state(&self) {}
+    /// Called at each of the worker's housekeepings (every few hundred turns of its loop, at
+    /// every turn while it rests), with the time it read once for all its connections: room
+    /// for work done seldom, such as giving back the buffers of a connection idle for long
+    /// ([`ServerConn::shed`]). The default does nothing.
+    fn housekeep(&mut self, now: Instant) {
+        let _ = now;
+    }
     /// Called while a graceful shutdown waits: makes the end of the work done so far
     /// observable, so that `busy` can turn false (see [`ServerConn::settle`]).
     fn settle(&mut self) {}
@@ -152,6 +159,10 @@ where
 
     fn settle(&mut self) {
         ServerConn::settle(self);
+    }
+
+    fn housekeep(&mut self, now: Instant) {
+        self.shed(now);
     }
 
     fn close(&mut self) {
@@ -687,7 +698,9 @@ fn housekeeping<T: Drive>(
         }
     }
     let mut sum = *retired;
-    for c in conns.iter() {
+    let now = Instant::now();
+    for c in conns.iter_mut() {
+        c.housekeep(now);
         sum.add(&c.counters());
     }
     shared.rpc.store(&sum);

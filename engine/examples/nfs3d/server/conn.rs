@@ -209,6 +209,10 @@ where
         self.conn.prefetch_state();
     }
 
+    fn housekeep(&mut self, now: std::time::Instant) {
+        self.conn.shed(now);
+    }
+
     fn is_dead(&self) -> bool {
         self.conn.is_dead()
     }
