@@ -324,7 +324,7 @@ pub(super) fn answer_general<P: Provider>(
             }
             Action::ErrVers { .. } | Action::ErrChunk => {
                 let err = v.rdma_error().unwrap_or(RdmaError::Chunk);
-                reply::rdma_error(io, ring, bytes, grant, err)
+                reply::rdma_error(io, ring, bytes, grant, WireError::V1(err))
             }
             Action::GarbageArgs => garbage_args(io, ring, bytes, g, echo, run),
             Action::Process => ReplyAction::Nothing,

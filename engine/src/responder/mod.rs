@@ -79,7 +79,7 @@ use crate::pool::{Buf, BufferPool};
 use crate::stats::{bump, Counters, Snapshot};
 use crate::wrid::{self, Kind};
 
-use reply::{Body, Echo, ReplyAction, ReplyTo};
+use reply::{Body, Echo, ReplyAction, ReplyTo, WireError};
 
 /// Completions taken from the completion queue per poll.
 const POLL_BATCH: usize = 32;

@@ -104,33 +104,47 @@ fn word(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-/// RDMA_ERROR for the message `call` (at least 28 bytes, checked by the verdict): its XID and
-/// version echoed (RFC 8166 §4.5, CHECKLIST G-2) and the current grant (G-15).
+/// The error of an RDMA_ERROR or RDMA2_ERROR, in the version of the header that carries it
+/// ([`rdma_error`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum WireError {
+    /// Version 1's RDMA_ERROR (RFC 8166 §4.5).
+    V1(RdmaError),
+    /// Version 2's RDMA2_ERROR (\[V2\] §5.3.3).
+    V2(v2::RdmaError),
+}
+
+/// RDMA_ERROR (or, for a version 2 error, RDMA2_ERROR with RPCRDMA2_F_RESPONSE, \[V2\]
+/// §5.3.3) for the message `call` (at least 28 bytes, checked by the verdict): its XID and
+/// version echoed (RFC 8166 §4.5, CHECKLIST G-2) and the current grant (G-15). Counted as
+/// ERR_VERS in either version, else as ERR_CHUNK (version 1) or an RDMA2_ERROR; a header
+/// that does not fit the reply buffer is fatal.
 pub(super) fn rdma_error<P: Provider>(
     io: &mut FabricSide<P>,
     ring: &mut Buf<P>,
     call: &[u8],
     grant: u32,
-    err: RdmaError,
+    err: WireError,
 ) -> ReplyAction {
     let xid = word(call, 0);
     let vers = word(call, 4);
-    let counter = match err {
-        RdmaError::Vers { .. } => &io.stats.err_vers,
-        RdmaError::Chunk => &io.stats.err_chunk,
+    let out = view::bytes_mut(ring);
+    let (counter, encoded) = match err {
+        WireError::V1(e) => (
+            match e {
+                RdmaError::Vers { .. } => &io.stats.err_vers,
+                RdmaError::Chunk => &io.stats.err_chunk,
+            },
+            Header::error(xid, vers, grant, e).encode(out),
+        ),
+        WireError::V2(e) => (
+            match e {
+                v2::RdmaError::Vers { .. } => &io.stats.err_vers,
+                _ => &io.stats.rdma2_errors,
+            },
+            v2::Header::error(xid, vers, grant, e).encode(out),
+        ),
     };
-    error_sent(
-        counter,
-        Header::error(xid, vers, grant, err).encode(view::bytes_mut(ring)),
-    )
-}
-
-/// The Send of an error header of `encoded` bytes, counted in `counter`; fatal when it did
-/// not fit the reply buffer.
-fn error_sent(
-    counter: &std::sync::atomic::AtomicU64,
-    encoded: Result<usize, rpcrdma_proto::error::EncodeError>,
-) -> ReplyAction {
     match encoded {
         Ok(n) => {
             bump(counter, 1);
@@ -143,27 +157,6 @@ fn error_sent(
     }
 }
 
-/// RDMA2_ERROR for the version 2 message `call`: its XID and version echoed, the current
-/// grant, RPCRDMA2_F_RESPONSE (\[V2\] §5.3.3).
-pub(super) fn rdma2_error<P: Provider>(
-    io: &mut FabricSide<P>,
-    ring: &mut Buf<P>,
-    call: &[u8],
-    grant: u32,
-    err: v2::RdmaError,
-) -> ReplyAction {
-    let xid = word(call, 0);
-    let vers = word(call, 4);
-    let counter = match err {
-        v2::RdmaError::Vers { .. } => &io.stats.err_vers,
-        _ => &io.stats.rdma2_errors,
-    };
-    error_sent(
-        counter,
-        v2::Header::error(xid, vers, grant, err).encode(view::bytes_mut(ring)),
-    )
-}
-
 /// Refuses the Call `call` for the reason `precise`: version 2 says it (\[V2\] §5.3.3: the
 /// responder's limit, the length it needed), version 1 can only say ERR_CHUNK (RFC 8166
 /// §4.5.2, §4.5.3).
@@ -174,10 +167,11 @@ pub(super) fn refuse<P: Provider>(
     grant: u32,
     precise: v2::RdmaError,
 ) -> ReplyAction {
-    match io.wire {
-        Wire::V1 => rdma_error(io, ring, call, grant, RdmaError::Chunk),
-        Wire::V2 => rdma2_error(io, ring, call, grant, precise),
-    }
+    let err = match io.wire {
+        Wire::V1 => WireError::V1(RdmaError::Chunk),
+        Wire::V2 => WireError::V2(precise),
+    };
+    rdma_error(io, ring, call, grant, err)
 }
 
 /// Posts the RDMA Writes of `fill`, whose item starts at byte `at` of `src`; false if the
