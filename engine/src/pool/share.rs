@@ -53,7 +53,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::srq::{SharedRecvs, SrqConfig};
-use super::{Buf, PoolConfig, PoolError, Shared};
+use super::{Buf, PoolConfig, PoolError, PoolShared};
 use crate::fabric::{Access, Provider};
 
 /// How long the first Call in line may go without asking again before the next one may
@@ -198,7 +198,7 @@ pub enum Wait {
 struct ClassPool<P: Provider> {
     config: PoolConfig,
     /// The chunks registered so far: `chunks[..len]`.
-    chunks: Box<[OnceLock<Arc<Shared<P>>>]>,
+    chunks: Box<[OnceLock<Arc<PoolShared<P>>>]>,
     len: AtomicU32,
     /// The chunk the last buffer was taken from: takers start there.
     hint: AtomicU32,
@@ -214,7 +214,7 @@ impl<P: Provider> ClassPool<P> {
         }
     }
 
-    fn chunks(&self) -> impl Iterator<Item = &Arc<Shared<P>>> {
+    fn chunks(&self) -> impl Iterator<Item = &Arc<PoolShared<P>>> {
         let n = self.len.load(Ordering::Acquire) as usize;
         self.chunks[..n].iter().filter_map(OnceLock::get)
     }
@@ -254,7 +254,7 @@ impl<P: Provider> ClassPool<P> {
 
 /// Counters of a share, written with atomic adds (its users are many threads).
 #[derive(Default)]
-struct Counters {
+struct ShareCounters {
     waits: AtomicU64,
     grown: AtomicU64,
     refused: AtomicU64,
@@ -343,7 +343,7 @@ pub struct Share<P: Provider> {
     epoch: Instant,
     /// Serializes growth (registration), never taken to take or give back a buffer.
     growing: Mutex<()>,
-    counters: Counters,
+    counters: ShareCounters,
     /// The shared receive queues and their buffers (one per worker), if the connections
     /// use them.
     recvs: Vec<SharedRecvs<P>>,
@@ -381,7 +381,7 @@ impl<P: Provider> Share<P> {
             served_at: AtomicU64::new(0),
             epoch: Instant::now(),
             growing: Mutex::new(()),
-            counters: Counters::default(),
+            counters: ShareCounters::default(),
             recvs,
             conns: AtomicU32::new(0),
             conn_bytes: AtomicU64::new(0),
@@ -575,7 +575,7 @@ impl<P: Provider> Share<P> {
             self.counters.refused.fetch_add(1, Ordering::Relaxed);
             return false;
         }
-        let chunk = match Shared::create(&self.pd, pool.config) {
+        let chunk = match PoolShared::create(&self.pd, pool.config) {
             Ok(chunk) => chunk,
             Err(_) => {
                 self.counters.refused.fetch_add(1, Ordering::Relaxed);

@@ -20,7 +20,7 @@ use rdma_sys::*;
 use super::chain::{check_recv_sges, post_chain, post_in_chunks, raw_recv_wr, CHUNK};
 use super::cmid::CmId;
 use super::context::{PostRecvFn, PostSendFn};
-use super::cq::{CqInner, Slot, WqTrack};
+use super::cq::{CqInner, WqSlot, WqTrack};
 use super::marker::Verbs;
 use super::mem::PdInner;
 use super::monitor::{monitor, WatchedConn};
@@ -50,7 +50,7 @@ pub(super) struct Conn {
     /// Set when the connection is ended (`disconnect_locked`), for
     /// `QueuePair::is_disconnected` without a system call.
     pub(super) gone: AtomicBool,
-    slots: Vec<(Arc<CqInner>, Slot)>,
+    slots: Vec<(Arc<CqInner>, WqSlot)>,
     _pd: Arc<PdInner>,
     /// The shared receive queue the queue pair takes its receives from: destroyed after
     /// the queue pair (`ibv_destroy_srq` fails while a queue pair uses it).
@@ -148,10 +148,10 @@ pub struct VerbsQp {
     post_send_fn: PostSendFn,
     post_recv_fn: PostRecvFn,
     send: Arc<WqTrack>,
-    send_slot: Slot,
+    send_slot: WqSlot,
     send_posted: u64,
     recv: Arc<WqTrack>,
-    recv_slot: Slot,
+    recv_slot: WqSlot,
     recv_posted: u64,
     /// Receives come from a shared receive queue: posting to the queue pair's is refused.
     shared_recv: bool,
