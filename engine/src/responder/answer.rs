@@ -255,9 +255,11 @@ impl<P: Provider> ServerConn<P> {
                 Some((total, handle)) if total as usize <= area.len() => reply::short_pulled(
                     &mut self.io,
                     &mut *ring,
-                    bytes,
-                    &area[..total as usize],
-                    at.swi.then_some(handle),
+                    reply::PulledCall {
+                        call: bytes,
+                        stream: &area[..total as usize],
+                        inv: at.swi.then_some(handle),
+                    },
                     &at,
                     &mut self.bulk[i],
                     &mut run,
@@ -271,10 +273,10 @@ impl<P: Provider> ServerConn<P> {
                 &mut self.io,
                 ring,
                 bytes,
-                area,
                 &mut self.bulk[i],
                 &General {
                     at,
+                    pull: area,
                     recv_size: self.config.recv_size,
                     judged,
                     wire,
@@ -295,15 +297,13 @@ pub(super) fn stream_area<P: Provider>(pull: &Buf<P>, shift: u32) -> &[u8] {
 
 /// The general answer to the Call `bytes` (any form, any verdict), built in `ring`: the
 /// verdict (RFC 8166 §4.5), then the RPC checks (RFC 5531 §9) and the handler, or the
-/// RDMA_ERROR or RPC error that replaces them. `pull` holds the reassembled Payload stream
+/// RDMA_ERROR or RPC error that replaces them. `g.pull` holds the reassembled Payload stream
 /// of a chunked or Long Call from its start ([`stream_area`]); `bulk` receives the
 /// handler's DDP-eligible results.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn answer_general<P: Provider>(
     io: &mut FabricSide<P>,
     ring: &mut Buf<P>,
     bytes: &[u8],
-    pull: &[u8],
     bulk: &mut Buf<P>,
     g: &General<'_>,
     echo: &mut Echo,
@@ -345,13 +345,13 @@ pub(super) fn answer_general<P: Provider>(
             }
             let stream: Result<(&[u8], CallHeader<'_>, usize), NoCall> = if pulled {
                 let total = call.plan.total_len() as usize;
-                if total > pull.len() {
+                if total > g.pull.len() {
                     // RFC 8166 §8.1.4: "A Responder is not obliged to pull Read chunks
                     // that are unreasonably large. The Responder can use an RDMA_ERROR
                     // response": ERR_CHUNK, before any RDMA Read.
                     Err(NoCall::TooLarge)
                 } else {
-                    let s = &pull[..total];
+                    let s = &g.pull[..total];
                     match RpcMessage::parse(s) {
                         Ok((RpcMessage::Call(c), len)) if c.xid == header.xid() => Ok((s, c, len)),
                         Ok((RpcMessage::Call(_), _)) => Err(NoCall::Chunk),

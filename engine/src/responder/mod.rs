@@ -650,10 +650,14 @@ impl<P: Provider> ServerConn<P> {
     }
 }
 
-/// What the general answer path needs from the connection besides its buffers.
+/// What the general answer path needs besides the Call's transport header and the buffers
+/// it writes: the connection's settings, the Call's pulled stream and its verdict so far.
 struct General<'a> {
     /// What every answer takes.
     at: Answering<'a>,
+    /// The reassembled Payload stream of a chunked or Long Call from its start
+    /// (`answer::stream_area`).
+    pull: &'a [u8],
     /// This end's receive size (its RDMA2_CONNPROP's Receive Buffer Size).
     recv_size: u32,
     /// The verdict's summary when the Call was judged as its pull started.

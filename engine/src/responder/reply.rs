@@ -29,7 +29,7 @@ use crate::wrid::{self, Kind};
 
 mod short;
 
-pub(super) use short::{short, short_of, short_pulled};
+pub(super) use short::{short, short_of, short_pulled, PulledCall};
 
 /// Most Write chunks a Call may carry to this responder.
 pub const MAX_WRITE_CHUNKS: usize = 8;

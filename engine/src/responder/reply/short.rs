@@ -68,22 +68,19 @@ pub(in crate::responder) fn short_of<P: Provider>(
 /// The Short-reply fast path for a version 1 Call whose Payload stream was pulled (a Call
 /// with Read chunks, or a Long Call) and which provided no Write list and no Reply chunk:
 /// the reply is the same bare RDMA_MSG as a Short Call's (RFC 8166 §4.3.2, §4.3.3: nothing
-/// to echo), made from the reassembled `stream` in the pull buffer, with Send With
-/// Invalidate of `inv` (the Call's first Read handle when both ends set R, RFC 8797 §4.1).
-/// The bytes and counters are those [`build`] produces for it (tested below); `None` before
+/// to echo), made from the reassembled stream in the pull buffer ([`PulledCall`]). The
+/// bytes and counters are those [`build`] produces for it (tested below); `None` before
 /// anything was run or written, as for [`short`].
 #[inline]
-#[allow(clippy::too_many_arguments)]
 pub(in crate::responder) fn short_pulled<P: Provider>(
     io: &mut FabricSide<P>,
     ring: &mut Buf<P>,
-    call: &[u8],
-    stream: &[u8],
-    inv: Option<u32>,
+    pulled: PulledCall<'_>,
     at: &Answering<'_>,
     bulk: &mut Buf<P>,
     run: &mut HandlerContext<'_, '_>,
 ) -> Option<ReplyAction> {
+    let PulledCall { call, stream, inv } = pulled;
     if io.wire != Wire::V1 || call.len() < MIN_HEADER_LEN {
         return None;
     }
@@ -100,6 +97,18 @@ pub(in crate::responder) fn short_pulled<P: Provider>(
         inv,
     };
     answer_short(io, ring, &sc, &how, at, bulk, run)
+}
+
+/// A version 1 Call whose Payload stream was pulled, as [`short_pulled`] answers it.
+#[derive(Clone, Copy)]
+pub(in crate::responder) struct PulledCall<'c> {
+    /// The Call's transport header (its XID and credit; its version, for a refusal).
+    pub(in crate::responder) call: &'c [u8],
+    /// The reassembled Payload stream in the pull buffer.
+    pub(in crate::responder) stream: &'c [u8],
+    /// The rkey the reply's Send invalidates: the Call's first Read handle when both ends
+    /// set R (RFC 8797 §4.1).
+    pub(in crate::responder) inv: Option<u32>,
 }
 
 /// How a Short reply is made, beside the Call it answers.

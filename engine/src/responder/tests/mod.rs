@@ -196,6 +196,7 @@ fn general_as(
                 swi,
                 ..Answering::of(&s.credits, &s.negotiation, &s.dispatch)
             },
+            pull: stream_area(&s.pull[0], 0),
             recv_size: s.config.recv_size,
             judged,
             wire: s.io.wire,
@@ -204,7 +205,6 @@ fn general_as(
             &mut s.io,
             &mut s.ring[1],
             call,
-            stream_area(&s.pull[0], 0),
             &mut s.bulk[0],
             &g,
             &mut s.echo,
