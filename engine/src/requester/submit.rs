@@ -691,12 +691,14 @@ pub(super) fn encode_call_header<P: Provider>(
         && rpcrdma_proto::v2::encode_message_header(
             wire,
             &mut sendbuf[..len],
-            xid,
-            credit,
-            false,
-            inv_handle,
+            rpcrdma_proto::v2::MessageFields {
+                xid,
+                credit,
+                nomsg,
+                response: false,
+                inv_handle,
+            },
             chunks,
-            nomsg,
         ) == Ok(len)
 }
 

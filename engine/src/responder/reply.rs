@@ -575,16 +575,14 @@ fn encode_transport_header<P: Provider>(
     nomsg: bool,
 ) -> Result<(), Stop> {
     let out = view::bytes_mut(ring);
-    match rpcrdma_proto::v2::encode_message_header(
-        wire,
-        &mut out[..hlen],
+    let fields = v2::MessageFields {
         xid,
-        grant,
-        true,
-        0,
-        chunks,
+        credit: grant,
         nomsg,
-    ) {
+        response: true,
+        inv_handle: 0,
+    };
+    match rpcrdma_proto::v2::encode_message_header(wire, &mut out[..hlen], fields, chunks) {
         Ok(n) if n == hlen => Ok(()),
         _ => Err(Stop::Answer(ReplyAction::Fatal)),
     }
