@@ -14,7 +14,7 @@
 
 use crate::chunks::{ChunkError, ChunkErrorClass, ReadLimits, ReadPlan};
 use crate::header::{
-    HeaderError, HeaderView, Proc, RdmaError, Segments, FIXED_PREFIX_LEN, MIN_HEADER_LEN,
+    HeaderError, HeaderView, Proc, RdmaError, ReadList, Segments, FIXED_PREFIX_LEN, MIN_HEADER_LEN,
     RPCRDMA_VERSION,
 };
 use crate::rpc::{CallHeader, ReplyHeader, RpcMessage};
@@ -375,6 +375,26 @@ pub fn accept_short_call(buf: &[u8]) -> Option<AcceptedCall<'_>> {
 /// [`judge_call`] falls back on.
 pub fn judge_call_full(buf: &[u8]) -> Result<AcceptedCall<'_>, Verdict> {
     use Action::*;
+    let header = call_header(buf)?;
+    if let Some(v) = check_segments(&header, ErrChunk) {
+        return Err(v);
+    }
+    let reads = header.read_list();
+    check_call_form(&header, reads)?;
+    let plan =
+        ReadPlan::new(header.payload().len(), reads, LIMITS).map_err(|e| match e.class() {
+            ChunkErrorClass::ErrChunk => Verdict::new(ErrChunk, chunk_reason(&e)),
+            ChunkErrorClass::GarbageArgs => Verdict::new(GarbageArgs, chunk_reason(&e)),
+        })?;
+    let call = rpc_call(&header, reads)?;
+    Ok(AcceptedCall { header, plan, call })
+}
+
+/// Phase one of [`judge_call_full`]: the transport header of the Call `buf`, decoded, of
+/// version 1 and of a type a Call may have (RDMA_MSG or RDMA_NOMSG).
+#[inline(always)]
+fn call_header(buf: &[u8]) -> Result<HeaderView<'_>, Verdict> {
+    use Action::*;
     if buf.len() < MIN_HEADER_LEN {
         return Err(TOO_SHORT);
     }
@@ -433,10 +453,14 @@ pub fn judge_call_full(buf: &[u8]) -> Result<AcceptedCall<'_>, Verdict> {
         Proc::Error => unreachable!("discarded above"),
         Proc::Msg | Proc::NoMsg => {}
     }
-    if let Some(v) = check_segments(&header, ErrChunk) {
-        return Err(v);
-    }
-    let reads = header.read_list();
+    Ok(header)
+}
+
+/// Phase two of [`judge_call_full`]: the Call's type against its Read list `reads` (an
+/// RDMA_NOMSG's Position-Zero chunk, an RDMA_MSG's inline RPC message and its XID).
+#[inline(always)]
+fn check_call_form(header: &HeaderView<'_>, reads: ReadList<'_>) -> Result<(), Verdict> {
+    use Action::*;
     if header.proc() == Proc::NoMsg {
         if reads.is_empty() && header.write_list().is_empty() && header.reply_chunk().is_none() {
             return Err(Verdict::new(
@@ -478,12 +502,19 @@ pub fn judge_call_full(buf: &[u8]) -> Result<AcceptedCall<'_>, Verdict> {
             ));
         }
     }
-    let plan =
-        ReadPlan::new(header.payload().len(), reads, LIMITS).map_err(|e| match e.class() {
-            ChunkErrorClass::ErrChunk => Verdict::new(ErrChunk, chunk_reason(&e)),
-            ChunkErrorClass::GarbageArgs => Verdict::new(GarbageArgs, chunk_reason(&e)),
-        })?;
-    let call = if header.proc() == Proc::Msg {
+    Ok(())
+}
+
+/// Phase three of [`judge_call_full`]: an RDMA_MSG's RPC Call header, decoded, with its
+/// length, no Read chunk lying inside it; `None` for an RDMA_NOMSG (its Call is in the
+/// Position-Zero chunk, not pulled yet).
+#[inline(always)]
+fn rpc_call<'a>(
+    header: &HeaderView<'a>,
+    reads: ReadList<'a>,
+) -> Result<Option<(CallHeader<'a>, usize)>, Verdict> {
+    use Action::*;
+    Ok(if header.proc() == Proc::Msg {
         let payload = header.payload();
         match RpcMessage::parse(payload) {
             Ok((RpcMessage::Call(c), len)) => {
@@ -515,8 +546,7 @@ pub fn judge_call_full(buf: &[u8]) -> Result<AcceptedCall<'_>, Verdict> {
         }
     } else {
         None
-    };
-    Ok(AcceptedCall { header, plan, call })
+    })
 }
 
 /// Whether a received Call, once accepted, has Read chunks to pull before it can be answered:
