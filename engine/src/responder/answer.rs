@@ -289,6 +289,52 @@ impl<P: Provider> ServerConn<P> {
     }
 }
 
+/// Why the general path has no call to run: a chunk problem (RDMA_ERROR ERR_CHUNK) or an
+/// undecodable call header (GARBAGE_ARGS).
+enum NoCall {
+    Chunk,
+    /// More than the pull buffer holds (RFC 8166 §8.1.4).
+    TooLarge,
+    Garbage,
+    /// The pulled stream holds an RPC Reply: discarded, as the verdict discards
+    /// one sent inline (RFC 8166 §4).
+    Reply,
+}
+
+/// The accepted Call `call`'s Payload stream (inline, or, when `pulled`, pulled into
+/// `pull`) with its RPC Call header and that header's length, or why the general path has
+/// no call to run.
+#[inline(always)]
+fn call_stream<'s>(
+    call: AcceptedCall<'s>,
+    pulled: bool,
+    pull: &'s [u8],
+) -> Result<(&'s [u8], CallHeader<'s>, usize), NoCall> {
+    let header = call.header;
+    if pulled {
+        let total = call.plan.total_len() as usize;
+        if total > pull.len() {
+            // RFC 8166 §8.1.4: "A Responder is not obliged to pull Read chunks
+            // that are unreasonably large. The Responder can use an RDMA_ERROR
+            // response": ERR_CHUNK, before any RDMA Read.
+            Err(NoCall::TooLarge)
+        } else {
+            let s = &pull[..total];
+            match RpcMessage::parse(s) {
+                Ok((RpcMessage::Call(c), len)) if c.xid == header.xid() => Ok((s, c, len)),
+                Ok((RpcMessage::Call(_), _)) => Err(NoCall::Chunk),
+                Ok((RpcMessage::Reply(_), _)) => Err(NoCall::Reply),
+                Err(_) => Err(NoCall::Garbage),
+            }
+        }
+    } else {
+        match call.call {
+            Some((c, len)) => Ok((header.payload(), c, len)),
+            None => Err(NoCall::Chunk),
+        }
+    }
+}
+
 /// The part of pull buffer `pull` from `shift` (where a pulled stream starts,
 /// `RecvSlot::shift`) to its end.
 pub(super) fn stream_area<P: Provider>(pull: &Buf<P>, shift: u32) -> &[u8] {
@@ -332,39 +378,7 @@ pub(super) fn answer_general<P: Provider>(
         Ok(call) => {
             let header = call.header;
             let pulled = call.plan.chunk_count() > 0;
-            // Why there is no call to run: a chunk problem (RDMA_ERROR ERR_CHUNK) or an
-            // undecodable call header (GARBAGE_ARGS).
-            enum NoCall {
-                Chunk,
-                /// More than the pull buffer holds (RFC 8166 §8.1.4).
-                TooLarge,
-                Garbage,
-                /// The pulled stream holds an RPC Reply: discarded, as the verdict discards
-                /// one sent inline (RFC 8166 §4).
-                Reply,
-            }
-            let stream: Result<(&[u8], CallHeader<'_>, usize), NoCall> = if pulled {
-                let total = call.plan.total_len() as usize;
-                if total > g.pull.len() {
-                    // RFC 8166 §8.1.4: "A Responder is not obliged to pull Read chunks
-                    // that are unreasonably large. The Responder can use an RDMA_ERROR
-                    // response": ERR_CHUNK, before any RDMA Read.
-                    Err(NoCall::TooLarge)
-                } else {
-                    let s = &g.pull[..total];
-                    match RpcMessage::parse(s) {
-                        Ok((RpcMessage::Call(c), len)) if c.xid == header.xid() => Ok((s, c, len)),
-                        Ok((RpcMessage::Call(_), _)) => Err(NoCall::Chunk),
-                        Ok((RpcMessage::Reply(_), _)) => Err(NoCall::Reply),
-                        Err(_) => Err(NoCall::Garbage),
-                    }
-                }
-            } else {
-                match call.call {
-                    Some((c, len)) => Ok((header.payload(), c, len)),
-                    None => Err(NoCall::Chunk),
-                }
-            };
+            let stream = call_stream(call, pulled, g.pull);
             // What to build, or the answer already made without building.
             let to_build = match stream {
                 Err(NoCall::Chunk) => {
