@@ -204,7 +204,7 @@ pub const CLIENT_TOGGLES: &[&str] = &[
 /// The same for the server's part: its poll, and the built-in program's data work.
 pub const SERVER_TOGGLES: &[&str] = &["*cost::cost_server_poll*", "*program::data_work*"];
 
-/// Drives `rpcs` counted RPCs of `form` (after [`WARMUP`] uncounted ones) on a fresh soft
+/// Drives `rpcs` counted RPCs of `form` (after `WARMUP` uncounted ones) on a fresh soft
 /// pair in this thread, checking every reply.
 pub fn drive(form: Form, rpcs: u32) -> Result<Driven, DriveError> {
     let cfg = ConnConfig {

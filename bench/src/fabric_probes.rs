@@ -286,57 +286,11 @@ pub fn send_pingpong<P: Provider, E: Env<P>>(
             init: QpInit::new(&cq_b, &cq_b, caps),
         },
     )?;
-    for i in 0..RECVS {
-        let r = RecvWr::new(i as u64, &[]);
-        qa.post_recv(&RecvWr {
-            sges: &[mr_a.sge(i * slot, slot as u32)],
-            ..r
-        })
-        .map_err(|e| e.to_string())?;
-        qb.post_recv(&RecvWr {
-            sges: &[mr_b.sge(i * slot, slot as u32)],
-            ..r
-        })
-        .map_err(|e| e.to_string())?;
-    }
+    post_recvs::<P>([&mut qa, &mut qb], [&mr_a, &mr_b], slot)?;
     let (warmup, total) = run_length(iters);
     let cores = two_cores();
     let mut samples = vec![0u64; iters];
     let timeout = env.timeout();
-
-    // One side's loop body: wait for a receive (failing on any error), repost it, then
-    // (the echo side) answer.
-    fn wait_recv<P: Provider>(
-        cq: &mut P::Cq,
-        wc: &mut [Wc; 8],
-        timeout: std::time::Duration,
-    ) -> Result<u64, String> {
-        let mut idle = 0u32;
-        let mut since: Option<Instant> = None;
-        loop {
-            let n = cq.poll(wc).map_err(|e| e.to_string())?;
-            let mut got = None;
-            for c in &wc[..n] {
-                if !c.status.is_ok() {
-                    return Err(format!("ping-pong completion {c:?}"));
-                }
-                if c.is_recv() {
-                    got = Some(c.wr_id);
-                }
-            }
-            if let Some(id) = got {
-                return Ok(id);
-            }
-            // Look at the clock only now and then, to keep it out of the measured path.
-            idle = idle.wrapping_add(1);
-            if idle.is_multiple_of(4096) {
-                let start = *since.get_or_insert_with(Instant::now);
-                if start.elapsed() > timeout {
-                    return Err("ping-pong timed out".into());
-                }
-            }
-        }
-    }
 
     let send_at = RECVS * slot;
     // Inline when both queue pairs were granted room for the message.
@@ -409,6 +363,63 @@ pub fn send_pingpong<P: Provider, E: Env<P>>(
     });
     result?;
     Ok(Latency::from_samples(&mut samples))
+}
+
+/// Posts [`RECVS`] receives of `slot` bytes on each of [`send_pingpong`]'s queue pairs,
+/// the `i`th at `i * slot` of its side's region, the two sides in turn.
+fn post_recvs<P: Provider>(
+    [qa, qb]: [&mut P::Qp; 2],
+    [mr_a, mr_b]: [&P::Mr; 2],
+    slot: usize,
+) -> Result<(), String> {
+    for i in 0..RECVS {
+        let r = RecvWr::new(i as u64, &[]);
+        qa.post_recv(&RecvWr {
+            sges: &[mr_a.sge(i * slot, slot as u32)],
+            ..r
+        })
+        .map_err(|e| e.to_string())?;
+        qb.post_recv(&RecvWr {
+            sges: &[mr_b.sge(i * slot, slot as u32)],
+            ..r
+        })
+        .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// One side's loop body of [`send_pingpong`]: waits for a receive (failing on any error),
+/// which the caller reposts and (the echo side) answers.
+fn wait_recv<P: Provider>(
+    cq: &mut P::Cq,
+    wc: &mut [Wc; 8],
+    timeout: std::time::Duration,
+) -> Result<u64, String> {
+    let mut idle = 0u32;
+    let mut since: Option<Instant> = None;
+    loop {
+        let n = cq.poll(wc).map_err(|e| e.to_string())?;
+        let mut got = None;
+        for c in &wc[..n] {
+            if !c.status.is_ok() {
+                return Err(format!("ping-pong completion {c:?}"));
+            }
+            if c.is_recv() {
+                got = Some(c.wr_id);
+            }
+        }
+        if let Some(id) = got {
+            return Ok(id);
+        }
+        // Look at the clock only now and then, to keep it out of the measured path.
+        idle = idle.wrapping_add(1);
+        if idle.is_multiple_of(4096) {
+            let start = *since.get_or_insert_with(Instant::now);
+            if start.elapsed() > timeout {
+                return Err("ping-pong timed out".into());
+            }
+        }
+    }
 }
 
 /// [`send_pingpong`] on the soft provider, over a direct in-process pair.

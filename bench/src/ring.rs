@@ -43,14 +43,14 @@ struct Entry {
 /// A message slot: its own cache lines, apart from the entries, aligned to a pair of lines
 /// (what an adjacent-line prefetcher fetches together).
 #[repr(C, align(128))]
-struct Slot {
+struct MessageSlot {
     words: [AtomicU64; WORDS],
 }
 
 /// One direction: entries and message slots, used in turn, for messages of `words` words.
 struct Lane {
     entries: Box<[Entry]>,
-    slots: Box<[Slot]>,
+    slots: Box<[MessageSlot]>,
     mask: u64,
     words: usize,
 }
@@ -66,7 +66,7 @@ impl Lane {
                 })
                 .collect(),
             slots: (0..size)
-                .map(|_| Slot {
+                .map(|_| MessageSlot {
                     words: [const { AtomicU64::new(0) }; WORDS],
                 })
                 .collect(),

@@ -261,12 +261,13 @@ where
             let cacheline = cacheline_pingpong(100_000).p50_ns * 2;
             let pair = Some((0, 1 % cores()));
             let same_run = SameRun {
+                cacheline,
                 from_other: cross_core_copy_ns(c.size as usize, 100, pair),
                 to_reader: copy_to_reader_ns(c.size as usize, 100, pair),
                 ring: ring_for(c, settings, target),
             };
             let step = out.points.len() + out.failed.len();
-            match run_point::<P>(c, rep, n, settings, target, open, cacheline, same_run)? {
+            match run_point::<P>(c, rep, n, settings, target, open, same_run)? {
                 Ok(p) => {
                     each(step, Step::Measured(&p));
                     out.points.push(p);
@@ -286,10 +287,13 @@ where
     Ok(out)
 }
 
-/// The same-run limits measured before a repetition besides the cache-line round trip: the
-/// copies of the point's payload ([`crate::limits`]) and the zero-work ring ([`crate::ring`]).
+/// The same-run limits measured before a repetition: the cache-line round trip
+/// ([`cacheline_pingpong`]), the copies of the point's payload ([`crate::limits`]) and the
+/// zero-work ring ([`crate::ring`]).
 #[derive(Clone, Copy, Debug)]
 struct SameRun {
+    /// The cache-line round trip between the client's two cores, in nanoseconds.
+    cacheline: u64,
     /// Bytes another core wrote, copied into this core's buffer.
     from_other: Option<u64>,
     /// This core's bytes copied into a buffer another core read.
@@ -313,7 +317,6 @@ fn ring_for(c: &PointConfig, settings: &Settings, target: &Target) -> Option<f64
 
 /// One repetition of one point: `Err` stops the sweep, `Ok(Err)` is this repetition's
 /// failed load.
-#[allow(clippy::too_many_arguments)]
 fn run_point<P: Provider>(
     c: &PointConfig,
     rep: u32,
@@ -321,7 +324,6 @@ fn run_point<P: Provider>(
     settings: &Settings,
     target: &Target,
     open: &(dyn Fn() -> Result<P::Device, String> + Sync),
-    cacheline: u64,
     same_run: SameRun,
 ) -> Result<Result<Point, String>, SweepError>
 where
@@ -395,7 +397,6 @@ where
         &run,
         &per_worker,
         cpu_before.zip(cpu_after),
-        cacheline,
         same_run,
     );
     p.memory_per_conn = memory;
@@ -512,9 +513,9 @@ fn combine(
     run: &FleetReport,
     per_worker_rpcs: &[u64],
     process_cpu: Option<(Duration, Duration)>,
-    cacheline: u64,
     same_run: SameRun,
 ) -> Point {
+    let cacheline = same_run.cacheline;
     let r = &run.total;
     let (rpcs, seconds, rate) = (r.rpcs, r.seconds, r.rate_rps);
     let lat = r.lat_ns;

@@ -64,6 +64,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod any;
 pub mod chunks;
 pub mod emit;
 pub mod error;

@@ -152,7 +152,7 @@ proptest! {
         response in any::<bool>(),
         inv in any::<u32>(),
     ) {
-        use rpcrdma_proto::v2::{encode_message_header, Wire, RPCRDMA_VERSION_TWO};
+        use rpcrdma_proto::v2::{encode_message_header, MessageFields, Wire, RPCRDMA_VERSION_TWO};
         use rpcrdma_proto::v2;
         let writes: Vec<&[Segment]> = o.writes.iter().map(|c| c.as_slice()).collect();
         let chunks = Chunks {
@@ -189,14 +189,19 @@ proptest! {
         };
         let inv = if v2 { inv } else { 0 };
         let mut out = vec![0xa5u8; reference.len() + 8];
-        let n = encode_message_header(wire, &mut out, o.xid, o.credit, response, inv, chunks, nomsg)
-            .unwrap();
+        let fields = MessageFields {
+            xid: o.xid,
+            credit: o.credit,
+            nomsg,
+            response,
+            inv_handle: inv,
+        };
+        let n = encode_message_header(wire, &mut out, fields, chunks).unwrap();
         prop_assert_eq!(&out[..n], &reference[..]);
         prop_assert!(out[n..].iter().all(|&b| b == 0xa5), "nothing written past the header");
         let mut short = vec![0u8; reference.len() - 1];
         prop_assert!(
-            encode_message_header(wire, &mut short, o.xid, o.credit, response, inv, chunks, nomsg)
-                .is_err()
+            encode_message_header(wire, &mut short, fields, chunks).is_err()
         );
     }
 }

@@ -141,40 +141,14 @@ pub fn split_active<P: Provider, K: FnOnce()>(
         provider: P::NAME,
         cases: Vec::new(),
     };
-    let setup = (|| -> Result<_, String> {
-        let cq = device.create_cq(128).map_err(err("create cq"))?;
-        let pd = device.alloc_pd().map_err(err("alloc pd"))?;
-        let caps = QpCaps {
-            max_send_wr: 64,
-            max_recv_wr: 32,
-            ..QpCaps::default()
-        };
-        let bufs = pd
-            .alloc_region(64 * SPLIT_BUF, ALL)
-            .map_err(err("alloc region"))?;
-        let (qp, peer) = listener
-            .accept(&pd, QpInit::new(&cq, &cq, caps), b"active", timeout, |qp| {
-                for i in 0..32u64 {
-                    qp.post_recv(&RecvWr::new(
-                        i,
-                        &[bufs.sge(i as usize * SPLIT_BUF, SPLIT_BUF as u32)],
-                    ))?;
-                }
-                Ok(())
-            })
-            .map_err(err("accept"))?;
-        let d = peer.as_bytes();
-        ensure!(
-            d.len() >= 20 && &d[..4] == SPLIT_MAGIC,
-            "passive end's private data: {peer:?}"
-        );
-        let remote = RemoteAddr::new(
-            u64::from_be_bytes(d[4..12].try_into().unwrap_or_default()),
-            u32::from_be_bytes(d[12..16].try_into().unwrap_or_default()),
-        );
-        Ok((qp, cq, pd, bufs, remote))
-    })();
-    let (mut qp, mut cq, pd, bufs, remote) = match setup {
+    let setup = accept_split::<P>(device, listener, timeout);
+    let SplitConn {
+        mut qp,
+        mut cq,
+        pd,
+        bufs,
+        remote,
+    } = match setup {
         Ok(s) => s,
         Err(e) => {
             report.record("split_setup", || Err(e));
@@ -233,51 +207,7 @@ pub fn split_active<P: Provider, K: FnOnce()>(
     });
 
     report.record(SPLIT_ACTIVE_CASES[1], || {
-        let data = pattern(77, 20000);
-        let off = 40 * SPLIT_BUF;
-        bufs.write_at(off, &data);
-        let sges = [bufs.sge(off, 12000), bufs.sge(off + 12000, 8000)];
-        qp.post_send(&SendWr::write(7, &sges, remote.offset(1234)).signaled())
-            .map_err(err("write"))?;
-        expect_status(
-            &poll_one::<P>(&mut cq, timeout)?,
-            7,
-            WcStatus::Success,
-            "RDMA Write",
-        )?;
-        let mut req = vec![b'C'];
-        req.extend(1234u32.to_be_bytes());
-        req.extend(20000u32.to_be_bytes());
-        send(&mut qp, &req, 33)?;
-        let got = poll_n::<P>(&mut cq, 2, timeout)?;
-        let c = got
-            .iter()
-            .find(|c| c.is_recv())
-            .ok_or("no checksum reply")?;
-        ensure!(c.status.is_ok() && c.byte_len == 9, "checksum reply: {c:?}");
-        let reply = read_back(&bufs, c.wr_id as usize * SPLIT_BUF, 9);
-        ensure_eq!(
-            reply[1..].to_vec(),
-            fnv(&data).to_be_bytes().to_vec(),
-            "checksum computed by the peer"
-        );
-        qp.post_recv(&RecvWr::new(
-            c.wr_id,
-            &[bufs.sge(c.wr_id as usize * SPLIT_BUF, SPLIT_BUF as u32)],
-        ))
-        .map_err(err("repost"))?;
-        let back = 50 * SPLIT_BUF;
-        let sges = [bufs.sge(back, 5000), bufs.sge(back + 5000, 15000)];
-        qp.post_send(&SendWr::read(8, &sges, remote.offset(1234)).signaled())
-            .map_err(err("read"))?;
-        expect_status(
-            &poll_one::<P>(&mut cq, timeout)?,
-            8,
-            WcStatus::Success,
-            "RDMA Read",
-        )?;
-        ensure_eq!(read_back(&bufs, back, 20000), data, "bytes read back");
-        Ok(())
+        write_checksum_read::<P>(&mut qp, &mut cq, &bufs, remote, timeout, &mut send)
     });
 
     report.record(SPLIT_ACTIVE_CASES[2], || {
@@ -302,4 +232,120 @@ pub fn split_active<P: Provider, K: FnOnce()>(
     drop(qp);
     drop(pd);
     report
+}
+
+/// The active end's connection to the passive one ([`accept_split`]).
+struct SplitConn<P: Provider> {
+    qp: P::Qp,
+    cq: P::Cq,
+    pd: P::Pd,
+    /// 64 buffers of `SPLIT_BUF` bytes: receives in the first 32, Sends and one-sided data
+    /// in the others.
+    bufs: P::Mr,
+    /// The passive end's region, from its private data.
+    remote: RemoteAddr,
+}
+
+/// The setup of [`split_active`]: accepts the passive end's connection on `listener` with
+/// 32 receives posted, and reads its region's address and key from its private data.
+fn accept_split<P: Provider>(
+    device: &P::Device,
+    listener: &mut P::Listener,
+    timeout: Duration,
+) -> Result<SplitConn<P>, String> {
+    let cq = device.create_cq(128).map_err(err("create cq"))?;
+    let pd = device.alloc_pd().map_err(err("alloc pd"))?;
+    let caps = QpCaps {
+        max_send_wr: 64,
+        max_recv_wr: 32,
+        ..QpCaps::default()
+    };
+    let bufs = pd
+        .alloc_region(64 * SPLIT_BUF, ALL)
+        .map_err(err("alloc region"))?;
+    let (qp, peer) = listener
+        .accept(&pd, QpInit::new(&cq, &cq, caps), b"active", timeout, |qp| {
+            for i in 0..32u64 {
+                qp.post_recv(&RecvWr::new(
+                    i,
+                    &[bufs.sge(i as usize * SPLIT_BUF, SPLIT_BUF as u32)],
+                ))?;
+            }
+            Ok(())
+        })
+        .map_err(err("accept"))?;
+    let d = peer.as_bytes();
+    ensure!(
+        d.len() >= 20 && &d[..4] == SPLIT_MAGIC,
+        "passive end's private data: {peer:?}"
+    );
+    let remote = RemoteAddr::new(
+        u64::from_be_bytes(d[4..12].try_into().unwrap_or_default()),
+        u32::from_be_bytes(d[12..16].try_into().unwrap_or_default()),
+    );
+    Ok(SplitConn {
+        qp,
+        cq,
+        pd,
+        bufs,
+        remote,
+    })
+}
+
+/// [`split_active`]'s second case: an RDMA Write of a pattern into the passive end's
+/// region, its checksum asked for with a Send (`send`) and checked, and the bytes read
+/// back with an RDMA Read.
+fn write_checksum_read<P: Provider>(
+    qp: &mut P::Qp,
+    cq: &mut P::Cq,
+    bufs: &P::Mr,
+    remote: RemoteAddr,
+    timeout: Duration,
+    send: &mut impl FnMut(&mut P::Qp, &[u8], usize) -> Result<u64, String>,
+) -> Result<(), String> {
+    let data = pattern(77, 20000);
+    let off = 40 * SPLIT_BUF;
+    bufs.write_at(off, &data);
+    let sges = [bufs.sge(off, 12000), bufs.sge(off + 12000, 8000)];
+    qp.post_send(&SendWr::write(7, &sges, remote.offset(1234)).signaled())
+        .map_err(err("write"))?;
+    expect_status(
+        &poll_one::<P>(cq, timeout)?,
+        7,
+        WcStatus::Success,
+        "RDMA Write",
+    )?;
+    let mut req = vec![b'C'];
+    req.extend(1234u32.to_be_bytes());
+    req.extend(20000u32.to_be_bytes());
+    send(qp, &req, 33)?;
+    let got = poll_n::<P>(cq, 2, timeout)?;
+    let c = got
+        .iter()
+        .find(|c| c.is_recv())
+        .ok_or("no checksum reply")?;
+    ensure!(c.status.is_ok() && c.byte_len == 9, "checksum reply: {c:?}");
+    let reply = read_back(bufs, c.wr_id as usize * SPLIT_BUF, 9);
+    ensure_eq!(
+        reply[1..].to_vec(),
+        fnv(&data).to_be_bytes().to_vec(),
+        "checksum computed by the peer"
+    );
+    qp.post_recv(&RecvWr::new(
+        c.wr_id,
+        &[bufs.sge(c.wr_id as usize * SPLIT_BUF, SPLIT_BUF as u32)],
+    ))
+    .map_err(err("repost"))?;
+    let back = 50 * SPLIT_BUF;
+    let sges = [bufs.sge(back, 5000), bufs.sge(back + 5000, 15000)];
+    qp.post_send(&SendWr::read(8, &sges, remote.offset(1234)).signaled())
+        .map_err(err("read"))?;
+    expect_status(
+        &poll_one::<P>(cq, timeout)?,
+        8,
+        WcStatus::Success,
+        "RDMA Read",
+    )?;
+    ensure_eq!(read_back(bufs, back, 20000), data, "bytes read back");
+    Ok(())
 }

@@ -134,14 +134,15 @@ pub struct DrcStats {
     pub evictions: AtomicU64,
 }
 
-enum State {
+/// Where a cached request stands: still running, or done with its reply.
+enum EntryState {
     InProgress,
     Done(Cached),
 }
 
 #[derive(Default)]
 struct Inner {
-    map: HashMap<DrcKey, State>,
+    map: HashMap<DrcKey, EntryState>,
     /// Finished entries, oldest first.
     order: VecDeque<DrcKey>,
     bytes: usize,
@@ -186,15 +187,15 @@ impl Drc {
     fn lookup(&self, inner: &mut Inner, key: DrcKey) -> Option<Begin> {
         match inner.map.get(&key) {
             None => {
-                inner.map.insert(key, State::InProgress);
+                inner.map.insert(key, EntryState::InProgress);
                 bump(&self.stats.misses);
                 Some(Begin::Execute)
             }
-            Some(State::Done(c)) => {
+            Some(EntryState::Done(c)) => {
                 bump(&self.stats.hits);
                 Some(Begin::Replay(c.clone()))
             }
-            Some(State::InProgress) => None,
+            Some(EntryState::InProgress) => None,
         }
     }
 
@@ -242,7 +243,7 @@ impl Drc {
     pub fn finish(&self, key: DrcKey, reply: Cached) {
         let mut inner = self.lock();
         let cost = reply.cost();
-        if let Some(State::Done(old)) = inner.map.insert(key, State::Done(reply)) {
+        if let Some(EntryState::Done(old)) = inner.map.insert(key, EntryState::Done(reply)) {
             // Finished twice (cannot happen through `begin`): account for the old one.
             inner.bytes -= old.cost();
             inner.order.retain(|k| *k != key);
@@ -253,7 +254,7 @@ impl Drc {
             let Some(old) = inner.order.pop_front() else {
                 break;
             };
-            if let Some(State::Done(c)) = inner.map.remove(&old) {
+            if let Some(EntryState::Done(c)) = inner.map.remove(&old) {
                 inner.bytes -= c.cost();
                 bump(&self.stats.evictions);
             }
@@ -266,7 +267,7 @@ impl Drc {
     /// will execute it), and wakes its duplicates.
     pub fn abandon(&self, key: DrcKey) {
         let mut inner = self.lock();
-        if matches!(inner.map.get(&key), Some(State::InProgress)) {
+        if matches!(inner.map.get(&key), Some(EntryState::InProgress)) {
             inner.map.remove(&key);
         }
         drop(inner);

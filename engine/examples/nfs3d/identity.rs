@@ -42,7 +42,7 @@ pub const MAX_GROUPS: usize = 16;
 
 /// What this thread's credentials are now, as far as this module set them.
 #[derive(Debug)]
-struct State {
+struct ThreadCreds {
     /// The effective user.
     uid: u32,
     /// The effective group and the supplementary groups, once set (`None`: still the
@@ -53,8 +53,8 @@ struct State {
 }
 
 thread_local! {
-    static STATE: RefCell<State> = const {
-        RefCell::new(State { uid: 0, groups: None, switching: false })
+    static STATE: RefCell<ThreadCreds> = const {
+        RefCell::new(ThreadCreds { uid: 0, groups: None, switching: false })
     };
 }
 
@@ -65,7 +65,7 @@ fn uid(raw: u32) -> Uid {
 /// Makes this thread's effective user `raw` (a no-op when it is already). From one user
 /// other than 0 to another, through 0: without its capabilities a thread may only take
 /// its real or saved user (both 0).
-fn set_euid(state: &mut State, raw: u32) -> io::Result<()> {
+fn set_euid(state: &mut ThreadCreds, raw: u32) -> io::Result<()> {
     if state.uid == raw {
         return Ok(());
     }

@@ -83,7 +83,7 @@ pub struct MountStats {
 }
 
 /// What the connection threads share.
-struct Shared {
+struct MountdShared {
     export: Arc<Export>,
     /// The clients allowed (`--allow`).
     policy: Policy,
@@ -97,7 +97,7 @@ struct Shared {
 /// A running MOUNT server.
 pub struct Mountd {
     addr: SocketAddr,
-    shared: Arc<Shared>,
+    shared: Arc<MountdShared>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -119,7 +119,7 @@ impl Mountd {
         let listener = TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(MountdShared {
             export,
             policy,
             mounts: Mutex::new(Vec::new()),
@@ -158,7 +158,7 @@ impl Mountd {
     }
 }
 
-fn listen(listener: &TcpListener, shared: &Arc<Shared>) {
+fn listen(listener: &TcpListener, shared: &Arc<MountdShared>) {
     while !shared.stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, peer)) => {
@@ -190,7 +190,7 @@ fn listen(listener: &TcpListener, shared: &Arc<Shared>) {
     }
 }
 
-fn serve_conn(mut stream: TcpStream, peer: SocketAddr, shared: &Shared) {
+fn serve_conn(mut stream: TcpStream, peer: SocketAddr, shared: &MountdShared) {
     if stream.set_nonblocking(false).is_err()
         || stream.set_read_timeout(Some(READ_TIMEOUT)).is_err()
         || stream.set_write_timeout(Some(READ_TIMEOUT)).is_err()
@@ -221,7 +221,7 @@ fn serve_conn(mut stream: TcpStream, peer: SocketAddr, shared: &Shared) {
 
 /// The reply to one Call, or `None` when the record is not an RPC Call (the connection is
 /// closed then).
-fn answer(msg: &[u8], peer: SocketAddr, shared: &Shared) -> Option<Vec<u8>> {
+fn answer(msg: &[u8], peer: SocketAddr, shared: &MountdShared) -> Option<Vec<u8>> {
     let (call, at) = CallHeader::parse(msg).ok()?;
     let xid = call.xid;
     // RFC 5531 §9: the RPC version first, then program, version and procedure.
@@ -299,7 +299,7 @@ fn dirpath(args: &[u8]) -> Option<&[u8]> {
 
 /// MNT: `mountres3` — MNT3_OK with the handle and the flavors [AUTH_SYS, AUTH_NONE], or
 /// the error status alone.
-fn mnt(args: &[u8], host: Vec<u8>, shared: &Shared) -> Option<Vec<u8>> {
+fn mnt(args: &[u8], host: Vec<u8>, shared: &MountdShared) -> Option<Vec<u8>> {
     let path = dirpath(args)?;
     match shared.export.mnt(path) {
         Ok(fh) => {
@@ -324,14 +324,14 @@ fn mnt(args: &[u8], host: Vec<u8>, shared: &Shared) -> Option<Vec<u8>> {
     }
 }
 
-fn umnt(args: &[u8], host: &[u8], shared: &Shared) -> Option<Vec<u8>> {
+fn umnt(args: &[u8], host: &[u8], shared: &MountdShared) -> Option<Vec<u8>> {
     let path = dirpath(args)?;
     lock(&shared.mounts).retain(|(h, p)| !(h == host && p == path));
     Some(Vec::new())
 }
 
 /// DUMP: `mountlist`, a linked list of (hostname, directory).
-fn dump(shared: &Shared) -> Option<Vec<u8>> {
+fn dump(shared: &MountdShared) -> Option<Vec<u8>> {
     let mounts = lock(&shared.mounts);
     let size = mounts
         .iter()

@@ -11,7 +11,7 @@ use super::*;
 pub struct Buf<P: Provider> {
     /// The pool's shared state, which outlives every `Buf` (a pool dropped with buffers out
     /// leaks it).
-    pub(super) shared: NonNull<Shared<P>>,
+    pub(super) shared: NonNull<PoolShared<P>>,
     /// The first byte in this process (`MemoryRegion::as_ptr` of the region plus the
     /// buffer's offset), worked out once when the buffer is handed out.
     pub(super) ptr: *mut u8,
@@ -22,7 +22,7 @@ pub struct Buf<P: Provider> {
 }
 
 // SAFETY: a `Buf` is an index its holder exclusively owns, that buffer's address (`ptr`,
-// `sge`: plain values about memory the region keeps mapped), plus a pointer to `Shared<P>`,
+// `sge`: plain values about memory the region keeps mapped), plus a pointer to `PoolShared<P>`,
 // which is `Send + Sync` (regions are `Send + Sync` by the `Provider` bounds, the rest is
 // atomics) and outlives every `Buf`; nothing in a `Buf` is tied to the thread that made it.
 unsafe impl<P: Provider> Send for Buf<P> {}
@@ -34,14 +34,14 @@ unsafe impl<P: Provider> Sync for Buf<P> {}
 
 impl<P: Provider> Buf<P> {
     #[inline]
-    fn shared(&self) -> &Shared<P> {
-        // SAFETY: `shared` came from a live `Arc<Shared<P>>` and stays valid while any `Buf`
+    fn shared(&self) -> &PoolShared<P> {
+        // SAFETY: `shared` came from a live `Arc<PoolShared<P>>` and stays valid while any `Buf`
         // exists: the pool's `Drop` leaks the `Arc` when buffers are out, and `ReturnPath`s
         // hold their own reference.
         unsafe { self.shared.as_ref() }
     }
 
-    /// The number its pool's owner gave the pool ([`Shared::create_tagged`]).
+    /// The number its pool's owner gave the pool ([`PoolShared::create_tagged`]).
     #[inline]
     pub(super) fn pool_tag(&self) -> u32 {
         self.shared().tag
@@ -264,7 +264,7 @@ impl<P: Provider> fmt::Debug for Lease<'_, P> {
 /// The handle other threads use to send buffers back to a pool and read its counters.
 /// `Send + Sync + Clone`; it keeps the pool's regions registered while it lives.
 pub struct ReturnPath<P: Provider> {
-    pub(super) shared: Arc<Shared<P>>,
+    pub(super) shared: Arc<PoolShared<P>>,
 }
 
 impl<P: Provider> ReturnPath<P> {

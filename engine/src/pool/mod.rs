@@ -323,7 +323,7 @@ impl PoolStats {
 
 /// Owner-written counters (see [`PoolStats`]).
 #[derive(Default)]
-struct Counters {
+struct PoolCounters {
     allocated: AtomicU64,
     freed_local: AtomicU64,
     returned_remote: AtomicU64,
@@ -331,7 +331,7 @@ struct Counters {
 }
 
 /// What the owner, the buffers and the return paths share.
-struct Shared<P: Provider> {
+struct PoolShared<P: Provider> {
     regions: Box<[P::Mr]>,
     /// The owner's number for this pool among others (a shared receive queue's chunk
     /// index: its receives' ids follow from it without a search); 0 if unused.
@@ -339,13 +339,13 @@ struct Shared<P: Provider> {
     layout: Layout,
     remote: bool,
     returns: ReturnList,
-    counters: CachePadded<Counters>,
+    counters: CachePadded<PoolCounters>,
 }
 
-impl<P: Provider> Shared<P> {
+impl<P: Provider> PoolShared<P> {
     /// Allocates and registers the regions `config` describes (as few as
     /// [`PoolConfig::max_region_len`] allows), with an empty return list.
-    fn create(pd: &P::Pd, config: PoolConfig) -> Result<Arc<Shared<P>>, PoolError> {
+    fn create(pd: &P::Pd, config: PoolConfig) -> Result<Arc<PoolShared<P>>, PoolError> {
         Self::create_tagged(pd, config, 0)
     }
 
@@ -354,18 +354,18 @@ impl<P: Provider> Shared<P> {
         pd: &P::Pd,
         config: PoolConfig,
         tag: u32,
-    ) -> Result<Arc<Shared<P>>, PoolError> {
+    ) -> Result<Arc<PoolShared<P>>, PoolError> {
         let layout = config.layout()?;
         let regions = (0..layout.regions())
             .map(|r| pd.alloc_region(layout.region_len(r), config.access))
             .collect::<Result<Box<[P::Mr]>, FabricError>>()?;
-        Ok(Arc::new(Shared {
+        Ok(Arc::new(PoolShared {
             regions,
             tag,
             layout,
             remote: config.access.is_remote(),
             returns: ReturnList::new(layout.count),
-            counters: CachePadded::new(Counters::default()),
+            counters: CachePadded::new(PoolCounters::default()),
         }))
     }
 
@@ -410,7 +410,7 @@ impl<P: Provider> Shared<P> {
 /// `Send` but not `Sync`: move it to its worker; other threads reach it only through a
 /// [`ReturnPath`] (and by dropping the [`Buf`]s they were given).
 pub struct BufferPool<P: Provider> {
-    shared: Arc<Shared<P>>,
+    shared: Arc<PoolShared<P>>,
     /// The owner's free stack: `free[..top]` are the indices at home. Never grows: it has a
     /// slot for every buffer.
     free: Box<[Cell<u32>]>,
@@ -422,7 +422,7 @@ impl<P: Provider> BufferPool<P> {
     /// [`PoolConfig::max_region_len`] allows) and carves them into `config.count` buffers,
     /// all at home. The only allocations of the pool's life happen here.
     pub fn new(pd: &P::Pd, config: PoolConfig) -> Result<BufferPool<P>, PoolError> {
-        let shared = Shared::create(pd, config)?;
+        let shared = PoolShared::create(pd, config)?;
         let count = shared.layout.count;
         // Lowest index on top, so a fresh pool hands out buffers in address order.
         let free = (0..count).rev().map(Cell::new).collect();

@@ -27,7 +27,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::{Buf, PoolConfig, PoolError, Shared};
+use super::{Buf, PoolConfig, PoolError, PoolShared};
 use crate::fabric::{
     Access, FabricError, MemoryRegion, PostError, ProtectionDomain, Provider, RecvWr, Sge,
     SharedReceiveQueue,
@@ -155,7 +155,7 @@ pub struct SharedRecvs<P: Provider> {
     srq: P::Srq,
     config: SrqConfig,
     /// Buffers registered so far: `chunks[..len]`, each `per_chunk` buffers.
-    chunks: Box<[OnceLock<Arc<Shared<P>>>]>,
+    chunks: Box<[OnceLock<Arc<PoolShared<P>>>]>,
     len: AtomicU32,
     /// Per buffer id: FREE, POSTED or HELD.
     state: Box<[AtomicU8]>,
@@ -261,7 +261,7 @@ impl<P: Provider> SharedRecvs<P> {
             let Some(entry) = self.chunks.get(n as usize) else {
                 return Err(Growth::Full);
             };
-            let chunk = Shared::<P>::create_tagged(pd, self.config.pool_config(), n)
+            let chunk = PoolShared::<P>::create_tagged(pd, self.config.pool_config(), n)
                 .map_err(Growth::Pool)?;
             let _ = entry.set(chunk);
             self.len.store(n + 1, Ordering::Release);

@@ -483,15 +483,7 @@ impl<P: Provider> Client<P> {
         let pd = device.alloc_pd()?;
         let sq_depth = 8 * n + 16 + nrev;
         let cq = device.create_cq(sq_depth + nrecv + 16)?;
-        let remote = match config.registration {
-            Registration::Windows => Access::LOCAL_WRITE | Access::MW_BIND,
-            Registration::Persistent => {
-                Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE
-            }
-            Registration::Mixed => {
-                Access::LOCAL_WRITE | Access::MW_BIND | Access::REMOTE_READ | Access::REMOTE_WRITE
-            }
-        };
+        let remote = chunk_access(config.registration);
         let (recv_pool, recv) =
             conn::pool_taken(&pd, config.recv_size as usize, nrecv, Access::LOCAL_WRITE)?;
         let serving = match reverse {
@@ -510,56 +502,14 @@ impl<P: Provider> Client<P> {
         // dropped with buffers still out leaks its memory on purpose.
         let recv = recv;
         let ctl = ctl.into_vec().pop().ok_or(ConnError::Config("pool"))?;
-        let mut sends = sends.into_vec().into_iter();
-        let mut args = args.into_vec().into_iter();
-        let mut ress = ress.into_vec().into_iter();
-        let mut slots = Vec::with_capacity(n as usize);
-        for _ in 0..n {
-            let (mw_arg, mw_res) = match config.registration {
-                Registration::Windows | Registration::Mixed => {
-                    (Some(pd.alloc_mw()?), Some(pd.alloc_mw()?))
-                }
-                Registration::Persistent => (None, None),
-            };
-            slots.push(CallSlot {
-                state: CallState::Free,
-                xid: 0,
-                gen: first_generation(),
-                tag: 0,
-                deadline: None,
-                timeout: Duration::ZERO,
-                invalidating_since: None,
-                reply_due: None,
-                send: sends.next().ok_or(ConnError::Config("pool"))?,
-                arg: args.next().ok_or(ConnError::Config("pool"))?,
-                res: ress.next().ok_or(ConnError::Config("pool"))?,
-                parked: [None, None],
-                mw_arg,
-                mw_res,
-                bound: [None; 2],
-                writes: [[Segment::default(); MAX_SEGMENTS]; MAX_WRITE_CHUNKS],
-                write_n: [0; MAX_WRITE_CHUNKS],
-                write_off: [0; MAX_WRITE_CHUNKS],
-                n_writes: 0,
-                reply: [Segment::default(); MAX_SEGMENTS],
-                reply_n: 0,
-                reply_off: 0,
-                has_reply_chunk: false,
-                answered: false,
-                recv_idx: None,
-                recv_len: 0,
-                grant: None,
-                outcome: CallOutcome::Reply,
-                send_len: 0,
-            });
-        }
+        let slots = call_slots(&pd, n, config.registration, sends, args, ress)?;
         let mut client = Client {
             qp: None,
             cq,
             pd,
             addr: addr.clone(),
             recv,
-            slots: slots.into_boxed_slice(),
+            slots,
             reposts: Vec::with_capacity(nrecv as usize),
             cancelled: Vec::with_capacity(n as usize),
             sq: SendQueue::new(sq_depth, (sq_depth / 4).max(1)),
@@ -748,6 +698,77 @@ impl<P: Provider> Client<P> {
             qp.disconnect();
         }
     }
+}
+
+/// The access the memory of a Call's chunks is registered with: bound to windows, exposed
+/// by the regions' own keys, or both (`Registration`).
+fn chunk_access(registration: Registration) -> Access {
+    match registration {
+        Registration::Windows => Access::LOCAL_WRITE | Access::MW_BIND,
+        Registration::Persistent => {
+            Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE
+        }
+        Registration::Mixed => {
+            Access::LOCAL_WRITE | Access::MW_BIND | Access::REMOTE_READ | Access::REMOTE_WRITE
+        }
+    }
+}
+
+/// The pending table of a new connection: `n` free slots, each with a send buffer from
+/// `sends`, its argument and result buffers from `args` and `ress` and, unless
+/// `registration` is persistent, the two windows that expose them.
+fn call_slots<P: Provider>(
+    pd: &P::Pd,
+    n: u32,
+    registration: Registration,
+    sends: Box<[Buf<P>]>,
+    args: Box<[Buf<P>]>,
+    ress: Box<[Buf<P>]>,
+) -> Result<Box<[CallSlot<P>]>, ConnError> {
+    let mut sends = sends.into_vec().into_iter();
+    let mut args = args.into_vec().into_iter();
+    let mut ress = ress.into_vec().into_iter();
+    let mut slots = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let (mw_arg, mw_res) = match registration {
+            Registration::Windows | Registration::Mixed => {
+                (Some(pd.alloc_mw()?), Some(pd.alloc_mw()?))
+            }
+            Registration::Persistent => (None, None),
+        };
+        slots.push(CallSlot {
+            state: CallState::Free,
+            xid: 0,
+            gen: first_generation(),
+            tag: 0,
+            deadline: None,
+            timeout: Duration::ZERO,
+            invalidating_since: None,
+            reply_due: None,
+            send: sends.next().ok_or(ConnError::Config("pool"))?,
+            arg: args.next().ok_or(ConnError::Config("pool"))?,
+            res: ress.next().ok_or(ConnError::Config("pool"))?,
+            parked: [None, None],
+            mw_arg,
+            mw_res,
+            bound: [None; 2],
+            writes: [[Segment::default(); MAX_SEGMENTS]; MAX_WRITE_CHUNKS],
+            write_n: [0; MAX_WRITE_CHUNKS],
+            write_off: [0; MAX_WRITE_CHUNKS],
+            n_writes: 0,
+            reply: [Segment::default(); MAX_SEGMENTS],
+            reply_n: 0,
+            reply_off: 0,
+            has_reply_chunk: false,
+            answered: false,
+            recv_idx: None,
+            recv_len: 0,
+            grant: None,
+            outcome: CallOutcome::Reply,
+            send_len: 0,
+        });
+    }
+    Ok(slots.into_boxed_slice())
 }
 
 #[cfg(test)]

@@ -279,104 +279,23 @@ impl<P: Provider> Client<P> {
         let i = idx as usize;
         let slot = &mut self.slots[i];
         let mut send_len = slot.send_len as usize;
-        let arg_addr = slot.arg.addr();
-        let res_addr = slot.res.addr();
         // The read list as first sent, and the spans of the buffers it exposed.
         let reads = &mut *self.reads;
-        let mut nr = 0;
-        let mut arg_end = 0u64;
-        let (nomsg, old_hlen, old_wire) = {
-            let bytes = view::bytes(&slot.send, send_len);
-            let h = rpcrdma_proto::header::HeaderView::parse_any(bytes)
-                .map_err(|_| Retransmit::Corrupt)?;
-            for r in h.read_list().iter() {
-                if nr == MAX_READ_SEGMENTS {
-                    return Err(Retransmit::Corrupt);
-                }
-                let end = r.segment.offset + u64::from(r.segment.length);
-                arg_end = arg_end.max(end.saturating_sub(arg_addr));
-                reads[nr] = r;
-                nr += 1;
-            }
-            let nomsg = h.proc() == rpcrdma_proto::header::Proc::NoMsg;
-            let wire = if h.vers() == Wire::V2.vers() {
-                Wire::V2
-            } else {
-                Wire::V1
-            };
-            (nomsg, send_len - h.payload().len(), wire)
-        };
+        let first = first_sent(slot, send_len, reads)?;
+        let (nr, old_hlen) = (first.reads, first.hlen);
         // The new connection may speak the other version ([V2] §7): its header is 8 bytes
         // longer or shorter, and the inline payload moves with it.
-        let hlen = old_hlen + self.wire.extra() - old_wire.extra();
+        let hlen = old_hlen + self.wire.extra() - first.wire.extra();
         if hlen != old_hlen {
-            let new_len = send_len + hlen - old_hlen;
-            let buf = view::bytes_mut(&mut slot.send);
-            if new_len > buf.len() {
-                return Err(Retransmit::Corrupt);
-            }
-            buf.copy_within(old_hlen..send_len, hlen);
-            send_len = new_len;
-            slot.send_len = new_len as u32;
+            send_len = move_payload(slot, send_len, old_hlen, hlen)?;
         }
-        let mut res_end = 0u64;
-        for c in 0..slot.n_writes {
-            for sg in &slot.writes[c][..slot.write_n[c]] {
-                let end = sg.offset + u64::from(sg.length);
-                res_end = res_end.max(end.saturating_sub(res_addr));
-            }
-        }
-        if slot.has_reply_chunk {
-            for sg in &slot.reply[..slot.reply_n] {
-                let end = sg.offset + u64::from(sg.length);
-                res_end = res_end.max(end.saturating_sub(res_addr));
-            }
-        }
+        let res_end = result_end(slot);
         let qp = self.qp.as_mut().ok_or(Retransmit::Post)?;
-        slot.bound = [None; 2];
-        let mut rkeys = [0u32; 2];
-        for k in 0..2 {
-            let (end, buf, mw, access) = if k == 0 {
-                (
-                    arg_end,
-                    &slot.arg,
-                    slot.mw_arg.as_ref(),
-                    Access::REMOTE_READ,
-                )
-            } else {
-                (
-                    res_end,
-                    &slot.res,
-                    slot.mw_res.as_ref(),
-                    Access::REMOTE_WRITE,
-                )
-            };
-            if end == 0 {
-                continue;
-            }
-            let Some(mw) = mw else {
-                rkeys[k] = buf.region().rkey();
-                continue;
-            };
-            let rkey = bind_window::<P>(qp, &mut self.sq, mw, buf, end, access, idx)
-                .map_err(|_| Retransmit::Post)?;
-            slot.bound[k] = Some(rkey);
-            rkeys[k] = rkey;
-            bump(&self.stats.registrations, 1);
-        }
+        let ends = [first.arg_end, res_end];
+        let rkeys = bind_again(qp, &mut self.sq, &self.stats, slot, idx, ends)?;
         // The chunk lists with the new rkeys; the segments kept for checking the reply
         // (G-4, G-17) carry them too.
-        for r in &mut reads[..nr] {
-            r.segment.handle = rkeys[0];
-        }
-        for c in 0..slot.n_writes {
-            for sg in &mut slot.writes[c][..slot.write_n[c]] {
-                sg.handle = rkeys[1];
-            }
-        }
-        for sg in &mut slot.reply[..slot.reply_n] {
-            sg.handle = rkeys[1];
-        }
+        rekey(&mut reads[..nr], slot, rkeys);
         let credit = self.credits.requested();
         let inv = if self.wire == Wire::V2 && self.negotiation.remote_invalidation() {
             slot.bound[1].or(slot.bound[0]).unwrap_or(0)
@@ -386,7 +305,7 @@ impl<P: Provider> Client<P> {
         // Same shape, new rkeys: the header keeps its length (in one version), so the payload
         // stays in place.
         let head = (self.wire, slot.xid, credit, inv);
-        if !encode_call_header(slot, &reads[..nr], head, nomsg, hlen) {
+        if !encode_call_header(slot, &reads[..nr], head, first.nomsg, hlen) {
             return Err(Retransmit::Corrupt);
         }
         let sge = slot.send.sge_span(0, send_len as u32);
@@ -475,4 +394,154 @@ pub(super) fn invalidate_limit(ack_timeout: u8) -> Duration {
     }
     let retries = Duration::from_nanos((8 * 4096) << ack_timeout.min(crate::conn::MAX_ACK_TIMEOUT));
     (retries * 3 / 2).max(Duration::from_secs(1))
+}
+
+/// What a retransmitted Call's header said when first sent ([`first_sent`]).
+struct FirstSent {
+    /// Read segments copied out of it.
+    reads: usize,
+    /// Where the argument buffer's exposed span ends (0: nothing exposed).
+    arg_end: u64,
+    /// An RDMA_NOMSG (a Long Call).
+    nomsg: bool,
+    /// The header's length.
+    hlen: usize,
+    /// Its version.
+    wire: Wire,
+}
+
+/// Reads the header of slot `slot`'s Call as first sent (`send_len` bytes): its read list
+/// into `reads`, the end of the argument span it exposed, its type, length and version.
+/// `Corrupt` when it no longer decodes or holds more Read segments than `reads`.
+fn first_sent<P: Provider>(
+    slot: &CallSlot<P>,
+    send_len: usize,
+    reads: &mut [ReadSegment],
+) -> Result<FirstSent, Retransmit> {
+    let arg_addr = slot.arg.addr();
+    let mut nr = 0;
+    let mut arg_end = 0u64;
+    let bytes = view::bytes(&slot.send, send_len);
+    let h = rpcrdma_proto::header::HeaderView::parse_any(bytes).map_err(|_| Retransmit::Corrupt)?;
+    for r in h.read_list().iter() {
+        if nr == MAX_READ_SEGMENTS {
+            return Err(Retransmit::Corrupt);
+        }
+        let end = r.segment.offset + u64::from(r.segment.length);
+        arg_end = arg_end.max(end.saturating_sub(arg_addr));
+        reads[nr] = r;
+        nr += 1;
+    }
+    let nomsg = h.proc() == rpcrdma_proto::header::Proc::NoMsg;
+    let wire = if h.vers() == Wire::V2.vers() {
+        Wire::V2
+    } else {
+        Wire::V1
+    };
+    Ok(FirstSent {
+        reads: nr,
+        arg_end,
+        nomsg,
+        hlen: send_len - h.payload().len(),
+        wire,
+    })
+}
+
+/// Moves the inline payload of slot `slot`'s Call (`send_len` bytes with a header of
+/// `old_hlen`) to follow a header of `hlen` bytes; the new length of the Send.
+fn move_payload<P: Provider>(
+    slot: &mut CallSlot<P>,
+    send_len: usize,
+    old_hlen: usize,
+    hlen: usize,
+) -> Result<usize, Retransmit> {
+    let new_len = send_len + hlen - old_hlen;
+    let buf = view::bytes_mut(&mut slot.send);
+    if new_len > buf.len() {
+        return Err(Retransmit::Corrupt);
+    }
+    buf.copy_within(old_hlen..send_len, hlen);
+    slot.send_len = new_len as u32;
+    Ok(new_len)
+}
+
+/// Where the result buffer's span exposed by slot `slot`'s Write chunks and Reply chunk
+/// ends (0: nothing exposed).
+fn result_end<P: Provider>(slot: &CallSlot<P>) -> u64 {
+    let res_addr = slot.res.addr();
+    let mut res_end = 0u64;
+    for c in 0..slot.n_writes {
+        for sg in &slot.writes[c][..slot.write_n[c]] {
+            let end = sg.offset + u64::from(sg.length);
+            res_end = res_end.max(end.saturating_sub(res_addr));
+        }
+    }
+    if slot.has_reply_chunk {
+        for sg in &slot.reply[..slot.reply_n] {
+            let end = sg.offset + u64::from(sg.length);
+            res_end = res_end.max(end.saturating_sub(res_addr));
+        }
+    }
+    res_end
+}
+
+/// Exposes again the argument and result spans of slot `idx` up to `ends` (0: none):
+/// windows bound afresh, or the regions' own keys; their rkeys (0 where nothing is exposed).
+/// `Post` when the queue pair refused a bind.
+fn bind_again<P: Provider>(
+    qp: &mut P::Qp,
+    sq: &mut SendQueue,
+    stats: &Counters,
+    slot: &mut CallSlot<P>,
+    idx: u32,
+    [arg_end, res_end]: [u64; 2],
+) -> Result<[u32; 2], Retransmit> {
+    slot.bound = [None; 2];
+    let mut rkeys = [0u32; 2];
+    for k in 0..2 {
+        let (end, buf, mw, access) = if k == 0 {
+            (
+                arg_end,
+                &slot.arg,
+                slot.mw_arg.as_ref(),
+                Access::REMOTE_READ,
+            )
+        } else {
+            (
+                res_end,
+                &slot.res,
+                slot.mw_res.as_ref(),
+                Access::REMOTE_WRITE,
+            )
+        };
+        if end == 0 {
+            continue;
+        }
+        let Some(mw) = mw else {
+            rkeys[k] = buf.region().rkey();
+            continue;
+        };
+        let rkey =
+            bind_window::<P>(qp, sq, mw, buf, end, access, idx).map_err(|_| Retransmit::Post)?;
+        slot.bound[k] = Some(rkey);
+        rkeys[k] = rkey;
+        bump(&stats.registrations, 1);
+    }
+    Ok(rkeys)
+}
+
+/// Puts the new rkeys (argument, result) into the Read segments `reads` and slot `slot`'s
+/// Write chunks and Reply chunk.
+fn rekey<P: Provider>(reads: &mut [ReadSegment], slot: &mut CallSlot<P>, rkeys: [u32; 2]) {
+    for r in reads {
+        r.segment.handle = rkeys[0];
+    }
+    for c in 0..slot.n_writes {
+        for sg in &mut slot.writes[c][..slot.write_n[c]] {
+            sg.handle = rkeys[1];
+        }
+    }
+    for sg in &mut slot.reply[..slot.reply_n] {
+        sg.handle = rkeys[1];
+    }
 }

@@ -162,49 +162,16 @@ impl<P: Provider> ServerConn<P> {
         }
         let started = Instant::now();
         let credits = config.credits;
-        // Receives: one per credit, and one per reverse-direction Call this end may have
-        // outstanding, for its Reply (version 2; they are not part of the grant, so the
-        // client's Calls and its reverse Replies never overrun them), and the spare ones
-        // that let a reply leave before its receive is reposted (`flush`).
-        let reverse = if config.version == crate::conn::Version::V1 {
-            0
-        } else {
-            config.reverse_credits.min(reverse::MAX_REVERSE)
-        };
-        let nrecv = credits + reverse + SPARE_RECVS;
-        // The reply ring: replies hold their entries until a signaled completion (every
-        // half ring) retires them. On the shared receive queue, where most connections
-        // hold small grants, at most 64 entries (a signal every 32 replies) whatever the
-        // credits: the ring is most of what a busy connection takes from the share.
-        let ring_len = if config.srq {
-            (2 * credits).clamp(8, SRQ_RING_MAX)
-        } else {
-            (2 * credits).max(8)
-        };
-        let sq_depth = (4 * ring_len + config.max_reads + 2 * REPLY_WRS as u32).min(16384);
+        let Geometry {
+            reverse,
+            nrecv,
+            ring_len,
+            sq_depth,
+        } = Geometry::of(&config);
         let pd = share.pd();
         let cq = device.create_cq(sq_depth + nrecv + 64)?;
-        // With the server's shared receive queue, the connection's receives come from it:
-        // it reserves receives for its first grant and spares (`pool::srq`), and each slot
-        // holds a placeholder until a Call's receive stands in.
-        // The least loaded of the server's queues (one per worker): the workers give the
-        // connection to that queue's worker (`Drive::home`).
-        let srq_home = share.least_loaded_recvs().unwrap_or(0);
-        let srq = share.recvs(srq_home);
-        let (grant, srq_reserved) = match srq {
-            Some(r) => {
-                let g = config.initial_grant.min(config.srq_grant).clamp(1, credits);
-                let n = g + reverse + SPARE_RECVS;
-                r.admit(pd, n).map_err(ConnError::Receives)?;
-                (g, n)
-            }
-            None => (config.initial_grant, 0),
-        };
-        // Given back if anything below fails.
-        let reservation = SrqReservation {
-            recvs: srq,
-            n: srq_reserved,
-        };
+        let (srq_home, grant, reservation) = reserve_receives(share, &config, reverse)?;
+        let (srq, srq_reserved) = (reservation.recvs, reservation.n);
         let reverse_state = reverse::Reverse::new(pd, reverse, config.send_size, config.recv_size)?;
         let own_recv = if srq.is_some() {
             SRQ_PLACEHOLDER
@@ -252,37 +219,10 @@ impl<P: Provider> ServerConn<P> {
         share.join_conn(recv_pool.bytes() + reverse_state.registered_bytes());
         let inline_max = qp.caps().max_inline_data.min(caps.max_inline_data);
         let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
-        let max_segs = config.recv_size as usize / 20 + 1;
-        let slots = (0..nrecv)
-            .map(|_| RecvSlot {
-                state: RecvState::Posted,
-                byte_len: 0,
-                judged: None,
-                bare: None,
-                open_v2: false,
-                form: CallForm::Refused,
-                reads: Vec::with_capacity(max_segs),
-                next_read: 0,
-                pending_reads: 0,
-                shift: 0,
-                queued: false,
-                gen: 0,
-            })
-            .collect();
+        let slots = recv_slots(nrecv, config.recv_size);
+        let (srq_free, srq_parked) = srq_slots(nrecv, srq_reserved > 0);
         Ok(ServerConn {
-            io: FabricSide {
-                qp,
-                sq: SendQueue::new(sq_depth, ring_len / 2),
-                stats: Arc::new(Counters::default()),
-                tally: Tally::default(),
-                dead: false,
-                inline_max,
-                wire: if config.version == crate::conn::Version::V2 {
-                    Wire::V2
-                } else {
-                    Wire::V1
-                },
-            },
+            io: fabric_side(qp, sq_depth, ring_len, inline_max, config.version),
             cq,
             recv,
             pull: Vec::new(),
@@ -301,16 +241,8 @@ impl<P: Provider> ServerConn<P> {
             watched: false,
             id,
             reposts: Vec::with_capacity(nrecv as usize),
-            srq_free: if srq_reserved > 0 {
-                (0..nrecv).rev().collect()
-            } else {
-                Vec::new()
-            },
-            srq_parked: if srq_reserved > 0 {
-                (0..nrecv).map(|_| None).collect()
-            } else {
-                Box::new([])
-            },
+            srq_free,
+            srq_parked,
             srq_reserved,
             srq_home,
             reverse_slots: reverse,
@@ -331,5 +263,149 @@ impl<P: Provider> ServerConn<P> {
             peer_addr,
             _share: Arc::clone(share),
         })
+    }
+}
+
+/// How much of each a connection makes at accept, from its configuration.
+struct Geometry {
+    /// Receives for the Replies of reverse-direction Calls (version 2).
+    reverse: u32,
+    /// Receives (and slots): one per credit, the reverse ones and the spares.
+    nrecv: u32,
+    /// Entries of the reply ring.
+    ring_len: u32,
+    /// Depth of the send queue.
+    sq_depth: u32,
+}
+
+impl Geometry {
+    fn of(config: &ConnConfig) -> Geometry {
+        let credits = config.credits;
+        // Receives: one per credit, and one per reverse-direction Call this end may have
+        // outstanding, for its Reply (version 2; they are not part of the grant, so the
+        // client's Calls and its reverse Replies never overrun them), and the spare ones
+        // that let a reply leave before its receive is reposted (`flush`).
+        let reverse = if config.version == crate::conn::Version::V1 {
+            0
+        } else {
+            config.reverse_credits.min(reverse::MAX_REVERSE)
+        };
+        let nrecv = credits + reverse + SPARE_RECVS;
+        // The reply ring: replies hold their entries until a signaled completion (every
+        // half ring) retires them. On the shared receive queue, where most connections
+        // hold small grants, at most 64 entries (a signal every 32 replies) whatever the
+        // credits: the ring is most of what a busy connection takes from the share.
+        let ring_len = if config.srq {
+            (2 * credits).clamp(8, SRQ_RING_MAX)
+        } else {
+            (2 * credits).max(8)
+        };
+        let sq_depth = (4 * ring_len + config.max_reads + 2 * REPLY_WRS as u32).min(16384);
+        Geometry {
+            reverse,
+            nrecv,
+            ring_len,
+            sq_depth,
+        }
+    }
+}
+
+/// The receives of a connection with `reverse` reverse-direction receives, on the server's
+/// shared receive queue if it has one: which queue (its index), the first grant, and the
+/// reservation, given back when dropped unless the connection takes it over.
+///
+/// With the server's shared receive queue, the connection's receives come from it: it
+/// reserves receives for its first grant and spares (`pool::srq`), and each slot holds a
+/// placeholder until a Call's receive stands in. The least loaded of the server's queues
+/// (one per worker): the workers give the connection to that queue's worker
+/// (`Drive::home`).
+fn reserve_receives<'s, P: Provider>(
+    share: &'s Arc<Share<P>>,
+    config: &ConnConfig,
+    reverse: u32,
+) -> Result<(usize, u32, SrqReservation<'s, P>), ConnError> {
+    let srq_home = share.least_loaded_recvs().unwrap_or(0);
+    let srq = share.recvs(srq_home);
+    let (grant, srq_reserved) = match srq {
+        Some(r) => {
+            let g = config
+                .initial_grant
+                .min(config.srq_grant)
+                .clamp(1, config.credits);
+            let n = g + reverse + SPARE_RECVS;
+            r.admit(share.pd(), n).map_err(ConnError::Receives)?;
+            (g, n)
+        }
+        None => (config.initial_grant, 0),
+    };
+    // Given back if anything after fails.
+    let reservation = SrqReservation {
+        recvs: srq,
+        n: srq_reserved,
+    };
+    Ok((srq_home, grant, reservation))
+}
+
+/// The `nrecv` slots of a new connection, each posted, with room for the Read segments of
+/// a Call of `recv_size` bytes.
+fn recv_slots(nrecv: u32, recv_size: u32) -> Box<[RecvSlot]> {
+    let max_segs = recv_size as usize / 20 + 1;
+    (0..nrecv)
+        .map(|_| RecvSlot {
+            state: RecvState::Posted,
+            byte_len: 0,
+            judged: None,
+            bare: None,
+            open_v2: false,
+            form: CallForm::Refused,
+            reads: Vec::with_capacity(max_segs),
+            next_read: 0,
+            pending_reads: 0,
+            shift: 0,
+            queued: false,
+            gen: 0,
+        })
+        .collect()
+}
+
+/// The shared receive queue's receives parked in a connection's slots
+/// (`ServerConn::srq_parked`).
+type Parked<P> = Box<[Option<Buf<P>>]>;
+
+/// The free slots and the parked receives of a connection on the shared receive queue
+/// (`on_srq`) with `nrecv` slots: every slot free, none parked; empty otherwise.
+fn srq_slots<P: Provider>(nrecv: u32, on_srq: bool) -> (Vec<u32>, Parked<P>) {
+    if on_srq {
+        (
+            (0..nrecv).rev().collect(),
+            (0..nrecv).map(|_| None).collect(),
+        )
+    } else {
+        (Vec::new(), Box::new([]))
+    }
+}
+
+/// The fabric side of a new connection on `qp`: a send queue of `sq_depth` signaling every
+/// half ring of `ring_len`, fresh counters, and the wire of `version` (version 1 until an
+/// open one is decided).
+fn fabric_side<P: Provider>(
+    qp: P::Qp,
+    sq_depth: u32,
+    ring_len: u32,
+    inline_max: u32,
+    version: crate::conn::Version,
+) -> FabricSide<P> {
+    FabricSide {
+        qp,
+        sq: SendQueue::new(sq_depth, ring_len / 2),
+        stats: Arc::new(Counters::default()),
+        tally: Tally::default(),
+        dead: false,
+        inline_max,
+        wire: if version == crate::conn::Version::V2 {
+            Wire::V2
+        } else {
+            Wire::V1
+        },
     }
 }

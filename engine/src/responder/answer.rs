@@ -255,9 +255,11 @@ impl<P: Provider> ServerConn<P> {
                 Some((total, handle)) if total as usize <= area.len() => reply::short_pulled(
                     &mut self.io,
                     &mut *ring,
-                    bytes,
-                    &area[..total as usize],
-                    at.swi.then_some(handle),
+                    reply::PulledCall {
+                        call: bytes,
+                        stream: &area[..total as usize],
+                        inv: at.swi.then_some(handle),
+                    },
                     &at,
                     &mut self.bulk[i],
                     &mut run,
@@ -271,10 +273,10 @@ impl<P: Provider> ServerConn<P> {
                 &mut self.io,
                 ring,
                 bytes,
-                area,
                 &mut self.bulk[i],
                 &General {
                     at,
+                    pull: area,
                     recv_size: self.config.recv_size,
                     judged,
                     wire,
@@ -287,6 +289,52 @@ impl<P: Provider> ServerConn<P> {
     }
 }
 
+/// Why the general path has no call to run: a chunk problem (RDMA_ERROR ERR_CHUNK) or an
+/// undecodable call header (GARBAGE_ARGS).
+enum NoCall {
+    Chunk,
+    /// More than the pull buffer holds (RFC 8166 §8.1.4).
+    TooLarge,
+    Garbage,
+    /// The pulled stream holds an RPC Reply: discarded, as the verdict discards
+    /// one sent inline (RFC 8166 §4).
+    Reply,
+}
+
+/// The accepted Call `call`'s Payload stream (inline, or, when `pulled`, pulled into
+/// `pull`) with its RPC Call header and that header's length, or why the general path has
+/// no call to run.
+#[inline(always)]
+fn call_stream<'s>(
+    call: AcceptedCall<'s>,
+    pulled: bool,
+    pull: &'s [u8],
+) -> Result<(&'s [u8], CallHeader<'s>, usize), NoCall> {
+    let header = call.header;
+    if pulled {
+        let total = call.plan.total_len() as usize;
+        if total > pull.len() {
+            // RFC 8166 §8.1.4: "A Responder is not obliged to pull Read chunks
+            // that are unreasonably large. The Responder can use an RDMA_ERROR
+            // response": ERR_CHUNK, before any RDMA Read.
+            Err(NoCall::TooLarge)
+        } else {
+            let s = &pull[..total];
+            match RpcMessage::parse(s) {
+                Ok((RpcMessage::Call(c), len)) if c.xid == header.xid() => Ok((s, c, len)),
+                Ok((RpcMessage::Call(_), _)) => Err(NoCall::Chunk),
+                Ok((RpcMessage::Reply(_), _)) => Err(NoCall::Reply),
+                Err(_) => Err(NoCall::Garbage),
+            }
+        }
+    } else {
+        match call.call {
+            Some((c, len)) => Ok((header.payload(), c, len)),
+            None => Err(NoCall::Chunk),
+        }
+    }
+}
+
 /// The part of pull buffer `pull` from `shift` (where a pulled stream starts,
 /// `RecvSlot::shift`) to its end.
 pub(super) fn stream_area<P: Provider>(pull: &Buf<P>, shift: u32) -> &[u8] {
@@ -295,15 +343,13 @@ pub(super) fn stream_area<P: Provider>(pull: &Buf<P>, shift: u32) -> &[u8] {
 
 /// The general answer to the Call `bytes` (any form, any verdict), built in `ring`: the
 /// verdict (RFC 8166 §4.5), then the RPC checks (RFC 5531 §9) and the handler, or the
-/// RDMA_ERROR or RPC error that replaces them. `pull` holds the reassembled Payload stream
+/// RDMA_ERROR or RPC error that replaces them. `g.pull` holds the reassembled Payload stream
 /// of a chunked or Long Call from its start ([`stream_area`]); `bulk` receives the
 /// handler's DDP-eligible results.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn answer_general<P: Provider>(
     io: &mut FabricSide<P>,
     ring: &mut Buf<P>,
     bytes: &[u8],
-    pull: &[u8],
     bulk: &mut Buf<P>,
     g: &General<'_>,
     echo: &mut Echo,
@@ -324,7 +370,7 @@ pub(super) fn answer_general<P: Provider>(
             }
             Action::ErrVers { .. } | Action::ErrChunk => {
                 let err = v.rdma_error().unwrap_or(RdmaError::Chunk);
-                reply::rdma_error(io, ring, bytes, grant, err)
+                reply::rdma_error(io, ring, bytes, grant, WireError::V1(err))
             }
             Action::GarbageArgs => garbage_args(io, ring, bytes, g, echo, run),
             Action::Process => ReplyAction::Nothing,
@@ -332,39 +378,7 @@ pub(super) fn answer_general<P: Provider>(
         Ok(call) => {
             let header = call.header;
             let pulled = call.plan.chunk_count() > 0;
-            // Why there is no call to run: a chunk problem (RDMA_ERROR ERR_CHUNK) or an
-            // undecodable call header (GARBAGE_ARGS).
-            enum NoCall {
-                Chunk,
-                /// More than the pull buffer holds (RFC 8166 §8.1.4).
-                TooLarge,
-                Garbage,
-                /// The pulled stream holds an RPC Reply: discarded, as the verdict discards
-                /// one sent inline (RFC 8166 §4).
-                Reply,
-            }
-            let stream: Result<(&[u8], CallHeader<'_>, usize), NoCall> = if pulled {
-                let total = call.plan.total_len() as usize;
-                if total > pull.len() {
-                    // RFC 8166 §8.1.4: "A Responder is not obliged to pull Read chunks
-                    // that are unreasonably large. The Responder can use an RDMA_ERROR
-                    // response": ERR_CHUNK, before any RDMA Read.
-                    Err(NoCall::TooLarge)
-                } else {
-                    let s = &pull[..total];
-                    match RpcMessage::parse(s) {
-                        Ok((RpcMessage::Call(c), len)) if c.xid == header.xid() => Ok((s, c, len)),
-                        Ok((RpcMessage::Call(_), _)) => Err(NoCall::Chunk),
-                        Ok((RpcMessage::Reply(_), _)) => Err(NoCall::Reply),
-                        Err(_) => Err(NoCall::Garbage),
-                    }
-                }
-            } else {
-                match call.call {
-                    Some((c, len)) => Ok((header.payload(), c, len)),
-                    None => Err(NoCall::Chunk),
-                }
-            };
+            let stream = call_stream(call, pulled, g.pull);
             // What to build, or the answer already made without building.
             let to_build = match stream {
                 Err(NoCall::Chunk) => {

@@ -186,7 +186,7 @@ pub(super) fn answer_refused_v2<P: Provider>(
                 Err(_) => ReplyAction::Fatal,
             }
         }
-        v2::Action::Error(e) => reply::rdma2_error(io, ring, bytes, g.at.grant, e),
+        v2::Action::Error(e) => reply::rdma_error(io, ring, bytes, g.at.grant, WireError::V2(e)),
         v2::Action::GarbageArgs => garbage_args(io, ring, bytes, g, echo, run),
         v2::Action::Call
         | v2::Action::Reply

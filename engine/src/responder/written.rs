@@ -9,6 +9,7 @@
 //! `responder/tests.rs`).
 
 use rpcrdma_proto::chunks::{self, ChunkFill};
+use rpcrdma_proto::header::WriteList;
 use rpcrdma_proto::rpc::{AcceptStat, AUTH_NONE_ACCEPTED_LEN};
 use rpcrdma_proto::v2;
 use rpcrdma_proto::v2::Wire;
@@ -18,7 +19,7 @@ use super::handler::{overflowed, run_handler, HandlerContext};
 use super::reply::{self, ReplyAction, MAX_SEGMENTS, MAX_WRITE_CHUNKS};
 use super::{Answering, FabricSide};
 use crate::conn::view;
-use crate::dispatch::{Lookup, Outcome, Request};
+use crate::dispatch::{Lookup, Outcome, Request, MAX_BULK_RESULTS};
 use crate::fabric::Provider;
 use crate::pool::Buf;
 use crate::stats::bump;
@@ -122,25 +123,16 @@ pub(super) fn answer<P: Provider>(
     let mut written = [0u32; MAX_WRITE_CHUNKS];
     let mut fills: [Option<(ChunkFill<'_>, u32)>; MAX_WRITE_CHUNKS] =
         [const { None }; MAX_WRITE_CHUNKS];
-    let mut cursor = results_at + len;
-    for (k, chunk) in wc.writes.iter().take(n_items).enumerate() {
-        let (off, n) = items[k];
-        out[cursor..cursor + 4].copy_from_slice(&n.to_be_bytes());
-        cursor += 4;
-        match chunks::place_write(chunk, n) {
-            Ok(fill) => {
-                written[k] = n;
-                fills[k] = Some((fill, off));
-            }
-            Err(_) => {
-                // [V2] §5.3.3's reason; version 1 says ERR_CHUNK.
-                let e = v2::RdmaError::WriteResource {
-                    chunk_index: k as u32 + 1,
-                    length_needed: n,
-                };
-                return Some(reply::refuse_short(io, ring, call, at.grant, e));
-            }
-        }
+    let placed = place_in_chunks(
+        out,
+        results_at + len,
+        wc.writes,
+        (&items, n_items),
+        &mut written,
+        &mut fills,
+    );
+    if let Err(e) = placed {
+        return Some(reply::refuse_short(io, ring, call, at.grant, e));
     }
     for (fill, off) in fills.iter().flatten() {
         if !reply::post_fill(io, bulk, *off as usize, fill) {
@@ -151,15 +143,9 @@ pub(super) fn answer<P: Provider>(
     // The transport header: the Call's XID and version, the grant, RDMA_MSG, the empty Read
     // list, the Write list echoed, and the absent Reply chunk (§4.2, §4.3.2.2).
     let out = view::bytes_mut(ring);
-    let list_end = hlen - 8;
-    emit::put_word_array(out, emit::msg_reply_head(wc.xid, at.grant));
-    if chunks::echo_write_list(wc.writes, &written[..n_chunks], &mut out[LIST_AT..list_end])
-        != Some(list_end - LIST_AT)
-    {
+    if !put_reply_header(out, wc, at.grant, &written[..n_chunks], &rpc[..rpc_words]) {
         return Some(ReplyAction::Fatal);
     }
-    out[list_end..hlen].fill(0);
-    emit::put_words(&mut out[hlen..], &rpc[..rpc_words]);
     io.tally.short_calls += 1;
     io.tally.short_replies += 1;
     // RFC 8797 §4.1: the Call's first handle, its first Write chunk's first segment.
@@ -181,4 +167,64 @@ pub(super) fn answer<P: Provider>(
 fn accepted(xid: u32, stat: AcceptStat) -> [u32; 6] {
     let [.., x, r, m, flavor, len, st] = emit::short_reply_words(xid, 0, stat);
     [x, r, m, flavor, len, st]
+}
+
+/// Places the first `n_items` DDP-eligible results `items` (offset in the bulk buffer,
+/// length) into the Write chunks `writes`, in order (RFC 8166 §4.3.2.1): each one's length
+/// word written into `out` from `cursor` on (it stays inline after the results), its
+/// chunk's fill and offset into `fills` and its length into `written`. The refusal of a
+/// result longer than its chunk (\[V2\] §5.3.3's reason; version 1 says ERR_CHUNK), before
+/// any RDMA Write is posted.
+#[inline(always)]
+fn place_in_chunks<'w>(
+    out: &mut [u8],
+    mut cursor: usize,
+    writes: WriteList<'w>,
+    (items, n_items): (&[(u32, u32); MAX_BULK_RESULTS], usize),
+    written: &mut [u32; MAX_WRITE_CHUNKS],
+    fills: &mut [Option<(ChunkFill<'w>, u32)>; MAX_WRITE_CHUNKS],
+) -> Result<(), v2::RdmaError> {
+    for (k, chunk) in writes.iter().take(n_items).enumerate() {
+        let (off, n) = items[k];
+        out[cursor..cursor + 4].copy_from_slice(&n.to_be_bytes());
+        cursor += 4;
+        match chunks::place_write(chunk, n) {
+            Ok(fill) => {
+                written[k] = n;
+                fills[k] = Some((fill, off));
+            }
+            Err(_) => {
+                return Err(v2::RdmaError::WriteResource {
+                    chunk_index: k as u32 + 1,
+                    length_needed: n,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes at the start of `out` the Reply to `wc` with the grant `grant`: its transport
+/// header (the Call's XID and version, RDMA_MSG, the empty Read list, the Write list
+/// echoed with the lengths `written`, the absent Reply chunk) and then the RPC words
+/// `rpc`. False when the echoed list does not take the length the Call's did.
+#[inline(always)]
+fn put_reply_header(
+    out: &mut [u8],
+    wc: &WriteCall<'_>,
+    grant: u32,
+    written: &[u32],
+    rpc: &[u32],
+) -> bool {
+    let hlen = wc.header_len;
+    let list_end = hlen - 8;
+    emit::put_word_array(out, emit::msg_reply_head(wc.xid, grant));
+    if chunks::echo_write_list(wc.writes, written, &mut out[LIST_AT..list_end])
+        != Some(list_end - LIST_AT)
+    {
+        return false;
+    }
+    out[list_end..hlen].fill(0);
+    emit::put_words(&mut out[hlen..], rpc);
+    true
 }

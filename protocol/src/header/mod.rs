@@ -14,6 +14,7 @@ mod encode;
 mod view;
 
 pub use encode::{Body, Chunks, Header};
+pub(crate) use view::V2MessageFields;
 pub use view::{
     FixedHeader, HeaderError, HeaderView, ReadList, ReadListIter, Segments, SegmentsIter,
     WriteList, WriteListIter,

@@ -351,6 +351,24 @@ enum Body<'a> {
     Error(RdmaError),
 }
 
+/// What a version 2 RDMA2_MSG or RDMA2_NOMSG's header holds besides its chunk lists, as
+/// `v2::HeaderView::chunk_view` hands it to [`HeaderView::from_v2`] (\[V2\] §3.2, §3.3).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct V2MessageFields {
+    /// `rdma_xid`.
+    pub(crate) xid: u32,
+    /// `rdma_vers`: 2.
+    pub(crate) vers: u32,
+    /// `rdma_credit`.
+    pub(crate) credit: u32,
+    /// RDMA2_NOMSG rather than RDMA2_MSG.
+    pub(crate) nomsg: bool,
+    /// `rdma_flags`.
+    pub(crate) flags: u32,
+    /// `rdma_inv_handle`.
+    pub(crate) inv_handle: u32,
+}
+
 /// A version 1 transport header decoded in place.
 ///
 /// Decoding validates the whole structure once; the accessors and iterators then cannot fail
@@ -446,43 +464,29 @@ impl<'a> HeaderView<'a> {
         })
     }
 
-    /// Decodes a version 1 header, or the chunk lists of a version 2 RDMA2_MSG or
-    /// RDMA2_NOMSG (\[V2\] §3.3, §5.3.1, §5.3.2: the same lists as version 1 after
-    /// `rdma_flags` and `rdma_inv_handle`) as a view with `vers` 2, `proc` MSG or NOMSG and
-    /// [`flags`](Self::flags) and [`inv_handle`](Self::inv_handle): what the engines' chunk
-    /// handling reads alike in both versions. Every other version 2 message is an error
-    /// ([`HeaderError::UnsupportedVersion`]); decode those with
-    /// [`crate::v2::HeaderView`].
-    pub fn parse_any(buf: &'a [u8]) -> Result<Self, HeaderError> {
-        if buf.get(4..8) == Some(&crate::v2::RPCRDMA_VERSION_TWO.to_be_bytes()[..]) {
-            let vers = crate::v2::RPCRDMA_VERSION_TWO;
-            return crate::v2::HeaderView::parse(buf)
-                .ok()
-                .and_then(|h| h.chunk_view())
-                .ok_or(HeaderError::UnsupportedVersion { vers });
-        }
-        HeaderView::parse(buf)
-    }
-
-    /// The view of a version 2 RDMA2_MSG (`nomsg` false) or RDMA2_NOMSG already decoded by
-    /// [`crate::v2::HeaderView`].
-    #[allow(clippy::too_many_arguments)]
+    /// The view of a version 2 RDMA2_MSG or RDMA2_NOMSG already decoded by
+    /// [`crate::v2::HeaderView`]: its fields beside the lists (`fields`), its chunk lists
+    /// and its header's length.
     pub(crate) fn from_v2(
         buf: &'a [u8],
-        xid: u32,
-        credit: u32,
-        nomsg: bool,
-        flags: u32,
-        inv_handle: u32,
+        fields: V2MessageFields,
         lists: (ReadList<'a>, WriteList<'a>, Option<Segments<'a>>),
         header_len: usize,
     ) -> Self {
+        let V2MessageFields {
+            xid,
+            vers,
+            credit,
+            nomsg,
+            flags,
+            inv_handle,
+        } = fields;
         let proc = if nomsg { Proc::NoMsg } else { Proc::Msg };
         HeaderView {
             buf,
             fixed: FixedHeader {
                 xid,
-                vers: crate::v2::RPCRDMA_VERSION_TWO,
+                vers,
                 credit,
                 proc_raw: proc.to_u32(),
             },

@@ -318,25 +318,43 @@ impl Wire {
     }
 }
 
+/// The fields of an RPC message's header besides its version and chunk lists, for
+/// [`encode_message_header`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MessageFields {
+    /// `rdma_xid`.
+    pub xid: u32,
+    /// `rdma_credit`: credits requested (a Call) or granted (a Reply).
+    pub credit: u32,
+    /// RDMA_NOMSG (RDMA2_NOMSG) rather than RDMA_MSG (RDMA2_MSG).
+    pub nomsg: bool,
+    /// RPCRDMA2_F_RESPONSE: a Reply (version 2 only).
+    pub response: bool,
+    /// `rdma_inv_handle`, 0 for none (version 2 only).
+    pub inv_handle: u32,
+}
+
 /// Encodes the header of an RPC message with chunk lists in `wire`'s layout at the start of
-/// `out`: version 1's RDMA_MSG / RDMA_NOMSG (`nomsg`), or version 2's RDMA2_MSG /
-/// RDMA2_NOMSG with RPCRDMA2_F_RESPONSE when `response` (a Reply) and `inv_handle` (0 for
-/// none; version 1 has neither). Returns the bytes written.
+/// `out`: version 1's RDMA_MSG / RDMA_NOMSG (`fields.nomsg`), or version 2's RDMA2_MSG /
+/// RDMA2_NOMSG with RPCRDMA2_F_RESPONSE when `fields.response` (a Reply) and
+/// `fields.inv_handle` (0 for none; version 1 has neither). Returns the bytes written.
 ///
 /// The same bytes as [`Header::encode`](crate::header::Header::encode) and
 /// [`Header::encode`] of that message (tested in `tests/v2.rs`), written word by word
 /// after one length check: both ends encode a header like this for every chunked message.
-#[allow(clippy::too_many_arguments)]
 pub fn encode_message_header(
     wire: Wire,
     out: &mut [u8],
-    xid: u32,
-    credit: u32,
-    response: bool,
-    inv_handle: u32,
+    fields: MessageFields,
     chunks: crate::header::Chunks<'_>,
-    nomsg: bool,
 ) -> Result<usize, crate::error::EncodeError> {
+    let MessageFields {
+        xid,
+        credit,
+        nomsg,
+        response,
+        inv_handle,
+    } = fields;
     use crate::header::Proc;
     let prefix = crate::header::FIXED_PREFIX_LEN + wire.extra();
     let needed = prefix + chunks.encoded_len();

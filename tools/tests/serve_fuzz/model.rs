@@ -44,7 +44,7 @@ fn rdma_error(m: &[u8], grant: u32, err: RdmaError) -> Want {
 }
 
 /// What the handler of the built-in program does.
-enum Outcome {
+enum ModelOutcome {
     Success {
         results: Vec<u8>,
         items: Vec<Vec<u8>>,
@@ -68,76 +68,76 @@ pub(crate) fn arg(a: &[u8], k: usize) -> Option<u32> {
 /// A DDP-eligible result whose bytes would end at `need` in a bulk buffer that cannot hold
 /// them: refused as too long when the server's largest bulk buffer (`max_bulk`) could, the
 /// program's SYSTEM_ERR when none could (`responder::answer::run_handler`).
-fn overflow(need: usize, max_bulk: usize) -> Outcome {
+fn overflow(need: usize, max_bulk: usize) -> ModelOutcome {
     if need <= max_bulk {
-        Outcome::Overflow
+        ModelOutcome::Overflow
     } else {
-        Outcome::SystemErr
+        ModelOutcome::SystemErr
     }
 }
 
-fn handler(proc_num: u32, a: &[u8], cap: usize, bulk: usize, max_bulk: usize) -> Outcome {
+fn handler(proc_num: u32, a: &[u8], cap: usize, bulk: usize, max_bulk: usize) -> ModelOutcome {
     match proc_num {
-        NULL => Outcome::Success {
+        NULL => ModelOutcome::Success {
             results: Vec::new(),
             items: Vec::new(),
         },
         ECHO => {
             let Some(n) = arg(a, 0) else {
-                return Outcome::Garbage;
+                return ModelOutcome::Garbage;
             };
             let len = opaque_len(n as usize);
             if n > MAX_ECHO || a.len() < len {
-                return Outcome::Garbage;
+                return ModelOutcome::Garbage;
             }
             let max = cap.min(opaque_len(MAX_ECHO as usize)) & !3;
             if max < len {
-                return Outcome::SystemErr;
+                return ModelOutcome::SystemErr;
             }
-            Outcome::Success {
+            ModelOutcome::Success {
                 results: a[..len].to_vec(),
                 items: Vec::new(),
             }
         }
         READ => {
             let (Some(n), Some(seed)) = (arg(a, 0), arg(a, 1)) else {
-                return Outcome::Garbage;
+                return ModelOutcome::Garbage;
             };
             if n as usize > bulk {
                 return overflow(n as usize, max_bulk);
             }
             let mut item = vec![0; n as usize];
             fill_pattern(seed, &mut item);
-            Outcome::Success {
+            ModelOutcome::Success {
                 results: n.to_be_bytes().to_vec(),
                 items: vec![item],
             }
         }
         WRITE => {
             let (Some(seed), Some(n)) = (arg(a, 0), arg(a, 1)) else {
-                return Outcome::Garbage;
+                return ModelOutcome::Garbage;
             };
             let Some(data) = a.get(8..8 + n as usize) else {
-                return Outcome::Garbage;
+                return ModelOutcome::Garbage;
             };
             let ok = is_pattern(seed, data) as u32;
             let mut results = ok.to_be_bytes().to_vec();
             results.extend_from_slice(&n.to_be_bytes());
-            Outcome::Success {
+            ModelOutcome::Success {
                 results,
                 items: Vec::new(),
             }
         }
         MULTI => {
             let (Some(k), Some(n)) = (arg(a, 0), arg(a, 1)) else {
-                return Outcome::Garbage;
+                return ModelOutcome::Garbage;
             };
             let mut items = Vec::new();
             let mut used = 0usize;
             for i in 0..k {
                 // At most 4 DDP-eligible results (dispatch::MAX_BULK_RESULTS).
                 if i >= 4 {
-                    return Outcome::SystemErr;
+                    return ModelOutcome::SystemErr;
                 }
                 let start = (used + 7) & !7;
                 let end = start + n as usize;
@@ -149,7 +149,7 @@ fn handler(proc_num: u32, a: &[u8], cap: usize, bulk: usize, max_bulk: usize) ->
                 fill_pattern(i + 1, &mut item);
                 items.push(item);
             }
-            Outcome::Success {
+            ModelOutcome::Success {
                 results: k.to_be_bytes().to_vec(),
                 items,
             }
@@ -301,12 +301,16 @@ impl Model<'_> {
                     self.cfg.bulk_cap(h),
                     self.cfg.bulk as usize,
                 ) {
-                    Outcome::Success { results, items } => {
+                    ModelOutcome::Success { results, items } => {
                         (ReplyHeader::accepted_success(xid), results, items)
                     }
-                    Outcome::Garbage => (ReplyHeader::garbage_args(xid), Vec::new(), Vec::new()),
-                    Outcome::SystemErr => (ReplyHeader::system_err(xid), Vec::new(), Vec::new()),
-                    Outcome::Overflow => return chunk_error(),
+                    ModelOutcome::Garbage => {
+                        (ReplyHeader::garbage_args(xid), Vec::new(), Vec::new())
+                    }
+                    ModelOutcome::SystemErr => {
+                        (ReplyHeader::system_err(xid), Vec::new(), Vec::new())
+                    }
+                    ModelOutcome::Overflow => return chunk_error(),
                 }
             }
         };

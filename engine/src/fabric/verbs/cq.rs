@@ -114,12 +114,12 @@ impl WqTrack {
 
 /// Where a work queue's requests are announced: its slot in the completion queue's table.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Slot {
+pub(super) struct WqSlot {
     index: u16,
     gen: u8,
 }
 
-impl Slot {
+impl WqSlot {
     /// The provider's wr_id for the request with sequence number `seq`.
     pub(super) fn wr_id(self, seq: u64) -> u64 {
         (u64::from(self.index) << SLOT_SHIFT)
@@ -279,7 +279,7 @@ impl Drop for CqInner {
 
 impl CqInner {
     /// Gives `track` a slot; its requests are posted under that slot's ids.
-    pub(super) fn register(&self, track: Arc<WqTrack>) -> Result<Slot, FabricError> {
+    pub(super) fn register(&self, track: Arc<WqTrack>) -> Result<WqSlot, FabricError> {
         let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
         let n = t.entries.len();
         // Reuse slots round-robin, so a freed slot's late completions stay recognisable
@@ -290,7 +290,7 @@ impl CqInner {
                 let gen = t.entries[i].0.wrapping_add(1);
                 t.entries[i] = (gen, Some(track));
                 t.cursor = (i + 1) % n.max(1);
-                return Ok(Slot {
+                return Ok(WqSlot {
                     index: i as u16,
                     gen,
                 });
@@ -303,7 +303,7 @@ impl CqInner {
         }
         t.entries.push((0, Some(track)));
         t.cursor = 0;
-        Ok(Slot {
+        Ok(WqSlot {
             index: n as u16,
             gen: 0,
         })
@@ -362,7 +362,7 @@ impl CqInner {
     }
 
     /// Frees a slot given by [`register`](Self::register).
-    pub(super) fn deregister(&self, slot: Slot) {
+    pub(super) fn deregister(&self, slot: WqSlot) {
         let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(e) = t.entries.get_mut(usize::from(slot.index)) {
             if e.0 == slot.gen {

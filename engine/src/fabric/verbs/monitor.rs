@@ -50,7 +50,7 @@ enum Watched {
 }
 
 #[derive(Default)]
-struct State {
+struct MonitorState {
     watched: HashMap<u64, Watched>,
     /// Context pointer → (token, how many handles registered it).
     contexts: HashMap<usize, (u64, usize)>,
@@ -63,7 +63,7 @@ struct State {
 /// The monitor thread's shared state.
 pub(super) struct Monitor {
     epfd: i32,
-    state: Mutex<State>,
+    state: Mutex<MonitorState>,
     next: AtomicU64,
 }
 
@@ -79,7 +79,7 @@ pub(super) fn monitor() -> Option<&'static Monitor> {
             let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
             (epfd >= 0).then(|| Monitor {
                 epfd,
-                state: Mutex::new(State::default()),
+                state: Mutex::new(MonitorState::default()),
                 next: AtomicU64::new(1),
             })
         })
@@ -93,7 +93,7 @@ pub(super) fn monitor() -> Option<&'static Monitor> {
 }
 
 impl Monitor {
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, MonitorState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -224,7 +224,7 @@ impl Monitor {
 }
 
 /// Reads and acknowledges every pending asynchronous event of `ctx`.
-fn drain_async(ctx: *mut ibv_context, st: &State) {
+fn drain_async(ctx: *mut ibv_context, st: &MonitorState) {
     loop {
         let mut ev = MaybeUninit::<ibv_async_event>::uninit();
         // SAFETY: the context is open (registered, and unregistered under the same lock

@@ -20,7 +20,7 @@ use rdma_sys::*;
 use super::chain::{check_recv_sges, post_chain, post_in_chunks, raw_recv_wr, CHUNK};
 use super::cmid::CmId;
 use super::context::{PostRecvFn, PostSendFn};
-use super::cq::{CqInner, Slot, WqTrack};
+use super::cq::{CqInner, WqSlot, WqTrack};
 use super::marker::Verbs;
 use super::mem::PdInner;
 use super::monitor::{monitor, WatchedConn};
@@ -50,7 +50,7 @@ pub(super) struct Conn {
     /// Set when the connection is ended (`disconnect_locked`), for
     /// `QueuePair::is_disconnected` without a system call.
     pub(super) gone: AtomicBool,
-    slots: Vec<(Arc<CqInner>, Slot)>,
+    slots: Vec<(Arc<CqInner>, WqSlot)>,
     _pd: Arc<PdInner>,
     /// The shared receive queue the queue pair takes its receives from: destroyed after
     /// the queue pair (`ibv_destroy_srq` fails while a queue pair uses it).
@@ -148,10 +148,10 @@ pub struct VerbsQp {
     post_send_fn: PostSendFn,
     post_recv_fn: PostRecvFn,
     send: Arc<WqTrack>,
-    send_slot: Slot,
+    send_slot: WqSlot,
     send_posted: u64,
     recv: Arc<WqTrack>,
-    recv_slot: Slot,
+    recv_slot: WqSlot,
     recv_posted: u64,
     /// Receives come from a shared receive queue: posting to the queue pair's is refused.
     shared_recv: bool,
@@ -396,67 +396,7 @@ impl VerbsQp {
                     }
                 }
             }
-            let op = match wr.op {
-                SendOp::Send => {
-                    w.opcode = ibv_wr_opcode::IBV_WR_SEND;
-                    WcOpcode::Send
-                }
-                SendOp::SendWithImm { imm } => {
-                    w.opcode = ibv_wr_opcode::IBV_WR_SEND_WITH_IMM;
-                    w.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
-                    WcOpcode::Send
-                }
-                SendOp::SendWithInv { rkey } => {
-                    w.opcode = ibv_wr_opcode::IBV_WR_SEND_WITH_INV;
-                    w.imm_data_invalidated_rkey_union.invalidated_rkey = rkey;
-                    WcOpcode::Send
-                }
-                SendOp::RdmaWrite { remote } => {
-                    w.opcode = ibv_wr_opcode::IBV_WR_RDMA_WRITE;
-                    w.wr.rdma = rdma_t {
-                        remote_addr: remote.addr,
-                        rkey: remote.rkey,
-                    };
-                    WcOpcode::RdmaWrite
-                }
-                SendOp::RdmaWriteWithImm { remote, imm } => {
-                    w.opcode = ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM;
-                    w.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
-                    w.wr.rdma = rdma_t {
-                        remote_addr: remote.addr,
-                        rkey: remote.rkey,
-                    };
-                    WcOpcode::RdmaWrite
-                }
-                SendOp::RdmaRead { remote } => {
-                    w.opcode = ibv_wr_opcode::IBV_WR_RDMA_READ;
-                    w.wr.rdma = rdma_t {
-                        remote_addr: remote.addr,
-                        rkey: remote.rkey,
-                    };
-                    WcOpcode::RdmaRead
-                }
-                SendOp::LocalInv { rkey } => {
-                    w.opcode = ibv_wr_opcode::IBV_WR_LOCAL_INV;
-                    w.imm_data_invalidated_rkey_union.invalidated_rkey = rkey;
-                    WcOpcode::LocalInv
-                }
-                SendOp::BindMw(b) => {
-                    w.opcode = ibv_wr_opcode::IBV_WR_BIND_MW;
-                    let rkey = (b.mw.rkey_now() & !0xff) | (b.rkey & 0xff);
-                    w.bind_mw_tso_union.bind_mw = bind_mw_t {
-                        mw: b.mw.raw(),
-                        rkey,
-                        bind_info: ibv_mw_bind_info {
-                            mr: b.mr.raw(),
-                            addr: b.addr,
-                            length: b.len,
-                            mw_access_flags: b.access.bits(),
-                        },
-                    };
-                    WcOpcode::BindMw
-                }
-            };
+            let op = encode_op(&mut w, wr.op);
             self.send.record(seq, wr.wr_id, op);
             // SAFETY: `i < CHUNK`, inside the array.
             unsafe { raw_p.add(i).write(w) };
@@ -523,6 +463,74 @@ impl VerbsQp {
         let (posted, outcome) = unsafe { post_chain(raw_p, count, refused, post) };
         self.recv_posted += posted as u64;
         outcome
+    }
+}
+
+/// Writes the operation `op` into the work request `w` (its opcode and the operation's
+/// fields: immediate data, rkey to invalidate, remote address, window binding); the
+/// completion opcode it will complete with.
+#[inline(always)]
+fn encode_op(w: &mut ibv_send_wr, op: SendOp<'_, Verbs>) -> WcOpcode {
+    match op {
+        SendOp::Send => {
+            w.opcode = ibv_wr_opcode::IBV_WR_SEND;
+            WcOpcode::Send
+        }
+        SendOp::SendWithImm { imm } => {
+            w.opcode = ibv_wr_opcode::IBV_WR_SEND_WITH_IMM;
+            w.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+            WcOpcode::Send
+        }
+        SendOp::SendWithInv { rkey } => {
+            w.opcode = ibv_wr_opcode::IBV_WR_SEND_WITH_INV;
+            w.imm_data_invalidated_rkey_union.invalidated_rkey = rkey;
+            WcOpcode::Send
+        }
+        SendOp::RdmaWrite { remote } => {
+            w.opcode = ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+            w.wr.rdma = rdma_t {
+                remote_addr: remote.addr,
+                rkey: remote.rkey,
+            };
+            WcOpcode::RdmaWrite
+        }
+        SendOp::RdmaWriteWithImm { remote, imm } => {
+            w.opcode = ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM;
+            w.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+            w.wr.rdma = rdma_t {
+                remote_addr: remote.addr,
+                rkey: remote.rkey,
+            };
+            WcOpcode::RdmaWrite
+        }
+        SendOp::RdmaRead { remote } => {
+            w.opcode = ibv_wr_opcode::IBV_WR_RDMA_READ;
+            w.wr.rdma = rdma_t {
+                remote_addr: remote.addr,
+                rkey: remote.rkey,
+            };
+            WcOpcode::RdmaRead
+        }
+        SendOp::LocalInv { rkey } => {
+            w.opcode = ibv_wr_opcode::IBV_WR_LOCAL_INV;
+            w.imm_data_invalidated_rkey_union.invalidated_rkey = rkey;
+            WcOpcode::LocalInv
+        }
+        SendOp::BindMw(b) => {
+            w.opcode = ibv_wr_opcode::IBV_WR_BIND_MW;
+            let rkey = (b.mw.rkey_now() & !0xff) | (b.rkey & 0xff);
+            w.bind_mw_tso_union.bind_mw = bind_mw_t {
+                mw: b.mw.raw(),
+                rkey,
+                bind_info: ibv_mw_bind_info {
+                    mr: b.mr.raw(),
+                    addr: b.addr,
+                    length: b.len,
+                    mw_access_flags: b.access.bits(),
+                },
+            };
+            WcOpcode::BindMw
+        }
     }
 }
 

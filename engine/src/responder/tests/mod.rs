@@ -111,17 +111,13 @@ fn call_bytes(xid: u32, credit: u32, rpc: CallHeader<'_>, args: &[u8]) -> Vec<u8
 fn call_bytes_in(wire: Wire, xid: u32, credit: u32, rpc: CallHeader<'_>, args: &[u8]) -> Vec<u8> {
     let hlen = 28 + wire.extra();
     let mut m = vec![0u8; hlen + rpc.encoded_len() + args.len()];
-    let n = rpcrdma_proto::v2::encode_message_header(
-        wire,
-        &mut m,
+    let fields = rpcrdma_proto::v2::MessageFields {
         xid,
         credit,
-        false,
-        0,
-        Chunks::default(),
-        false,
-    )
-    .unwrap();
+        ..Default::default()
+    };
+    let n =
+        rpcrdma_proto::v2::encode_message_header(wire, &mut m, fields, Chunks::default()).unwrap();
     assert_eq!(n, hlen);
     let r = rpc.encode(&mut m[hlen..]).unwrap();
     m[hlen + r..].copy_from_slice(args);
@@ -196,6 +192,7 @@ fn general_as(
                 swi,
                 ..Answering::of(&s.credits, &s.negotiation, &s.dispatch)
             },
+            pull: stream_area(&s.pull[0], 0),
             recv_size: s.config.recv_size,
             judged,
             wire: s.io.wire,
@@ -204,7 +201,6 @@ fn general_as(
             &mut s.io,
             &mut s.ring[1],
             call,
-            stream_area(&s.pull[0], 0),
             &mut s.bulk[0],
             &g,
             &mut s.echo,

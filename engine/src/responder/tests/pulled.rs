@@ -63,6 +63,7 @@ fn resumed_chunked_calls_are_answered_as_judged_ones() {
                     swi: true,
                     ..Answering::of(&s.credits, &s.negotiation, &s.dispatch)
                 },
+                pull: stream_area(&s.pull[0], 0),
                 recv_size: 4096,
                 judged,
                 wire: s.io.wire,
@@ -71,7 +72,6 @@ fn resumed_chunked_calls_are_answered_as_judged_ones() {
                 &mut s.io,
                 &mut s.ring[2],
                 &call,
-                stream_area(&s.pull[0], 0),
                 &mut s.bulk[0],
                 &g,
                 &mut s.echo,
@@ -105,9 +105,11 @@ fn fast_pulled(
         reply::short_pulled(
             &mut s.io,
             &mut s.ring[0],
-            call,
-            view::bytes(&s.pull[0], len),
-            inv,
+            reply::PulledCall {
+                call,
+                stream: view::bytes(&s.pull[0], len),
+                inv,
+            },
             &at,
             &mut s.bulk[0],
             &mut HandlerContext::handler(s.id),
