@@ -537,11 +537,8 @@ impl<'a> Meter<'a> {
         loop {
             let mut worked = false;
             for i in 0..clients.len().min(lanes.len()) {
-                // Many clients: the next ones' state, then their completion queues, are
-                // fetched while this one is served, so that their cache misses overlap.
-                if let Some(far) = clients.get(i + 2 * POLL_AHEAD) {
-                    far.prefetch_state();
-                }
+                // Many clients: the next ones' completion queues are fetched while this one
+                // is served, so that their cache misses overlap.
                 if let Some(ahead) = clients.get(i + POLL_AHEAD) {
                     ahead.prefetch_poll();
                 }

@@ -68,10 +68,6 @@ pub mod wr;
 use core::fmt;
 use std::time::Duration;
 
-/// Starts fetching the cache line holding a value (a hint for the CPU, no effect on the
-/// program's state): the engine's poll loops ask it of the connections a few places ahead.
-pub(crate) use soft::prefetch;
-
 pub use access::Access;
 pub use conn::{CmPrivateBytes, ConnectError, DeviceAttr, QpCaps, QpInit, QpState};
 pub use error::{BadWr, CqError, FabricError, PostError};

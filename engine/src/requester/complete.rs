@@ -31,24 +31,6 @@ impl<P: Provider> Client<P> {
         self.cq.prefetch_next();
     }
 
-    /// The first of the two prefetches of a client ahead, asked twice as far ahead as
-    /// [`prefetch_poll`](Self::prefetch_poll): starts fetching the client's own fields that
-    /// an idle poll reads (the counts of queued, reposted and cancelled work, its flags and
-    /// credits, its completion queue's handle), which lie on several cache lines of a
-    /// struct of some kilobytes. `prefetch_poll` reads the handle to find the queue's next
-    /// entry: without this its load misses and holds the thread up.
-    #[inline]
-    pub fn prefetch_state(&self) {
-        crate::fabric::prefetch(&self.reposts);
-        crate::fabric::prefetch(&self.early);
-        crate::fabric::prefetch(&self.serving);
-        crate::fabric::prefetch(&self.cq);
-        crate::fabric::prefetch(&self.n_queued);
-        crate::fabric::prefetch(&self.dead);
-        crate::fabric::prefetch(&self.credits);
-        crate::fabric::prefetch(&self.batch);
-    }
-
     /// Makes progress — polls a batch of completions, matches replies to pending RPCs,
     /// invalidates their memory, checks timeouts — and hands every finished RPC to `f`.
     /// Returns the number of completions processed; 0 means idle. Never blocks, except

@@ -113,28 +113,6 @@ impl<P: Provider> ServerConn<P> {
         self.cq.prefetch_next();
     }
 
-    /// The first of the two prefetches of a connection ahead, asked twice as far ahead as
-    /// [`prefetch_poll`](Self::prefetch_poll) ([`Drive::prefetch_state`]): starts fetching
-    /// the connection's own fields that an idle poll reads (its queues of waiting Calls,
-    /// reposts and replies, its grant, its flags, its completion queue's handle), which lie
-    /// on several cache lines. `prefetch_poll` reads the handle to find the queue's next
-    /// entry: without this its load misses and holds the worker up.
-    ///
-    /// [`Drive::prefetch_state`]: crate::worker::Drive::prefetch_state
-    #[inline]
-    pub fn prefetch_state(&self) {
-        use crate::fabric::prefetch;
-        prefetch(&self.io.dead);
-        prefetch(&self.credits);
-        prefetch(&self.ready);
-        prefetch(&self.cq);
-        prefetch(&self.read_wait);
-        prefetch(&self.reposts);
-        prefetch(&self.sends);
-        prefetch(&self.large.waiting);
-        prefetch(&self.idle_polls);
-    }
-
     /// Whether the connection was lost (the queue pair is in the error state). A dead
     /// connection does nothing more; drop it.
     pub fn is_dead(&self) -> bool {

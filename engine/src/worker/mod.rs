@@ -76,11 +76,6 @@ pub trait Drive: Send + 'static {
     /// [`POLL_AHEAD`] places ahead of the one it polls, so that the cache misses of a turn
     /// over hundreds of idle connections overlap. The default does nothing.
     fn prefetch(&self) {}
-    /// Starts fetching the connection's own state that [`prefetch`](Self::prefetch) and an
-    /// idle [`poll`](Self::poll) read ([`ServerConn::prefetch_state`]). The worker asks it of
-    /// the connection twice [`POLL_AHEAD`] places ahead, so that by the time it asks that
-    /// connection's `prefetch` the state is in the cache. The default does nothing.
-    fn prefetch_state(&self) {}
     /// Called at each of the worker's housekeepings (every few hundred turns of its loop, at
     /// every turn while it rests), with the time it read once for all its connections: room
     /// for work done seldom, such as giving back the buffers of a connection idle for long
@@ -141,11 +136,6 @@ where
     #[inline]
     fn prefetch(&self) {
         self.prefetch_poll();
-    }
-
-    #[inline]
-    fn prefetch_state(&self) {
-        ServerConn::prefetch_state(self);
     }
 
     fn is_dead(&self) -> bool {
@@ -594,11 +584,6 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
     loop {
         let mut work = 0;
         for i in 0..conns.len() {
-            // Two steps, each one a miss: a connection's state, then the queue entry its
-            // state points to.
-            if let Some(far) = conns.get(i + 2 * POLL_AHEAD) {
-                far.prefetch_state();
-            }
             if let Some(ahead) = conns.get(i + POLL_AHEAD) {
                 ahead.prefetch();
             }

@@ -204,11 +204,6 @@ where
         self.conn.prefetch_poll();
     }
 
-    #[inline]
-    fn prefetch_state(&self) {
-        self.conn.prefetch_state();
-    }
-
     fn housekeep(&mut self, now: std::time::Instant) {
         self.conn.shed(now);
     }

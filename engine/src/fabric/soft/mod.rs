@@ -155,8 +155,6 @@ mod rq;
 mod srq;
 mod sys;
 
-pub(crate) use sys::prefetch;
-
 use std::time::Duration;
 
 pub use conn::{pair, SoftAddr, SoftConnRequest, SoftListener};
