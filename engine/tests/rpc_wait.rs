@@ -1,7 +1,8 @@
 //! A worker that waits for events between RPCs (`Workers::set_wait`) on the soft fabric:
 //! the completion queue's notification (its eventfd, rung by the peer's Send) wakes it for
 //! every Call that arrives while it waits — echoes of each form (Short, a Read chunk's pull,
-//! Write chunks), a client in the same process — and it sleeps, not spins, in between.
+//! Write chunks), a client in the same process — and it sleeps, not spins, in between; an
+//! idle connection gives its shared buffers back at its worker's housekeeping.
 
 mod common;
 
@@ -77,4 +78,62 @@ fn calls_wake_a_waiting_worker_through_the_completion_queue() {
     assert_eq!(s.naps, 0);
     client.disconnect();
     workers.shutdown(Duration::from_secs(2)).expect("shutdown");
+}
+
+/// A connection left idle gives its ring and its own buffers back to the share at its
+/// worker's housekeeping (`Drive::housekeep`, `ServerConn::shed`) once `SHED_AFTER` has
+/// passed, whether the worker waits or spins, and its next Call is answered.
+#[test]
+fn an_idle_connection_gives_its_buffers_back_at_its_workers_housekeeping() {
+    use rpcrdma_engine::responder::SHED_AFTER;
+    for waiting in [true, false] {
+        let cfg = config();
+        let (mut server, addr) = soft_server(dispatch(), cfg).expect("server");
+        let share = std::sync::Arc::clone(server.share());
+        let mut workers = Workers::start(&[WorkerConfig {
+            core: None,
+            max_conns: 4,
+        }])
+        .expect("workers");
+        if waiting {
+            workers.set_wait(Some(Duration::from_micros(200)));
+        } else {
+            workers.set_nap(Some((Duration::from_millis(1), Duration::from_millis(1))));
+        }
+        let device = Soft::open_device(None).expect("device");
+        let acceptor = thread::spawn(move || {
+            let conn = server.accept(Duration::from_secs(10)).expect("accept");
+            workers.assign(conn).expect("assign");
+            workers
+        });
+        let mut client = Client::<Soft>::connect(&device, &addr, cfg).expect("connect");
+        let workers = acceptor.join().expect("acceptor");
+        let small = opaque(&pattern(3, 100));
+        let mut args = CallArgs::new(PROG, VERS, ECHO, &small, small.len() as u32 + 64);
+        args.timeout = Duration::from_secs(10);
+        let echo = |client: &mut Client<Soft>| {
+            client
+                .call(&args, |r| r.is_ok_and(|r| r.results == small.as_slice()))
+                .expect("call")
+        };
+        assert!(echo(&mut client));
+        assert!(share.stats().reply_out > 0, "the first Call took the ring");
+        let idle_from = Instant::now();
+        wait_for("the idle connection to give its ring back", || {
+            share.stats().reply_out == 0
+        });
+        // The quiet spell starts at the housekeeping after the reply was posted, which may
+        // come a little before the client has it.
+        assert!(
+            idle_from.elapsed() + Duration::from_millis(100) >= SHED_AFTER,
+            "given back before its time"
+        );
+        assert!(
+            echo(&mut client),
+            "the Call after the shed (waiting: {waiting})"
+        );
+        assert!(share.stats().reply_out > 0, "taken again");
+        client.disconnect();
+        workers.shutdown(Duration::from_secs(2)).expect("shutdown");
+    }
 }
