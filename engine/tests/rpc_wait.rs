@@ -13,8 +13,11 @@ use common::*;
 use rpcrdma_engine::fabric::soft::Soft;
 use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::loopback::soft_server;
+use rpcrdma_engine::pool::share::Share;
 use rpcrdma_engine::requester::{CallArgs, Client};
+use rpcrdma_engine::responder::ServerConn;
 use rpcrdma_engine::worker::{WorkerConfig, Workers};
+use std::sync::Arc;
 
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -24,27 +27,38 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-#[test]
-fn calls_wake_a_waiting_worker_through_the_completion_queue() {
+/// A server's one worker, set up by `settings`, serving the connection of a client in
+/// this process; the server's share, to look at.
+fn served(
+    settings: impl FnOnce(&Workers<ServerConn<Soft>>),
+) -> (Workers<ServerConn<Soft>>, Client<Soft>, Arc<Share<Soft>>) {
     let cfg = config();
     let (mut server, addr) = soft_server(dispatch(), cfg).expect("server");
+    let share = Arc::clone(server.share());
     let mut workers = Workers::start(&[WorkerConfig {
         core: None,
         max_conns: 4,
     }])
     .expect("workers");
-    workers.set_wait(Some(Duration::from_micros(200)));
-    // No wait ends by its limit: each Call must wake the worker through the completion
-    // queue's notification (one lost hangs the call until it fails).
-    workers.set_wait_limit(Duration::from_secs(600));
+    settings(&workers);
     let device = Soft::open_device(None).expect("device");
     let acceptor = thread::spawn(move || {
         let conn = server.accept(Duration::from_secs(10)).expect("accept");
         workers.assign(conn).expect("assign");
         workers
     });
-    let mut client = Client::<Soft>::connect(&device, &addr, cfg).expect("connect");
-    let workers = acceptor.join().expect("acceptor");
+    let client = Client::<Soft>::connect(&device, &addr, cfg).expect("connect");
+    (acceptor.join().expect("acceptor"), client, share)
+}
+
+#[test]
+fn calls_wake_a_waiting_worker_through_the_completion_queue() {
+    let (workers, mut client, _) = served(|workers| {
+        workers.set_wait(Some(Duration::from_micros(200)));
+        // No wait ends by its limit: each Call must wake the worker through the completion
+        // queue's notification (one lost hangs the call until it fails).
+        workers.set_wait_limit(Duration::from_secs(600));
+    });
     wait_for("a first wait", || workers.stats()[0].waits > 0);
 
     // Sleeping, not spinning.
@@ -87,27 +101,13 @@ fn calls_wake_a_waiting_worker_through_the_completion_queue() {
 fn an_idle_connection_gives_its_buffers_back_at_its_workers_housekeeping() {
     use rpcrdma_engine::responder::SHED_AFTER;
     for waiting in [true, false] {
-        let cfg = config();
-        let (mut server, addr) = soft_server(dispatch(), cfg).expect("server");
-        let share = std::sync::Arc::clone(server.share());
-        let mut workers = Workers::start(&[WorkerConfig {
-            core: None,
-            max_conns: 4,
-        }])
-        .expect("workers");
-        if waiting {
-            workers.set_wait(Some(Duration::from_micros(200)));
-        } else {
-            workers.set_nap(Some((Duration::from_millis(1), Duration::from_millis(1))));
-        }
-        let device = Soft::open_device(None).expect("device");
-        let acceptor = thread::spawn(move || {
-            let conn = server.accept(Duration::from_secs(10)).expect("accept");
-            workers.assign(conn).expect("assign");
-            workers
+        let (workers, mut client, share) = served(|workers| {
+            if waiting {
+                workers.set_wait(Some(Duration::from_micros(200)));
+            } else {
+                workers.set_nap(Some((Duration::from_millis(1), Duration::from_millis(1))));
+            }
         });
-        let mut client = Client::<Soft>::connect(&device, &addr, cfg).expect("connect");
-        let workers = acceptor.join().expect("acceptor");
         let small = opaque(&pattern(3, 100));
         let mut args = CallArgs::new(PROG, VERS, ECHO, &small, small.len() as u32 + 64);
         args.timeout = Duration::from_secs(10);

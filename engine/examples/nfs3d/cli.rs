@@ -212,17 +212,19 @@ pub(crate) const CONNS_PER_WORKER: usize = 64;
 mod tests {
     use super::*;
 
+    /// The options every test line starts with.
+    const BASE: [&str; 7] = [
+        "nfs3d",
+        "--export",
+        "/srv",
+        "--listen",
+        "@x",
+        "--mountd-port",
+        "0",
+    ];
+
     fn cli(args: &[&str]) -> Cli {
-        let base = [
-            "nfs3d",
-            "--export",
-            "/srv",
-            "--listen",
-            "@x",
-            "--mountd-port",
-            "0",
-        ];
-        Cli::try_parse_from(base.iter().chain(args)).expect("parses")
+        Cli::try_parse_from(BASE.iter().chain(args)).expect("parses")
     }
 
     #[test]
@@ -236,17 +238,8 @@ mod tests {
         // More than the workers hold by default: room is made, shared between them.
         let many = cli(&["--max-conns", "1000", "--workers", "3"]);
         assert_eq!(many.conns_per_worker(3), 334);
-        let base = [
-            "nfs3d",
-            "--export",
-            "/srv",
-            "--listen",
-            "@x",
-            "--mountd-port",
-            "0",
-        ];
         assert!(
-            Cli::try_parse_from(base.iter().chain(&["--max-conns", "0"])).is_err(),
+            Cli::try_parse_from(BASE.iter().chain(&["--max-conns", "0"])).is_err(),
             "at least one connection"
         );
     }
