@@ -217,7 +217,7 @@ impl Point {
 
     /// Reads points written one JSON object per line (blank lines skipped), or a JSON
     /// array of them. Failed repetitions (a configuration, `rep` and `error`:
-    /// [`crate::sweep::Failure`]) are skipped: they measured nothing.
+    /// [`Failure`]) are skipped: they measured nothing.
     pub fn read_all(text: &str) -> Result<Vec<Point>, ReadError> {
         let trimmed = text.trim_start();
         // A failed repetition's object: an error and no measurement.
@@ -329,6 +329,27 @@ impl Point {
     }
 }
 
+/// A repetition of a point whose RPCs failed (a [`crate::rpc::LoadError`]): the sweep went on
+/// without it. One JSON line of a sweep's output, beside the points: the point's
+/// configuration, `rep` and `error` ([`Point::read_all`] skips it).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Failure {
+    /// The point (flattened into the object, as a [`Point`]'s is).
+    #[serde(flatten)]
+    pub config: PointConfig,
+    /// Its repetition, from 0.
+    pub rep: u32,
+    /// What failed.
+    pub error: String,
+}
+
+impl Failure {
+    /// The failure as one line of JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -416,7 +437,7 @@ pub(crate) mod tests {
     #[test]
     fn failed_repetitions_are_skipped() {
         let a = point("read", 4096, "auto", 0, 1500, 1e5);
-        let failed = crate::sweep::Failure {
+        let failed = Failure {
             config: a.config.clone(),
             rep: 1,
             error: "no reply within the RPC timeout".into(),

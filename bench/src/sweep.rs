@@ -17,8 +17,6 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::fabric_probes::cacheline_pingpong;
 use rpcrdma_engine::conn::{ConnConfig, Registration};
 use rpcrdma_engine::fabric::Provider;
@@ -32,6 +30,7 @@ use crate::cpu;
 use crate::fleet::{self, core_of, cores, FleetReport};
 use crate::limits::{copy_to_reader_ns, cross_core_copy_ns};
 use crate::local;
+pub use crate::point::Failure;
 use crate::point::{CpuPerRpc, Forms, Limits, MemoryPerConn, Point, PointConfig, Ratios};
 use crate::ring::null_ring;
 use crate::rpc::{LoadConfig, Prepared, Workload};
@@ -181,27 +180,6 @@ fn point_addr(base: &str, n: usize) -> String {
             Err(_) => base.to_string(),
         },
         None => base.to_string(),
-    }
-}
-
-/// A repetition of a point whose RPCs failed (a [`crate::rpc::LoadError`]): the sweep went on
-/// without it. One JSON line of a sweep's output, beside the points: the point's
-/// configuration, `rep` and `error` ([`Point::read_all`] skips it).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Failure {
-    /// The point (flattened into the object, as a [`Point`]'s is).
-    #[serde(flatten)]
-    pub config: PointConfig,
-    /// Its repetition, from 0.
-    pub rep: u32,
-    /// What failed.
-    pub error: String,
-}
-
-impl Failure {
-    /// The failure as one line of JSON.
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
     }
 }
 

@@ -34,7 +34,46 @@ use std::io;
 use rustix::fs::{Gid, Uid};
 use rustix::thread::{set_thread_groups, set_thread_res_gid, set_thread_res_uid};
 
-use crate::ops::Caller;
+use rpcrdma_proto::rpc::AuthSys;
+
+/// Who calls (RFC 5531 Appendix A, AUTH_SYS), as the export's options map it: the identity
+/// the procedure runs as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    /// User.
+    pub uid: u32,
+    /// Primary group.
+    pub gid: u32,
+    /// Other groups.
+    pub gids: Vec<u32>,
+}
+
+impl Caller {
+    /// The caller of an AUTH_SYS credential body; `None` when it does not decode.
+    pub fn from_auth_sys(body: &[u8]) -> Option<Caller> {
+        let sys = AuthSys::parse(body).ok()?;
+        Some(Caller {
+            uid: sys.uid,
+            gid: sys.gid,
+            gids: sys.gids.iter().collect(),
+        })
+    }
+
+    /// The superuser (an export that does not squash root, or the tests).
+    #[cfg(test)]
+    pub fn root() -> Caller {
+        Caller {
+            uid: 0,
+            gid: 0,
+            gids: Vec::new(),
+        }
+    }
+
+    /// Whether the caller is in group `gid`.
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.gids.contains(&gid)
+    }
+}
 
 /// Most supplementary groups applied (RFC 5531 Appendix A: an AUTH_SYS credential carries
 /// at most 16).

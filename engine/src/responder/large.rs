@@ -357,7 +357,7 @@ impl<P: Provider> ServerConn<P> {
     /// ring, its slots' pull and bulk buffers) once it has had no Call for [`SHED_AFTER`]
     /// and has nothing in process: an idle connection then holds only its receives (its
     /// own and those it reserved in a shared receive queue), as it did when accepted. The
-    /// next Call takes them again ([`dress`](Self::dress)), from buffers the share keeps
+    /// next Call takes them again (as at its first), from buffers the share keeps
     /// registered. `now` is the caller's clock (a worker reads it once per housekeeping).
     /// Returns whether the buffers went back.
     ///

@@ -36,7 +36,6 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use rpcrdma_proto::rpc::AuthSys;
 use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
 use rpcrdma_proto::{DecodeError, EncodeError};
 use rustix::fs::CWD;
@@ -44,6 +43,7 @@ use rustix::fs::CWD;
 pub use export::{Export, Reach};
 
 use crate::identity;
+pub use crate::identity::Caller;
 
 use crate::xdr::{Stat, FATTR_LEN, POST_OP_ATTR_LEN, POST_OP_FH_LEN, WCC_LEN};
 
@@ -56,45 +56,6 @@ pub struct Config {
     pub max_dir: u32,
     /// A read-only export (`ro`): every procedure that would change it is NFS3ERR_ROFS.
     pub read_only: bool,
-}
-
-/// Who calls (RFC 5531 Appendix A, AUTH_SYS), as the export's options map it: the identity
-/// the procedure runs as.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Caller {
-    /// User.
-    pub uid: u32,
-    /// Primary group.
-    pub gid: u32,
-    /// Other groups.
-    pub gids: Vec<u32>,
-}
-
-impl Caller {
-    /// The caller of an AUTH_SYS credential body; `None` when it does not decode.
-    pub fn from_auth_sys(body: &[u8]) -> Option<Caller> {
-        let sys = AuthSys::parse(body).ok()?;
-        Some(Caller {
-            uid: sys.uid,
-            gid: sys.gid,
-            gids: sys.gids.iter().collect(),
-        })
-    }
-
-    /// The superuser (an export that does not squash root, or the tests).
-    #[cfg(test)]
-    pub fn root() -> Caller {
-        Caller {
-            uid: 0,
-            gid: 0,
-            gids: Vec::new(),
-        }
-    }
-
-    /// Whether the caller is in group `gid`.
-    pub fn in_group(&self, gid: u32) -> bool {
-        self.gid == gid || self.gids.contains(&gid)
-    }
 }
 
 /// How a procedure ran.
