@@ -499,16 +499,8 @@ impl<P: Provider> Books<'_, P> {
             self.reposts.push(ridx);
             return Then::Done;
         };
-        let (xid, acc, err) = match answer {
-            Answer::Reply(acc) => {
-                let err = acc.header.error().map(|e| match e {
-                    RdmaError::Vers { low, high } => RpcError::ErrVers { low, high },
-                    RdmaError::Chunk => RpcError::ErrChunk,
-                });
-                (acc.header.xid(), Some(acc), err)
-            }
-            Answer::Error { xid, err } => (xid, None, Some(err)),
-            Answer::ReverseCall => return Then::ServeReverse,
+        let Some((xid, acc, err)) = answer.unpack() else {
+            return Then::ServeReverse;
         };
         // A grant only from a reply: an error's credit field is not one (CHECKLIST G-15,
         // [V2] §5.3.3).
@@ -530,19 +522,17 @@ impl<P: Provider> Books<'_, P> {
             return Then::Done;
         }
         let slot = &mut self.slots[i];
-        if slot.state == CallState::Zombie {
-            // A late reply to an RPC already reported as timed out: its credit comes back.
-            self.credits.on_reply(grant);
-            slot.state = CallState::Free;
-            self.free.put(i as u32, slot);
-            self.reposts.push(ridx);
-            return Then::Done;
-        }
-        if slot.state == CallState::Invalidating {
-            // A late reply to an RPC given up (timed out or cancelled) whose windows are
-            // still being invalidated: its credit comes back when they are (`finish`).
-            slot.grant = grant;
-            slot.answered = true;
+        if slot.state != CallState::Sent {
+            // A late reply to an RPC given up: its credit comes back now if it was reported
+            // as timed out (`Zombie`), when its windows are invalidated otherwise (`finish`).
+            if slot.state == CallState::Zombie {
+                self.credits.on_reply(grant);
+                slot.state = CallState::Free;
+                self.free.put(i as u32, slot);
+            } else {
+                slot.grant = grant;
+                slot.answered = true;
+            }
             self.reposts.push(ridx);
             return Then::Done;
         }
@@ -619,6 +609,25 @@ impl<P: Provider> Books<'_, P> {
         slot.recv_idx = None;
         self.free.put(i as u32, slot);
         Then::Done
+    }
+}
+
+impl<'a> Answer<'a> {
+    /// The answered Call's xid, the reply (if it is one) and the error it reports (if any);
+    /// `None` for a reverse-direction Call, which answers nothing.
+    #[inline]
+    fn unpack(self) -> Option<(u32, Option<verdict::AcceptedReply<'a>>, Option<RpcError>)> {
+        match self {
+            Answer::Reply(acc) => {
+                let err = acc.header.error().map(|e| match e {
+                    RdmaError::Vers { low, high } => RpcError::ErrVers { low, high },
+                    RdmaError::Chunk => RpcError::ErrChunk,
+                });
+                Some((acc.header.xid(), Some(acc), err))
+            }
+            Answer::Error { xid, err } => Some((xid, None, Some(err))),
+            Answer::ReverseCall => None,
+        }
     }
 }
 
