@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use rustix::event::epoll;
 
-use super::{Drive, Shared};
+use super::{Drive, WorkerShared};
 use crate::stats::bump;
 
 /// The longest wait by default ([`Workers::set_wait_limit`]): a waiting worker still
@@ -58,7 +58,7 @@ impl Rest {
     const CLOCK_EVERY: u32 = 64;
 
     /// Takes the settings published in `shared`.
-    pub(super) fn configure(&mut self, shared: &Shared) {
+    pub(super) fn configure(&mut self, shared: &WorkerShared) {
         // Read before the values: a change stored after this is seen at the next look.
         self.settings_seen = shared.settings.load(Ordering::Acquire);
         let ns = |a: &std::sync::atomic::AtomicU64| Duration::from_nanos(a.load(Ordering::Relaxed));
@@ -115,7 +115,7 @@ impl Rest {
     /// Rests once: waits for an event of `conns` (or the inbox) if waiting is due and every
     /// connection can be armed, else naps if napping is due. Returns the work the last look
     /// before a wait found (0 if it waited or napped).
-    pub(super) fn rest<T: Drive>(&mut self, conns: &mut [T], shared: &Shared) -> usize {
+    pub(super) fn rest<T: Drive>(&mut self, conns: &mut [T], shared: &WorkerShared) -> usize {
         if !self.wait_after.is_zero() && self.spell >= self.wait_after && !self.unarmable {
             match self.wait(conns, shared) {
                 Some(work) => return work,
@@ -132,7 +132,7 @@ impl Rest {
     /// Arms everything, looks a last time, waits (not when a connection waits in the inbox:
     /// the worker takes it first). `None` when a connection cannot be armed (or no epoll set
     /// can be made): the caller naps or spins instead.
-    fn wait<T: Drive>(&mut self, conns: &mut [T], shared: &Shared) -> Option<usize> {
+    fn wait<T: Drive>(&mut self, conns: &mut [T], shared: &WorkerShared) -> Option<usize> {
         let bell = shared.bell.as_ref()?;
         let timeout = rustix::event::Timespec::try_from(self.wait_max).ok()?;
         if self.epoll.is_none() {

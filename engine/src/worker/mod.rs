@@ -268,7 +268,7 @@ pub struct WorkerStats {
 
 /// What a worker publishes for readers.
 #[derive(Debug, Default)]
-struct Shared {
+struct WorkerShared {
     /// Rung when there is something for a waiting worker to see: a connection in its
     /// inbox, new settings, a stop (`None` if no eventfd could be made: never waits).
     bell: Option<Bell>,
@@ -309,7 +309,7 @@ struct Shared {
 struct Handle<T> {
     core: Option<usize>,
     inbox: SyncSender<T>,
-    shared: Arc<Shared>,
+    shared: Arc<WorkerShared>,
     thread: Option<JoinHandle<()>>,
     max_conns: usize,
 }
@@ -352,9 +352,9 @@ impl<T: Drive> Workers<T> {
             };
             // Room for every connection the worker may take: assign never blocks.
             let (tx, rx) = mpsc::sync_channel(c.max_conns);
-            let shared = Arc::new(Shared {
+            let shared = Arc::new(WorkerShared {
                 bell: Bell::new().ok(),
-                ..Shared::default()
+                ..WorkerShared::default()
             });
             let s = Arc::clone(&shared);
             let max = c.max_conns;
@@ -548,7 +548,7 @@ impl<T: Drive> Drop for Workers<T> {
     }
 }
 
-impl Shared {
+impl WorkerShared {
     /// Whether something came that the worker's housekeeping must see before it waits: a
     /// connection in the inbox, a stop, or settings changed since it took them
     /// (`settings_seen`). Its ring may have come while the worker was busy and not armed:
@@ -574,7 +574,7 @@ impl Shared {
 }
 
 /// The worker's loop.
-fn run<T: Drive>(inbox: Receiver<T>, shared: &Shared, max_conns: usize) {
+fn run<T: Drive>(inbox: Receiver<T>, shared: &WorkerShared, max_conns: usize) {
     let mut conns: Vec<T> = Vec::with_capacity(max_conns);
     let mut retired = Snapshot::default();
     let mut loops: u64 = 0;
@@ -665,7 +665,7 @@ fn housekeeping<T: Drive>(
     inbox: &Receiver<T>,
     conns: &mut Vec<T>,
     retired: &mut Snapshot,
-    shared: &Shared,
+    shared: &WorkerShared,
     max_conns: usize,
     rest: &Rest,
 ) {
@@ -693,7 +693,7 @@ fn housekeeping<T: Drive>(
 }
 
 /// Drops the dead connections, adding their counters to `retired`.
-fn reap<T: Drive>(conns: &mut Vec<T>, retired: &mut Snapshot, shared: &Shared, rest: &Rest) {
+fn reap<T: Drive>(conns: &mut Vec<T>, retired: &mut Snapshot, shared: &WorkerShared, rest: &Rest) {
     let mut i = 0;
     while i < conns.len() {
         if conns[i].is_dead() {

@@ -5,7 +5,7 @@
 //! 0x400   CqInfo       (read-mostly: geometry, overrun flag)
 //! 0x480   Tail         (producers' claim counter)
 //! 0x500   Head         (consumer's position, read by producers only when they seem full)
-//! 0x580   Counters[n]  (per queue pair: work requests retired by polling)
+//! 0x580   Retired[n]   (per queue pair: work requests retired by polling)
 //! ...     Cqe[size]    (64 bytes each; `seq` = position + 1 once published)
 //! ```
 //!
@@ -64,8 +64,10 @@ struct Tail {
 // SAFETY: repr(C), atomics only.
 unsafe impl Atomics for Tail {}
 
+/// A queue pair's counters in the queue: its generation (the slot is reused by later queue
+/// pairs) and the send and receive work requests polling has retired.
 #[repr(C, align(64))]
-struct Counters {
+struct Retired {
     gen: AtomicU32,
     _pad: AtomicU32,
     sq_retired: AtomicU64,
@@ -73,7 +75,7 @@ struct Counters {
 }
 
 // SAFETY: repr(C), atomics only.
-unsafe impl Atomics for Counters {}
+unsafe impl Atomics for Retired {}
 
 #[repr(C, align(64))]
 struct Cqe {
@@ -274,7 +276,7 @@ impl CqRing {
     }
 
     #[inline]
-    fn counters(&self, slot: u32) -> Option<&Counters> {
+    fn counters(&self, slot: u32) -> Option<&Retired> {
         if slot < self.slots {
             // SAFETY: `slot < slots`: the counters end at `ring_off`, inside the mapping.
             Some(unsafe { self.map.at_unchecked(COUNTERS_OFF + slot as usize * 64) })
