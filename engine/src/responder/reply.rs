@@ -16,7 +16,7 @@ use rpcrdma_proto::rpc::{AcceptStat, ReplyHeader, AUTH_NONE_ACCEPTED_LEN};
 use rpcrdma_proto::v2;
 use rpcrdma_proto::v2::Wire;
 use rpcrdma_proto::verdict;
-use rpcrdma_proto::xdr::pad4;
+use rpcrdma_proto::xdr::{pad4, word_at};
 
 use super::handler::{overflowed, run_handler, HandlerContext};
 use super::{Answering, FabricSide};
@@ -100,10 +100,6 @@ pub(super) fn refuse_short<P: Provider>(
     refuse(io, ring, call, grant, e)
 }
 
-fn word(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
 /// The error of an RDMA_ERROR or RDMA2_ERROR, in the version of the header that carries it
 /// ([`rdma_error`]).
 #[derive(Clone, Copy, Debug)]
@@ -126,8 +122,10 @@ pub(super) fn rdma_error<P: Provider>(
     grant: u32,
     err: WireError,
 ) -> ReplyAction {
-    let xid = word(call, 0);
-    let vers = word(call, 4);
+    // The verdict saw at least 28 bytes; a shorter `call` has no XID to echo.
+    let (Some(xid), Some(vers)) = (word_at(call, 0), word_at(call, 4)) else {
+        return ReplyAction::Fatal;
+    };
     let out = view::bytes_mut(ring);
     let (counter, encoded) = match err {
         WireError::V1(e) => (

@@ -84,7 +84,7 @@ pub(in crate::responder) fn short_pulled<P: Provider>(
     if io.wire != Wire::V1 || call.len() < MIN_HEADER_LEN {
         return None;
     }
-    let (xid, credit) = (word(call, 0), word(call, 8));
+    let (xid, credit) = (word_at(call, 0)?, word_at(call, 8)?);
     let sc = verdict::ShortCall::from_payload(xid, credit, stream)?;
     // The general path answers a stream whose RPC XID is another (ERR_CHUNK).
     if sc.call.xid != xid {
