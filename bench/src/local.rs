@@ -23,8 +23,8 @@ where
     pub workers: Workers<ServerConn<P>>,
     /// One client per connection.
     pub clients: Vec<Client<P>>,
-    /// Bytes each server connection registered for itself (its receives, or placeholders
-    /// with a shared receive queue); what they take of the server's share comes on top
+    /// Bytes each server connection registered for itself (its receives; none with a shared
+    /// receive queue); what they take of the server's share comes on top
     /// ([`Server::share_stats`]).
     pub server_memory: u64,
     /// The listener, for connections still to come (a client's reconnections:
@@ -75,8 +75,8 @@ where
         assigned?;
         clients.push(client?);
     }
-    // What each connection registered for itself (its receives, or its placeholders with
-    // a shared receive queue).
+    // What each connection registered for itself (its receives; none with a shared receive
+    // queue, whose placeholders are the share's).
     let st = server.share_stats();
     let server_memory = st.conn_bytes / u64::from(st.conns.max(1));
     Ok(Local {

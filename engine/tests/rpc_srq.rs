@@ -11,6 +11,7 @@ use common::*;
 use rpcrdma_engine::conn::{ConnConfig, Registration};
 use rpcrdma_engine::fabric::soft::{Soft, SoftAddr};
 use rpcrdma_engine::loopback::{connect_to, soft_server};
+use rpcrdma_engine::pool::share::STUB_SIZE;
 use rpcrdma_engine::requester::{CallArgs, Client, SubmitError};
 use rpcrdma_engine::responder::{Server, ServerConn};
 use std::time::{Duration, Instant};
@@ -44,14 +45,57 @@ fn an_idle_connection_on_the_shared_receive_queue_costs_under_64_kib() {
         cfg.srq_grant,
         "a connection starts with srq_grant"
     );
-    // Its own registration (placeholders) and its share of the queue's receives (its
-    // grant and spares, at the receive buffers' stride).
+    // Its own registration (none), the share's placeholders its slots hold (64 bytes
+    // each), and its share of the queue's receives (its grant and spares, at the receive
+    // buffers' stride).
+    assert_eq!(
+        s.registered_bytes(),
+        0,
+        "a connection on the queue registers nothing"
+    );
+    let stubs = u64::from(srv.share_stats().stubs_out) * STUB_SIZE as u64;
     let stride = (cfg.recv_size as u64 + 64).next_multiple_of(64);
-    let cost = s.registered_bytes() + u64::from(s.shared_receives()) * stride;
-    assert!(cost <= 64 * 1024, "{cost} bytes for an idle connection");
+    let cost = stubs + u64::from(s.shared_receives()) * stride;
+    assert!(
+        stubs > 0 && cost <= 64 * 1024,
+        "{cost} bytes for an idle connection"
+    );
     assert!(call(&mut c, &mut s, &null(), |r| r.result.is_ok()));
     let st = srv.share_stats();
     assert_eq!((st.conns, st.srq_reserved), (1, s.shared_receives()));
+}
+
+/// Issue 33: accepting on the shared receive queue registers nothing. The queue's headroom
+/// and a chunk of placeholders are registered when the server starts; the first
+/// connections take from them, and the share grows by a chunk only when they run out.
+#[test]
+fn accepting_on_the_shared_receive_queue_registers_nothing() {
+    let cfg = srq_config();
+    let (mut srv, addr) = server(cfg);
+    let at_start = srv.share_stats();
+    assert!(
+        at_start.stub_bytes > 0 && at_start.srq_bytes > 0,
+        "{at_start:?}"
+    );
+    let mut pairs = Vec::new();
+    for k in 0..8 {
+        pairs.push(connect_to(&mut srv, &addr, cfg).expect("connect"));
+        let st = srv.share_stats();
+        assert_eq!(
+            (st.grown, st.total_bytes(), st.conn_bytes),
+            (at_start.grown, at_start.total_bytes(), 0),
+            "accept {k} registered memory: {st:?}"
+        );
+    }
+    // Every slot holds a placeholder of its own: 8 connections' worth are out.
+    let held = srv.share_stats().stubs_out;
+    assert_eq!(held % 8, 0);
+    assert!(held >= 8 * cfg.credits, "{held} placeholders out");
+    for (c, s) in pairs.iter_mut() {
+        assert!(call(c, s, &null(), |r| r.result.is_ok()));
+    }
+    drop(pairs);
+    assert_eq!(srv.share_stats().stubs_out, 0, "placeholders given back");
 }
 
 /// The Calls of a mixed load: READ and WRITE of 1 MiB, a Long ECHO (Long Call and Long
@@ -206,9 +250,10 @@ fn a_thousand_connections_opened_and_closed_leave_the_queue_as_it_was() {
                 st.conn_bytes,
                 st.srq_reserved,
                 st.reply_out,
-                st.bulk_out
+                st.bulk_out,
+                st.stubs_out
             ),
-            (0, 0, 0, 0, 0),
+            (0, 0, 0, 0, 0, 0),
             "round {round}: {st:?}"
         );
         // Registered memory is reused, not added to, after the first hundred.

@@ -70,15 +70,26 @@ pub enum Class {
     Small = 1,
     /// Bulk buffers of [`ShareConfig::large_size`]: the largest payload of one RPC.
     Large = 2,
+    /// Placeholders of [`STUB_SIZE`] bytes: what a slot of a connection on a shared receive
+    /// queue holds while no Call's receive stands in it (registered, never posted). Taken
+    /// from the share at accept, so that accepting registers nothing.
+    Stub = 3,
 }
 
+/// Bytes of a [`Class::Stub`] placeholder.
+pub const STUB_SIZE: usize = 64;
+
+/// Placeholders a chunk of [`Class::Stub`] holds: 256 KiB per registration, the slots of
+/// about sixty connections at 64 credits.
+const STUBS_PER_CHUNK: u32 = 4096;
+
 impl Class {
-    /// The three classes, in index order.
-    pub const ALL: [Class; 3] = [Class::Reply, Class::Small, Class::Large];
+    /// The four classes, in index order.
+    pub const ALL: [Class; 4] = [Class::Reply, Class::Small, Class::Large, Class::Stub];
 
     /// Whether [`ShareConfig::bulk_limit`] bounds the class.
     pub const fn is_bulk(self) -> bool {
-        !matches!(self, Class::Reply)
+        matches!(self, Class::Small | Class::Large)
     }
 }
 
@@ -126,15 +137,18 @@ impl ShareConfig {
             Class::Reply => self.reply_size,
             Class::Small => self.small_size,
             Class::Large => self.large_size,
+            Class::Stub => STUB_SIZE,
         }
     }
 
     /// Buffers a chunk of `class` holds: about a megabyte of small ones or reply entries
-    /// per registration, large buffers one at a time (each is a megabyte or more).
+    /// per registration, large buffers one at a time (each is a megabyte or more),
+    /// placeholders by the thousand.
     fn per_chunk(&self, class: Class) -> u32 {
         let size = self.size(class).max(1);
         match class {
             Class::Large => 1,
+            Class::Stub => STUBS_PER_CHUNK,
             _ => ((1usize << 20) / size).clamp(1, 256) as u32,
         }
     }
@@ -269,10 +283,15 @@ pub struct ShareStats {
     pub bulk_bytes: u64,
     /// Registered bytes of the reply class (reply rings).
     pub reply_bytes: u64,
+    /// Registered bytes of the placeholder class ([`Class::Stub`]; 0 without a shared
+    /// receive queue).
+    pub stub_bytes: u64,
     /// Bulk buffers out (held by Calls or by ring entries whose replies are not retired).
     pub bulk_out: u32,
     /// Reply ring entries out (held by connections).
     pub reply_out: u32,
+    /// Placeholders out (held by the slots of connections on a shared receive queue).
+    pub stubs_out: u32,
     /// Reservations that had to wait (each Call counted at each refused attempt).
     pub waits: u64,
     /// Chunks registered.
@@ -312,6 +331,9 @@ impl core::fmt::Display for ShareStats {
         if self.srq_bytes > 0 {
             write!(f, ", shared receive queue {:.1} MiB", mib(self.srq_bytes))?;
         }
+        if self.stub_bytes > 0 {
+            write!(f, ", placeholders {:.1} MiB", mib(self.stub_bytes))?;
+        }
         Ok(())
     }
 }
@@ -332,7 +354,7 @@ impl ShareStats {
 /// Buffers many connections share; see the module documentation.
 pub struct Share<P: Provider> {
     config: ShareConfig,
-    classes: [ClassPool<P>; 3],
+    classes: [ClassPool<P>; 4],
     /// Bytes the bulk classes registered so far.
     bulk_registered: AtomicU64,
     /// The line of waiting Calls: the next ticket to hand out, the one served now, and when
@@ -356,8 +378,10 @@ pub struct Share<P: Provider> {
 
 impl<P: Provider> Share<P> {
     /// A share of buffers registered in `pd` (which it keeps: the queue pairs of the
-    /// connections that use it are made in [`pd`](Self::pd)). Only the shared receive queues'
-    /// headroom is registered yet ([`SharedRecvs::new`]); the rest comes with the connections.
+    /// connections that use it are made in [`pd`](Self::pd)). With shared receive queues,
+    /// their headroom ([`SharedRecvs::new`]) and a chunk of placeholders ([`Class::Stub`])
+    /// are registered now, so that accepting the first connections registers nothing;
+    /// everything else comes with the connections.
     pub fn new(pd: P::Pd, config: ShareConfig) -> Result<Arc<Share<P>>, PoolError> {
         config.validate()?;
         let recvs = match &config.srq {
@@ -367,13 +391,15 @@ impl<P: Provider> Share<P> {
             None => Vec::new(),
         };
         let bulk_chunks = |class| (config.bulk_limit / config.chunk_bytes(class)) as usize + 1;
-        Ok(Arc::new(Share {
+        let share = Arc::new(Share {
             classes: [
                 // Reply rings are not bounded by the bulk limit: a chunk table for 4 Gi
                 // of them at most.
                 ClassPool::new(config.pool_config(Class::Reply), 4096),
                 ClassPool::new(config.pool_config(Class::Small), bulk_chunks(Class::Small)),
                 ClassPool::new(config.pool_config(Class::Large), bulk_chunks(Class::Large)),
+                // As many chunks as reply rings may have.
+                ClassPool::new(config.pool_config(Class::Stub), 4096),
             ],
             config,
             bulk_registered: AtomicU64::new(0),
@@ -387,7 +413,13 @@ impl<P: Provider> Share<P> {
             conns: AtomicU32::new(0),
             conn_bytes: AtomicU64::new(0),
             pd,
-        }))
+        });
+        if share.config.srq.is_some() {
+            let chunk = PoolShared::create(&share.pd, share.config.pool_config(Class::Stub))?;
+            let _guard = share.growing.lock().unwrap_or_else(|p| p.into_inner());
+            share.install(Class::Stub, chunk, 0);
+        }
+        Ok(share)
     }
 
     /// The protection domain the buffers are registered in.
@@ -566,7 +598,7 @@ impl<P: Provider> Share<P> {
         };
         // Room kept for the large buffers one Call may need (`min_bulk_limit`).
         let limit = match class {
-            Class::Reply => u64::MAX,
+            Class::Reply | Class::Stub => u64::MAX,
             Class::Small => self.config.bulk_limit - self.config.min_bulk_limit(),
             Class::Large => self.config.bulk_limit,
         };
@@ -583,16 +615,24 @@ impl<P: Provider> Share<P> {
                 return false;
             }
         };
+        self.install(class, chunk, bytes);
+        true
+    }
+
+    /// Makes `chunk` the next chunk of `class`, every buffer free, `bytes` of it counted
+    /// against the bulk bound. The caller holds `growing`.
+    fn install(&self, class: Class, chunk: Arc<PoolShared<P>>, bytes: u64) {
+        let pool = &self.classes[class as usize];
+        let n = pool.len.load(Ordering::Acquire);
         // Every buffer free; lowest index on top.
         for i in (0..chunk.layout.count).rev() {
             chunk.returns.push(i);
         }
-        // Only this thread (under the lock) sets entry `n`.
+        // Only the holder of the lock sets entry `n`.
         let _ = pool.chunks[n as usize].set(chunk);
         pool.len.store(n + 1, Ordering::Release);
         self.bulk_registered.fetch_add(bytes, Ordering::Relaxed);
         self.counters.grown.fetch_add(1, Ordering::Relaxed);
-        true
     }
 
     /// A snapshot of what is registered and out.
@@ -618,12 +658,19 @@ impl<P: Provider> Share<P> {
             let (count, bytes) = pool.registered();
             let out = count.saturating_sub(pool.free());
             s.registered_bytes += bytes;
-            if class.is_bulk() {
-                s.bulk_bytes += bytes;
-                s.bulk_out += out;
-            } else {
-                s.reply_bytes += bytes;
-                s.reply_out += out;
+            match class {
+                Class::Small | Class::Large => {
+                    s.bulk_bytes += bytes;
+                    s.bulk_out += out;
+                }
+                Class::Reply => {
+                    s.reply_bytes += bytes;
+                    s.reply_out += out;
+                }
+                Class::Stub => {
+                    s.stub_bytes += bytes;
+                    s.stubs_out += out;
+                }
             }
         }
         s

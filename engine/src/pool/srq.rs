@@ -191,10 +191,12 @@ impl<P: Provider> SharedRecvs<P> {
             config,
             srq,
         };
-        // The headroom's receives are registered and posted now, when the server starts,
-        // so that accepting its first connection registers nothing: registering them there
-        // took 30 to 60 ms of a 70 ms accept in the soft-RoCE guest.
-        recvs.cover(pd).map_err(|e| match e {
+        // The headroom's receives, and a chunk more for the first connections'
+        // reservations, are registered and posted now, when the server starts, so that
+        // accepting its first connections registers nothing: registering them there took
+        // 30 to 60 ms of a 70 ms accept in the soft-RoCE guest.
+        let first = config.headroom + config.per_chunk.min(config.max_recvs - config.headroom);
+        recvs.cover_to(pd, first).map_err(|e| match e {
             Growth::Full => PoolError::InvalidConfig("the headroom fills the shared receive queue"),
             Growth::Pool(e) => e,
             Growth::Post(_) => PoolError::Fabric(FabricError::InvalidArgument(
@@ -251,7 +253,15 @@ impl<P: Provider> SharedRecvs<P> {
 
     /// Registers and posts receives until the reservations and the headroom are covered.
     fn cover(&self, pd: &P::Pd) -> Result<(), Growth> {
-        let want = self.reserved.load(Ordering::Acquire) + self.config.headroom;
+        self.cover_to(
+            pd,
+            self.reserved.load(Ordering::Acquire) + self.config.headroom,
+        )
+    }
+
+    /// Registers and posts receives, a chunk at a time, until at least `want` are
+    /// registered.
+    fn cover_to(&self, pd: &P::Pd, want: u32) -> Result<(), Growth> {
         if self.registered() >= want {
             return Ok(());
         }
@@ -442,9 +452,9 @@ mod tests {
     use crate::fabric::soft::Soft;
     use crate::fabric::{Device, Provider};
 
-    /// The headroom is registered and posted when the queue is made, so that the first
-    /// connection's reservation registers nothing (accept stays cheap); a reservation beyond
-    /// it grows the queue by chunks.
+    /// The headroom, and a chunk more, are registered and posted when the queue is made, so
+    /// that the first connections' reservations register nothing (accept stays cheap); a
+    /// reservation beyond them grows the queue by chunks.
     #[test]
     fn headroom_registered_at_creation_and_first_admit_registers_nothing() {
         let device = Soft::open_device(None).unwrap();
@@ -458,17 +468,22 @@ mod tests {
         };
         let recvs = SharedRecvs::<Soft>::new(&pd, config).unwrap();
         let fresh = recvs.stats();
-        assert_eq!(fresh.registered, 32, "one chunk covers the headroom");
-        assert!(fresh.bytes >= 32 * 1024);
+        assert_eq!(
+            fresh.registered, 64,
+            "the headroom and a chunk, in whole chunks"
+        );
+        assert!(fresh.bytes >= 64 * 1024);
         assert_eq!(fresh.reserved, 0);
-        // 16 more fit in the chunk registered already.
-        recvs.admit(&pd, 16).unwrap();
-        assert_eq!(recvs.stats().registered, 32);
-        assert_eq!(recvs.stats().bytes, fresh.bytes);
-        // Beyond it, the queue grows.
+        // 48 more fit in the chunks registered already, in several reservations.
+        for _ in 0..6 {
+            recvs.admit(&pd, 8).unwrap();
+            assert_eq!(recvs.stats().registered, 64);
+            assert_eq!(recvs.stats().bytes, fresh.bytes);
+        }
+        // Beyond them, the queue grows.
         recvs.admit(&pd, 1).unwrap();
-        assert_eq!(recvs.stats().registered, 64);
-        recvs.release(17);
+        assert_eq!(recvs.stats().registered, 96);
+        recvs.release(49);
         assert_eq!(recvs.reserved(), 0);
     }
 }

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use super::*;
 use crate::pool::share::ShareStats;
+use crate::pool::PoolError;
 
 /// A listening endpoint that accepts RPC-over-RDMA connections.
 pub struct Server<P: Provider> {
@@ -105,10 +106,6 @@ impl<P: Provider> Server<P> {
     }
 }
 
-/// Bytes of a slot's placeholder receive buffer when the receives come from the shared
-/// receive queue: registered, never posted, swapped for a Call's receive buffer.
-const SRQ_PLACEHOLDER: usize = 64;
-
 /// The most reply ring entries of a connection on the shared receive queue.
 const SRQ_RING_MAX: u32 = 64;
 
@@ -173,20 +170,17 @@ impl<P: Provider> ServerConn<P> {
         let (srq_home, grant, reservation) = reserve_receives(share, &config, reverse)?;
         let (srq, srq_reserved) = (reservation.recvs, reservation.n);
         let reverse_state = reverse::Reverse::new(pd, reverse, config.send_size, config.recv_size)?;
-        let own_recv = if srq.is_some() {
-            SRQ_PLACEHOLDER
+        let (recv_pool, recv) = if srq.is_some() {
+            (None, placeholders(share, nrecv)?)
         } else {
-            config.recv_size as usize
+            let (pool, recv) =
+                conn::pool_taken(pd, config.recv_size as usize, nrecv, Access::LOCAL_WRITE)?;
+            (Some(pool), recv)
         };
-        let (recv_pool, recv) = conn::pool_taken(pd, own_recv, nrecv, Access::LOCAL_WRITE)?;
         let large = large::Large::new(Arc::clone(share), nrecv as usize, ring_len as usize);
-        let loans = LoanBoard::new(
-            vec![
-                recv_pool.keepalive(),
-                Arc::clone(share) as Arc<dyn Send + Sync>,
-            ],
-            nrecv as usize,
-        );
+        let mut keep = vec![Arc::clone(share) as Arc<dyn Send + Sync>];
+        keep.extend(recv_pool.as_ref().map(BufferPool::keepalive));
+        let loans = LoanBoard::new(keep, nrecv as usize);
         // Rebound after the pool, so that on an early return the buffers drop first: a pool
         // dropped with buffers still out leaks its memory on purpose.
         let recv = recv;
@@ -216,7 +210,9 @@ impl<P: Provider> ServerConn<P> {
         })?;
         // Kept from here on by the connection, which gives it back when dropped.
         core::mem::forget(reservation);
-        share.join_conn(recv_pool.bytes() + reverse_state.registered_bytes());
+        share.join_conn(
+            recv_pool.as_ref().map_or(0, BufferPool::bytes) + reverse_state.registered_bytes(),
+        );
         let inline_max = qp.caps().max_inline_data.min(caps.max_inline_data);
         let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
         let slots = recv_slots(nrecv, config.recv_size);
@@ -364,6 +360,21 @@ fn recv_slots(nrecv: u32, recv_size: u32) -> Box<[RecvSlot]> {
             shift: 0,
             queued: false,
             gen: 0,
+        })
+        .collect()
+}
+
+/// A placeholder for each of a connection's `nrecv` slots on the shared receive queue,
+/// from the share's [`Class::Stub`](crate::pool::share::Class::Stub): registered, never
+/// posted, swapped for a Call's receive buffer while the Call is in process. The share
+/// registered them before (at its start, or for an earlier connection), so accepting
+/// registers nothing unless the connections before took every one.
+fn placeholders<P: Provider>(share: &Share<P>, nrecv: u32) -> Result<Box<[Buf<P>]>, ConnError> {
+    (0..nrecv)
+        .map(|_| {
+            share
+                .take(crate::pool::share::Class::Stub)
+                .ok_or(ConnError::Pool(PoolError::Exhausted { capacity: nrecv }))
         })
         .collect()
 }

@@ -345,8 +345,9 @@ pub struct ServerConn<P: Provider> {
     /// The shared buffers standing in (declared after the buffers above, which may hold
     /// some of them: dropped after them).
     large: large::Large<P>,
-    /// The receive buffers' pool.
-    recv_pool: BufferPool<P>,
+    /// The receive buffers' pool (`None` on a shared receive queue: the slots' placeholders
+    /// are the share's).
+    recv_pool: Option<BufferPool<P>>,
     /// Loans of deferred Calls' bytes out to other threads, per slot; keeps the pools'
     /// regions alive while one is out, even past this connection.
     loans: Arc<LoanBoard>,

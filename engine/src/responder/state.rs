@@ -17,11 +17,11 @@ impl<P: Provider> ServerConn<P> {
     }
 
     /// Bytes of memory this connection registered for itself (its receive buffers at their
-    /// stride, and version 2's reverse-direction buffers): what accepting one more
-    /// connection costs. What it holds of the server's share is
+    /// stride, none on a shared receive queue, and version 2's reverse-direction buffers):
+    /// what accepting one more connection costs. What it holds of the server's share is
     /// [`shared_bytes`](Self::shared_bytes).
     pub fn registered_bytes(&self) -> u64 {
-        self.recv_pool.bytes() + self.reverse.registered_bytes()
+        self.recv_pool.as_ref().map_or(0, BufferPool::bytes) + self.reverse.registered_bytes()
     }
 
     /// The share this connection takes its ring and bulk buffers from (its server's, or
