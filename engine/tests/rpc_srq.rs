@@ -67,7 +67,8 @@ fn an_idle_connection_on_the_shared_receive_queue_costs_under_64_kib() {
 
 /// Issue 33: accepting on the shared receive queue registers nothing. The queue's headroom
 /// and a chunk of placeholders are registered when the server starts; the first
-/// connections take from them, and the share grows by a chunk only when they run out.
+/// connections take from them, and the share grows by a chunk only when they run out. The
+/// completion queue is made before the request comes.
 #[test]
 fn accepting_on_the_shared_receive_queue_registers_nothing() {
     let cfg = srq_config();
@@ -79,7 +80,12 @@ fn accepting_on_the_shared_receive_queue_registers_nothing() {
     );
     let mut pairs = Vec::new();
     for k in 0..8 {
+        // The completion queue is made ahead: at listen, then before waiting for the next
+        // request.
+        assert!(srv.cq_ready(), "accept {k}: no completion queue made ahead");
         pairs.push(connect_to(&mut srv, &addr, cfg).expect("connect"));
+        assert!(!srv.cq_ready(), "accept {k} took the queue made ahead");
+        assert!(srv.accept(Duration::from_millis(1)).is_err(), "no request");
         let st = srv.share_stats();
         assert_eq!(
             (st.grown, st.total_bytes(), st.conn_bytes),
