@@ -22,9 +22,9 @@ use crate::header::Proc;
 use crate::v2;
 use crate::v2::{Wire, RPCRDMA_VERSION_TWO};
 use crate::verdict::{
-    judge_call, judge_call_full, judge_reply, judge_reply_full, short_call, short_reply,
-    write_call, write_reply, AcceptedCall, AcceptedReply, Action, Role, ShortCall, ShortReply,
-    Verdict, WriteCall, WriteReply,
+    judge_call, judge_call_full, judge_reply, judge_reply_full, pulled_call, short_call,
+    short_reply, write_call, write_reply, AcceptedCall, AcceptedReply, Action, Role, ShortCall,
+    ShortReply, Verdict, WriteCall, WriteReply,
 };
 use crate::xdr::word_at as word;
 
@@ -90,7 +90,8 @@ impl CallShape<'_> {
 }
 
 /// The shape of the Call `buf` received on a connection speaking `wire`: Short tested
-/// first (a bare header and an RPC Call header), then the Write list, then the full verdict
+/// first (a bare header and an RPC Call header), then the Write list, then (version 1) one
+/// Read chunk of one segment ([`pulled_call`]), then the full verdict
 /// of the connection's version. A message in another version than the connection's is
 /// refused: on a version 2 connection with ERR_VERS 2..2 (\[V2\] §7.3, the client "MUST NOT
 /// change the version"); on a version 1 connection by version 1's verdict (ERR_VERS 1..1).
@@ -112,6 +113,9 @@ fn call_shape_chunked(buf: &[u8], wire: Wire) -> CallShape<'_> {
     if wire == Wire::V1 {
         if let Some(wc) = write_call(buf) {
             return CallShape::Written(wc);
+        }
+        if let Some(call) = pulled_call(buf) {
+            return CallShape::Pulled(call);
         }
     }
     // Its Short test failed above: the full walk alone.

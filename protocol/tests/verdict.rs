@@ -373,8 +373,8 @@ mod fast_path {
     use rpcrdma_proto::v2::Wire;
     use rpcrdma_proto::verdict::{
         accept_short_call, accept_short_reply, judge_call, judge_call_full, judge_reply,
-        judge_reply_full, resume_call, short_call, short_reply, write_call, write_reply,
-        AcceptedCall, AcceptedReply, Verdict,
+        judge_reply_full, pulled_call, resume_call, short_call, short_reply, write_call,
+        write_reply, AcceptedCall, AcceptedReply, Verdict,
     };
 
     /// Calls: Short (AUTH_NONE), Short with AUTH_SYS and arguments, chunked, Long, Short with
@@ -408,8 +408,45 @@ mod fast_path {
         ]
         .iter()
         .chain(&write_seeds())
+        .chain(&pulled_seeds())
         .map(|m| super::hex(m))
         .collect()
+    }
+
+    /// Calls with one Read chunk of one segment, an RDMA_MSG without Write list or Reply
+    /// chunk (`pulled_call`'s shape): with AUTH_SYS and the chunk after the arguments; the
+    /// chunk inside the RPC Call header (GARBAGE_ARGS); at a misaligned Position, at
+    /// Position zero, past the inline payload (ERR_CHUNK); a segment that wraps past 2^64
+    /// (ERR_CHUNK); a 4 KiB chunk of an odd length in the middle of the arguments.
+    fn pulled_seeds() -> Vec<String> {
+        let null = super::null_call("00000042");
+        let sys = "00000042 00000000 00000002 00061a84 00000001 00000002 \
+                   00000001 00000018 00000007 00000003 61626300 00000000 00000000 00000000 \
+                   00000000 00000000 00000004 01020304";
+        let one = |position: &str, segment: &str, rpc: &str| {
+            format!(
+                "00000042 00000001 00000020 00000000 \
+                 00000001 {position} {segment} 00000000 00000000 00000000 {rpc}"
+            )
+        };
+        let seg = "00000007 00001000 00000000 00010000";
+        vec![
+            one("00000048", seg, sys),
+            one("00000008", seg, &format!("{null} 00000010")),
+            one("0000002e", seg, &format!("{null} 00000010")),
+            one("00000000", seg, &format!("{null} 00000010")),
+            one("00000100", seg, &format!("{null} 00000010")),
+            one(
+                "0000002c",
+                "00000007 00000100 ffffffff ffffff80",
+                &format!("{null} 00000010"),
+            ),
+            one(
+                "0000002c",
+                "00000007 00000ffd 00000000 00010000",
+                &format!("{null} 00000010 00000020"),
+            ),
+        ]
     }
 
     /// Calls whose only chunks are Write chunks: two chunks (two segments, then one), a
@@ -509,6 +546,15 @@ mod fast_path {
             let mut longer = m.to_vec();
             longer.push(0);
             prop_assert!(resume_call(&longer, &a.summary()).is_none());
+        }
+        // The one-Read-chunk fast path takes exactly the accepted Calls of its shape, and
+        // finds what the full verdict finds.
+        match pulled_call(m) {
+            Some(p) => {
+                prop_assert!(is_one_read_call(&p));
+                prop_assert_eq!(Some(&p), full.as_ref().ok());
+            }
+            None => prop_assert!(!full.as_ref().is_ok_and(is_one_read_call)),
         }
         // The Write-list fast path takes exactly the accepted Calls of its shape, and finds
         // what the full verdict finds.
@@ -699,6 +745,16 @@ mod fast_path {
             && a.call.is_some()
     }
 
+    /// The shape `pulled_call` takes: RDMA_MSG, a Read list of one segment, no Write list,
+    /// no Reply chunk, the Call inline.
+    fn is_one_read_call(a: &AcceptedCall<'_>) -> bool {
+        a.header.proc() == Proc::Msg
+            && a.header.read_list().len() == 1
+            && a.header.write_list().is_empty()
+            && a.header.reply_chunk().is_none()
+            && a.call.is_some()
+    }
+
     fn is_write_call(a: &AcceptedCall<'_>) -> bool {
         a.header.proc() == Proc::Msg
             && a.header.read_list().is_empty()
@@ -770,13 +826,25 @@ mod fast_path {
         // The Write-list seeds: all accepted but the wrapping segment's (ERR_CHUNK), all
         // taken by the Write-list fast path but that one and the empty chunk's; of the
         // others, only the Short Call with a Write chunk (seed 4).
-        let accepted: Vec<bool> = c[6..].iter().map(|m| judge_call_full(m).is_ok()).collect();
+        let accepted: Vec<bool> = c[6..10].iter().map(|m| judge_call_full(m).is_ok()).collect();
         assert_eq!(accepted, [true, false, true, true]);
         let taken: Vec<bool> = c.iter().map(|m| write_call(m).is_some()).collect();
-        assert_eq!(
-            taken,
-            [false, false, false, false, true, false, true, false, false, true]
-        );
+        let mut want = [false; 17];
+        for k in [4, 6, 9] {
+            want[k] = true;
+        }
+        assert_eq!(taken, want);
+        // The one-Read-chunk seeds: the first (AUTH_SYS) and the last (4 KiB, odd length)
+        // accepted and taken by its fast path, the others refused; of the seeds before, the
+        // chunked Call (seed 2).
+        let accepted: Vec<bool> = c[10..].iter().map(|m| judge_call_full(m).is_ok()).collect();
+        assert_eq!(accepted, [true, false, false, false, false, false, true]);
+        let taken: Vec<bool> = c.iter().map(|m| pulled_call(m).is_some()).collect();
+        let mut want = [false; 17];
+        for k in [2, 10, 16] {
+            want[k] = true;
+        }
+        assert_eq!(taken, want);
         let r = reply_seeds();
         assert!(accept_short_reply(&r[0]).is_some() && accept_short_reply(&r[1]).is_some());
         assert!(accept_short_reply(&r[6]).is_some() && accept_short_reply(&r[7]).is_some());
@@ -820,7 +888,7 @@ mod fast_path {
         #[test]
         fn fast_path_agrees_on_mutated_messages(
             call in any::<bool>(),
-            which in 0usize..16,
+            which in 0usize..24,
             edits in proptest::collection::vec(
                 (prop_oneof![0usize..28, 0usize..128], any::<u8>()), 0..4),
             small in proptest::collection::vec((0usize..28, 0u8..6), 0..2),
@@ -840,6 +908,29 @@ mod fast_path {
         fn fast_path_agrees_on_random_bytes(m in proptest::collection::vec(any::<u8>(), 0..96)) {
             check_call(&m)?;
             check_reply(&m)?;
+        }
+
+        /// One Read segment of any Position, length and offset behind a valid RDMA_MSG header
+        /// and an RPC Call with arguments of any length: the one-Read-chunk fast path and
+        /// the full verdict agree (Positions inside the Call header, misaligned, zero, past
+        /// the inline payload; segments that wrap).
+        #[test]
+        fn one_read_chunk_agrees_with_the_full_verdict(
+            position in prop_oneof![0u32..96, any::<u32>()],
+            length in prop_oneof![0u32..8192, any::<u32>()],
+            offset in prop_oneof![Just(0x10000u64), u64::MAX - 8192..=u64::MAX, any::<u64>()],
+            args in 0usize..16,
+        ) {
+            let mut m = super::hex(&format!(
+                "00000042 00000001 00000020 00000000 00000001 00000000 00000007 00000000 \
+                 00000000 00000000 00000000 00000000 00000000 {}",
+                super::null_call("00000042")
+            ));
+            m[20..24].copy_from_slice(&position.to_be_bytes());
+            m[28..32].copy_from_slice(&length.to_be_bytes());
+            m[32..40].copy_from_slice(&offset.to_be_bytes());
+            m.extend((0..4 * args).map(|k| k as u8));
+            check_call(&m)?;
         }
 
         /// Random bytes behind a valid bare RDMA_MSG header: the RPC message is what varies.

@@ -186,6 +186,40 @@ impl<'a> ReadPlan<'a> {
         })
     }
 
+    /// The plan [`new`](Self::new) makes of a read list of exactly one segment at a
+    /// Position other than zero (an RDMA_MSG with one Read chunk: how an NFS WRITE's data
+    /// arrives, RFC 8267 §4.3), without `new`'s passes over the list: `Some` exactly when
+    /// `new` accepts such a list, with the same plan (property test in
+    /// `tests/chunks/props.rs`); `None` for any other list or any error, which `new` then
+    /// names.
+    #[inline]
+    pub fn one_chunk(inline_len: usize, reads: ReadList<'a>, limits: ReadLimits) -> Option<Self> {
+        if reads.len() != 1 || limits.max_chunks == 0 {
+            return None;
+        }
+        let rs = reads.get(0)?;
+        let (p, len) = (rs.position, rs.segment.length);
+        rs.segment.end()?;
+        if p == 0 || p & 3 != 0 || p as usize > inline_len {
+            return None;
+        }
+        // Checked in `new`'s order of effect: the chunk's end, then the whole stream.
+        let end = p as u64 + pad4_u64(u64::from(len));
+        let total = end + (inline_len - p as usize) as u64;
+        if end > u64::from(limits.max_stream_len) || total > u64::from(limits.max_stream_len) {
+            return None;
+        }
+        Some(ReadPlan {
+            reads,
+            inline_len,
+            reduced_len: inline_len,
+            total_len: total as u32,
+            chunks: 1,
+            position_zero: None,
+            first_position: Some(p),
+        })
+    }
+
     /// What the plan learned, without the borrow of the read list: [`ReadPlan::resume`]
     /// rebuilds the plan from it without validating the list again.
     pub fn summary(&self) -> PlanSummary {

@@ -550,6 +550,51 @@ impl<'a> HeaderView<'a> {
         })
     }
 
+    /// Where [`parse_one_read_msg`](Self::parse_one_read_msg)'s header ends: the fixed
+    /// prefix, one Read list entry and its terminator, the empty Write list and the absent
+    /// Reply chunk.
+    pub const ONE_READ_MSG_LEN: usize = FIXED_PREFIX_LEN + READ_ENTRY_LEN + 3 * 4;
+
+    /// The view [`parse`](Self::parse) gives of a version 1 RDMA_MSG whose Read list is one
+    /// entry and whose Write list and Reply chunk are absent (how an NFS WRITE arrives,
+    /// RFC 8267 §4.3), read from its fixed layout in one bounds check; `None` for any other
+    /// message (decided by nothing: parse it).
+    #[inline]
+    pub fn parse_one_read_msg(buf: &'a [u8]) -> Option<Self> {
+        const LEN: usize = HeaderView::ONE_READ_MSG_LEN;
+        let w: &[u8; LEN] = buf.get(..LEN)?.try_into().ok()?;
+        let word = |i: usize| be32(&w[4 * i..]);
+        // Word 4: one Read list entry (its discriminator); words 10, 11, 12: the list's
+        // terminator, the Write list's and the Reply chunk's discriminators.
+        if word(1) != RPCRDMA_VERSION
+            || word(3) != Proc::Msg.to_u32()
+            || word(4) != 1
+            || (word(10) | word(11) | word(12)) != 0
+        {
+            return None;
+        }
+        Some(HeaderView {
+            buf,
+            fixed: FixedHeader {
+                xid: word(0),
+                vers: RPCRDMA_VERSION,
+                credit: word(2),
+                proc_raw: Proc::Msg.to_u32(),
+            },
+            proc: Proc::Msg,
+            body: Body::Lists {
+                reads: ReadList {
+                    bytes: &buf[FIXED_PREFIX_LEN..FIXED_PREFIX_LEN + READ_ENTRY_LEN],
+                },
+                writes: WriteList::default(),
+                reply: None,
+                padded: None,
+                header_len: LEN,
+            },
+            v2: (0, 0),
+        })
+    }
+
     /// The fixed prefix.
     pub fn fixed(&self) -> FixedHeader {
         self.fixed

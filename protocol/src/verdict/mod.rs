@@ -20,8 +20,10 @@ use crate::header::{
 use crate::rpc::{CallHeader, ReplyHeader, RpcMessage};
 use crate::xdr::XdrReader;
 
+mod pulled;
 mod short;
 mod written;
+pub use pulled::pulled_call;
 pub use short::{short_call, short_reply, ShortCall, ShortReply};
 pub use written::{write_call, write_reply, WriteCall, WriteReply};
 

@@ -156,6 +156,32 @@ proptest! {
         prop_assert!(out[n..].iter().all(|&b| b == 0xA5));
     }
 
+    /// A list of one segment: `ReadPlan::one_chunk` plans exactly the ones at a Position
+    /// other than zero that `new` accepts, and makes the same plan, whatever the limits.
+    #[test]
+    fn one_chunk_plans_as_new_does(
+        position in prop_oneof![
+            Just(0u32),
+            (0u32..40).prop_map(|k| 4 * k),
+            0u32..160,
+            any::<u32>(),
+            Just(u32::MAX - 3),
+        ],
+        length in prop_oneof![0u32..24, any::<u32>(), Just(u32::MAX), Just(u32::MAX - 2)],
+        offset in prop_oneof![0u64..4096, any::<u64>(), Just(u64::MAX - 7)],
+        inline_len in prop_oneof![0usize..160, any::<u32>().prop_map(|v| v as usize)],
+        max_chunks in prop_oneof![Just(ReadLimits::DEFAULT_MAX_CHUNKS), 0usize..3],
+        max_stream_len in prop_oneof![Just(u32::MAX), 0u32..256, any::<u32>()],
+    ) {
+        let list = [ReadSegment::new(position, 7, length, offset)];
+        let buf = encode(&list, &[], None);
+        let v = view(&buf);
+        let limits = ReadLimits { max_chunks, max_stream_len };
+        let planned = ReadPlan::new(inline_len, v.read_list(), limits).ok();
+        let one = ReadPlan::one_chunk(inline_len, v.read_list(), limits);
+        prop_assert_eq!(one, planned.filter(|_| position != 0));
+    }
+
     /// ReadPlan never panics on arbitrary lists; whenever it accepts one, its pieces tile the
     /// unreduced stream, their inline sources tile the reduced stream, and reassembly works.
     #[test]
