@@ -826,7 +826,10 @@ mod fast_path {
         // The Write-list seeds: all accepted but the wrapping segment's (ERR_CHUNK), all
         // taken by the Write-list fast path but that one and the empty chunk's; of the
         // others, only the Short Call with a Write chunk (seed 4).
-        let accepted: Vec<bool> = c[6..10].iter().map(|m| judge_call_full(m).is_ok()).collect();
+        let accepted: Vec<bool> = c[6..10]
+            .iter()
+            .map(|m| judge_call_full(m).is_ok())
+            .collect();
         assert_eq!(accepted, [true, false, true, true]);
         let taken: Vec<bool> = c.iter().map(|m| write_call(m).is_some()).collect();
         let mut want = [false; 17];

@@ -3,7 +3,7 @@
 //! and what to echo in the Reply header (§3.4.6, §4.3.2.2, §4.3.2.3).
 
 use super::error::ChunkError;
-use crate::header::{Segment, Segments, WriteList, WriteListIter};
+use crate::header::{Segment, Segments, WriteList, WriteListIter, SEGMENT_LEN};
 use core::ops::Range;
 
 /// Where a DDP-eligible result goes (RFC 8166 §4.3.2.1).
@@ -286,27 +286,25 @@ fn check_wraps(chunk: &Segments<'_>) -> Result<(), ChunkError> {
 /// whose only chunks are Write chunks. `None`, with `out` unspecified, when `out` is
 /// shorter than the entries or a chunk is shorter than what was written into it.
 pub fn echo_write_list(writes: WriteList<'_>, written: &[u32], out: &mut [u8]) -> Option<usize> {
-    let len = writes.encoded_len() - 4;
+    let entries = writes.entries();
+    let len = entries.len();
     let out = out.get_mut(..len)?;
+    // The discriminators, counts, handles and offsets as the Call gave them; then each
+    // segment's length (its second word) set to the bytes written into it.
+    out.copy_from_slice(entries);
     let mut at = 0;
-    let mut put = |v: u32| {
-        out[at..at + 4].copy_from_slice(&v.to_be_bytes());
-        at += 4;
-    };
     for (k, chunk) in writes.iter().enumerate() {
         let mut left = written.get(k).copied().unwrap_or(0);
         if u64::from(left) > chunk.total_len() {
             return None;
         }
-        put(1);
-        put(chunk.len() as u32);
+        // The chunk's discriminator and segment count.
+        at += 8;
         for s in chunk.iter() {
             let length = s.length.min(left);
             left -= length;
-            put(s.handle);
-            put(length);
-            put((s.offset >> 32) as u32);
-            put(s.offset as u32);
+            out[at + 4..at + 8].copy_from_slice(&length.to_be_bytes());
+            at += SEGMENT_LEN;
         }
     }
     Some(len)

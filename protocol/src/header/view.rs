@@ -250,6 +250,14 @@ impl<'a> WriteList<'a> {
     pub fn encoded_len(&self) -> usize {
         self.bytes.len() + 4
     }
+
+    /// The encoded entries as received (for each chunk `1`, its segment count `N` and `N`
+    /// segments of 16 bytes: handle, length, offset), without the terminating zero: what a
+    /// Reply echoing the list copies before it sets the lengths
+    /// ([`echo_write_list`](crate::chunks::echo_write_list)).
+    pub fn entries(&self) -> &'a [u8] {
+        self.bytes
+    }
 }
 
 impl<'a> IntoIterator for WriteList<'a> {
