@@ -538,24 +538,42 @@ impl<'a> HeaderView<'a> {
         {
             return None;
         }
-        Some(HeaderView {
+        Some(HeaderView::msg_with_reads(
+            buf,
+            (word(0), word(2)),
+            ReadList::default(),
+            MIN_HEADER_LEN,
+        ))
+    }
+
+    /// The view of a version 1 RDMA_MSG with `(rdma_xid, rdma_credit)`, the Read list
+    /// `reads`, no Write list and no Reply chunk, its header `header_len` bytes long: what
+    /// the fixed-layout readers above found.
+    #[inline(always)]
+    fn msg_with_reads(
+        buf: &'a [u8],
+        (xid, credit): (u32, u32),
+        reads: ReadList<'a>,
+        header_len: usize,
+    ) -> Self {
+        HeaderView {
             buf,
             fixed: FixedHeader {
-                xid: word(0),
+                xid,
                 vers: RPCRDMA_VERSION,
-                credit: word(2),
+                credit,
                 proc_raw: Proc::Msg.to_u32(),
             },
             proc: Proc::Msg,
             body: Body::Lists {
-                reads: ReadList::default(),
+                reads,
                 writes: WriteList::default(),
                 reply: None,
                 padded: None,
-                header_len: MIN_HEADER_LEN,
+                header_len,
             },
             v2: (0, 0),
-        })
+        }
     }
 
     /// Where [`parse_one_read_msg`](Self::parse_one_read_msg)'s header ends: the fixed
@@ -581,26 +599,15 @@ impl<'a> HeaderView<'a> {
         {
             return None;
         }
-        Some(HeaderView {
+        let reads = ReadList {
+            bytes: &buf[FIXED_PREFIX_LEN..FIXED_PREFIX_LEN + READ_ENTRY_LEN],
+        };
+        Some(HeaderView::msg_with_reads(
             buf,
-            fixed: FixedHeader {
-                xid: word(0),
-                vers: RPCRDMA_VERSION,
-                credit: word(2),
-                proc_raw: Proc::Msg.to_u32(),
-            },
-            proc: Proc::Msg,
-            body: Body::Lists {
-                reads: ReadList {
-                    bytes: &buf[FIXED_PREFIX_LEN..FIXED_PREFIX_LEN + READ_ENTRY_LEN],
-                },
-                writes: WriteList::default(),
-                reply: None,
-                padded: None,
-                header_len: LEN,
-            },
-            v2: (0, 0),
-        })
+            (word(0), word(2)),
+            reads,
+            LEN,
+        ))
     }
 
     /// The fixed prefix.
