@@ -124,8 +124,16 @@ fn write_list_message(buf: &[u8]) -> Option<(u32, u32, WriteList<'_>, usize)> {
     if r.u32().ok()? != 0 {
         return None;
     }
+    // One pass over each chunk: no segment wraps, and the lengths sum within 2^32 - 1.
     let fits = |c: crate::header::Segments<'_>| {
-        c.iter().all(|s| s.end().is_some()) && c.total_len() <= u64::from(u32::MAX)
+        let mut total = 0u64;
+        for s in c.iter() {
+            if s.end().is_none() {
+                return false;
+            }
+            total += u64::from(s.length);
+        }
+        total <= u64::from(u32::MAX)
     };
     if !writes.iter().all(fits) {
         return None;
