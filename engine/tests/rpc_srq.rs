@@ -104,6 +104,36 @@ fn accepting_on_the_shared_receive_queue_registers_nothing() {
     assert_eq!(srv.share_stats().stubs_out, 0, "placeholders given back");
 }
 
+/// Issue 33: on the shared receive queue a connection's reply ring follows its grant
+/// (twice the grant, 8 to 64 entries): a client with one Call in flight holds 16 entries
+/// of the share, not 64, and the ring grows as the grant does. Many more Calls than entries
+/// are answered (entries are used again once a signaled reply retires them).
+#[test]
+fn the_reply_ring_follows_the_grant() {
+    let cfg = srq_config();
+    let (mut srv, addr) = server(cfg);
+    let (mut c, mut s) = connect_to(&mut srv, &addr, cfg).expect("connect");
+    for _ in 0..100 {
+        assert!(call(&mut c, &mut s, &null(), |r| r.result.is_ok()));
+    }
+    assert_eq!(
+        s.grant(),
+        cfg.srq_grant,
+        "one Call at a time raises no grant"
+    );
+    assert_eq!(s.reply_ring_len(), 2 * cfg.srq_grant as usize);
+    mixed(&mut c, &mut s, 400, 32);
+    assert!(
+        s.grant() > cfg.srq_grant,
+        "32 Calls in flight raise the grant"
+    );
+    assert_eq!(s.reply_ring_len(), (2 * s.grant() as usize).clamp(8, 64));
+    for _ in 0..100 {
+        assert!(call(&mut c, &mut s, &null(), |r| r.result.is_ok()));
+    }
+    assert_eq!(s.snapshot().conn_lost, 0);
+}
+
 /// The Calls of a mixed load: READ and WRITE of 1 MiB, a Long ECHO (Long Call and Long
 /// reply), a READ of 8 KiB and a NULL; every result checked.
 fn mixed(c: &mut Client<Soft>, s: &mut ServerConn<Soft>, total: u64, depth: u64) {

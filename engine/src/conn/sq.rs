@@ -28,6 +28,12 @@ impl SendQueue {
         }
     }
 
+    /// Signals at least every `signal_every` requests from now on (a reply ring that
+    /// grew or shrank: its entries come back only through signaled completions).
+    pub fn set_signal_every(&mut self, signal_every: u32) {
+        self.signal_every = u64::from(signal_every).clamp(1, self.depth.max(1));
+    }
+
     /// Slots free now.
     #[inline]
     pub fn room(&self) -> u64 {

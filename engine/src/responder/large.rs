@@ -337,20 +337,40 @@ impl<P: Provider> ServerConn<P> {
         } else {
             self.slots.len()
         };
-        let share = Arc::clone(&self.large.share);
         if self.ring.is_empty() {
             self.ring.reserve_exact(self.ring_seq.len());
-            for _ in 0..self.ring_seq.len() {
-                match share.take(Class::Reply) {
-                    Some(b) => self.ring.push(b),
-                    None => return false,
-                }
+            if !self.grow_ring() {
+                return false;
             }
             // Room for every slot's, so that dressing more slots later never allocates.
             self.pull.reserve_exact(self.slots.len());
             self.bulk.reserve_exact(self.slots.len());
         }
         self.dress_to(slots.min(self.slots.len()))
+    }
+
+    /// Takes reply ring entries from the share up to what the grant needs: on the shared
+    /// receive queue, twice the grant (at least 8, at most the ring's length), so that a
+    /// connection whose client keeps one or two Calls in flight holds 16 entries, not 64;
+    /// otherwise the whole ring. Replies signal every half of the entries held, since an
+    /// entry is used again only once a signaled completion has retired its last reply.
+    /// False when the share has none to give (the ring keeps what it has).
+    #[cold]
+    pub(super) fn grow_ring(&mut self) -> bool {
+        let full = self.ring_seq.len();
+        let want = if self.srq_reserved > 0 {
+            (2 * self.credits.grant() as usize).clamp(8, full)
+        } else {
+            full
+        };
+        while self.ring.len() < want {
+            match self.large.share.take(Class::Reply) {
+                Some(b) => self.ring.push(b),
+                None => return false,
+            }
+        }
+        self.io.sq.set_signal_every(self.ring.len() as u32 / 2);
+        true
     }
 
     /// Gives the share back the buffers the connection took at its first Call (its reply
@@ -386,6 +406,8 @@ impl<P: Provider> ServerConn<P> {
             return false;
         }
         self.ring.clear();
+        // Every reply retired (at rest): the next ring starts afresh, whatever its length.
+        self.ring_next = 0;
         self.pull.clear();
         self.bulk.clear();
         self.hot_pull = None;

@@ -86,6 +86,11 @@ impl<P: Provider> ServerConn<P> {
                 self.srq_reserved += add;
                 self.credits.set_grant(g + add);
                 bump(&self.io.stats.grants_raised, 1);
+                // The ring follows the grant (a failure leaves it as it is: replies wait
+                // for its entries, as they would for send-queue room).
+                if !self.ring.is_empty() {
+                    let _ = self.grow_ring();
+                }
             }
         }
     }

@@ -30,6 +30,13 @@ impl<P: Provider> ServerConn<P> {
         &self._share
     }
 
+    /// Entries of the reply ring the connection holds now: none before its first Call and
+    /// after a [`shed`](Self::shed); on a shared receive queue twice its grant (8 to 64),
+    /// otherwise twice its credits.
+    pub fn reply_ring_len(&self) -> usize {
+        self.ring.len()
+    }
+
     /// Bytes of the server's share this connection holds now: its reply ring and its own
     /// pull and bulk buffers once it has had a Call, and the shared buffers standing in for
     /// its Calls' chunks.
