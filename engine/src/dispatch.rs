@@ -381,6 +381,7 @@ impl Dispatch {
     }
 
     /// Finds a procedure, or the RPC error that replaces it.
+    #[inline(always)]
     pub fn lookup(&self, prog: u32, vers: u32, proc_num: u32) -> Lookup<'_> {
         let vkey = u64::from(prog) << 32 | u64::from(vers);
         if proc_num < DENSE_PROCS {
@@ -394,6 +395,12 @@ impl Dispatch {
                 }
             }
         }
+        self.lookup_sparse(prog, vers, proc_num)
+    }
+
+    /// [`Dispatch::lookup`] past the dense tables: the sorted search, then the error.
+    #[inline(never)]
+    fn lookup_sparse(&self, prog: u32, vers: u32, proc_num: u32) -> Lookup<'_> {
         let key = (prog, vers, proc_num);
         if let Ok(i) = self.entries.binary_search_by_key(&key, |(k, _)| *k) {
             return Lookup::Found(&self.entries[i].1);

@@ -581,7 +581,7 @@ const REPOST_BATCH: usize = 32;
 /// receive work request id), in batches of one post each; a single receive is posted
 /// without building (and zeroing) the batch arrays, inline in the caller (the batch path,
 /// with its arrays on the stack, is a call apart: `repost_batches`).
-#[inline]
+#[inline(always)]
 pub(crate) fn repost_recvs<P: Provider>(
     qp: &mut P::Qp,
     recv: &[Buf<P>],

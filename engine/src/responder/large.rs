@@ -109,11 +109,17 @@ impl<P: Provider> Large<P> {
 
     /// [`ServerConn::large_into_ring`] on the connection's reply `ring` (a borrow of the
     /// two fields alone, beside a verdict that borrows a receive buffer).
-    #[inline]
+    #[inline(always)]
     pub(super) fn enter_ring(&mut self, ring: &mut [Buf<P>], i: usize, r: usize) {
         if self.none_out() {
             return;
         }
+        self.enter_ring_out(ring, i, r);
+    }
+
+    /// [`Large::enter_ring`] when large buffers are out.
+    #[inline(never)]
+    fn enter_ring_out(&mut self, ring: &mut [Buf<P>], i: usize, r: usize) {
         self.release(ring, r);
         if let Some(big) = self.reply[i].take() {
             self.ring_parked[r] = Some(core::mem::replace(&mut ring[r], big));
