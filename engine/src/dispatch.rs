@@ -262,6 +262,12 @@ impl<'a> Response<'a> {
     pub(crate) fn bulk_items(&self) -> &[(u32, u32)] {
         &self.bulk_items[..self.n_bulk]
     }
+
+    /// [`bulk_items`](Self::bulk_items) as the whole array, by value: the items made, then
+    /// zeros (an item is only ever added after the last).
+    pub(crate) fn bulk_items_padded(&self) -> [(u32, u32); MAX_BULK_RESULTS] {
+        self.bulk_items
+    }
 }
 
 /// How a handler ended.

@@ -487,7 +487,7 @@ impl<P: Provider> Client<P> {
 
     /// Posts the Send of the Call built in slot `idx` (its first `send_len` bytes), takes
     /// its credit and marks the slot Sent; on failure the slot goes back to the free list.
-    #[inline]
+    #[inline(always)]
     pub(super) fn post_call(
         &mut self,
         idx: u32,

@@ -207,7 +207,7 @@ impl<P: Provider> Large<P> {
     }
 
     /// Whether ring entry `r` holds a large buffer now.
-    #[inline]
+    #[inline(always)]
     fn holds(&self, r: usize) -> bool {
         !self.none_out() && (self.ring_parked[r].is_some() || self.ring_held[r].is_some())
     }
@@ -451,12 +451,18 @@ impl<P: Provider> ServerConn<P> {
     /// The Call of slot `i` is answered: its own buffers are put back; the large pull
     /// buffer returns to the pool, the large bulk buffer stays with ring entry `r` until
     /// its reply is retired when the reply was sent from there (`sent`), else returns too.
-    #[inline]
+    #[inline(always)]
     pub(super) fn large_after_answer(&mut self, i: usize, r: usize, sent: bool) {
         if self.large.none_out() {
             // Nothing stood in, was reserved or is held (the entry's own buffer is in place).
             return;
         }
+        self.large_out_after_answer(i, r, sent);
+    }
+
+    /// [`large_after_answer`](Self::large_after_answer) with large buffers out.
+    #[inline(never)]
+    fn large_out_after_answer(&mut self, i: usize, r: usize, sent: bool) {
         if let Some(own) = self.large.parked[i][0].take() {
             let big = core::mem::replace(&mut self.pull[i], own);
             self.large.give_back(big);
@@ -484,6 +490,7 @@ impl<P: Provider> ServerConn<P> {
     /// Whether ring entry `r` holds a large buffer (its reply is then signaled, so that the
     /// buffer comes back as soon as the reply is sent rather than after the next signaled
     /// one).
+    #[inline(always)]
     pub(super) fn ring_holds_large(&self, r: usize) -> bool {
         self.large.holds(r)
     }
