@@ -58,6 +58,7 @@ pub(crate) fn overflowed(n_items: usize) -> bool {
 /// DDP-eligible results (offset and length in `bulk`) and their count. A count of
 /// `usize::MAX` ([`overflowed`]) says a DDP-eligible result did not fit `bulk`: the length
 /// is then where it would have ended, and the reply must be refused as too long.
+#[inline(always)]
 pub(crate) fn run_handler(
     entry: &Entry,
     run: &mut HandlerContext<'_, '_>,
