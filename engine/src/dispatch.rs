@@ -262,6 +262,12 @@ impl<'a> Response<'a> {
     pub(crate) fn bulk_items(&self) -> &[(u32, u32)] {
         &self.bulk_items[..self.n_bulk]
     }
+
+    /// [`bulk_items`](Self::bulk_items) as the whole array, by value: the items made, then
+    /// zeros (an item is only ever added after the last).
+    pub(crate) fn bulk_items_padded(&self) -> [(u32, u32); MAX_BULK_RESULTS] {
+        self.bulk_items
+    }
 }
 
 /// How a handler ended.
@@ -381,6 +387,7 @@ impl Dispatch {
     }
 
     /// Finds a procedure, or the RPC error that replaces it.
+    #[inline(always)]
     pub fn lookup(&self, prog: u32, vers: u32, proc_num: u32) -> Lookup<'_> {
         let vkey = u64::from(prog) << 32 | u64::from(vers);
         if proc_num < DENSE_PROCS {
@@ -394,6 +401,12 @@ impl Dispatch {
                 }
             }
         }
+        self.lookup_sparse(prog, vers, proc_num)
+    }
+
+    /// [`Dispatch::lookup`] past the dense tables: the sorted search, then the error.
+    #[inline(never)]
+    fn lookup_sparse(&self, prog: u32, vers: u32, proc_num: u32) -> Lookup<'_> {
         let key = (prog, vers, proc_num);
         if let Ok(i) = self.entries.binary_search_by_key(&key, |(k, _)| *k) {
             return Lookup::Found(&self.entries[i].1);

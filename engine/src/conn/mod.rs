@@ -579,7 +579,9 @@ const REPOST_BATCH: usize = 32;
 
 /// Posts again the receives of the buffers of `recv` named by `idxs` (each under its
 /// receive work request id), in batches of one post each; a single receive is posted
-/// without building (and zeroing) the batch arrays.
+/// without building (and zeroing) the batch arrays, inline in the caller (the batch path,
+/// with its arrays on the stack, is a call apart: `repost_batches`).
+#[inline(always)]
 pub(crate) fn repost_recvs<P: Provider>(
     qp: &mut P::Qp,
     recv: &[Buf<P>],
@@ -592,6 +594,16 @@ pub(crate) fn repost_recvs<P: Provider>(
             core::slice::from_ref(&sge),
         ));
     }
+    repost_batches::<P>(qp, recv, idxs)
+}
+
+/// [`repost_recvs`] of more than one receive.
+#[inline(never)]
+fn repost_batches<P: Provider>(
+    qp: &mut P::Qp,
+    recv: &[Buf<P>],
+    idxs: &[u32],
+) -> Result<(), PostError> {
     let mut sges = [Sge::default(); REPOST_BATCH];
     for batch in idxs.chunks(REPOST_BATCH) {
         for (sge, &r) in sges.iter_mut().zip(batch) {

@@ -249,8 +249,16 @@ fn end_refused<P: Provider>(stats: &Counters, qp: &mut P::Qp) {
 
 /// Gives the slot's large buffers back and puts its own in place again: done whenever a
 /// slot becomes free (nothing of its last RPC is exposed any longer).
-#[inline]
+#[inline(always)]
 fn unpark<P: Provider>(large: Option<&LargeBufs<P>>, slot: &mut CallSlot<P>) {
+    if slot.parked[0].is_some() || slot.parked[1].is_some() {
+        unpark_parked(large, slot);
+    }
+}
+
+/// [`unpark`] of a slot holding large buffers.
+#[inline(never)]
+fn unpark_parked<P: Provider>(large: Option<&LargeBufs<P>>, slot: &mut CallSlot<P>) {
     for k in 0..2 {
         if let Some(own) = slot.parked[k].take() {
             let buf = if k == 0 { &mut slot.arg } else { &mut slot.res };

@@ -422,7 +422,10 @@ impl<P: Provider> Client<P> {
             buf[at + n..at + n + 8].fill(0);
             at + n + 8
         };
-        buf[at..].copy_from_slice(call.args);
+        if !call.args.is_empty() {
+            // (A call of memcpy for nothing otherwise: a NULL procedure's.)
+            buf[at..].copy_from_slice(call.args);
+        }
         slot.clear_chunks();
         let send_len = send_len as u32;
         self.post_call(idx, xid, tag, call.timeout, send_len, self.corked)?;
@@ -487,7 +490,7 @@ impl<P: Provider> Client<P> {
 
     /// Posts the Send of the Call built in slot `idx` (its first `send_len` bytes), takes
     /// its credit and marks the slot Sent; on failure the slot goes back to the free list.
-    #[inline]
+    #[inline(always)]
     pub(super) fn post_call(
         &mut self,
         idx: u32,

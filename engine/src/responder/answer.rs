@@ -84,6 +84,7 @@ impl<P: Provider> ServerConn<P> {
     /// ticket generation `gen`: a deferred Call keeps its receive (and `judged`, its
     /// verdict's summary) until `complete`; any other gives its receive back to be reposted
     /// and queues its reply's Send. `pulled`: the Call was pulled into its own pull buffer.
+    #[inline(always)]
     pub(super) fn answered(
         &mut self,
         idx: u32,

@@ -27,23 +27,10 @@ impl<P: Provider> ServerConn<P> {
 
     /// Reposts the consumed receives in one post; false if the post was refused (the
     /// connection is then lost).
+    #[inline(always)]
     fn post_reposts(&mut self) -> bool {
-        if let Some(recvs) = self._share.recvs(self.srq_home) {
-            // Shared receive queue: each slot's buffer goes back to the queue, its
-            // placeholder back in place, the slot free for the next Call.
-            let (recv, parked, free) = (&mut self.recv, &mut self.srq_parked, &mut self.srq_free);
-            let bufs = self.reposts.iter().filter_map(|&k| {
-                let own = parked[k as usize].take()?;
-                free.push(k);
-                Some(core::mem::replace(&mut recv[k as usize], own))
-            });
-            let posted = recvs.repost(bufs);
-            self.reposts.clear();
-            if posted.is_err() {
-                self.refused();
-                return false;
-            }
-            return true;
+        if self._share.recvs(self.srq_home).is_some() {
+            return self.post_srq_reposts();
         }
         if !self.reposts.is_empty() {
             if conn::repost_recvs::<P>(&mut self.io.qp, &self.recv, &self.reposts).is_err() {
@@ -55,8 +42,33 @@ impl<P: Provider> ServerConn<P> {
         true
     }
 
+    /// [`post_reposts`](Self::post_reposts) on a shared receive queue.
+    #[inline(never)]
+    fn post_srq_reposts(&mut self) -> bool {
+        let Some(recvs) = self._share.recvs(self.srq_home) else {
+            return true;
+        };
+        // Each slot's buffer goes back to the queue, its placeholder back in place, the
+        // slot free for the next Call.
+        let (recv, parked, free) = (&mut self.recv, &mut self.srq_parked, &mut self.srq_free);
+        let bufs = self.reposts.iter().filter_map(|&k| {
+            let own = parked[k as usize].take()?;
+            free.push(k);
+            Some(core::mem::replace(&mut recv[k as usize], own))
+        });
+        let posted = recvs.repost(bufs);
+        self.reposts.clear();
+        if posted.is_err() {
+            self.refused();
+            return false;
+        }
+        true
+    }
+
     /// Posts the pending replies, in lists of at most [`POLL_BATCH`]; returns how many were
-    /// posted.
+    /// posted. One reply is posted inline in the caller, more a call apart
+    /// ([`post_reply_lists`](Self::post_reply_lists), with its arrays on the stack).
+    #[inline(always)]
     fn post_replies(&mut self) -> usize {
         if let [s] = self.sends[..] {
             // One reply: one work request, without the batch arrays.
@@ -72,6 +84,12 @@ impl<P: Provider> ServerConn<P> {
             self.sends.clear();
             return 1;
         }
+        self.post_reply_lists()
+    }
+
+    /// [`post_replies`](Self::post_replies) of none or more than one reply.
+    #[inline(never)]
+    fn post_reply_lists(&mut self) -> usize {
         let mut done = 0;
         let mut k = 0;
         while k < self.sends.len() {

@@ -58,6 +58,7 @@ pub(crate) fn overflowed(n_items: usize) -> bool {
 /// DDP-eligible results (offset and length in `bulk`) and their count. A count of
 /// `usize::MAX` ([`overflowed`]) says a DDP-eligible result did not fit `bulk`: the length
 /// is then where it would have ended, and the reply must be refused as too long.
+#[inline(always)]
 pub(crate) fn run_handler(
     entry: &Entry,
     run: &mut HandlerContext<'_, '_>,
@@ -101,8 +102,7 @@ pub(crate) fn run_handler(
             usize::MAX,
         );
     }
-    let mut items = [(0, 0); MAX_BULK_RESULTS];
+    // By value, without a copy of a variable length (a call of memcpy for none).
     let n = resp.bulk_items().len();
-    items[..n].copy_from_slice(resp.bulk_items());
-    (outcome, resp.results_len(), items, n)
+    (outcome, resp.results_len(), resp.bulk_items_padded(), n)
 }

@@ -109,11 +109,17 @@ impl<P: Provider> Large<P> {
 
     /// [`ServerConn::large_into_ring`] on the connection's reply `ring` (a borrow of the
     /// two fields alone, beside a verdict that borrows a receive buffer).
-    #[inline]
+    #[inline(always)]
     pub(super) fn enter_ring(&mut self, ring: &mut [Buf<P>], i: usize, r: usize) {
         if self.none_out() {
             return;
         }
+        self.enter_ring_out(ring, i, r);
+    }
+
+    /// [`Large::enter_ring`] when large buffers are out.
+    #[inline(never)]
+    fn enter_ring_out(&mut self, ring: &mut [Buf<P>], i: usize, r: usize) {
         self.release(ring, r);
         if let Some(big) = self.reply[i].take() {
             self.ring_parked[r] = Some(core::mem::replace(&mut ring[r], big));
@@ -201,7 +207,7 @@ impl<P: Provider> Large<P> {
     }
 
     /// Whether ring entry `r` holds a large buffer now.
-    #[inline]
+    #[inline(always)]
     fn holds(&self, r: usize) -> bool {
         !self.none_out() && (self.ring_parked[r].is_some() || self.ring_held[r].is_some())
     }
@@ -467,12 +473,18 @@ impl<P: Provider> ServerConn<P> {
     /// The Call of slot `i` is answered: its own buffers are put back; the large pull
     /// buffer returns to the pool, the large bulk buffer stays with ring entry `r` until
     /// its reply is retired when the reply was sent from there (`sent`), else returns too.
-    #[inline]
+    #[inline(always)]
     pub(super) fn large_after_answer(&mut self, i: usize, r: usize, sent: bool) {
         if self.large.none_out() {
             // Nothing stood in, was reserved or is held (the entry's own buffer is in place).
             return;
         }
+        self.large_out_after_answer(i, r, sent);
+    }
+
+    /// [`large_after_answer`](Self::large_after_answer) with large buffers out.
+    #[inline(never)]
+    fn large_out_after_answer(&mut self, i: usize, r: usize, sent: bool) {
         if let Some(own) = self.large.parked[i][0].take() {
             let big = core::mem::replace(&mut self.pull[i], own);
             self.large.give_back(big);
@@ -500,6 +512,7 @@ impl<P: Provider> ServerConn<P> {
     /// Whether ring entry `r` holds a large buffer (its reply is then signaled, so that the
     /// buffer comes back as soon as the reply is sent rather than after the next signaled
     /// one).
+    #[inline(always)]
     pub(super) fn ring_holds_large(&self, r: usize) -> bool {
         self.large.holds(r)
     }

@@ -8,6 +8,7 @@
 use super::*;
 
 impl<P: Provider> ServerConn<P> {
+    #[inline(always)]
     pub(super) fn on_call(&mut self, idx: u32, byte_len: u32) {
         if idx as usize >= self.pull.len() && !self.dress_for(idx) {
             bump(&self.io.stats.post_refused, 1);
@@ -109,6 +110,7 @@ impl<P: Provider> ServerConn<P> {
 
     /// A message received on a version 1 connection: Short Calls answered now, others
     /// pulled first.
+    #[inline]
     pub(super) fn on_call_v1(&mut self, idx: u32) {
         self.on_call_in(idx, Wire::V1)
     }

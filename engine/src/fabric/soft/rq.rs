@@ -336,7 +336,7 @@ impl Ring {
     /// The caller knows the slot's previous receive is done with: on a queue pair's ring, its
     /// completion has been polled (see [`Claimed`]; reading the slot first would stall on a
     /// line the consumer last held); on a shared ring, [`is_free`](Self::is_free) said so.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn produce(&self, pos: u64, wr_id: u64, sges: &[Sge]) {
         let w = self.wqe(pos);
         w.wr_id.store(wr_id, Ordering::Relaxed);
@@ -539,7 +539,7 @@ impl QpMem {
     /// completion has been polled (see [`Claimed`]). The caller then checks the state: a
     /// receive posted to a queue pair already in error is flushed at once (see
     /// [`QpMem::must_flush_after_post`]).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn produce(&self, pos: u64, wr_id: u64, sges: &[Sge]) {
         self.ring.produce(pos, wr_id, sges);
     }

@@ -6,7 +6,7 @@ use crate::fabric::{PostError, RecvWr};
 
 impl SoftQp {
     /// Writes one receive into the ring without the error-state check that must follow.
-    #[inline]
+    #[inline(always)]
     pub(super) fn produce_recv(&mut self, wr: &RecvWr<'_>) -> Result<(), PostError> {
         if self.srq.is_some() {
             return Err(srq_refusal());
