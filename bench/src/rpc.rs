@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use rpcrdma_engine::clock::{Clock, Stamp};
 
 use hdrhistogram::Histogram;
-use rpcrdma_engine::fabric::Provider;
+use rpcrdma_engine::fabric::{Provider, WatchTable};
 use rpcrdma_engine::requester::{CallArgs, Client, SubmitError};
 use rpcrdma_engine::stats::Snapshot;
-use rpcrdma_engine::worker::POLL_AHEAD;
+use rpcrdma_engine::worker::{POLL_AHEAD, WATCH_AHEAD};
 
 pub use crate::workload::{Prepared, ReplyError, Workload, BULK_SLACK};
 
@@ -534,23 +534,43 @@ impl<'a> Meter<'a> {
         // beside the data's), their idle passes keeping the rhythm.
         let w = self.prepared.workload();
         let bulk = w.arg_size().max(w.res_size()) >= 4096;
+        // A lane with every tag in flight and no completion at its client's next position
+        // is skipped after one word is read ([`Watched`]); every 64th pass serves them all,
+        // for what an idle poll looks at (timeouts, a lost connection).
+        let mut table = WatchTable::with_capacity(clients.len());
+        table.rebuild(clients.iter().map(Client::cq_watch));
         loop {
             let mut worked = false;
+            let full = passes.is_multiple_of(64);
             for i in 0..clients.len().min(lanes.len()) {
+                table.prefetch(i + WATCH_AHEAD);
+                if !full && table.quiet(i) {
+                    continue;
+                }
                 // Many clients: the next ones' completion queues are fetched while this one
                 // is served, so that their cache misses overlap.
                 if let Some(ahead) = clients.get(i + POLL_AHEAD) {
-                    ahead.prefetch_poll();
+                    if !table.quiet(i + POLL_AHEAD) {
+                        ahead.prefetch_poll();
+                    }
                 }
                 if self.serve_lane(&mut clients[i], &mut lanes[i])? {
                     worked = true;
                 }
+                if table.is_watched(i) {
+                    let idle = lanes[i].free.is_empty();
+                    table.set(i, clients[i].idle_at().filter(|_| idle));
+                }
             }
             passes = passes.wrapping_add(1);
-            if (passes.is_multiple_of(64) || (bulk && worked))
-                && self.tick(clients, lanes, progress)?
-            {
-                return Ok(());
+            if passes.is_multiple_of(64) || (bulk && worked) {
+                let severed = self.faults.severed;
+                if self.tick(clients, lanes, progress)? {
+                    return Ok(());
+                }
+                if self.faults.severed != severed {
+                    table.wake_all();
+                }
             }
         }
     }

@@ -698,3 +698,42 @@ fn shared_cq_with_concurrent_producers() {
     }
     assert!(got.iter().all(|c| c.status == WcStatus::Success));
 }
+
+/// A watch table tells a queue with a completion at its cursor from one without, across a
+/// wrap of the ring, and forgets its positions when woken or rebuilt.
+#[test]
+fn a_watch_table_sees_completions_arrive() {
+    use rpcrdma_engine::fabric::WatchTable;
+    let (mut a, mut b) = direct_pair(QpCaps::default(), 4);
+    let dst = b.pd.alloc_region(4096, Access::LOCAL_WRITE).unwrap();
+    let mut table = WatchTable::with_capacity(2);
+    // Entry 0 watches b's receive queue; entry 1 has no watch (always polled).
+    table.rebuild([b.rcq.watch(), None].into_iter());
+    assert_eq!(table.len(), 2);
+    assert!(table.is_watched(0) && !table.is_watched(1));
+    assert!(!table.quiet(0), "not waiting yet: polled");
+    assert!(!table.quiet(1) && !table.quiet(2));
+    // Ten messages through a ring of four entries: the watch follows the cursor round.
+    for m in 0..10u64 {
+        table.set(0, Some(b.rcq.cursor()));
+        table.set(1, Some(0));
+        assert!(
+            table.quiet(0),
+            "message {m}: nothing arrived, yet not quiet"
+        );
+        assert!(!table.quiet(1), "an entry without a watch is never quiet");
+        post_recvs(&mut b, &dst, 1);
+        a.qp.post_send(&SendWr::send_inline(m, b"m")).unwrap();
+        assert!(!table.quiet(0), "message {m}: a completion arrived unseen");
+        assert_eq!(poll_now(&mut b.rcq).len(), 1);
+    }
+    table.set(0, Some(b.rcq.cursor()));
+    assert!(table.quiet(0));
+    table.wake_all();
+    assert!(!table.quiet(0), "woken: polled at the next turn");
+    table.set(0, None);
+    assert!(!table.quiet(0), "not waiting: polled");
+    table.set(0, Some(b.rcq.cursor()));
+    table.rebuild(std::iter::once(b.rcq.watch()));
+    assert!(!table.quiet(0), "rebuilt: polled");
+}

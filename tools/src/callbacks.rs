@@ -100,6 +100,21 @@ where
         Drive::is_dead(&self.conn)
     }
 
+    fn watch(&self) -> Option<rpcrdma_engine::fabric::CqWatch> {
+        self.conn.cq_watch()
+    }
+
+    // Skipped only once it has stopped calling: while on, each poll tops up its reverse
+    // Calls, which a credit returned may allow at any turn.
+    #[inline]
+    fn idle_at(&self) -> Option<u64> {
+        if self.off {
+            self.conn.idle_at()
+        } else {
+            None
+        }
+    }
+
     fn busy(&self) -> bool {
         Drive::busy(&self.conn)
     }

@@ -62,6 +62,8 @@ pub mod soft;
 #[cfg(feature = "verbs")]
 #[allow(unsafe_code)]
 pub mod verbs;
+#[allow(unsafe_code)]
+pub mod watch;
 pub mod wc;
 pub mod wr;
 
@@ -71,6 +73,7 @@ use std::time::Duration;
 pub use access::Access;
 pub use conn::{CmPrivateBytes, ConnectError, DeviceAttr, QpCaps, QpInit, QpState};
 pub use error::{BadWr, CqError, FabricError, PostError};
+pub use watch::{CqWatch, WatchTable};
 pub use wc::{Wc, WcOpcode, WcStatus};
 pub use wr::{inc_rkey, MwBind, Payload, RecvWr, RemoteAddr, SendFlags, SendOp, SendWr, Sge};
 
@@ -337,6 +340,21 @@ pub trait CompletionQueue {
     /// the one it polls, so that their cache misses overlap instead of following one another.
     #[inline]
     fn prefetch_next(&self) {}
+
+    /// A view of the queue's entries that tells, from one word, whether a completion waits
+    /// at a position ([`CqWatch`]), for a thread that polls many queues and would rather
+    /// not poll the empty ones. `None` (the default) when the provider cannot offer one:
+    /// such a queue is polled to find out.
+    fn watch(&self) -> Option<CqWatch> {
+        None
+    }
+
+    /// The position the next [`poll`](Self::poll) looks at first, for
+    /// [`CqWatch::ready`] (0 where the provider offers no watch).
+    #[inline]
+    fn cursor(&self) -> u64 {
+        0
+    }
 }
 
 /// A reliable-connected queue pair.

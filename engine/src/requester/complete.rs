@@ -31,6 +31,35 @@ impl<P: Provider> Client<P> {
         self.cq.prefetch_next();
     }
 
+    /// A watch of the client's completion queue, if its provider offers one
+    /// ([`CompletionQueue::watch`](crate::fabric::CompletionQueue::watch)): with
+    /// [`idle_at`](Self::idle_at), it lets a thread driving many clients skip those for
+    /// which nothing has arrived.
+    pub fn cq_watch(&self) -> Option<crate::fabric::CqWatch> {
+        self.cq.watch()
+    }
+
+    /// Where the next completion will be, when only a completion can give
+    /// [`poll_completions`](Self::poll_completions) work (nothing queued to post, no
+    /// receive to repost, no cancelled or early reply to hand over, no Call to resend or
+    /// reverse Call waiting, the connection up); `None` when it must be polled anyway. A
+    /// caller that finds [`CqWatch::ready`](crate::fabric::CqWatch::ready) false at this
+    /// position may skip the poll, as long as it still polls now and then: timeouts and
+    /// the connection's state are checked by polls.
+    #[inline]
+    pub fn idle_at(&self) -> Option<u64> {
+        let quiet = !self.dead
+            && self.watched
+            && self.qp.is_some()
+            && self.n_queued == 0
+            && self.reposts.is_empty()
+            && self.cancelled.is_empty()
+            && self.early.is_empty()
+            && self.resend_n == 0
+            && !self.reverse_waiting();
+        quiet.then(|| self.cq.cursor())
+    }
+
     /// Makes progress — polls a batch of completions, matches replies to pending RPCs,
     /// invalidates their memory, checks timeouts — and hands every finished RPC to `f`.
     /// Returns the number of completions processed; 0 means idle. Never blocks, except

@@ -120,6 +120,33 @@ impl<P: Provider> ServerConn<P> {
         self.cq.prefetch_next();
     }
 
+    /// A watch of the connection's completion queue, if its provider offers one
+    /// ([`CompletionQueue::watch`](crate::fabric::CompletionQueue::watch)): with
+    /// [`idle_at`](Self::idle_at), it lets a worker skip the connection while nothing has
+    /// arrived for it.
+    pub fn cq_watch(&self) -> Option<crate::fabric::CqWatch> {
+        self.cq.watch()
+    }
+
+    /// Where the next completion will be, when only a completion can give the connection
+    /// work (what the last [`poll`](Self::poll) left undone waits for nothing else: no
+    /// Call waiting for a send slot or shared buffers, no Read to start, no receive to
+    /// repost, no reply to post); `None` when it must be polled anyway. A worker that finds
+    /// [`CqWatch::ready`](crate::fabric::CqWatch::ready) false at this position may skip
+    /// the poll. It still polls every connection now and then (the checks an idle poll
+    /// makes of a departed peer, of an overrun).
+    #[inline]
+    pub fn idle_at(&self) -> Option<u64> {
+        let quiet = !self.io.dead
+            && self.watched
+            && self.ready.is_empty()
+            && self.read_wait.is_empty()
+            && self.reposts.is_empty()
+            && self.sends.is_empty()
+            && self.large.waiting.is_empty();
+        quiet.then(|| self.cq.cursor())
+    }
+
     /// Whether the connection was lost (the queue pair is in the error state). A dead
     /// connection does nothing more; drop it.
     pub fn is_dead(&self) -> bool {

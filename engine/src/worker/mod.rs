@@ -36,6 +36,7 @@
 
 mod bell;
 mod idle;
+mod watched;
 
 pub use bell::Bell;
 
@@ -46,10 +47,12 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::fabric::Provider;
+use crate::fabric::{CqWatch, Provider, WatchTable};
 use crate::responder::ServerConn;
 use crate::stats::{bump, Counters, Snapshot};
 use idle::Rest;
+use watched::FULL_TURN_EVERY;
+pub use watched::WATCH_AHEAD;
 
 /// How many places ahead of the connection it polls a worker asks one to prefetch
 /// ([`Drive::prefetch`]): far enough for the fetch to arrive, near enough for it to stay.
@@ -118,6 +121,25 @@ pub trait Drive: Send + 'static {
     fn home(&self) -> Option<usize> {
         None
     }
+
+    /// A watch of the connection's completion queue ([`ServerConn::cq_watch`]), asked when
+    /// the worker adopts it: with [`idle_at`](Self::idle_at), the worker skips the
+    /// connection at turns when nothing has arrived for it. `None` (the default): polled at
+    /// every turn.
+    fn watch(&self) -> Option<CqWatch> {
+        None
+    }
+
+    /// Asked after each poll: the position of the completion the connection waits for, when
+    /// only a completion can give it work ([`ServerConn::idle_at`]); `None` (the default)
+    /// when it must be polled at the next turn. A connection whose other sources of work (a
+    /// backend's threads completing its Calls) may have work must say `None`, or wake its
+    /// worker another way than its completion queue. Every few dozen turns the worker polls
+    /// every connection all the same.
+    #[inline]
+    fn idle_at(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Up to two descriptors that wake a worker for a connection ([`Drive::wake_fds`]): its
@@ -177,6 +199,15 @@ where
 
     fn home(&self) -> Option<usize> {
         ServerConn::home(self)
+    }
+
+    fn watch(&self) -> Option<CqWatch> {
+        self.cq_watch()
+    }
+
+    #[inline]
+    fn idle_at(&self) -> Option<u64> {
+        ServerConn::idle_at(self)
     }
 }
 
@@ -576,6 +607,7 @@ impl WorkerShared {
 /// The worker's loop.
 fn run<T: Drive>(inbox: Receiver<T>, shared: &WorkerShared, max_conns: usize) {
     let mut conns: Vec<T> = Vec::with_capacity(max_conns);
+    let mut table = WatchTable::with_capacity(max_conns);
     let mut retired = Snapshot::default();
     let mut loops: u64 = 0;
     // Busy turns are `loops - idle`.
@@ -583,11 +615,21 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &WorkerShared, max_conns: usize) {
     let mut rest = Rest::default();
     loop {
         let mut work = 0;
+        let full = loops.is_multiple_of(FULL_TURN_EVERY);
         for i in 0..conns.len() {
+            table.prefetch(i + WATCH_AHEAD);
+            if !full && table.quiet(i) {
+                continue;
+            }
             if let Some(ahead) = conns.get(i + POLL_AHEAD) {
-                ahead.prefetch();
+                if !table.quiet(i + POLL_AHEAD) {
+                    ahead.prefetch();
+                }
             }
             work += conns[i].poll();
+            if table.is_watched(i) {
+                table.set(i, conns[i].idle_at());
+            }
         }
         loops += 1;
         // Busy turns house-keep every HOUSEKEEPING_EVERY turns, idle ones every
@@ -597,6 +639,8 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &WorkerShared, max_conns: usize) {
             idle += 1;
             if rest.idle() {
                 work = rest.rest(&mut conns, shared);
+                // A wait polls them outside the table: each is polled again at the next turn.
+                table.wake_all();
                 if work > 0 {
                     rest.busy();
                 }
@@ -616,6 +660,7 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &WorkerShared, max_conns: usize) {
         {
             rest.configure(shared);
             housekeeping(&inbox, &mut conns, &mut retired, shared, max_conns, &rest);
+            table.rebuild(conns.iter().map(Drive::watch));
             shared.loops.store(loops, Ordering::Relaxed);
             shared.busy_loops.store(loops - idle, Ordering::Relaxed);
             if shared.stop.load(Ordering::Acquire) {

@@ -571,3 +571,126 @@ fn a_busy_worker_adopts_a_new_connection_within_a_few_turns() {
     assert!(took < 50, "adopted after {took} busy turns");
     w.shutdown(Duration::from_secs(1)).unwrap();
 }
+
+/// A connection with a real soft completion queue, fed by a queue pair the test sends on:
+/// it counts its polls and the completions they take, and (when `watched`) says it waits for
+/// nothing but its next completion.
+struct Watching {
+    cq: crate::fabric::soft::SoftCq,
+    _qp: crate::fabric::soft::SoftQp,
+    watched: bool,
+    polls: Arc<AtomicU64>,
+    taken: Arc<AtomicU64>,
+}
+
+impl Drive for Watching {
+    fn poll(&mut self) -> usize {
+        use crate::fabric::CompletionQueue;
+        self.polls.fetch_add(1, Ordering::Relaxed);
+        let mut wc = [crate::fabric::Wc::default(); 8];
+        let n = self.cq.poll(&mut wc).unwrap_or(0);
+        self.taken.fetch_add(n as u64, Ordering::Relaxed);
+        n
+    }
+    fn is_dead(&self) -> bool {
+        false
+    }
+    fn busy(&self) -> bool {
+        false
+    }
+    fn close(&mut self) {}
+    fn counters(&self) -> Snapshot {
+        Snapshot::default()
+    }
+    fn watch(&self) -> Option<CqWatch> {
+        use crate::fabric::CompletionQueue;
+        if self.watched {
+            self.cq.watch()
+        } else {
+            None
+        }
+    }
+    fn idle_at(&self) -> Option<u64> {
+        use crate::fabric::CompletionQueue;
+        Some(self.cq.cursor())
+    }
+}
+
+/// A worker skips the connections that wait for a completion none of them has, polls
+/// each one whose completion arrives (every message is taken), and polls the others now
+/// and then all the same; a connection without a watch is polled at every turn.
+#[test]
+fn a_worker_polls_only_the_watched_connections_with_a_completion() {
+    use crate::fabric::soft::{self, Soft};
+    use crate::fabric::{
+        Access, Device, MemoryRegion, ProtectionDomain, Provider, QpCaps, QpInit, QueuePair,
+        RecvWr, SendWr,
+    };
+    const N: usize = 32;
+    let dev = Soft::open_device(None).unwrap();
+    let mut senders = Vec::new();
+    let mut counts = Vec::new();
+    let mut w = Workers::<Watching>::start(&[unpinned(N + 1)]).unwrap();
+    let mut keep = Vec::new();
+    for i in 0..=N {
+        let (pa, pb) = (dev.alloc_pd().unwrap(), dev.alloc_pd().unwrap());
+        let (sa, ra) = (dev.create_cq(16).unwrap(), dev.create_cq(16).unwrap());
+        let (sb, rb) = (dev.create_cq(16).unwrap(), dev.create_cq(16).unwrap());
+        let caps = QpCaps::default();
+        let (qa, mut qb) = soft::pair(
+            &pa,
+            QpInit::new(&sa, &ra, caps),
+            &pb,
+            QpInit::new(&sb, &rb, caps),
+        )
+        .unwrap();
+        let mr = pb.alloc_region(4096, Access::LOCAL_WRITE).unwrap();
+        for k in 0..8u64 {
+            qb.post_recv(&RecvWr::new(k, &[mr.sge(k as usize * 64, 64)]))
+                .unwrap();
+        }
+        let (polls, taken) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        w.assign(Watching {
+            cq: rb,
+            _qp: qb,
+            // The last one has no watch.
+            watched: i < N,
+            polls: Arc::clone(&polls),
+            taken: Arc::clone(&taken),
+        })
+        .unwrap();
+        senders.push(qa);
+        counts.push((polls, taken));
+        keep.push((pa, pb, sa, ra, sb, mr));
+    }
+    wait_for("every adoption", || {
+        w.stats()[0].conns_adopted == N as u64 + 1
+    });
+    let polls = |i: usize| counts[i].0.load(Ordering::Relaxed);
+    let taken = |i: usize| counts[i].1.load(Ordering::Relaxed);
+    // Counted from now: the first connections were adopted long before the last.
+    let (idle0, always0) = (polls(0), polls(N));
+    wait_for("a hundred thousand turns", || polls(N) > always0 + 100_000);
+    // Idle watched connections: polled at the full turns (one in 64) and after each
+    // housekeeping (one in 256 idle turns) only, while the one without a watch is polled at
+    // every turn.
+    let (idle, always) = (polls(0) - idle0, polls(N) - always0);
+    assert!(
+        idle * 16 < always,
+        "an idle watched connection was polled {idle} times against {always}"
+    );
+    assert!(idle > 0, "an idle watched connection was never polled");
+    // Messages to a few of them: each is taken, by a poll the watch asked for.
+    for round in 0..4u64 {
+        for i in [3, 17, N - 1] {
+            senders[i]
+                .post_send(&SendWr::send_inline(round, b"call"))
+                .unwrap();
+        }
+        for i in [3, 17, N - 1] {
+            wait_for("the message to be taken", || taken(i) == round + 1);
+        }
+    }
+    assert_eq!(taken(0), 0);
+    w.shutdown(Duration::from_secs(1)).unwrap();
+}

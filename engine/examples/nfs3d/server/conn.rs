@@ -204,6 +204,20 @@ where
         self.conn.prefetch_poll();
     }
 
+    fn watch(&self) -> Option<rpcrdma_engine::fabric::CqWatch> {
+        self.conn.cq_watch()
+    }
+
+    /// Skipped only while no Call is out with the I/O threads: their answers arrive
+    /// through a channel, not the completion queue.
+    fn idle_at(&self) -> Option<u64> {
+        if self.conn.deferred() == 0 && self.retry.is_empty() && self.started.is_empty() {
+            self.conn.idle_at()
+        } else {
+            None
+        }
+    }
+
     fn housekeep(&mut self, now: std::time::Instant) {
         self.conn.shed(now);
     }

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use super::sys::{bell_drain, bell_pair, bell_ring, monotonic_ns, Atomics, Mapping};
-use crate::fabric::{CompletionQueue, CqError, FabricError, Wc, WcOpcode, WcStatus};
+use crate::fabric::{CompletionQueue, CqError, CqWatch, FabricError, Wc, WcOpcode, WcStatus};
 
 const MAGIC: u64 = 0x7270_6364_6371_7231; // "rpcdcqr1"
                                           // Offsets within the first page chosen apart from other structures' (see `arena::TABLE_OFF`).
@@ -615,6 +615,26 @@ impl CompletionQueue for SoftCq {
     #[inline]
     fn prefetch_next(&self) {
         super::sys::prefetch(self.entry(self.head));
+    }
+
+    fn watch(&self) -> Option<CqWatch> {
+        let keep: Arc<dyn Send + Sync> = self.local.clone();
+        // SAFETY: entry `i` lies at `entries + i` for every `i <= mask` inside the mapping
+        // that `local` (kept by the watch) holds, and its first field is the sequence word:
+        // the words are `size_of::<Cqe>() / 8` words apart. The ring's size is a power of two.
+        Some(unsafe {
+            CqWatch::new(
+                NonNull::from(&self.entries.as_ref().seq),
+                size_of::<Cqe>() / size_of::<AtomicU64>(),
+                self.mask,
+                keep,
+            )
+        })
+    }
+
+    #[inline(always)]
+    fn cursor(&self) -> u64 {
+        self.head
     }
 
     fn arm(&mut self) -> Result<bool, CqError> {
