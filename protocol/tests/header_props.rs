@@ -204,4 +204,61 @@ proptest! {
             encode_message_header(wire, &mut short, fields, chunks).is_err()
         );
     }
+
+    /// The same for the shapes the direct encoder writes without walking the lists (one
+    /// Write chunk of one segment, or one Read segment, and nothing else: an NFS READ's and
+    /// WRITE's Calls), which `owned` seldom makes.
+    #[test]
+    fn the_direct_encoder_matches_for_one_segment(
+        xid in any::<u32>(),
+        credit in any::<u32>(),
+        handle in any::<u32>(),
+        length in any::<u32>(),
+        offset in any::<u64>(),
+        position in any::<u32>(),
+        read in any::<bool>(),
+        v2 in any::<bool>(),
+        nomsg in any::<bool>(),
+        inv in any::<u32>(),
+    ) {
+        use rpcrdma_proto::v2::{encode_message_header, MessageFields, Wire, RPCRDMA_VERSION_TWO};
+        use rpcrdma_proto::v2;
+        let seg = [Segment { handle, length, offset }];
+        let one_write: [&[Segment]; 1] = [&seg];
+        let one_read = [ReadSegment { position, segment: seg[0] }];
+        let chunks = if read {
+            Chunks { reads: &one_read, writes: &[], reply: None }
+        } else {
+            Chunks { reads: &[], writes: &one_write, reply: None }
+        };
+        let mut reference = vec![0u8; 256];
+        let n = if v2 {
+            let body = if nomsg {
+                v2::Body::NoMsg { inv_handle: inv, chunks }
+            } else {
+                v2::Body::Msg { inv_handle: inv, chunks }
+            };
+            v2::Header { xid, vers: RPCRDMA_VERSION_TWO, credit, flags: 0, body }
+                .encode(&mut reference)
+                .unwrap()
+        } else if nomsg {
+            Header::nomsg(xid, credit, chunks).encode(&mut reference).unwrap()
+        } else {
+            Header::msg(xid, credit, chunks).encode(&mut reference).unwrap()
+        };
+        reference.truncate(n);
+        let wire = if v2 { Wire::V2 } else { Wire::V1 };
+        let fields = MessageFields {
+            xid,
+            credit,
+            nomsg,
+            response: false,
+            inv_handle: if v2 { inv } else { 0 },
+        };
+        let mut out = vec![0xa5u8; n + 8];
+        let m = encode_message_header(wire, &mut out, fields, chunks).unwrap();
+        prop_assert_eq!(&out[..m], &reference[..]);
+        prop_assert!(out[m..].iter().all(|&b| b == 0xa5));
+        prop_assert!(encode_message_header(wire, &mut out[..n - 1], fields, chunks).is_err());
+    }
 }

@@ -936,6 +936,37 @@ mod fast_path {
             check_call(&m)?;
         }
 
+        /// One Write chunk of one segment of any length and offset (an NFS READ's Call and
+        /// Reply), its terminator and Reply-chunk words sometimes not zero: the Write-list
+        /// fast paths (whose one-segment shortcut reads these words directly) and the full
+        /// verdicts agree, in both roles (segments that wrap, a second chunk, a Reply chunk).
+        #[test]
+        fn one_write_segment_agrees_with_the_full_verdict(
+            length in prop_oneof![0u32..8192, any::<u32>()],
+            offset in prop_oneof![Just(0x10000u64), u64::MAX - 8192..=u64::MAX, any::<u64>()],
+            count in prop_oneof![Just(1u32), 0u32..3],
+            terminator in prop_oneof![Just(0u32), 0u32..3],
+            reply_chunk in prop_oneof![Just(0u32), 0u32..3],
+            reply in any::<bool>(),
+        ) {
+            let rpc = if reply {
+                format!("{} 00000010", super::success_reply("00000042"))
+            } else {
+                super::null_call("00000042")
+            };
+            let mut m = super::hex(&format!(
+                "00000042 00000001 00000020 00000000 00000000 00000001 00000001 00000012 \
+                 00000000 00000000 00000000 00000000 00000000 {rpc}"
+            ));
+            m[24..28].copy_from_slice(&count.to_be_bytes());
+            m[32..36].copy_from_slice(&length.to_be_bytes());
+            m[36..44].copy_from_slice(&offset.to_be_bytes());
+            m[44..48].copy_from_slice(&terminator.to_be_bytes());
+            m[48..52].copy_from_slice(&reply_chunk.to_be_bytes());
+            check_call(&m)?;
+            check_reply(&m)?;
+        }
+
         /// Random bytes behind a valid bare RDMA_MSG header: the RPC message is what varies.
         #[test]
         fn fast_path_agrees_on_random_rpc_messages(

@@ -56,7 +56,7 @@ where
     }
 
     fn housekeep(&mut self, now: std::time::Instant) {
-        self.conn.shed(now);
+        self.conn.housekeep(now);
     }
 
     #[inline]

@@ -750,8 +750,13 @@ pub(super) fn deliver<'a, P: Provider>(
         }
     };
     let prov = slot.provided();
-    let bulk = match chunks::check_returned_write_list(&prov[..slot.n_writes], h.write_list()) {
-        Ok(list) => filled(slot, &list, stats),
+    let mut list = [ABSENT; MAX_WRITE_CHUNKS];
+    let bulk = match chunks::check_returned_write_list_into(
+        &prov[..slot.n_writes],
+        h.write_list(),
+        &mut list,
+    ) {
+        Ok(()) => filled(slot, &list, stats),
         Err(_) => [&[][..]; MAX_WRITE_CHUNKS],
     };
     Ok(Reply {
@@ -762,11 +767,19 @@ pub(super) fn deliver<'a, P: Provider>(
     })
 }
 
-/// The bytes of each Write chunk the Reply returned filled (`list`, checked against what
-/// the Call provided), in the slot's result buffer, counted.
+/// A Write chunk the Reply left out, until [`chunks::check_returned_write_list_into`] says
+/// otherwise.
+pub(super) const ABSENT: chunks::ReturnedChunk = chunks::ReturnedChunk {
+    form: ReturnedForm::Absent,
+    total: 0,
+};
+
+/// The bytes of each Write chunk the Reply returned filled (`list`: each provided chunk's
+/// form and length, checked against what the Call provided), in the slot's result buffer,
+/// counted.
 pub(super) fn filled<'a, P: Provider>(
     slot: &'a CallSlot<P>,
-    list: &chunks::ReturnedList<'_, '_>,
+    list: &[chunks::ReturnedChunk; MAX_WRITE_CHUNKS],
     stats: &Counters,
 ) -> [&'a [u8]; MAX_WRITE_CHUNKS] {
     let mut bulk: [&[u8]; MAX_WRITE_CHUNKS] = [&[]; MAX_WRITE_CHUNKS];

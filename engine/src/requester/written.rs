@@ -35,9 +35,12 @@ impl<P: Provider> Books<'_, P> {
             return false;
         }
         let prov = slot.provided();
-        let Ok(list) = chunks::check_returned_write_list(&prov[..slot.n_writes], w.writes) else {
+        let mut list = [super::complete::ABSENT; MAX_WRITE_CHUNKS];
+        if chunks::check_returned_write_list_into(&prov[..slot.n_writes], w.writes, &mut list)
+            .is_err()
+        {
             return false;
-        };
+        }
         let stats = &self.stats;
         // Every window still bound was invalidated by the Reply's Send (checked above).
         let invalidated = slot.bound.iter().flatten().count() as u64;

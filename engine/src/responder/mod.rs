@@ -53,7 +53,7 @@ use version::Mode;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use std::ops::Range;
 
@@ -511,6 +511,20 @@ impl<P: Provider> ServerConn<P> {
             self.io.tally.publish(&self.io.stats);
         }
         work
+    }
+
+    /// What a worker's housekeeping does for the connection (every few hundred turns of
+    /// its loop, [`Drive::housekeep`](crate::worker::Drive::housekeep)): on a shared
+    /// receive queue, the connection is lost if its peer has gone (no receive of its own
+    /// flushes to say so, and a worker that skips waiting connections polls them too
+    /// seldom for the idle polls' own look); then its buffers go back if it has been idle
+    /// for long ([`shed`](Self::shed)). Returns whether they went back.
+    pub fn housekeep(&mut self, now: Instant) -> bool {
+        if !self.io.dead && self.srq_reserved > 0 && self.io.qp.is_disconnected() {
+            self.lose();
+            return false;
+        }
+        self.shed(now)
     }
 
     fn poll_batch(&mut self) -> usize {

@@ -174,7 +174,7 @@ where
     }
 
     fn housekeep(&mut self, now: Instant) {
-        self.shed(now);
+        ServerConn::housekeep(self, now);
     }
 
     fn close(&mut self) {

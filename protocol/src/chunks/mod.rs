@@ -84,8 +84,8 @@ pub use pieces::{Piece, Pieces};
 pub use read::{PlanSummary, ReadLimits, ReadPlan, ReassembleError};
 pub use read_chunk::ReadChunk;
 pub use returned::{
-    check_returned, check_returned_reply, check_returned_write_list, ReturnedChunk, ReturnedError,
-    ReturnedForm, ReturnedList,
+    check_returned, check_returned_reply, check_returned_write_list,
+    check_returned_write_list_into, ReturnedChunk, ReturnedError, ReturnedForm, ReturnedList,
 };
 pub use write::{
     echo_lengths, echo_write_list, match_results, place_reply, place_write, ChunkFill, Placement,

@@ -232,6 +232,73 @@ pub fn check_returned_write_list<'p, 'a>(
     })
 }
 
+/// [`check_returned_write_list`] in one walk that also records, in `out[i]`, the returned
+/// form and length of each chunk `i` the Call provided ([`ReturnedForm::Absent`] for those
+/// the Reply left out; chunks past `out.len()` are checked and not recorded), for a caller
+/// that needs them all: [`ReturnedList::get`] walks the list again for each.
+pub fn check_returned_write_list_into(
+    provisioned: &[&[Segment]],
+    returned: WriteList<'_>,
+    out: &mut [ReturnedChunk],
+) -> Result<(), ReturnedError> {
+    if returned.len() > provisioned.len() {
+        return Err(ReturnedError::ExtraChunks {
+            provisioned: provisioned.len(),
+            returned: returned.len(),
+        });
+    }
+    // An NFS READ's: one chunk of one segment provided and returned. The list's layout was
+    // validated when it was decoded, so its entry is `1 1 H L O O` and the length is its
+    // fourth word: `check_chunk`'s checks without walking the list.
+    if let ([[p]], 1, [o, ..]) = (provisioned, returned.len(), &mut *out) {
+        if let Some(length) = one_segment_length(returned.entries()) {
+            if length > p.length {
+                return Err(ReturnedError::TooLong {
+                    chunk: 0,
+                    segment: 0,
+                    provisioned: p.length,
+                    returned: length,
+                });
+            }
+            let form = if length == 0 {
+                ReturnedForm::Unused
+            } else {
+                ReturnedForm::Filled
+            };
+            *o = ReturnedChunk {
+                form,
+                total: u64::from(length),
+            };
+            return Ok(());
+        }
+    }
+    let mut n = 0;
+    for (i, (r, p)) in returned.iter().zip(provisioned).enumerate() {
+        let checked = check_chunk(i, p, r)?;
+        if let Some(o) = out.get_mut(i) {
+            *o = checked;
+        }
+        n = i + 1;
+    }
+    let absent = ReturnedChunk {
+        form: ReturnedForm::Absent,
+        total: 0,
+    };
+    if let Some(rest) = out.get_mut(n..provisioned.len().min(out.len())) {
+        rest.fill(absent);
+    }
+    Ok(())
+}
+
+/// The length of the one segment of a decoded Write list's entries (`1 1 H L O O`, 24
+/// bytes), or `None` for any other list.
+#[inline(always)]
+fn one_segment_length(entries: &[u8]) -> Option<u32> {
+    let e: &[u8; 24] = entries.try_into().ok()?;
+    let word = |i: usize| u32::from_be_bytes([e[i], e[i + 1], e[i + 2], e[i + 3]]);
+    (word(4) == 1).then(|| word(12))
+}
+
 /// A Reply's Write list that passed [`check_returned_write_list`].
 #[derive(Clone, Copy, Debug)]
 pub struct ReturnedList<'p, 'a> {

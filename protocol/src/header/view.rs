@@ -227,6 +227,13 @@ impl<'a> WriteList<'a> {
         })
     }
 
+    /// The list whose entries are `bytes`, one chunk of one segment (`1 1 H L O O`),
+    /// checked by the caller.
+    pub(crate) fn of_one_segment(bytes: &'a [u8]) -> Self {
+        debug_assert_eq!(bytes.len(), 24);
+        WriteList { bytes, chunks: 1 }
+    }
+
     /// Number of Write chunks.
     pub fn len(&self) -> usize {
         self.chunks

@@ -357,7 +357,26 @@ pub fn encode_message_header(
     } = fields;
     use crate::header::Proc;
     let prefix = crate::header::FIXED_PREFIX_LEN + wire.extra();
-    let needed = prefix + chunks.encoded_len();
+    // An NFS READ's Call (one Write chunk of one segment, RFC 8267 §4.2) or WRITE's (one
+    // Read segment, §4.3), and nothing else: its lists written without walking them.
+    let one = match chunks {
+        crate::header::Chunks {
+            reads: [],
+            writes: [[s]],
+            reply: None,
+        } => Some(OneSegment::Write(s)),
+        crate::header::Chunks {
+            reads: [r],
+            writes: [],
+            reply: None,
+        } => Some(OneSegment::Read(r)),
+        _ => None,
+    };
+    let needed = prefix
+        + match one {
+            Some(_) => ONE_SEGMENT_LISTS_LEN,
+            None => chunks.encoded_len(),
+        };
     let Some(out) = out.get_mut(..needed) else {
         return Err(crate::error::EncodeError::BufferTooSmall {
             needed,
@@ -376,7 +395,47 @@ pub fn encode_message_header(
             w.put(inv_handle);
         }
     }
-    chunks.put_words(&mut w);
+    match one {
+        Some(OneSegment::Write(s)) => {
+            // Empty Read list; a Write list of one chunk of one segment; no Reply chunk.
+            w.put(0);
+            w.put(1);
+            w.put(1);
+            w.put(s.handle);
+            w.put(s.length);
+            w.put_u64(s.offset);
+            w.put(0);
+            w.put(0);
+        }
+        Some(OneSegment::Read(r)) => {
+            // A Read list of one segment; empty Write list; no Reply chunk.
+            w.put(1);
+            w.put(r.position);
+            w.put(r.segment.handle);
+            w.put(r.segment.length);
+            w.put_u64(r.segment.offset);
+            w.put(0);
+            w.put(0);
+            w.put(0);
+        }
+        None => chunks.put_words(&mut w),
+    }
     debug_assert_eq!(w.position(), needed);
     Ok(needed)
 }
+
+/// The one segment of a message whose lists hold nothing else.
+#[derive(Clone, Copy)]
+enum OneSegment<'s> {
+    /// One Write chunk of one segment.
+    Write(&'s crate::header::Segment),
+    /// One Read segment.
+    Read(&'s crate::header::ReadSegment),
+}
+
+/// Bytes of the three lists when they hold one segment and nothing else, as
+/// `Chunks::encoded_len` counts them: one Write chunk, the Read list `0` (4), the Write
+/// list `1 1 H L O O 0` (4 + 8 + 16), the Reply chunk `0` (4); one Read segment, the Read
+/// list `1 P H L O O 0` (4 + 24), the Write list `0` (4), the Reply chunk `0` (4). Both 36.
+const ONE_SEGMENT_LISTS_LEN: usize = 4 + (4 + 8 + 16) + 4;
+const _: () = assert!(ONE_SEGMENT_LISTS_LEN == (4 + 24) + 4 + 4);

@@ -104,6 +104,26 @@ pub fn write_reply(buf: &[u8]) -> Option<WriteReply<'_>> {
     })
 }
 
+/// [`write_list_message`]'s result for the commonest such header, an NFS READ's (RFC 8267
+/// §4.2): a Write list of one chunk of one segment that does not wrap past 2^64, then no
+/// Reply chunk, read from its fixed words (the prefix is checked by the caller). `None`
+/// for any other header, which the general walk then decides.
+#[inline(always)]
+fn one_segment_list(buf: &[u8]) -> Option<(u32, u32, WriteList<'_>, usize)> {
+    const LEN: usize = WRITE_LIST_AT + 32;
+    let w: &[u8; LEN] = buf.get(..LEN)?.try_into().ok()?;
+    let word = |i: usize| u32::from_be_bytes([w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]]);
+    const AT: usize = WRITE_LIST_AT / 4;
+    // `1 1 H L O O`, the list's terminator, no Reply chunk.
+    if word(AT + 1) != 1 || word(AT + 6) != 0 || word(AT + 7) != 0 {
+        return None;
+    }
+    let offset = u64::from(word(AT + 4)) << 32 | u64::from(word(AT + 5));
+    offset.checked_add(u64::from(word(AT + 3)))?;
+    let writes = WriteList::of_one_segment(&buf[WRITE_LIST_AT..WRITE_LIST_AT + 24]);
+    Some((word(0), word(2), writes, LEN))
+}
+
 /// The transport header both fast paths read: version 1, RDMA_MSG, an empty Read list, a
 /// Write list that decodes with no segment wrapping past 2^64 and no chunk past 2^32 − 1
 /// bytes, no Reply chunk: `(xid, credit, writes, header_len)`.
@@ -117,6 +137,9 @@ fn write_list_message(buf: &[u8]) -> Option<(u32, u32, WriteList<'_>, usize)> {
         || fixed(5) != 1
     {
         return None;
+    }
+    if let Some(one) = one_segment_list(buf) {
+        return Some(one);
     }
     let mut r = XdrReader::at(buf, WRITE_LIST_AT);
     let writes = WriteList::parse(&mut r).ok()?;

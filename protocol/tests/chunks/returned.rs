@@ -1,8 +1,8 @@
 //! Requester side: checking what the Reply returned (G-4, G-16, G-17).
 
 use rpcrdma_proto::chunks::{
-    check_returned, check_returned_reply, check_returned_write_list, ReturnedChunk, ReturnedError,
-    ReturnedForm,
+    check_returned, check_returned_reply, check_returned_write_list,
+    check_returned_write_list_into, ReturnedChunk, ReturnedError, ReturnedForm,
 };
 use rpcrdma_proto::header::Segment;
 
@@ -202,5 +202,86 @@ fn returned_reply_chunk() {
         },
     ] {
         assert!(!e.to_string().is_empty());
+    }
+}
+
+/// Segment lists of up to three segments, lengths around a few small values so that
+/// returned lengths fall below, at and above what was provided.
+fn segs() -> impl proptest::strategy::Strategy<Value = Vec<Segment>> {
+    use proptest::prelude::*;
+    prop::collection::vec((1u32..4, 0u32..4), 0..3)
+        .prop_map(|v| v.into_iter().map(|(h, l)| seg(h, l * 50)).collect())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+    /// The one-walk check (with its one-segment fast path) accepts exactly the lists the
+    /// general check accepts, with the same error, and records what `get` gives for every
+    /// provided chunk.
+    #[test]
+    fn the_one_walk_check_agrees_with_the_general_one(
+        provided in proptest::collection::vec(segs(), 0..3),
+        returned in proptest::collection::vec(segs(), 0..4),
+    ) {
+        let prov: Vec<&[Segment]> = provided.iter().map(Vec::as_slice).collect();
+        let ret: Vec<&[Segment]> = returned.iter().map(Vec::as_slice).collect();
+        let buf = encode(&[], &ret, None);
+        let v = view(&buf);
+        let mut out = [ReturnedChunk { form: ReturnedForm::Empty, total: 7 }; 4];
+        let fast = check_returned_write_list_into(&prov, v.write_list(), &mut out);
+        match check_returned_write_list(&prov, v.write_list()) {
+            Err(e) => proptest::prop_assert_eq!(fast, Err(e)),
+            Ok(list) => {
+                proptest::prop_assert_eq!(fast, Ok(()));
+                for (i, o) in out.iter().enumerate().take(prov.len()) {
+                    proptest::prop_assert_eq!(Some(*o), list.get(i));
+                }
+                // Nothing written past the chunks provided.
+                proptest::prop_assert!(out[prov.len()..].iter().all(|o| o.total == 7));
+            }
+        }
+    }
+}
+
+/// The one-segment fast path: filled, unused, too long.
+#[test]
+fn one_segment_returned_against_one_provided() {
+    let p = [seg(9, 4096)];
+    let prov: [&[Segment]; 1] = [&p];
+    let mut out = [ReturnedChunk {
+        form: ReturnedForm::Absent,
+        total: 0,
+    }];
+    for (len, want) in [
+        (4096, Ok(ReturnedForm::Filled)),
+        (100, Ok(ReturnedForm::Filled)),
+        (0, Ok(ReturnedForm::Unused)),
+        (4097, Err(())),
+    ] {
+        let r = [seg(9, len)];
+        let buf = encode(&[], &[&r], None);
+        let got = check_returned_write_list_into(&prov, view(&buf).write_list(), &mut out);
+        match want {
+            Ok(form) => {
+                assert_eq!(got, Ok(()));
+                assert_eq!(
+                    out[0],
+                    ReturnedChunk {
+                        form,
+                        total: u64::from(len)
+                    }
+                );
+            }
+            Err(()) => assert_eq!(
+                got,
+                Err(ReturnedError::TooLong {
+                    chunk: 0,
+                    segment: 0,
+                    provisioned: 4096,
+                    returned: 4097
+                })
+            ),
+        }
     }
 }

@@ -219,7 +219,7 @@ where
     }
 
     fn housekeep(&mut self, now: std::time::Instant) {
-        self.conn.shed(now);
+        self.conn.housekeep(now);
     }
 
     fn is_dead(&self) -> bool {
