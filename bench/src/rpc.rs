@@ -14,7 +14,7 @@ use hdrhistogram::Histogram;
 use rpcrdma_engine::fabric::{Provider, WatchTable};
 use rpcrdma_engine::requester::{CallArgs, Client, SubmitError};
 use rpcrdma_engine::stats::Snapshot;
-use rpcrdma_engine::worker::{POLL_AHEAD, WATCH_AHEAD};
+use rpcrdma_engine::worker::POLL_AHEAD;
 
 pub use crate::workload::{Prepared, ReplyError, Workload, BULK_SLACK};
 
@@ -535,22 +535,23 @@ impl<'a> Meter<'a> {
         let w = self.prepared.workload();
         let bulk = w.arg_size().max(w.res_size()) >= 4096;
         // A lane with every tag in flight and no completion at its client's next position
-        // is skipped after one word is read ([`Watched`]); every 64th pass serves them all,
-        // for what an idle poll looks at (timeouts, a lost connection).
+        // is skipped after one word is read (`WatchTable`); every
+        // `WatchTable::FULL_TURN_EVERY`th pass serves them all, for what an idle poll looks
+        // at (timeouts, a lost connection).
         let mut table = WatchTable::with_capacity(clients.len());
         table.rebuild(clients.iter().map(Client::cq_watch));
         loop {
             let mut worked = false;
-            let full = passes.is_multiple_of(64);
+            let full = u64::from(passes).is_multiple_of(WatchTable::FULL_TURN_EVERY);
             for i in 0..clients.len().min(lanes.len()) {
-                table.prefetch(i + WATCH_AHEAD);
-                if !full && table.quiet(i) {
+                if table.skip(i, full) {
                     continue;
                 }
                 // Many clients: the next ones' completion queues are fetched while this one
-                // is served, so that their cache misses overlap.
+                // is served, so that their cache misses overlap (the table fetches the
+                // waiting ones').
                 if let Some(ahead) = clients.get(i + POLL_AHEAD) {
-                    if !table.quiet(i + POLL_AHEAD) {
+                    if !table.waiting(i + POLL_AHEAD) {
                         ahead.prefetch_poll();
                     }
                 }

@@ -35,6 +35,19 @@ pub fn word_at(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
 }
 
+/// The big-endian word at byte `at` of `w` (RFC 4506 §4.2). With a constant `at` the index is
+/// checked at compile time.
+#[inline(always)]
+pub(crate) fn be32_at<const N: usize>(w: &[u8; N], at: usize) -> u32 {
+    u32::from_be_bytes([w[at], w[at + 1], w[at + 2], w[at + 3]])
+}
+
+/// The `N` bytes of `buf` from `at`, or `None` when `buf` ends before.
+#[inline(always)]
+pub(crate) fn fixed_at<const N: usize>(buf: &[u8], at: usize) -> Option<&[u8; N]> {
+    buf.get(at..at.checked_add(N)?)?.try_into().ok()
+}
+
 /// A cursor that decodes XDR items from a byte slice without copying.
 ///
 /// Slices it returns borrow from the input, so a decoded message can be inspected in place in

@@ -350,7 +350,7 @@ pub trait CompletionQueue {
     }
 
     /// The position the next [`poll`](Self::poll) looks at first, for
-    /// [`CqWatch::ready`] (0 where the provider offers no watch).
+    /// [`WatchTable::set`] (0 where the provider offers no watch).
     #[inline]
     fn cursor(&self) -> u64 {
         0

@@ -77,15 +77,6 @@ impl CqWatch {
                 .cast_const()
         }
     }
-
-    /// Whether a completion is published at position `at` (a queue's
-    /// [`cursor`](CompletionQueue::cursor)): a hint for whether to poll, since the poll
-    /// itself decides (a completion delayed by a fault, an overrun).
-    #[inline(always)]
-    pub fn ready(&self, at: u64) -> bool {
-        // SAFETY: the word lies in the ring, which `_keep` holds mapped while `self` lives.
-        unsafe { &*self.word(at) }.load(Ordering::Relaxed) == at.wrapping_add(1)
-    }
 }
 
 /// One entry of a [`WatchTable`] as the scan reads it: the word of the completion its
@@ -127,6 +118,16 @@ unsafe impl Send for WatchTable {}
 unsafe impl Sync for WatchTable {}
 
 impl WatchTable {
+    /// How many places ahead of the entry it looks at a turn starts fetching a waiting
+    /// owner's completion word ([`skip`](Self::skip)): a skipped owner takes a few
+    /// nanoseconds, so the fetch must start well ahead to arrive in time.
+    pub const AHEAD: usize = 16;
+
+    /// Every this many turns, a caller polls every owner, waiting or not
+    /// ([`skip`](Self::skip) with `full`): for what idle polls look at now and then (an
+    /// overrun, a requester's timeouts).
+    pub const FULL_TURN_EVERY: u64 = 64;
+
     /// An empty table with room for `n` entries.
     pub fn with_capacity(n: usize) -> WatchTable {
         WatchTable {
@@ -165,14 +166,24 @@ impl WatchTable {
         }
     }
 
-    /// Starts fetching the word entry `i` waits on, if any.
+    /// One step of a turn over the owners: starts fetching the word entry
+    /// `i + AHEAD` waits on, if any, and says whether the owner of entry `i` may be skipped
+    /// ([`quiet`](Self::quiet), never on a `full` turn).
     #[inline(always)]
-    pub fn prefetch(&self, i: usize) {
-        if let Some(h) = self.hot.get(i) {
+    pub fn skip(&self, i: usize, full: bool) -> bool {
+        if let Some(h) = self.hot.get(i + Self::AHEAD) {
             if !h.word.is_null() {
                 prefetch_word(h.word);
             }
         }
+        !full && self.quiet(i)
+    }
+
+    /// Whether the owner of entry `i` waits for a completion (its word is then fetched
+    /// ahead by [`skip`](Self::skip)); false for an index past the end.
+    #[inline(always)]
+    pub fn waiting(&self, i: usize) -> bool {
+        self.hot.get(i).is_some_and(|h| !h.word.is_null())
     }
 
     /// Whether entry `i` has a watch at all.

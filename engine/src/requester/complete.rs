@@ -43,8 +43,8 @@ impl<P: Provider> Client<P> {
     /// [`poll_completions`](Self::poll_completions) work (nothing queued to post, no
     /// receive to repost, no cancelled or early reply to hand over, no Call to resend or
     /// reverse Call waiting, the connection up); `None` when it must be polled anyway. A
-    /// caller that finds [`CqWatch::ready`](crate::fabric::CqWatch::ready) false at this
-    /// position may skip the poll, as long as it still polls now and then: timeouts and
+    /// caller that finds no completion at this position
+    /// ([`WatchTable::quiet`](crate::fabric::WatchTable::quiet)) may skip the poll, as long as it still polls now and then: timeouts and
     /// the connection's state are checked by polls.
     #[inline]
     pub fn idle_at(&self) -> Option<u64> {
@@ -750,7 +750,7 @@ pub(super) fn deliver<'a, P: Provider>(
         }
     };
     let prov = slot.provided();
-    let mut list = [ABSENT; MAX_WRITE_CHUNKS];
+    let mut list = [chunks::ReturnedChunk::ABSENT; MAX_WRITE_CHUNKS];
     let bulk = match chunks::check_returned_write_list_into(
         &prov[..slot.n_writes],
         h.write_list(),
@@ -766,13 +766,6 @@ pub(super) fn deliver<'a, P: Provider>(
         n_bulk: slot.n_writes,
     })
 }
-
-/// A Write chunk the Reply left out, until [`chunks::check_returned_write_list_into`] says
-/// otherwise.
-pub(super) const ABSENT: chunks::ReturnedChunk = chunks::ReturnedChunk {
-    form: ReturnedForm::Absent,
-    total: 0,
-};
 
 /// The bytes of each Write chunk the Reply returned filled (`list`: each provided chunk's
 /// form and length, checked against what the Call provided), in the slot's result buffer,

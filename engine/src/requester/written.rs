@@ -35,7 +35,7 @@ impl<P: Provider> Books<'_, P> {
             return false;
         }
         let prov = slot.provided();
-        let mut list = [super::complete::ABSENT; MAX_WRITE_CHUNKS];
+        let mut list = [chunks::ReturnedChunk::ABSENT; MAX_WRITE_CHUNKS];
         if chunks::check_returned_write_list_into(&prov[..slot.n_writes], w.writes, &mut list)
             .is_err()
         {

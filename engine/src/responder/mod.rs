@@ -520,11 +520,27 @@ impl<P: Provider> ServerConn<P> {
     /// seldom for the idle polls' own look); then its buffers go back if it has been idle
     /// for long ([`shed`](Self::shed)). Returns whether they went back.
     pub fn housekeep(&mut self, now: Instant) -> bool {
-        if !self.io.dead && self.srq_reserved > 0 && self.io.qp.is_disconnected() {
+        if !self.io.dead && self.peer_gone() {
             self.lose();
             return false;
         }
         self.shed(now)
+    }
+
+    /// On a shared receive queue, whether the peer has gone: no receive of the
+    /// connection's own flushes to say so.
+    fn peer_gone(&self) -> bool {
+        self.srq_reserved > 0 && self.io.qp.is_disconnected()
+    }
+
+    /// Whether what the last poll left undone waits for nothing but a completion: no Read
+    /// to start, no receive to repost, no reply to post, no Call waiting for shared
+    /// buffers.
+    fn waits_on_nothing(&self) -> bool {
+        self.read_wait.is_empty()
+            && self.reposts.is_empty()
+            && self.sends.is_empty()
+            && self.large.waiting.is_empty()
     }
 
     fn poll_batch(&mut self) -> usize {
@@ -555,12 +571,7 @@ impl<P: Provider> ServerConn<P> {
             // Most of them are Calls whose receives go back at the end of this poll.
             self.io.qp.expect_recv_posts(n);
             self.watched = false;
-        } else if work == 0
-            && self.read_wait.is_empty()
-            && self.reposts.is_empty()
-            && self.sends.is_empty()
-            && self.large.waiting.is_empty()
-        {
+        } else if work == 0 && self.waits_on_nothing() {
             // Idle: no Read to start, no receive to repost, no reply to post. Returning now
             // keeps the turn short, so the next Call is noticed sooner.
             self.idle_polls = self.idle_polls.wrapping_add(1);
@@ -576,10 +587,7 @@ impl<P: Provider> ServerConn<P> {
             }
             if self.idle_polls.is_multiple_of(STATE_CHECK_EVERY) {
                 self.check_state();
-            } else if self.srq_reserved > 0
-                && self.idle_polls.is_multiple_of(GONE_CHECK_EVERY)
-                && self.io.qp.is_disconnected()
-            {
+            } else if self.idle_polls.is_multiple_of(GONE_CHECK_EVERY) && self.peer_gone() {
                 // No receive of its own to flush: a departed peer says nothing else.
                 self.lose();
             }

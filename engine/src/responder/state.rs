@@ -132,18 +132,13 @@ impl<P: Provider> ServerConn<P> {
     /// work (what the last [`poll`](Self::poll) left undone waits for nothing else: no
     /// Call waiting for a send slot or shared buffers, no Read to start, no receive to
     /// repost, no reply to post); `None` when it must be polled anyway. A worker that finds
-    /// [`CqWatch::ready`](crate::fabric::CqWatch::ready) false at this position may skip
-    /// the poll. It still polls every connection now and then (the checks an idle poll
+    /// no completion at this position ([`WatchTable::quiet`](crate::fabric::WatchTable::quiet))
+    /// may skip the poll. It still polls every connection now and then (the checks an idle poll
     /// makes of a departed peer, of an overrun).
     #[inline]
     pub fn idle_at(&self) -> Option<u64> {
-        let quiet = !self.io.dead
-            && self.watched
-            && self.ready.is_empty()
-            && self.read_wait.is_empty()
-            && self.reposts.is_empty()
-            && self.sends.is_empty()
-            && self.large.waiting.is_empty();
+        let quiet =
+            !self.io.dead && self.watched && self.ready.is_empty() && self.waits_on_nothing();
         quiet.then(|| self.cq.cursor())
     }
 

@@ -36,7 +36,6 @@
 
 mod bell;
 mod idle;
-mod watched;
 
 pub use bell::Bell;
 
@@ -51,8 +50,6 @@ use crate::fabric::{CqWatch, Provider, WatchTable};
 use crate::responder::ServerConn;
 use crate::stats::{bump, Counters, Snapshot};
 use idle::Rest;
-use watched::FULL_TURN_EVERY;
-pub use watched::WATCH_AHEAD;
 
 /// How many places ahead of the connection it polls a worker asks one to prefetch
 /// ([`Drive::prefetch`]): far enough for the fetch to arrive, near enough for it to stay.
@@ -615,14 +612,16 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &WorkerShared, max_conns: usize) {
     let mut rest = Rest::default();
     loop {
         let mut work = 0;
-        let full = loops.is_multiple_of(FULL_TURN_EVERY);
+        // Waiting connections whose completion has not come are skipped after one word is
+        // read (the table's fetch of that word, `WatchTable::AHEAD` places ahead, is what
+        // the others' `prefetch` does); every `FULL_TURN_EVERY`th turn polls them all.
+        let full = loops.is_multiple_of(WatchTable::FULL_TURN_EVERY);
         for i in 0..conns.len() {
-            table.prefetch(i + WATCH_AHEAD);
-            if !full && table.quiet(i) {
+            if table.skip(i, full) {
                 continue;
             }
             if let Some(ahead) = conns.get(i + POLL_AHEAD) {
-                if !table.quiet(i + POLL_AHEAD) {
+                if !table.waiting(i + POLL_AHEAD) {
                     ahead.prefetch();
                 }
             }
@@ -659,8 +658,9 @@ fn run<T: Drive>(inbox: Receiver<T>, shared: &WorkerShared, max_conns: usize) {
             || shared.mail.load(Ordering::Relaxed)
         {
             rest.configure(shared);
-            housekeeping(&inbox, &mut conns, &mut retired, shared, max_conns, &rest);
-            table.rebuild(conns.iter().map(Drive::watch));
+            if housekeeping(&inbox, &mut conns, &mut retired, shared, max_conns, &rest) {
+                table.rebuild(conns.iter().map(Drive::watch));
+            }
             shared.loops.store(loops, Ordering::Relaxed);
             shared.busy_loops.store(loops - idle, Ordering::Relaxed);
             if shared.stop.load(Ordering::Acquire) {
@@ -699,7 +699,8 @@ fn drain<T: Drive>(conns: &mut [T], grace: Duration) {
     }
 }
 
-/// Drops dead connections (keeping their counters), takes new ones, publishes the sums.
+/// Drops dead connections (keeping their counters), takes new ones, publishes the sums;
+/// returns whether the list changed (its watch table is then rebuilt).
 ///
 /// The dead go first, so that their places go to the new ones. A connection the worker has
 /// no room for is closed and dropped, as [`Workers::assign`] does when it sees the worker
@@ -713,14 +714,15 @@ fn housekeeping<T: Drive>(
     shared: &WorkerShared,
     max_conns: usize,
     rest: &Rest,
-) {
-    reap(conns, retired, shared, rest);
+) -> bool {
+    let mut changed = reap(conns, retired, shared, rest);
     // Reading it set (Acquire) makes the connections sent before visible to `try_recv`.
     shared.mail.swap(false, Ordering::Acquire);
     while let Ok(mut c) = inbox.try_recv() {
         if conns.len() < max_conns {
             rest.adopt(&c);
             conns.push(c);
+            changed = true;
             bump(&shared.conns_adopted, 1);
         } else {
             c.close();
@@ -735,10 +737,18 @@ fn housekeeping<T: Drive>(
     }
     shared.rpc.store(&sum);
     shared.conns.store(conns.len() as u64, Ordering::Relaxed);
+    changed
 }
 
-/// Drops the dead connections, adding their counters to `retired`.
-fn reap<T: Drive>(conns: &mut Vec<T>, retired: &mut Snapshot, shared: &WorkerShared, rest: &Rest) {
+/// Drops the dead connections, adding their counters to `retired`; returns whether there
+/// were any.
+fn reap<T: Drive>(
+    conns: &mut Vec<T>,
+    retired: &mut Snapshot,
+    shared: &WorkerShared,
+    rest: &Rest,
+) -> bool {
+    let before = conns.len();
     let mut i = 0;
     while i < conns.len() {
         if conns[i].is_dead() {
@@ -751,6 +761,7 @@ fn reap<T: Drive>(conns: &mut Vec<T>, retired: &mut Snapshot, shared: &WorkerSha
             i += 1;
         }
     }
+    conns.len() != before
 }
 
 #[cfg(test)]

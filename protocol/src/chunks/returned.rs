@@ -2,7 +2,7 @@
 //! what the Call provisioned (RFC 8166 §4.5; IMPL §3.9).
 
 use crate::header::{Segment, Segments, WriteList};
-use crate::xdr::pad4_u64;
+use crate::xdr::{be32_at, pad4_u64};
 use core::fmt;
 
 /// Why the Write list or Reply chunk echoed in a Reply does not match what the Call provisioned.
@@ -117,6 +117,22 @@ pub struct ReturnedChunk {
 }
 
 impl ReturnedChunk {
+    /// A chunk the Reply left out (decision G-17).
+    pub const ABSENT: ReturnedChunk = ReturnedChunk {
+        form: ReturnedForm::Absent,
+        total: 0,
+    };
+
+    /// A returned chunk of `total` bytes: filled, or unused when none.
+    fn of_total(total: u64) -> ReturnedChunk {
+        let form = if total == 0 {
+            ReturnedForm::Unused
+        } else {
+            ReturnedForm::Filled
+        };
+        ReturnedChunk { form, total }
+    }
+
     /// Checks the returned bytes against the item's encoded length `item_len` read from the
     /// Reply's Payload stream and returns the bytes to expose: `item_len`.
     ///
@@ -181,12 +197,7 @@ fn check_chunk(
         }
         total += r.length as u64;
     }
-    let form = if total == 0 {
-        ReturnedForm::Unused
-    } else {
-        ReturnedForm::Filled
-    };
-    Ok(ReturnedChunk { form, total })
+    Ok(ReturnedChunk::of_total(total))
 }
 
 /// Checks the Reply chunk slot of a Reply against the Reply chunk the Call provided.
@@ -199,10 +210,7 @@ pub fn check_returned_reply(
     returned: Option<Segments<'_>>,
 ) -> Result<ReturnedChunk, ReturnedError> {
     match (provisioned, returned) {
-        (_, None) => Ok(ReturnedChunk {
-            form: ReturnedForm::Absent,
-            total: 0,
-        }),
+        (_, None) => Ok(ReturnedChunk::ABSENT),
         (None, Some(_)) => Err(ReturnedError::UnexpectedReplyChunk),
         (Some(p), Some(r)) => check_chunk(0, p, r),
     }
@@ -217,15 +225,7 @@ pub fn check_returned_write_list<'p, 'a>(
     provisioned: &'p [&'p [Segment]],
     returned: WriteList<'a>,
 ) -> Result<ReturnedList<'p, 'a>, ReturnedError> {
-    if returned.len() > provisioned.len() {
-        return Err(ReturnedError::ExtraChunks {
-            provisioned: provisioned.len(),
-            returned: returned.len(),
-        });
-    }
-    for (i, (r, p)) in returned.iter().zip(provisioned).enumerate() {
-        check_chunk(i, p, r)?;
-    }
+    check_returned_write_list_into(provisioned, returned, &mut [])?;
     Ok(ReturnedList {
         provisioned,
         returned,
@@ -248,29 +248,26 @@ pub fn check_returned_write_list_into(
         });
     }
     // An NFS READ's: one chunk of one segment provided and returned. The list's layout was
-    // validated when it was decoded, so its entry is `1 1 H L O O` and the length is its
-    // fourth word: `check_chunk`'s checks without walking the list.
-    if let ([[p]], 1, [o, ..]) = (provisioned, returned.len(), &mut *out) {
-        if let Some(length) = one_segment_length(returned.entries()) {
-            if length > p.length {
-                return Err(ReturnedError::TooLong {
-                    chunk: 0,
-                    segment: 0,
-                    provisioned: p.length,
-                    returned: length,
-                });
-            }
-            let form = if length == 0 {
-                ReturnedForm::Unused
-            } else {
-                ReturnedForm::Filled
-            };
-            *o = ReturnedChunk {
-                form,
-                total: u64::from(length),
-            };
-            return Ok(());
+    // validated when it was decoded, so one chunk in exactly 24 bytes is `1 1 H L O O` and
+    // the length is its fourth word: `check_chunk`'s checks without walking the list.
+    if let ([[p]], 1, Some(e)) = (
+        provisioned,
+        returned.len(),
+        <&[u8; 24]>::try_from(returned.entries()).ok(),
+    ) {
+        let length = be32_at(e, 12);
+        if length > p.length {
+            return Err(ReturnedError::TooLong {
+                chunk: 0,
+                segment: 0,
+                provisioned: p.length,
+                returned: length,
+            });
         }
+        if let Some(o) = out.first_mut() {
+            *o = ReturnedChunk::of_total(u64::from(length));
+        }
+        return Ok(());
     }
     let mut n = 0;
     for (i, (r, p)) in returned.iter().zip(provisioned).enumerate() {
@@ -280,23 +277,10 @@ pub fn check_returned_write_list_into(
         }
         n = i + 1;
     }
-    let absent = ReturnedChunk {
-        form: ReturnedForm::Absent,
-        total: 0,
-    };
     if let Some(rest) = out.get_mut(n..provisioned.len().min(out.len())) {
-        rest.fill(absent);
+        rest.fill(ReturnedChunk::ABSENT);
     }
     Ok(())
-}
-
-/// The length of the one segment of a decoded Write list's entries (`1 1 H L O O`, 24
-/// bytes), or `None` for any other list.
-#[inline(always)]
-fn one_segment_length(entries: &[u8]) -> Option<u32> {
-    let e: &[u8; 24] = entries.try_into().ok()?;
-    let word = |i: usize| u32::from_be_bytes([e[i], e[i + 1], e[i + 2], e[i + 3]]);
-    (word(4) == 1).then(|| word(12))
 }
 
 /// A Reply's Write list that passed [`check_returned_write_list`].
@@ -318,10 +302,7 @@ impl ReturnedList<'_, '_> {
         let p = self.provisioned.get(i)?;
         match self.returned.iter().nth(i) {
             Some(r) => check_chunk(i, p, r).ok(),
-            None => Some(ReturnedChunk {
-                form: ReturnedForm::Absent,
-                total: 0,
-            }),
+            None => Some(ReturnedChunk::ABSENT),
         }
     }
 }

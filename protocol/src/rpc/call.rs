@@ -2,11 +2,12 @@
 //! its credential and verifier (§8.2).
 
 use super::auth::OpaqueAuth;
-use super::direct::{auth_body_at, be32_at, fixed_at};
+use super::direct::auth_body_at;
 use super::wire::{bad_msg_type, encode_exact, read_prefix, MSG_PREFIX_LEN};
 use super::{CALL, RPC_VERSION};
 use crate::error::{DecodeError, EncodeError};
 use crate::xdr::XdrReader;
+use crate::xdr::{be32_at, fixed_at};
 
 #[cfg(doc)]
 use super::{ReplyHeader, MAX_AUTH_BYTES};

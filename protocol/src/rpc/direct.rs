@@ -12,19 +12,6 @@ use crate::xdr::pad4;
 // its offset. Malformed input therefore gets the same `DecodeError` as ever, and well-formed
 // input never pays for the per-word checks.
 
-/// The big-endian word at byte `at` of `w` (RFC 4506 §4.2). With a constant `at` the index is
-/// checked at compile time.
-#[inline(always)]
-pub(super) fn be32_at<const N: usize>(w: &[u8; N], at: usize) -> u32 {
-    u32::from_be_bytes([w[at], w[at + 1], w[at + 2], w[at + 3]])
-}
-
-/// The `N` bytes of `buf` from `at`, or `None` when `buf` ends before.
-#[inline(always)]
-pub(super) fn fixed_at<const N: usize>(buf: &[u8], at: usize) -> Option<&[u8; N]> {
-    buf.get(at..at.checked_add(N)?)?.try_into().ok()
-}
-
 /// The body of an `opaque_auth` whose length word `len` was just read and whose body starts
 /// at `at`: `None` when the length exceeds [`MAX_AUTH_BYTES`] (RFC 5531 §8.2) or the body
 /// and its padding run past `buf` (RFC 4506 §4.10). Returns the body and where the next item

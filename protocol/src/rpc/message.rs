@@ -2,12 +2,12 @@
 //! and the `xid` and `mtype` read without decoding the rest.
 
 use super::call::CallHeader;
-use super::direct::{be32_at, fixed_at};
 use super::reply::ReplyHeader;
 use super::wire::{bad_msg_type, read_prefix};
 use super::{CALL, REPLY};
 use crate::error::{DecodeError, EncodeError};
 use crate::xdr::XdrReader;
+use crate::xdr::{be32_at, fixed_at};
 
 /// An RPC message header, `rpc_msg` switched on `msg_type` (RFC 5531 §9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -3,12 +3,13 @@
 //! (§10.1).
 
 use super::auth::OpaqueAuth;
-use super::direct::{auth_body_at, be32_at, fixed_at};
+use super::direct::auth_body_at;
 use super::status::{AcceptStat, AuthStat, RejectedReply};
 use super::wire::{bad_msg_type, encode_exact, read_prefix, MSG_PREFIX_LEN};
 use super::{MSG_ACCEPTED, MSG_DENIED, REPLY};
 use crate::error::{DecodeError, EncodeError};
 use crate::xdr::XdrReader;
+use crate::xdr::{be32_at, fixed_at};
 
 #[cfg(doc)]
 use super::{MAX_AUTH_BYTES, RPC_VERSION};

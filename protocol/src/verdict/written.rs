@@ -6,7 +6,7 @@
 use super::{ShortCall, ShortReply};
 use crate::header::{Proc, WriteList, RPCRDMA_VERSION};
 use crate::rpc::{CallHeader, ReplyHeader};
-use crate::xdr::XdrReader;
+use crate::xdr::{be32_at, fixed_at, XdrReader};
 
 /// Where the Write list starts in a version 1 header: after `rdma_xid`, `rdma_vers`,
 /// `rdma_credit`, `rdma_proc` and the empty Read list's zero.
@@ -111,8 +111,8 @@ pub fn write_reply(buf: &[u8]) -> Option<WriteReply<'_>> {
 #[inline(always)]
 fn one_segment_list(buf: &[u8]) -> Option<(u32, u32, WriteList<'_>, usize)> {
     const LEN: usize = WRITE_LIST_AT + 32;
-    let w: &[u8; LEN] = buf.get(..LEN)?.try_into().ok()?;
-    let word = |i: usize| u32::from_be_bytes([w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]]);
+    let w: &[u8; LEN] = fixed_at(buf, 0)?;
+    let word = |i: usize| be32_at(w, 4 * i);
     const AT: usize = WRITE_LIST_AT / 4;
     // `1 1 H L O O`, the list's terminator, no Reply chunk.
     if word(AT + 1) != 1 || word(AT + 6) != 0 || word(AT + 7) != 0 {
@@ -120,7 +120,7 @@ fn one_segment_list(buf: &[u8]) -> Option<(u32, u32, WriteList<'_>, usize)> {
     }
     let offset = u64::from(word(AT + 4)) << 32 | u64::from(word(AT + 5));
     offset.checked_add(u64::from(word(AT + 3)))?;
-    let writes = WriteList::of_one_segment(&buf[WRITE_LIST_AT..WRITE_LIST_AT + 24]);
+    let writes = WriteList::of_one_segment(&w[WRITE_LIST_AT..WRITE_LIST_AT + 24]);
     Some((word(0), word(2), writes, LEN))
 }
 

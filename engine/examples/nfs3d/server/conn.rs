@@ -209,9 +209,10 @@ where
     }
 
     /// Skipped only while no Call is out with the I/O threads: their answers arrive
-    /// through a channel, not the completion queue.
+    /// through a channel, not the completion queue. (The jobs a poll starts are handed
+    /// over before it returns: `started` is empty here.)
     fn idle_at(&self) -> Option<u64> {
-        if self.conn.deferred() == 0 && self.retry.is_empty() && self.started.is_empty() {
+        if self.conn.deferred() == 0 && self.retry.is_empty() {
             self.conn.idle_at()
         } else {
             None
