@@ -42,10 +42,15 @@ fn an_idle_connection_registers_only_its_receives() {
         "{idle} bytes registered by an idle connection"
     );
     assert_eq!(s.shared_bytes(), 0);
-    assert_eq!(
-        srv.share_stats().registered_bytes,
-        0,
-        "nothing taken before a Call"
+    // Before any Call the share holds only the chunk of reply rings the server registered
+    // when it started listening (`Share::prime_replies`), none of it lent out.
+    let primed = srv.share_stats();
+    assert!(
+        primed.registered_bytes > 0
+            && primed.registered_bytes == primed.reply_bytes
+            && primed.reply_out == 0
+            && primed.bulk_bytes == 0,
+        "before a Call: {primed:?}"
     );
     // The first Call takes the ring and the connection's own buffers from the share; the
     // connection's own registration does not grow.
@@ -66,6 +71,10 @@ fn an_idle_connection_registers_only_its_receives() {
         srv.share_stats().bulk_bytes,
         0,
         "a NULL needs no bulk buffer"
+    );
+    assert_eq!(
+        st.registered_bytes, primed.registered_bytes,
+        "the first Call registers nothing: its ring came from the primed chunk"
     );
 }
 

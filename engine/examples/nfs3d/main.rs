@@ -454,8 +454,10 @@ fn accept_one<P: Provider>(
     };
     match listener.accept_if(Duration::from_millis(200), admit) {
         Ok(conn) => {
-            eprintln!(
-                "nfs3d: accepted a connection ({}) in {:.1} ms, {}; {}",
+            // The line is made first and written after the connection is with its worker:
+            // the client's first Call (already on its way) does not wait for the log.
+            let line = format!(
+                "nfs3d: accepted a connection ({}) in {:.1} ms, {}; {}\n",
                 conn.negotiation(),
                 conn.setup_time().as_secs_f64() * 1e3,
                 conn.memory(),
@@ -463,8 +465,14 @@ fn accept_one<P: Provider>(
             );
             conn_stats.add(conn.stats());
             let c = NfsConn::new(conn, Arc::clone(nfs), pool.sender());
-            if let Err(e) = workers.assign(c) {
-                eprintln!("nfs3d: connection refused: {e}");
+            match workers.assign(c) {
+                // One write: stderr is unbuffered, and each piece of a formatted line is a
+                // system call of its own (tens of them, slow in an emulated guest).
+                Ok(_) => {
+                    let _ =
+                        std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
+                }
+                Err(e) => eprintln!("nfs3d: connection refused: {e}"),
             }
         }
         Err(ConnError::Connect(ConnectError::Timeout)) => {}

@@ -42,6 +42,8 @@ impl<P: Provider> Server<P> {
     ) -> Result<Server<P>, ConnError> {
         config.validate()?;
         let share = Share::new(device.alloc_pd()?, config.share_config())?;
+        // The first client's first Call then registers nothing: what it takes is there.
+        share.prime_replies(Geometry::of(&config).first_call_entries());
         let listener = P::listen(&device, addr)?;
         let spare_cq = device.create_cq(Geometry::of(&config).cq_depth()).ok();
         Ok(Server {
@@ -316,6 +318,12 @@ struct Geometry {
 }
 
 impl Geometry {
+    /// The most reply-class buffers a connection's first Call takes from the share: its
+    /// whole ring, and a pull and a bulk buffer for every slot (`ServerConn::dress`).
+    fn first_call_entries(&self) -> usize {
+        self.ring_len as usize + 2 * self.nrecv as usize
+    }
+
     fn of(config: &ConnConfig) -> Geometry {
         let credits = config.credits;
         // Receives: one per credit, and one per reverse-direction Call this end may have
