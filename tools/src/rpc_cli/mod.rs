@@ -233,8 +233,13 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 1)]
     workers: usize,
     /// First core to pin workers to (worker i gets core first+i); none: unpinned.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "cores")]
     first_core: Option<usize>,
+    /// The cores to pin workers to, comma-separated: worker i gets the (i mod N)th, so
+    /// `--workers 2 --cores 0` puts both on core 0 and leaves the other cores to the
+    /// clients (a core may be named twice).
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    cores: Vec<usize>,
     /// Stop after this many seconds (0: until SIGINT or SIGTERM, which stop gracefully).
     #[arg(long, default_value_t = 0)]
     seconds: u64,
@@ -262,6 +267,15 @@ pub struct ServeArgs {
 const SERVE_CONNS_PER_WORKER: usize = 64;
 
 impl ServeArgs {
+    /// The core worker `i` is pinned to: the (i mod N)th of `--cores`, else `--first-core`
+    /// plus `i`, else none.
+    fn worker_core(&self, i: usize) -> Option<usize> {
+        match self.cores.len() {
+            0 => self.first_core.map(|c| c + i),
+            n => Some(self.cores[i % n]),
+        }
+    }
+
     /// Room for connections in each of `workers` workers: 64, or enough for `--max-conns`
     /// between them.
     fn conns_per_worker(&self, workers: usize) -> usize {
@@ -450,5 +464,38 @@ fn connect_one<P: Provider>(
         Client::<P>::connect_serving(device, addr, cfg, program::dispatch())
     } else {
         Client::<P>::connect(device, addr, cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ServeArgs;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn cores(args: &[&str], workers: usize) -> Vec<Option<usize>> {
+        let parsed = Serve::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
+            .expect("arguments");
+        (0..workers).map(|i| parsed.serve.worker_core(i)).collect()
+    }
+
+    #[test]
+    fn workers_are_pinned_to_the_cores_named_in_turn() {
+        assert_eq!(
+            cores(&["--workers", "3", "--cores", "0,2"], 3),
+            [Some(0), Some(2), Some(0)]
+        );
+        assert_eq!(
+            cores(&["--workers", "2", "--cores", "0"], 2),
+            [Some(0), Some(0)]
+        );
+        assert_eq!(cores(&["--first-core", "1"], 2), [Some(1), Some(2)]);
+        assert_eq!(cores(&[], 2), [None, None]);
+        assert!(Serve::try_parse_from(["serve", "--first-core", "1", "--cores", "0"]).is_err());
     }
 }

@@ -54,7 +54,7 @@ where
     };
     let configs: Vec<WorkerConfig> = (0..n_workers)
         .map(|i| WorkerConfig {
-            core: args.first_core.map(|c| c + i),
+            core: args.worker_core(i),
             max_conns: args.conns_per_worker(n_workers),
         })
         .collect();
