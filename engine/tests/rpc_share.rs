@@ -52,6 +52,10 @@ fn an_idle_connection_registers_only_its_receives() {
             && primed.bulk_bytes == 0,
         "before a Call: {primed:?}"
     );
+    // The idle connection holds its receives and nothing of the share; the primed chunk is
+    // the server's headroom, counted in the per-connection average but not held.
+    assert_eq!(primed.held_per_conn_bytes(), idle, "{primed:?}");
+    assert!(primed.per_conn_bytes() > idle);
     // The first Call takes the ring and the connection's own buffers from the share; the
     // connection's own registration does not grow.
     assert!(call(
@@ -76,6 +80,13 @@ fn an_idle_connection_registers_only_its_receives() {
         st.registered_bytes, primed.registered_bytes,
         "the first Call registers nothing: its ring came from the primed chunk"
     );
+    // Now it holds its ring and its slots' buffers too, each at its registered stride (at
+    // least the entry's size), and not all of the primed ones.
+    assert!(
+        st.lent_bytes >= held && st.lent_bytes < st.reply_bytes,
+        "{held} held, {st:?}"
+    );
+    assert_eq!(st.held_per_conn_bytes(), idle + st.lent_bytes);
 }
 
 /// A 1 MiB WRITE's Call (its data in a Read chunk).

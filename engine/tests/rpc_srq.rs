@@ -93,6 +93,14 @@ fn accepting_on_the_shared_receive_queue_registers_nothing() {
             "accept {k} registered memory: {st:?}"
         );
     }
+    // What each idle connection holds: its reserved receives and its slots' placeholders,
+    // within the 64 KiB; the rest is the server's headroom.
+    let st = srv.share_stats();
+    let each = st.held_per_conn_bytes();
+    assert!(
+        each > 0 && each <= 64 * 1024 && each == (st.srq_reserved_bytes + st.lent_bytes) / 8,
+        "{each} bytes held by each idle connection: {st:?}"
+    );
     // Every slot holds a placeholder of its own: 8 connections' worth are out.
     let held = srv.share_stats().stubs_out;
     assert_eq!(held % 8, 0);

@@ -310,6 +310,11 @@ pub struct ShareStats {
     /// Receives of the shared receive queues held by Calls now (taken, not yet posted
     /// again): 0 once every Call has ended and every loan is gone.
     pub srq_held: u32,
+    /// Registered bytes of the share's buffers lent out now (reply ring entries, bulk
+    /// buffers, placeholders), each at its registered stride.
+    pub lent_bytes: u64,
+    /// Registered bytes of the shared-queue receives the connections reserved.
+    pub srq_reserved_bytes: u64,
 }
 
 impl core::fmt::Display for ShareStats {
@@ -319,11 +324,13 @@ impl core::fmt::Display for ShareStats {
         let mib = |b: u64| b as f64 / f64::from(1 << 20);
         write!(
             f,
-            "{} connection(s), {:.1} MiB registered in all ({:.1} KiB per connection): their own \
+            "{} connection(s), {:.1} MiB registered in all ({:.1} KiB per connection, of which \
+             each holds {:.1} KiB and the rest is headroom kept for the next): their own \
              {:.1} MiB, bulk {:.1} MiB, reply rings {:.1} MiB",
             self.conns,
             mib(self.total_bytes()),
             self.per_conn_bytes() as f64 / 1024.0,
+            self.held_per_conn_bytes() as f64 / 1024.0,
             mib(self.conn_bytes),
             mib(self.bulk_bytes),
             mib(self.reply_bytes),
@@ -345,9 +352,21 @@ impl ShareStats {
         self.conn_bytes + self.registered_bytes + self.srq_bytes
     }
 
-    /// [`total_bytes`](Self::total_bytes) per connection (0 without connections).
+    /// [`total_bytes`](Self::total_bytes) per connection (0 without connections): what
+    /// the server keeps registered for them, its headroom (the shared queue's spare
+    /// receives, the share's free buffers) included.
     pub fn per_conn_bytes(&self) -> u64 {
         self.total_bytes() / u64::from(self.conns.max(1)) * u64::from(self.conns.min(1))
+    }
+
+    /// What a connection holds on average now (0 without connections): its own
+    /// registrations, the share's buffers lent to it and the shared-queue receives it
+    /// reserved. What the server registered beyond that is headroom kept for the next
+    /// Calls and connections; after a burst [`per_conn_bytes`](Self::per_conn_bytes)
+    /// divides the headroom the burst left among the connections that remain.
+    pub fn held_per_conn_bytes(&self) -> u64 {
+        (self.conn_bytes + self.lent_bytes + self.srq_reserved_bytes) / u64::from(self.conns.max(1))
+            * u64::from(self.conns.min(1))
     }
 }
 
@@ -666,6 +685,10 @@ impl<P: Provider> Share<P> {
             srq_bytes: srq.bytes,
             srq_reserved: srq.reserved,
             srq_held: srq.held,
+            srq_reserved_bytes: match srq.registered {
+                0 => 0,
+                n => srq.bytes / u64::from(n) * u64::from(srq.reserved),
+            },
             waits: self.counters.waits.load(Ordering::Relaxed),
             grown: self.counters.grown.load(Ordering::Relaxed),
             refused: self.counters.refused.load(Ordering::Relaxed),
@@ -676,6 +699,9 @@ impl<P: Provider> Share<P> {
             let (count, bytes) = pool.registered();
             let out = count.saturating_sub(pool.free());
             s.registered_bytes += bytes;
+            if count > 0 {
+                s.lent_bytes += bytes / u64::from(count) * u64::from(out);
+            }
             match class {
                 Class::Small | Class::Large => {
                     s.bulk_bytes += bytes;

@@ -187,6 +187,7 @@ fn registered_json(s: &ShareStats) -> Value {
         "conns": s.conns,
         "total_bytes": s.total_bytes(),
         "per_conn_bytes": s.per_conn_bytes(),
+        "held_per_conn_bytes": s.held_per_conn_bytes(),
         "conns_own_bytes": s.conn_bytes,
         "bulk_bytes": s.bulk_bytes,
         "reply_ring_bytes": s.reply_bytes,
