@@ -406,13 +406,6 @@ allow_checks() {
     fi
 }
 
-# Issue 33's measurement: (a) what accepting the kernel client's connection cost nfs3d
-# (the first "accepted a connection" line of the workload's run: its mount) and the mount's
-# time on nfs3d over the kernel's nfsd's; (b) 64 connections from the engine's requester
-# (nfs3probe --conns 64: all held open at once, each checked with NULL, GETATTR, LOOKUP and
-# a 64 KiB READ) while the kernel's mount is up: all served, the mount still working, no
-# connection lost but the probes' own, and nfs3d's registered memory after them. Each line
-# it prints starts with "issue 33:".
 # Issue 33's mount measurement: one mount of the workload per server is too few in this
 # emulated guest (a single mount varied 0.31-0.83 s on the kernel's nfsd in one run, the
 # mount command's own start-up being most of it), so MOUNT_ROUNDS (default 7) more mounts
@@ -422,35 +415,45 @@ allow_checks() {
 # "accept-round-ms" in the times file; many_conns prints their medians.
 MOUNT_ROUNDS=${MOUNT_ROUNDS:-7}
 mount_rounds() {
-    local r v ms order
+    local r v ms order port mport remote
     banner "NFS: issue 33: $MOUNT_ROUNDS mounts of each server, alternated"
     for ((r = 1; r <= MOUNT_ROUNDS; r++)); do
         if ((r % 2)); then order="kernel-nfsd nfs3d"; else order="nfs3d kernel-nfsd"; fi
         for v in $order; do
             if [ "$v" = kernel-nfsd ]; then
-                timed kernel-nfsd mount-round mount -t nfs \
-                    -o "vers=3,proto=rdma,port=20049,mountport=20048,mountproto=tcp,nolock" \
-                    "$IP:$KEXPORT" "$MNT" && timeout 60 umount "$MNT"
-                continue
+                port=20049 mport=20048 remote=$KEXPORT
+            else
+                port=20050 mport=20058 remote=/
+                nfs3d_start nfs3d nfs3d-rounds || { fail "issue 33: nfs3d start (mount rounds)"; return; }
             fi
-            nfs3d_start nfs3d nfs3d-rounds || { fail "issue 33: nfs3d start (mount rounds)"; return; }
-            timed nfs3d mount-round mount -t nfs \
-                -o "vers=3,proto=rdma,port=20050,mountport=20058,mountproto=tcp,nolock" \
-                "$IP:/" "$MNT" && timeout 60 umount "$MNT"
+            timed "$v" mount-round mount -t nfs \
+                -o "vers=3,proto=rdma,port=$port,mountport=$mport,mountproto=tcp,nolock" \
+                "$IP:$remote" "$MNT" && timeout 60 umount "$MNT"
+            [ "$v" = nfs3d ] || continue
             nfs3d_stop
-            ms=$(sed -n 's/.*accepted a connection.* in \([0-9.]*\) ms, .*/\1/p' "$NFS_WORK/nfs3d-rounds.err" | head -n 1)
+            ms=$(grep -m 1 'accepted a connection' "$NFS_WORK/nfs3d-rounds.err" | accept_ms)
             [ -n "$ms" ] && echo "{\"server\":\"nfs3d\",\"step\":\"accept-round-ms\",\"seconds\":$ms,\"ok\":true}" \
                 >>"$NFS_WORK/times.jsonl"
         done
     done
 }
 
+# The milliseconds of each nfs3d "accepted a connection ... in N ms, ..." line on stdin.
+accept_ms() { sed -n 's/.* in \([0-9.]*\) ms, .*/\1/p'; }
+
+# Issue 33's measurement: (a) what accepting the kernel client's connection cost nfs3d
+# (the first "accepted a connection" line of the workload's run: its mount) and the mount's
+# time on nfs3d over the kernel's nfsd's; (b) 64 connections from the engine's requester
+# (nfs3probe --conns 64: all held open at once, each checked with NULL, GETATTR, LOOKUP and
+# a 64 KiB READ) while the kernel's mount is up: all served, the mount still working, no
+# connection lost but the probes' own, and nfs3d's registered memory after them. Each line
+# it prints starts with "issue 33:".
 MANY_CONNS=${MANY_CONNS:-64}
 many_conns() {
     local line ms k n err j v live lost
     banner "NFS: issue 33: accept cost, and $MANY_CONNS connections beside the kernel's mount"
     line=$(grep -m 1 'accepted a connection' "$NFS_WORK/nfs3d.err" 2>/dev/null)
-    ms=$(sed -n 's/.* in \([0-9.]*\) ms, .*/\1/p' <<<"$line")
+    ms=$(accept_ms <<<"$line")
     if [ -n "$ms" ]; then
         echo "issue 33: nfs3d accepted the kernel client's mount connection in $ms ms: ${line#*ms, }"
         pass "issue 33: the accept of the kernel's mount measured ($ms ms)"
@@ -498,7 +501,7 @@ many_conns() {
     line=$(grep 'accepted a connection' "$NFS_WORK/nfs3d-many.err" | tail -n 1)
     echo "issue 33: nfs3d's registered memory after them (at its last accept): ${line#*registered for it*; }"
     echo "issue 33: accepts of the $MANY_CONNS: $(grep 'accepted a connection' "$NFS_WORK/nfs3d-many.err" | tail -n "$MANY_CONNS" \
-        | sed -n 's/.* in \([0-9.]*\) ms, .*/\1/p' | sort -n \
+        | accept_ms | sort -n \
         | awk '{ a[NR] = $1 } END { if (NR) printf "%d, p50 %.1f ms, max %.1f ms", NR, a[int((NR + 1) / 2)], a[NR] }')"
     # The kernel's mount still works: a listing, a stat, the file read back, a new file.
     if timeout 60 ls "$MNT" >/dev/null && timeout 60 stat "$MNT/many-data" >/dev/null \

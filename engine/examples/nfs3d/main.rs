@@ -466,12 +466,9 @@ fn accept_one<P: Provider>(
             conn_stats.add(conn.stats());
             let c = NfsConn::new(conn, Arc::clone(nfs), pool.sender());
             match workers.assign(c) {
-                // One write: stderr is unbuffered, and each piece of a formatted line is a
-                // system call of its own (tens of them, slow in an emulated guest).
-                Ok(_) => {
-                    let _ =
-                        std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
-                }
+                // One write of the made line: stderr is unbuffered, and each piece of a
+                // line formatted there is a system call of its own (tens of them).
+                Ok(_) => eprint!("{line}"),
                 Err(e) => eprintln!("nfs3d: connection refused: {e}"),
             }
         }

@@ -356,7 +356,7 @@ impl ShareStats {
     /// the server keeps registered for them, its headroom (the shared queue's spare
     /// receives, the share's free buffers) included.
     pub fn per_conn_bytes(&self) -> u64 {
-        self.total_bytes() / u64::from(self.conns.max(1)) * u64::from(self.conns.min(1))
+        self.per_conn(self.total_bytes())
     }
 
     /// What a connection holds on average now (0 without connections): its own
@@ -365,8 +365,12 @@ impl ShareStats {
     /// Calls and connections; after a burst [`per_conn_bytes`](Self::per_conn_bytes)
     /// divides the headroom the burst left among the connections that remain.
     pub fn held_per_conn_bytes(&self) -> u64 {
-        (self.conn_bytes + self.lent_bytes + self.srq_reserved_bytes) / u64::from(self.conns.max(1))
-            * u64::from(self.conns.min(1))
+        self.per_conn(self.conn_bytes + self.lent_bytes + self.srq_reserved_bytes)
+    }
+
+    /// `bytes` shared among the live connections (0 without connections).
+    fn per_conn(&self, bytes: u64) -> u64 {
+        bytes.checked_div(u64::from(self.conns)).unwrap_or(0)
     }
 }
 

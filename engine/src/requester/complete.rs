@@ -32,7 +32,7 @@ impl<P: Provider> Client<P> {
     }
 
     /// A watch of the client's completion queue, if its provider offers one
-    /// ([`CompletionQueue::watch`](crate::fabric::CompletionQueue::watch)): with
+    /// ([`CompletionQueue::watch`]): with
     /// [`idle_at`](Self::idle_at), it lets a thread driving many clients skip those for
     /// which nothing has arrived.
     pub fn cq_watch(&self) -> Option<crate::fabric::CqWatch> {
@@ -44,8 +44,9 @@ impl<P: Provider> Client<P> {
     /// receive to repost, no cancelled or early reply to hand over, no Call to resend or
     /// reverse Call waiting, the connection up); `None` when it must be polled anyway. A
     /// caller that finds no completion at this position
-    /// ([`WatchTable::quiet`](crate::fabric::WatchTable::quiet)) may skip the poll, as long as it still polls now and then: timeouts and
-    /// the connection's state are checked by polls.
+    /// ([`WatchTable::quiet`](crate::fabric::WatchTable::quiet)) may skip the poll, as long
+    /// as it still polls now and then: timeouts and the connection's state are checked by
+    /// polls.
     #[inline]
     pub fn idle_at(&self) -> Option<u64> {
         let quiet = !self.dead

@@ -42,10 +42,11 @@ impl<P: Provider> Server<P> {
     ) -> Result<Server<P>, ConnError> {
         config.validate()?;
         let share = Share::new(device.alloc_pd()?, config.share_config())?;
+        let geometry = Geometry::of(&config);
         // The first client's first Call then registers nothing: what it takes is there.
-        share.prime_replies(Geometry::of(&config).first_call_entries());
+        share.prime_replies(geometry.first_call_entries());
         let listener = P::listen(&device, addr)?;
-        let spare_cq = device.create_cq(Geometry::of(&config).cq_depth()).ok();
+        let spare_cq = device.create_cq(geometry.cq_depth()).ok();
         Ok(Server {
             device,
             listener,

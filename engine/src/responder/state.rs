@@ -121,7 +121,7 @@ impl<P: Provider> ServerConn<P> {
     }
 
     /// A watch of the connection's completion queue, if its provider offers one
-    /// ([`CompletionQueue::watch`](crate::fabric::CompletionQueue::watch)): with
+    /// ([`CompletionQueue::watch`]): with
     /// [`idle_at`](Self::idle_at), it lets a worker skip the connection while nothing has
     /// arrived for it.
     pub fn cq_watch(&self) -> Option<crate::fabric::CqWatch> {
@@ -132,9 +132,10 @@ impl<P: Provider> ServerConn<P> {
     /// work (what the last [`poll`](Self::poll) left undone waits for nothing else: no
     /// Call waiting for a send slot or shared buffers, no Read to start, no receive to
     /// repost, no reply to post); `None` when it must be polled anyway. A worker that finds
-    /// no completion at this position ([`WatchTable::quiet`](crate::fabric::WatchTable::quiet))
-    /// may skip the poll. It still polls every connection now and then (the checks an idle poll
-    /// makes of a departed peer, of an overrun).
+    /// no completion at this position
+    /// ([`WatchTable::quiet`](crate::fabric::WatchTable::quiet)) may skip the poll. It still
+    /// polls every connection now and then (the checks an idle poll makes of a departed
+    /// peer, of an overrun).
     #[inline]
     pub fn idle_at(&self) -> Option<u64> {
         let quiet =
