@@ -163,15 +163,19 @@ counters! {
     /// RDMA2_ERROR messages other than RDMA2_ERR_VERS sent (responder) or received
     /// (requester) (\[V2\] §5.3.3).
     rdma2_errors,
-    /// Reverse-direction Calls sent (responder) or served (requester) (\[V2\] §3.2).
+    /// Reverse-direction Calls sent (responder) or served (requester): RFC 8167's backward
+    /// direction on version 1, \[V2\] §3.2 on version 2.
     reverse_calls,
     /// Reverse-direction Replies received (responder) or sent (requester).
     reverse_replies,
+    /// Reverse-direction Calls given up without a Reply after `reverse_timeout`
+    /// (responder).
+    reverse_timeouts,
 }
 
 /// The counters that count errors (refusals, discards, failures): reports group them apart
 /// from the traffic counters.
-pub const ERROR_COUNTERS: [&str; 16] = [
+pub const ERROR_COUNTERS: [&str; 17] = [
     "err_vers",
     "err_chunk",
     "rdma2_errors",
@@ -188,6 +192,7 @@ pub const ERROR_COUNTERS: [&str; 16] = [
     "conn_lost",
     "stalls",
     "post_refused",
+    "reverse_timeouts",
 ];
 
 impl Snapshot {

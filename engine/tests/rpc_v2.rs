@@ -582,149 +582,32 @@ fn v2_msg(xid: u32, inv: u32, chunks: Chunks<'_>, payload: &[u8]) -> Vec<u8> {
     m
 }
 
-/// Reverse-direction Calls ([V2] §3.2) interleaved with forward Calls under load: the
-/// server calls its client (the built-in program's ECHO, served from the client's table)
-/// while the client keeps all 16 of its forward credits in use; every reverse result is checked,
-/// neither direction overruns its credits, and the server never has more reverse Calls
-/// out than the client granted.
+/// Reverse-direction Calls ([V2] §3.2) interleaved with forward Calls under load
+/// (`common::reverse::under_load`).
 #[test]
 fn reverse_calls_interleave_with_forward_calls_without_credit_overrun() {
-    use rpcrdma_engine::responder::ReverseCallError;
-    let rev = 4;
-    let (mut srv, addr) = soft_server(
-        dispatch(),
-        ConnConfig {
-            reverse_credits: rev,
-            credits: 16,
-            initial_grant: 16,
-            ..cfg(Version::Auto)
-        },
-    )
-    .unwrap();
-    let ccfg = ConnConfig {
-        reverse_credits: rev,
-        credits: 16,
-        ..cfg(Version::V2)
-    };
-    let a = addr.clone();
-    let client = std::thread::spawn(move || {
-        let device = <Soft as rpcrdma_engine::fabric::Provider>::open_device(None).unwrap();
-        let mut c = Client::<Soft>::connect_serving(&device, &a, ccfg, dispatch()).unwrap();
-        assert_eq!(c.negotiation().wire(), Wire::V2);
-        // 4000 forward Calls, 16 in flight (every credit): NULL and a 200-byte ECHO in turn.
-        let payload = opaque(&pattern(3, 200));
-        let c_stats = c.stats();
-        let (mut sent, mut done) = (0u64, 0u64);
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while done < 4000 {
-            while sent < 4000 && sent - done < 16 {
-                let a = if sent % 2 == 0 {
-                    CallArgs::new(PROG, VERS, NULL, &[], 0)
-                } else {
-                    CallArgs::new(PROG, VERS, ECHO, &payload, 256)
-                };
-                match c.submit(&a, sent) {
-                    Ok(_) => sent += 1,
-                    Err(_) => break,
-                }
-            }
-            c.poll_completions(|x| {
-                let r = x
-                    .result
-                    .unwrap_or_else(|e| panic!("forward reply: {e:?} {:?}", c_stats.snapshot()));
-                if x.tag % 2 == 1 {
-                    assert_eq!(r.results, &payload[..]);
-                }
-                done += 1;
-            });
-            assert!(
-                std::time::Instant::now() < deadline,
-                "forward calls stalled"
-            );
-        }
-        // Keep serving reverse Calls until the server says it is done (it disconnects).
-        while !c.is_dead() && std::time::Instant::now() < deadline {
-            c.poll_completions(|_| {});
-        }
-        c.snapshot()
-    });
-    let mut s = srv.accept(Duration::from_secs(5)).unwrap();
-    let args: Vec<Vec<u8>> = (0..16)
-        .map(|i| opaque(&pattern(i, 64 + 4 * i as usize)))
-        .collect();
-    let (mut sent, mut done, mut most) = (0u64, 0u64, 0u32);
-    // A hang detector only: generous for a loaded machine.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while done < 2000 {
-        s.poll();
-        if sent < 2000 {
-            match s.call_reverse(PROG, VERS, ECHO, &args[(sent % 16) as usize], sent) {
-                Ok(_) => sent += 1,
-                Err(ReverseCallError::WouldBlock) | Err(ReverseCallError::NotVersion2) => {}
-                Err(e) => panic!("reverse call: {e} {:?}", s.snapshot()),
-            }
-        }
-        most = most.max(s.reverse_in_flight());
-        assert!(s.reverse_in_flight() <= s.reverse_granted().max(1));
-        s.take_reverse(|r| {
-            let got = r.result.expect("reverse reply");
-            assert_eq!(
-                got,
-                &args[(r.tag % 16) as usize][..],
-                "reverse result {}",
-                r.tag
-            );
-            done += 1;
-        });
-        assert!(
-            std::time::Instant::now() < deadline,
-            "reverse calls stalled: sent {sent} done {done} in flight {} granted {} server {:?}",
-            s.reverse_in_flight(),
-            s.reverse_granted(),
-            s.snapshot()
-        );
-    }
-    assert_eq!(
-        s.reverse_granted(),
-        rev,
-        "the client's grant arrived with its Replies"
-    );
-    assert!(
-        most <= rev && most > 1,
-        "reverse Calls in flight at once: {most}"
-    );
-    // The client finishes its forward Calls while we keep polling.
-    let t_end = std::time::Instant::now() + Duration::from_secs(60);
-    while s.snapshot().rpcs < 4001 && std::time::Instant::now() < t_end {
-        s.poll();
-    }
-    s.disconnect();
-    while !client.is_finished() {
-        s.poll();
-    }
-    let cs = client.join().unwrap();
-    let ss = s.snapshot();
-    assert_eq!(ss.credit_overruns, 0);
-    assert_eq!((ss.reverse_calls, ss.reverse_replies), (2000, 2000));
-    assert_eq!((cs.reverse_calls, cs.reverse_replies), (2000, 2000));
-    // Every answer counts, the RDMA2_CONNPROP answering the client's included.
-    assert_eq!(ss.rpcs, 4000 + ss.connprops_sent);
-    assert_eq!(ss.discards + cs.discards, 0);
+    common::reverse::under_load(Version::Auto, Version::V2, Wire::V2);
 }
 
 #[test]
-fn reverse_calls_need_version_2_and_a_client_that_takes_them() {
+fn reverse_calls_need_a_decided_version_and_a_client_that_takes_them() {
     use rpcrdma_engine::responder::ReverseCallError;
     let srv_cfg = ConnConfig {
         reverse_credits: 2,
         ..cfg(Version::Auto)
     };
-    // Version 1: no RPCRDMA2_F_RESPONSE to tell a reverse Call from a Reply.
-    let (mut c, mut s) = pair(cfg(Version::V1), srv_cfg);
-    every_form(&mut c, &mut s);
+    // An open server before the client's first message: the version is not known yet.
+    let (mut srv, addr) = soft_server(dispatch(), srv_cfg).unwrap();
+    let a = addr.clone();
+    let t = std::thread::spawn(move || {
+        let device = Soft::open_device(None).unwrap();
+        Client::<Soft>::connect(&device, &a, cfg(Version::V1)).unwrap()
+    });
+    let mut s = srv.accept(Duration::from_secs(5)).unwrap();
+    let _c = t.join().unwrap();
     assert_eq!(
         s.call_reverse(PROG, VERS, NULL, &[], 0),
-        Err(ReverseCallError::NotVersion2)
+        Err(ReverseCallError::VersionUndecided)
     );
     // A version 2 client without a table says RDMA2_RVREQSUP_NONE.
     let (_c, mut s) = pair(cfg(Version::V2), srv_cfg);

@@ -980,4 +980,62 @@ mod fast_path {
             check_reply(&m)?;
         }
     }
+
+    /// RFC 8167's backward messages are told apart only among messages the forward verdicts
+    /// refuse: what a requester accepts as a Reply is never a backward Call, what a
+    /// responder accepts as a Call never answers one; a backward Call or Reply taken is
+    /// exactly what the Short fast path reads from the same bytes.
+    fn check_backward(m: &[u8]) -> Result<(), TestCaseError> {
+        use rpcrdma_proto::verdict::{backward_call, backward_reply, BackwardCall, BackwardReply};
+        let call = backward_call(m);
+        let reply = backward_reply(m);
+        if call.is_some() {
+            prop_assert!(
+                judge_reply_full(m).is_err(),
+                "a forward Reply taken as a backward Call"
+            );
+        }
+        if reply.is_some() {
+            prop_assert!(
+                judge_call_full(m).is_err(),
+                "a forward Call taken as a backward Reply"
+            );
+        }
+        prop_assert!(call.is_none() || reply.is_none(), "both a Call and a Reply");
+        if let Some(BackwardCall::Call(c)) = call {
+            prop_assert_eq!(Some(c), short_call(m));
+        }
+        if let Some(BackwardReply::Reply(r)) = reply {
+            prop_assert_eq!(Some(r), short_reply(m));
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        #[test]
+        fn backward_messages_are_never_forward_ones(
+            call in any::<bool>(),
+            which in 0usize..24,
+            edits in proptest::collection::vec(
+                (prop_oneof![0usize..28, 28usize..40, 0usize..128], any::<u8>()), 0..4),
+            cut in prop_oneof![Just(0usize), 0usize..128],
+        ) {
+            let seeds = if call { call_seeds() } else { reply_seeds() };
+            let seed = seeds[which % seeds.len()].clone();
+            check_backward(&mutate(seed, edits, cut, 0))?;
+        }
+
+        #[test]
+        fn backward_messages_on_random_rpc_messages(
+            proc_word in prop_oneof![Just(0u32), Just(1u32), Just(4u32)],
+            body in proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..64),
+        ) {
+            let mut m = super::hex("00000042 00000001 00000020 00000000 00000000 00000000 00000000 00000042");
+            m[12..16].copy_from_slice(&proc_word.to_be_bytes());
+            m.extend_from_slice(&body);
+            check_backward(&m)?;
+        }
+    }
 }

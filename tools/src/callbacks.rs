@@ -1,8 +1,9 @@
-//! `rpcrdma serve --reverse N`: each version 2 connection whose client takes reverse Calls
-//! keeps N reverse-direction ECHOs of the built-in program outstanding (callbacks under
-//! the client's forward load, draft-cel-nfsv4-rpcrdma-version-two-09 §3.2), every result
-//! checked against what was sent. Connections of version 1, or whose client takes none,
-//! are served as usual.
+//! `rpcrdma serve --reverse N`: each connection keeps N reverse-direction ECHOs of the
+//! built-in program outstanding (callbacks under the client's forward load), every result
+//! checked against what was sent. Version 1 calls back in RFC 8167's backward direction,
+//! version 2 in draft-cel-nfsv4-rpcrdma-version-two-09 §3.2. A version 2 client that takes
+//! none says so (Reverse Request Support NONE); a version 1 client cannot say so, and one
+//! that drops the first Call is found by its timeout: either is then served as usual.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -25,7 +26,8 @@ pub struct Callbacks<P: Provider> {
     next: u64,
     /// Reverse results that differed from their arguments, or failed (all connections).
     bad: Arc<AtomicU64>,
-    /// The client takes none (version 1, or Reverse Request Support NONE): stop trying.
+    /// The client takes none (Reverse Request Support NONE, or a version 1 Call given up
+    /// unanswered): stop trying.
     off: bool,
 }
 
@@ -66,15 +68,21 @@ where
             return n;
         }
         let args = &self.args;
-        let mut bad = 0;
+        let (mut bad, mut unanswered) = (0, false);
         let took = self.conn.take_reverse(|r| match r.result {
             Ok(got) if got == &args[..] => {}
             // Outstanding when the client went away: nothing wrong with the results.
             Err(ReverseError::ConnectionLost) => {}
+            // A version 1 client that serves no callbacks drops them (RFC 8167 §6).
+            Err(ReverseError::Timeout) => unanswered = true,
             _ => bad += 1,
         });
         if bad > 0 {
             self.bad.fetch_add(bad, Ordering::Relaxed);
+        }
+        if unanswered {
+            self.off = true;
+            return n + took;
         }
         while self.conn.reverse_in_flight() < self.depth {
             match self.conn.call_reverse(
@@ -89,7 +97,8 @@ where
                     self.off = true;
                     break;
                 }
-                // No credit or room now, or not (yet) version 2: the next poll tries again.
+                // No credit or room now, or the version not decided yet: the next poll tries
+                // again.
                 Err(_) => break,
             }
         }

@@ -230,12 +230,19 @@ pub struct ConnConfig {
     pub retransmit: Option<RetransmitPolicy>,
     /// The RPC-over-RDMA versions this end speaks.
     pub version: Version,
-    /// Reverse-direction RPC on version 2 connections (\[V2\] §3.2, §4.2.2; inline messages
-    /// only, RDMA2_RVREQSUP_INLINE). Requester: the reverse Calls it serves at once (it
-    /// posts as many receives more and advertises Reverse Request Support; 0: it takes
-    /// none and says so). Responder: the reverse Calls it may have outstanding at once (it
-    /// posts as many receives more, for their Replies; 0: it never calls its client).
+    /// Reverse-direction RPC (callbacks, inline messages only): on version 1 the backward
+    /// direction of RFC 8167, on version 2 the reverse direction of \[V2\] §3.2, §4.2.2
+    /// (RDMA2_RVREQSUP_INLINE). Requester: the reverse Calls it serves at once (it posts
+    /// as many receives more, RFC 8167 §4.2.1, and on version 2 advertises Reverse Request
+    /// Support; 0: it takes none). Responder: the reverse Calls it may have outstanding at
+    /// once (it posts as many receives more, for their Replies, RFC 8167 §4.2.2; 0: it
+    /// never calls its client).
     pub reverse_credits: u32,
+    /// Responder: how long a reverse Call waits for its Reply before it finishes with
+    /// `ReverseError::Timeout` (RFC 8167 §4.3: nothing is retransmitted on a connection
+    /// that stays up, so a Call the client dropped is given up here). Checked by
+    /// `ServerConn::housekeep`.
+    pub reverse_timeout: Duration,
 }
 
 /// The bytes of a Send from `buf`, whose span `sge` covers: inline (copied when posted)
@@ -252,6 +259,10 @@ pub(crate) fn send_payload<'a, P: Provider>(
         Payload::Sges(core::slice::from_ref(sge))
     }
 }
+
+/// The default [`ConnConfig::reverse_timeout`]: 10 s, about what the Linux NFS server
+/// gives a callback (a tenth of its 90 s lease).
+pub const DEFAULT_REVERSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The default [`ConnConfig::inline_sends`]: a Short Call or reply of a few hundred bytes
 /// (a null RPC's are 68 and 52), within what NICs commonly allow inline (rxe: 240 or more,
@@ -392,6 +403,7 @@ impl Default for ConnConfig {
             retransmit: None,
             version: Version::V1,
             reverse_credits: 0,
+            reverse_timeout: DEFAULT_REVERSE_TIMEOUT,
         }
     }
 }

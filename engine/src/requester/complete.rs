@@ -691,8 +691,8 @@ pub(super) fn judge_answer<'a>(
     }
 }
 
-/// What a message the requester's verdict refused (`r`) is to it: a version 1 refusal is
-/// dropped; in version 2, RDMA2_ERROR (other than ERR_VERS with version 2 in its range)
+/// What a message the requester's verdict refused (`r`) is to it: in version 1, a
+/// backward Call when this end serves them (RFC 8167), dropped otherwise; in version 2, RDMA2_ERROR (other than ERR_VERS with version 2 in its range)
 /// completes its RPC with the error, RDMA2_CONNPROP after the opening changes nothing
 /// (\[V2\] §4.2), a Call is served when this end serves (and a malformed one refused by
 /// the reverse path).
@@ -703,8 +703,14 @@ pub(super) fn answer_of_refusal<'a>(
     stats: &Counters,
 ) -> Option<Answer<'a>> {
     use rpcrdma_proto::v2;
-    let Refusal::V2(v) = r else {
-        return None;
+    let v = match r {
+        // Version 1 has no direction flag: a refused message is a backward Call when its
+        // RPC message is a CALL (RFC 8167 §5), served (or refused) by the reverse path.
+        Refusal::V1(_) if reverse && verdict::backward_call(bytes).is_some() => {
+            return Some(Answer::ReverseCall)
+        }
+        Refusal::V1(_) => return None,
+        Refusal::V2(v) => v,
     };
     let xid = rpcrdma_proto::xdr::word_at(bytes, 0)?;
     match v.action {

@@ -1,24 +1,30 @@
-//! Reverse-direction RPC at the requester (\[V2\] §3.2, §4.2.2): on a version 2 connection
-//! the client serves its server's Calls (callbacks) from a [`Dispatch`] table, inline
-//! messages only (RDMA2_RVREQSUP_INLINE, advertised in its RDMA2_CONNPROP).
+//! Reverse-direction RPC at the requester: the client serves its server's Calls
+//! (callbacks) from a [`Dispatch`] table, inline messages only. On version 1 this is the
+//! backward direction of RFC 8167; on version 2 the reverse direction of \[V2\] §3.2,
+//! §4.2.2 (RDMA2_RVREQSUP_INLINE, advertised in the client's RDMA2_CONNPROP).
 //!
-//! A reverse Call arrives with RPCRDMA2_F_RESPONSE clear (a forward Reply has it set), in
-//! one of the `reverse_credits` receives the client posts beyond its forward credits. Its
-//! handler runs at once, within the poll; the Reply — RDMA2_MSG with the flag set and the
-//! reverse grant (`reverse_credits`) in `rdma_credit` — is built in one of as many send
-//! buffers and posted signaled: the buffer is reused once the Send is retired. A Call that
-//! finds every buffer still in flight waits, its receive held, for a later poll. A Call
-//! with chunks is refused (RDMA2_ERR_READ_CHUNKS 0 for Read chunks, RDMA2_ERR_REPLY_RESOURCE
-//! for Write or Reply chunks, \[V2\] §5.3.3); a deferring handler is answered SYSTEM_ERR (a
+//! A reverse Call arrives in one of the `reverse_credits` receives the client posts beyond
+//! its forward credits (RFC 8167 §4.2.1). Version 1 tells it from a forward Reply by the
+//! RPC `msg_type` of a message the reply verdict refused (`verdict::backward_call`, RFC 8167
+//! §5); version 2 by RPCRDMA2_F_RESPONSE being clear. Its handler runs at once, within
+//! the poll; the Reply — RDMA_MSG (version 1, RFC 8167 §5.2) or RDMA2_MSG with the flag set
+//! — carries the reverse grant (`reverse_credits`) in `rdma_credit` (RFC 8167 §4.1) and is
+//! built in one of as many send buffers and posted signaled: the buffer is reused once the
+//! Send is retired. A Call that finds every buffer still in flight waits, its receive
+//! held, for a later poll. A Call with chunks is refused: ERR_CHUNK on version 1 (no
+//! upper-layer binding makes a backward item DDP-eligible, RFC 8167 §7; RFC 8166 §4.5.2),
+//! RDMA2_ERR_READ_CHUNKS 0 for Read chunks and RDMA2_ERR_REPLY_RESOURCE for Write or Reply
+//! chunks on version 2 (\[V2\] §5.3.3); a deferring handler is answered SYSTEM_ERR (a
 //! callback has no one to complete it later).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use rpcrdma_proto::header::Chunks;
+use rpcrdma_proto::header::{Chunks, Header, MIN_HEADER_LEN, RPCRDMA_VERSION};
 use rpcrdma_proto::rpc::{AcceptStat, ReplyHeader};
 use rpcrdma_proto::v2;
 use rpcrdma_proto::v2::MIN_MSG_LEN;
+use rpcrdma_proto::verdict;
 use rpcrdma_proto::verdict::Role as VRole;
 
 use super::*;
@@ -66,9 +72,9 @@ impl<P: Provider> Serving<P> {
 
 impl<P: Provider> Client<P> {
     /// Connects as [`connect`](Self::connect) does, and serves the server's reverse-direction
-    /// Calls (\[V2\] §3.2) from `dispatch` on version 2 connections: at most
-    /// `config.reverse_credits` at once (at least 1), inline only. Handlers run within
-    /// [`poll_completions`](Self::poll_completions).
+    /// Calls from `dispatch` (version 1: RFC 8167's backward direction; version 2: \[V2\]
+    /// §3.2): at most `config.reverse_credits` at once (at least 1), inline only. Handlers
+    /// run within [`poll_completions`](Self::poll_completions).
     pub fn connect_serving(
         device: &P::Device,
         addr: &P::Addr,
@@ -78,9 +84,10 @@ impl<P: Provider> Client<P> {
         Self::connect_with(device, addr, config, Some(dispatch))
     }
 
-    /// The reverse Calls to take at once: none without a table or on version 1 only.
+    /// The reverse Calls to take at once (receives posted beyond the forward credits, RFC
+    /// 8167 §4.2.1; \[V2\] §3.2): none without a table.
     pub(super) fn reverse_receives(config: &ConnConfig, serving: bool) -> u32 {
-        if serving && config.version != crate::conn::Version::V1 {
+        if serving {
             config.reverse_credits.clamp(1, MAX_REVERSE_SERVED)
         } else {
             0
@@ -124,7 +131,7 @@ impl<P: Provider> Client<P> {
         let grant = s.bufs.len() as u32;
         let bytes = view::bytes(&self.recv[ridx as usize], len as usize);
         let out = view::bytes_mut(&mut s.bufs[k]);
-        let built = build_reverse_reply(&s.dispatch, bytes, out, grant);
+        let built = build_reverse_reply(self.wire, &s.dispatch, bytes, out, grant);
         // The receive goes back before the Reply leaves: the server may send its next
         // reverse Call as soon as the Reply arrives (as RFC 8166 §3.3.1 has a responder
         // repost before replying).
@@ -158,51 +165,43 @@ impl<P: Provider> Client<P> {
     }
 }
 
-/// The answer to the reverse Call `call`, built in `out`: its length, or `None` to drop it.
+/// The answer to the reverse Call `call` received on a connection speaking `wire`, built
+/// in `out`: its length, or `None` to drop it.
 fn build_reverse_reply(
+    wire: Wire,
     dispatch: &Dispatch,
     call: &[u8],
     out: &mut [u8],
     grant: u32,
 ) -> Option<usize> {
-    let xid = u32::from_be_bytes(call.get(..4)?.try_into().ok()?);
-    let refuse = |out: &mut [u8], e: v2::RdmaError| {
-        v2::Header::error(xid, rpcrdma_proto::v2::RPCRDMA_VERSION_TWO, grant, e)
-            .encode(out)
-            .ok()
-    };
-    let accepted = match v2::judge_call(call, VRole::Requester, true) {
-        Ok(a) => a,
-        Err(v) => {
-            return match v.action {
-                v2::Action::Error(e) => refuse(out, e),
-                v2::Action::GarbageArgs => {
-                    reply_only(out, xid, grant, ReplyHeader::garbage_args(xid))
-                }
-                _ => None,
+    let (xid, c, args) = match wire {
+        Wire::V1 => match verdict::backward_call(call)? {
+            verdict::BackwardCall::Call(sc) => (sc.xid, sc.call, sc.args),
+            verdict::BackwardCall::Refused { xid, verdict } => {
+                return match verdict.rdma_error() {
+                    Some(e) => Header::error(xid, RPCRDMA_VERSION, grant, e)
+                        .encode(out)
+                        .ok(),
+                    None => reply_only(wire, out, xid, grant, ReplyHeader::garbage_args(xid)),
+                };
             }
-        }
-    };
-    let h = accepted.header;
-    if !h.read_list().is_empty() {
-        return refuse(out, v2::RdmaError::ReadChunks { max_chunks: 0 });
-    }
-    if !h.write_list().is_empty() || h.reply_chunk().is_some() {
-        return refuse(out, v2::RdmaError::ReplyResource { length_needed: 0 });
-    }
-    let Some((c, clen)) = accepted.call else {
-        return refuse(out, v2::RdmaError::BadXdr);
+        },
+        Wire::V2 => match judge_v2(call, out, grant)? {
+            Ok(accepted) => accepted,
+            Err(n) => return Some(n),
+        },
     };
     if !c.is_rpc_v2() {
-        return reply_only(out, xid, grant, ReplyHeader::rpc_mismatch(xid, 2, 2));
+        return reply_only(wire, out, xid, grant, ReplyHeader::rpc_mismatch(xid, 2, 2));
     }
+    let refuse = |out: &mut [u8], rpc| reply_only(wire, out, xid, grant, rpc);
     let entry = match dispatch.lookup(c.prog, c.vers, c.proc_num) {
         Lookup::Found(e) => e,
-        Lookup::ProgUnavail => return reply_only(out, xid, grant, ReplyHeader::prog_unavail(xid)),
+        Lookup::ProgUnavail => return refuse(out, ReplyHeader::prog_unavail(xid)),
         Lookup::ProgMismatch { low, high } => {
-            return reply_only(out, xid, grant, ReplyHeader::prog_mismatch(xid, low, high))
+            return refuse(out, ReplyHeader::prog_mismatch(xid, low, high))
         }
-        Lookup::ProcUnavail => return reply_only(out, xid, grant, ReplyHeader::proc_unavail(xid)),
+        Lookup::ProcUnavail => return refuse(out, ReplyHeader::proc_unavail(xid)),
     };
     let req = Request {
         xid,
@@ -210,9 +209,9 @@ fn build_reverse_reply(
         vers: c.vers,
         proc_num: c.proc_num,
         cred: c.cred,
-        args: &h.payload()[clen..],
+        args,
     };
-    let at = MIN_MSG_LEN + ACCEPTED_LEN;
+    let at = header_len(wire) + ACCEPTED_LEN;
     let room = out.len().checked_sub(at)?;
     let max = (entry.spec.max_results as usize).min(room) & !3;
     let ticket = Deferred {
@@ -237,16 +236,75 @@ fn build_reverse_reply(
             ..
         }
     );
-    let n = reply_only(out, xid, grant, rpc)?;
+    let n = reply_only(wire, out, xid, grant, rpc)?;
     Some(if success { at + results } else { n })
 }
 
-/// An RDMA2_MSG Reply carrying the RPC Reply header `rpc` (no results yet) in `out`: the
-/// length written.
-fn reply_only(out: &mut [u8], xid: u32, grant: u32, rpc: ReplyHeader<'_>) -> Option<usize> {
-    let h = v2::Header::reply(xid, grant, Chunks::NONE, false)
-        .encode(out)
-        .ok()?;
+/// Version 2's verdict on the reverse Call `call`: its XID, RPC Call header and arguments;
+/// `Err(n)` when it is refused with the `n` bytes written in `out` (RDMA2_ERROR for chunks,
+/// \[V2\] §5.3.3; GARBAGE_ARGS); `None` to drop it.
+#[allow(clippy::type_complexity)]
+fn judge_v2<'a>(
+    call: &'a [u8],
+    out: &mut [u8],
+    grant: u32,
+) -> Option<Result<(u32, rpcrdma_proto::rpc::CallHeader<'a>, &'a [u8]), usize>> {
+    let xid = u32::from_be_bytes(call.get(..4)?.try_into().ok()?);
+    let refuse = |out: &mut [u8], e: v2::RdmaError| {
+        v2::Header::error(xid, rpcrdma_proto::v2::RPCRDMA_VERSION_TWO, grant, e)
+            .encode(out)
+            .ok()
+            .map(Err)
+    };
+    let accepted = match v2::judge_call(call, VRole::Requester, true) {
+        Ok(a) => a,
+        Err(v) => {
+            return match v.action {
+                v2::Action::Error(e) => refuse(out, e),
+                v2::Action::GarbageArgs => {
+                    reply_only(Wire::V2, out, xid, grant, ReplyHeader::garbage_args(xid)).map(Err)
+                }
+                _ => None,
+            }
+        }
+    };
+    let h = accepted.header;
+    if !h.read_list().is_empty() {
+        return refuse(out, v2::RdmaError::ReadChunks { max_chunks: 0 });
+    }
+    if !h.write_list().is_empty() || h.reply_chunk().is_some() {
+        return refuse(out, v2::RdmaError::ReplyResource { length_needed: 0 });
+    }
+    let Some((c, clen)) = accepted.call else {
+        return refuse(out, v2::RdmaError::BadXdr);
+    };
+    Some(Ok((xid, c, &h.payload()[clen..])))
+}
+
+/// Bytes of the transport header of a reverse Reply without chunks in `wire`.
+fn header_len(wire: Wire) -> usize {
+    match wire {
+        Wire::V1 => MIN_HEADER_LEN,
+        Wire::V2 => MIN_MSG_LEN,
+    }
+}
+
+/// A Reply carrying the RPC Reply header `rpc` (no results yet) in `out`, under the
+/// transport header of `wire` (version 1: RDMA_MSG, RFC 8167 §5.2; version 2: RDMA2_MSG
+/// with RPCRDMA2_F_RESPONSE, \[V2\] §3.2) with the grant `grant`: the length written.
+fn reply_only(
+    wire: Wire,
+    out: &mut [u8],
+    xid: u32,
+    grant: u32,
+    rpc: ReplyHeader<'_>,
+) -> Option<usize> {
+    let h = match wire {
+        Wire::V1 => Header::msg(xid, grant, Chunks::NONE).encode(out).ok()?,
+        Wire::V2 => v2::Header::reply(xid, grant, Chunks::NONE, false)
+            .encode(out)
+            .ok()?,
+    };
     let r = rpc.encode(&mut out[h..]).ok()?;
     Some(h + r)
 }

@@ -308,7 +308,7 @@ impl<P: Provider> ServerConn<P> {
 
 /// How much of each a connection makes at accept, from its configuration.
 struct Geometry {
-    /// Receives for the Replies of reverse-direction Calls (version 2).
+    /// Receives for the Replies of reverse-direction Calls.
     reverse: u32,
     /// Receives (and slots): one per credit, the reverse ones and the spares.
     nrecv: u32,
@@ -328,14 +328,10 @@ impl Geometry {
     fn of(config: &ConnConfig) -> Geometry {
         let credits = config.credits;
         // Receives: one per credit, and one per reverse-direction Call this end may have
-        // outstanding, for its Reply (version 2; they are not part of the grant, so the
-        // client's Calls and its reverse Replies never overrun them), and the spare ones
-        // that let a reply leave before its receive is reposted (`flush`).
-        let reverse = if config.version == crate::conn::Version::V1 {
-            0
-        } else {
-            config.reverse_credits.min(reverse::MAX_REVERSE)
-        };
+        // outstanding, for its Reply (RFC 8167 §4.2.2; \[V2\] §3.2: they are not part of
+        // the grant, so the client's Calls and its reverse Replies never overrun them), and
+        // the spare ones that let a reply leave before its receive is reposted (`flush`).
+        let reverse = config.reverse_credits.min(reverse::MAX_REVERSE);
         let nrecv = credits + reverse + SPARE_RECVS;
         // The reply ring: replies hold their entries until a signaled completion (every
         // half ring) retires them. On the shared receive queue, where most connections

@@ -524,6 +524,9 @@ impl<P: Provider> ServerConn<P> {
             self.lose();
             return false;
         }
+        if self.reverse.in_flight > 0 {
+            self.expire_reverse(now);
+        }
         self.shed(now)
     }
 

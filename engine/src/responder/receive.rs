@@ -103,7 +103,10 @@ impl<P: Provider> ServerConn<P> {
     /// to a reverse Call, which takes one of the receives beyond the grant.
     #[inline]
     pub(super) fn note_overrun(&mut self) {
-        if self.in_process + self.sends.len() as u32 > self.credits.overrun_limit() {
+        // On version 1 the Replies to this end's reverse Calls arrive as Calls do, each in
+        // a receive beyond the grant (RFC 8167 §4.2.2): the limit allows for them.
+        let limit = self.credits.overrun_limit() + self.reverse.in_flight;
+        if self.in_process + self.sends.len() as u32 > limit {
             bump(&self.io.stats.credit_overruns, 1);
         }
     }
@@ -176,6 +179,15 @@ impl<P: Provider> ServerConn<P> {
                         }
                     }
                 };
+            }
+            // Version 1 has no direction flag: a message the Call verdicts refuse may be the
+            // answer to one of this end's reverse Calls (RFC 8167 §5).
+            CallShape::Refused(_)
+                if wire == Wire::V1
+                    && self.reverse.in_flight > 0
+                    && verdict::backward_reply(bytes).is_some() =>
+            {
+                return self.on_reverse_reply(idx, Wire::V1);
             }
             _ => return self.answer_or_defer(idx),
         }

@@ -1,21 +1,28 @@
-//! Reverse-direction RPC at the responder (\[V2\] §3.2, §4.2.2, §8.2): on a version 2
-//! connection the server calls its client (callbacks), inline messages only
-//! (RDMA2_RVREQSUP_INLINE).
+//! Reverse-direction RPC at the responder: the server calls its client (callbacks) on the
+//! client's own connection, inline messages only. On version 1 this is the backward
+//! direction of RFC 8167; on version 2 the reverse direction of \[V2\] §3.2, §4.2.2, §8.2.
 //!
 //! - Credits: at most `reverse_credits` reverse Calls outstanding (the receives posted for
 //!   their Replies, beyond the forward credits, so that Replies never take a receive a
-//!   forward Call was granted), and at most what the client granted: one until its first
-//!   Reply says more (`rdma_credit` of a message with RPCRDMA2_F_RESPONSE is a grant,
-//!   §3.2).
-//! - A reverse Call is RDMA2_MSG with the flags clear and an XID of this end's; its Reply
-//!   comes with RPCRDMA2_F_RESPONSE, which is what tells it from a forward Call without an
-//!   XID lookup (§3.2). The Call's Send is signaled: its buffer is reused only once it is
-//!   retired.
-//! - The client must have said it takes reverse Calls (Reverse Request Support INLINE or
+//!   forward Call was granted, RFC 8167 §4.2.2), and at most what the client granted: one
+//!   until its first Reply says more. Forward and reverse credits are counted apart: a
+//!   Call's `rdma_credit` asks for reverse credits, a Reply's grants them (RFC 8167 §4.1;
+//!   \[V2\] §3.2).
+//! - Version 1: a reverse Call is RDMA_MSG with empty chunk lists and an XID of this end's;
+//!   its Reply is told from a forward Call by the RPC message's `msg_type` (RFC 8167 §5).
+//!   Nothing in version 1 says whether the client takes reverse Calls: the upper layer
+//!   knows (NFSv4.1: a session whose back channel is bound to the connection), and a Call
+//!   the client drops finishes with [`ReverseError::Timeout`].
+//! - Version 2: a reverse Call is RDMA2_MSG with the flags clear; its Reply comes with
+//!   RPCRDMA2_F_RESPONSE, which tells it from a forward Call without an XID lookup (§3.2).
+//!   The client must have said it takes reverse Calls (Reverse Request Support INLINE or
 //!   GENL in its RDMA2_CONNPROP; a client that sent none is taken at the default, INLINE,
 //!   §4.2.2).
+//! - A Call's Send is signaled: its buffer is reused only once it is retired. Nothing is
+//!   retransmitted (RFC 8167 §4.3): a Call unanswered after `reverse_timeout` is given up,
+//!   and a lost connection finishes every outstanding one.
 
-use rpcrdma_proto::header::Chunks;
+use rpcrdma_proto::header::{Chunks, Header, MIN_HEADER_LEN};
 use rpcrdma_proto::rpc::{AcceptStat, OpaqueAuth, ReplyBody};
 use rpcrdma_proto::v2;
 use rpcrdma_proto::v2::props::ReverseRequests;
@@ -33,8 +40,9 @@ const REVERSE_INDEX: u32 = 1 << 19;
 /// Why a reverse-direction Call was not sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReverseCallError {
-    /// The connection speaks version 1 (reverse Calls need RPCRDMA2_F_RESPONSE, \[V2\] §3.2).
-    NotVersion2,
+    /// The connection's version is not decided yet (an open server before the client's
+    /// first message): try again once it has sent one.
+    VersionUndecided,
     /// The client takes no reverse Calls (Reverse Request Support NONE), or this end was
     /// configured without reverse credits.
     NotSupported,
@@ -65,6 +73,10 @@ pub enum ReverseError {
     Rpc(Option<AcceptStat>),
     /// The client answered RDMA2_ERROR (\[V2\] §5.3.3).
     Transport(v2::RdmaError),
+    /// The client answered RDMA_ERROR (version 1, RFC 8166 §4.5): ERR_CHUNK, or ERR_VERS.
+    TransportV1(RdmaError),
+    /// No Reply came within `reverse_timeout` (RFC 8167 §4.3: nothing is retransmitted).
+    Timeout,
     /// The connection was lost before the Reply came.
     ConnectionLost,
 }
@@ -98,6 +110,9 @@ struct RevSlot {
     outcome: Result<(), ReverseError>,
     results: Vec<u8>,
     len: usize,
+    /// When housekeeping first saw it outstanding (the timeout counts from there, so that
+    /// sending a Call reads no clock).
+    seen: Option<Instant>,
 }
 
 /// The reverse-direction state of one connection.
@@ -106,7 +121,8 @@ pub(super) struct Reverse<P: Provider> {
     bufs: Box<[Buf<P>]>,
     /// What the client granted (one until its first Reply).
     granted: u32,
-    in_flight: u32,
+    /// Reverse Calls sent and not yet taken back ([`ServerConn::take_reverse`]).
+    pub(super) in_flight: u32,
     gen: u32,
     /// Declared last: its buffers above are dropped first.
     _pool: Option<BufferPool<P>>,
@@ -145,6 +161,7 @@ impl<P: Provider> Reverse<P> {
                 outcome: Ok(()),
                 results: vec![0; recv_size as usize],
                 len: 0,
+                seen: None,
             })
             .collect();
         Ok(Reverse {
@@ -165,10 +182,14 @@ fn first_gen() -> u32 {
 }
 
 impl<P: Provider> ServerConn<P> {
-    /// Calls the client (reverse direction, \[V2\] §3.2): sends `prog`/`vers`/`proc_num` with
-    /// `args` (XDR, whole units) and an AUTH_NONE credential inline, and returns its XID;
-    /// the Reply is handed over by [`take_reverse`](Self::take_reverse) with `tag`. Never
-    /// blocks.
+    /// Calls the client (reverse direction: RFC 8167 on version 1, \[V2\] §3.2 on version
+    /// 2): sends `prog`/`vers`/`proc_num` with `args` (XDR, whole units) and an AUTH_NONE
+    /// credential inline, and returns its XID; the Reply is handed over by
+    /// [`take_reverse`](Self::take_reverse) with `tag`. Never blocks.
+    ///
+    /// On version 1 nothing tells whether the client takes reverse Calls: call only a client
+    /// the upper layer knows to (NFSv4.1: one whose session has its back channel on this
+    /// connection). A Call the client drops finishes with [`ReverseError::Timeout`].
     pub fn call_reverse(
         &mut self,
         prog: u32,
@@ -180,23 +201,29 @@ impl<P: Provider> ServerConn<P> {
         if self.io.dead {
             return Err(ReverseCallError::Disconnected);
         }
-        // Version 2 once the client's first message has said so (its RDMA2_CONNPROP, or a
-        // version 2 Call): before that, a client still opening its connection would not know
-        // the Call for one.
-        if self.io.wire != Wire::V2 || self.negotiation.wire() != Wire::V2 {
-            return Err(ReverseCallError::NotVersion2);
-        }
-        let peer: PeerProps = self.negotiation.peer;
-        if self.reverse.slots.is_empty() || peer.reverse == ReverseRequests::None {
+        let wire = self.reverse_wire()?;
+        if self.reverse.slots.is_empty() {
             return Err(ReverseCallError::NotSupported);
         }
+        // How much the client's receives take (RFC 8167: backward messages are inline;
+        // RFC 8797 §4.2 gives version 1's size, RDMA2_CONNPROP version 2's).
+        let (hlen, client_recv) = match wire {
+            Wire::V1 => (MIN_HEADER_LEN, self.negotiation.negotiated.reply_threshold),
+            Wire::V2 => {
+                let peer: PeerProps = self.negotiation.peer;
+                if peer.reverse == ReverseRequests::None {
+                    return Err(ReverseCallError::NotSupported);
+                }
+                (MIN_MSG_LEN, peer.recv_size)
+            }
+        };
         if args.len() & 3 != 0 {
             return Err(ReverseCallError::Invalid);
         }
         let rpc_len = CallHeader::new(0, prog, vers, proc_num, OpaqueAuth::NONE, OpaqueAuth::NONE)
             .encoded_len();
-        let len = MIN_MSG_LEN + rpc_len + args.len();
-        if len > peer.recv_size as usize || len > self.reverse.bufs[0].size() {
+        let len = hlen + rpc_len + args.len();
+        if len > client_recv as usize || len > self.reverse.bufs[0].size() {
             return Err(ReverseCallError::TooLarge);
         }
         let rev = &mut self.reverse;
@@ -215,11 +242,15 @@ impl<P: Provider> ServerConn<P> {
         };
         rev.gen = rev.gen.wrapping_add(1);
         let xid = (rev.gen << 6) | k as u32;
+        // Asks for as many reverse credits as this end may use (RFC 8167 §4.1).
         let credit = rev.slots.len() as u32;
         let buf = view::bytes_mut(&mut rev.bufs[k]);
-        let h = v2::Header::call(xid, credit, 0, Chunks::NONE, false);
+        let hl = match wire {
+            Wire::V1 => Header::msg(xid, credit, Chunks::NONE).encode(buf),
+            Wire::V2 => v2::Header::call(xid, credit, 0, Chunks::NONE, false).encode(buf),
+        };
         let (Ok(hl), Ok(rl)) = (
-            h.encode(buf),
+            hl,
             CallHeader::new(
                 xid,
                 prog,
@@ -228,7 +259,7 @@ impl<P: Provider> ServerConn<P> {
                 OpaqueAuth::NONE,
                 OpaqueAuth::NONE,
             )
-            .encode(&mut buf[MIN_MSG_LEN..]),
+            .encode(&mut buf[hlen..]),
         ) else {
             return Err(ReverseCallError::TooLarge);
         };
@@ -248,10 +279,45 @@ impl<P: Provider> ServerConn<P> {
         }
         let slot = &mut rev.slots[k];
         (slot.state, slot.xid, slot.tag, slot.seq) = (RevState::Sent, xid, tag, seq);
+        slot.seen = None;
         rev.in_flight += 1;
         bump(&self.io.stats.reverse_calls, 1);
         bump(&self.io.stats.bytes_sent, len as u64);
         Ok(xid)
+    }
+
+    /// The version reverse Calls go out in: version 1 once decided, version 2 once the
+    /// client's first message has said so (its RDMA2_CONNPROP, or a version 2 Call; before
+    /// that, a client still opening its connection would not know the Call for one).
+    fn reverse_wire(&self) -> Result<Wire, ReverseCallError> {
+        match self.mode {
+            Mode::V1 => Ok(Wire::V1),
+            Mode::V2 if self.io.wire == Wire::V2 && self.negotiation.wire() == Wire::V2 => {
+                Ok(Wire::V2)
+            }
+            _ => Err(ReverseCallError::VersionUndecided),
+        }
+    }
+
+    /// Gives up the reverse Calls outstanding longer than `reverse_timeout` at `now`
+    /// ([`ReverseError::Timeout`]); a Reply that comes later is dropped. Called by
+    /// [`housekeep`](Self::housekeep).
+    pub(super) fn expire_reverse(&mut self, now: Instant) {
+        let limit = self.config.reverse_timeout;
+        for s in self.reverse.slots.iter_mut() {
+            if s.state != RevState::Sent {
+                continue;
+            }
+            match s.seen {
+                None => s.seen = Some(now),
+                Some(t) if now.saturating_duration_since(t) >= limit => {
+                    s.outcome = Err(ReverseError::Timeout);
+                    s.state = RevState::Done;
+                    bump(&self.io.stats.reverse_timeouts, 1);
+                }
+                Some(_) => {}
+            }
+        }
     }
 
     /// Hands every finished reverse Call to `f` (results borrowed for the call) and frees
@@ -291,44 +357,22 @@ impl<P: Provider> ServerConn<P> {
         self.reverse.granted
     }
 
-    /// A message with RPCRDMA2_F_RESPONSE in receive `idx`: the Reply (or RDMA2_ERROR) to
-    /// one of this end's reverse Calls, noted for [`take_reverse`](Self::take_reverse);
-    /// anything else is dropped. The receive goes back at the end of the poll.
-    pub(super) fn on_reverse_reply(&mut self, idx: u32) {
+    /// The answer to one of this end's reverse Calls in receive `idx` (version 1: an RPC
+    /// REPLY or an RDMA_ERROR, RFC 8167 §5; version 2: a message with
+    /// RPCRDMA2_F_RESPONSE), noted for [`take_reverse`](Self::take_reverse); anything else is
+    /// dropped. The receive goes back at the end of the poll.
+    pub(super) fn on_reverse_reply(&mut self, idx: u32, wire: Wire) {
         let i = idx as usize;
         self.in_process -= 1;
         self.reposts.push(idx);
         let bytes = view::bytes(&self.recv[i], self.slots[i].byte_len as usize);
-        let reverse = !self.reverse.slots.is_empty();
-        let (xid, outcome, grant) = match v2::judge_reply(bytes, verdict::Role::Responder, reverse)
-        {
-            Ok(acc) => {
-                let Some((rpc, len)) = acc.reply else {
-                    // A Long Reply: no Reply chunk was offered, so it is not one of ours.
-                    bump(&self.io.stats.discards, 1);
-                    return;
-                };
-                let out = match rpc.body {
-                    ReplyBody::Accepted {
-                        stat: AcceptStat::Success,
-                        ..
-                    } => Ok(&acc.header.payload()[len..]),
-                    ReplyBody::Accepted { stat, .. } => Err(ReverseError::Rpc(Some(stat))),
-                    _ => Err(ReverseError::Rpc(None)),
-                };
-                (acc.header.xid(), out, Some(acc.header.credit()))
-            }
-            Err(v) => match v.action {
-                v2::Action::PeerError(e) => (
-                    u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]),
-                    Err(ReverseError::Transport(e)),
-                    None,
-                ),
-                _ => {
-                    bump(&self.io.stats.discards, 1);
-                    return;
-                }
-            },
+        let judged = match wire {
+            Wire::V1 => judge_reply_v1(bytes),
+            Wire::V2 => judge_reply_v2(bytes, !self.reverse.slots.is_empty()),
+        };
+        let Some((xid, outcome, grant)) = judged else {
+            bump(&self.io.stats.discards, 1);
+            return;
         };
         let rev = &mut self.reverse;
         let k = (xid & 63) as usize;
@@ -350,9 +394,61 @@ impl<P: Provider> ServerConn<P> {
             Err(e) => slot.outcome = Err(e),
         }
         slot.state = RevState::Done;
+        slot.seen = None;
         if let Some(g) = grant {
             rev.granted = g.clamp(1, rev.slots.len() as u32);
         }
         bump(&self.io.stats.reverse_replies, 1);
+    }
+}
+
+/// What a reverse Call's answer says, as [`ServerConn::on_reverse_reply`] records it: the
+/// XID, the results (in the receive) or why there are none, and the client's grant (a
+/// Reply's credit field; an error's is none, CHECKLIST G-15).
+type Judged<'a> = (u32, Result<&'a [u8], ReverseError>, Option<u32>);
+
+/// A version 1 answer to a reverse Call (RFC 8167 §5.2): `None` to drop it.
+fn judge_reply_v1(bytes: &[u8]) -> Option<Judged<'_>> {
+    match verdict::backward_reply(bytes)? {
+        verdict::BackwardReply::Reply(r) => {
+            Some((r.xid, results_of(&r.reply, r.results), Some(r.credit)))
+        }
+        verdict::BackwardReply::Error { xid, err } => {
+            Some((xid, Err(ReverseError::TransportV1(err)), None))
+        }
+        verdict::BackwardReply::Discard(_) => None,
+    }
+}
+
+/// A version 2 answer to a reverse Call (\[V2\] §3.2, §5.3.3): `None` to drop it.
+fn judge_reply_v2(bytes: &[u8], reverse: bool) -> Option<Judged<'_>> {
+    match v2::judge_reply(bytes, verdict::Role::Responder, reverse) {
+        Ok(acc) => {
+            // A Long Reply: no Reply chunk was offered, so it is not one of ours.
+            let (rpc, len) = acc.reply?;
+            let out = results_of(&rpc, &acc.header.payload()[len..]);
+            Some((acc.header.xid(), out, Some(acc.header.credit())))
+        }
+        Err(v) => match v.action {
+            v2::Action::PeerError(e) => Some((
+                u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]),
+                Err(ReverseError::Transport(e)),
+                None,
+            )),
+            _ => None,
+        },
+    }
+}
+
+/// The results of an RPC Reply `rpc` followed by `rest`: `rest` for SUCCESS, the error
+/// otherwise (RFC 5531 §9).
+fn results_of<'a>(rpc: &ReplyHeader<'_>, rest: &'a [u8]) -> Result<&'a [u8], ReverseError> {
+    match rpc.body {
+        ReplyBody::Accepted {
+            stat: AcceptStat::Success,
+            ..
+        } => Ok(rest),
+        ReplyBody::Accepted { stat, .. } => Err(ReverseError::Rpc(Some(stat))),
+        _ => Err(ReverseError::Rpc(None)),
     }
 }

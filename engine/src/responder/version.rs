@@ -109,7 +109,7 @@ impl<P: Provider> ServerConn<P> {
         }
         if response {
             // A reply or error about a Call this end made (reverse direction, §3.2).
-            return self.on_reverse_reply(idx);
+            return self.on_reverse_reply(idx, Wire::V2);
         }
         // A Call: classified once, in version 2 (`on_call_in`).
         self.on_call_in(idx, Wire::V2)

@@ -1,6 +1,8 @@
 //! Procedures and helpers shared by the RPC tests.
 #![allow(dead_code)]
 
+pub mod reverse;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;

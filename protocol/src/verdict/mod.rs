@@ -20,9 +20,11 @@ use crate::header::{
 use crate::rpc::{CallHeader, ReplyHeader, RpcMessage};
 use crate::xdr::XdrReader;
 
+mod backward;
 mod pulled;
 mod short;
 mod written;
+pub use backward::{backward_call, backward_reply, BackwardCall, BackwardReply};
 pub use pulled::pulled_call;
 pub use short::{short_call, short_reply, ShortCall, ShortReply};
 pub use written::{write_call, write_reply, WriteCall, WriteReply};

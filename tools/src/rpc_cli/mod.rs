@@ -96,10 +96,11 @@ pub struct ConnOpts {
     /// client's version. Default: auto for `serve`, 1 for the clients.
     #[arg(long)]
     version: Option<Version>,
-    /// Version 2 reverse-direction RPC (callbacks, inline). `serve`: keep N reverse ECHOs
-    /// outstanding on each version 2 connection whose client takes them, every result
-    /// checked; `call`, `bench rpc --connect`: serve up to N of the server's reverse Calls
-    /// at once from the built-in program. 0: none.
+    /// Reverse-direction RPC (callbacks, inline; RFC 8167 on version 1, the draft's §3.2
+    /// on version 2). `serve`: keep N reverse ECHOs outstanding on each connection whose
+    /// client takes them, every result checked (a version 1 client that drops the first
+    /// is left alone after `reverse_timeout`, 10 s); `call`, `bench rpc --connect`: serve
+    /// up to N of the server's reverse Calls at once from the built-in program. 0: none.
     #[arg(long, default_value_t = 0)]
     reverse: u32,
     /// Server: take every connection's receives from one shared receive queue (each
