@@ -77,6 +77,11 @@ nfs_setup() {
 
 kernel_nfsd_start() {
     echo "$KEXPORT *(rw,no_root_squash,no_subtree_check,insecure,fsid=0)" >/etc/exports
+    # NFSv4's grace period after a start, 90 s by default, shortened so that the NFSv4.1
+    # probe's OPEN is not refused with NFS4ERR_GRACE for long (set before nfsd starts).
+    echo 10 >/proc/fs/nfsd/nfsv4gracetime 2>/dev/null
+    # And lockd's (50 s by default), during which nfsd grants no delegation.
+    echo 10 >/proc/sys/fs/nfs/nlm_grace_period 2>/dev/null
     rpcbind -w 2>/dev/null || rpcbind || return 1
     exportfs -ra || return 1
     rpc.mountd -p 20048 || return 1
@@ -208,6 +213,9 @@ nfs_tests() {
             probe_server kernel-nfsd 20049 20048 "$KEXPORT" "$KEXPORT" auto 1
             null_rtt kernel-nfsd 20049 20048 "$KEXPORT"
         fi
+        if command -v nfs4probe >/dev/null; then
+            backchannel_probe kernel-nfsd 20049 "$KEXPORT"
+        fi
         sweep_null kernel-nfsd 20049
     else
         fail "kernel nfsd start"
@@ -323,6 +331,36 @@ probe_server() { # SERVER PORT MOUNTPORT REMOTE LOCAL VERSION-ASKED VERSION-EXPE
     fi
     cat "$NFS_WORK/probe.log"
     rm -rf "$5/probe-data" "$5/probe-out" "$5/probe-many"
+}
+
+# The engine's requester as an NFSv4.1 client (nfs4probe) on a server: a session whose
+# back channel rides the RDMA connection (RFC 8167's backward direction), a read
+# delegation on a file, recalled over the back channel when a local write here breaks the
+# delegation's lease: the server's CB_COMPOUND (CB_SEQUENCE, CB_RECALL) answered, the
+# delegation returned, and the local write let through.
+backchannel_probe() { # SERVER PORT LOCAL
+    local s=$1 log="$NFS_WORK/nfs4probe.log" p t
+    echo hello >"$3/cbfile"
+    timeout 200 nfs4probe --server "$IP" --port "$2" --file cbfile >"$log" 2>&1 &
+    p=$!
+    for _ in $(seq 600); do
+        grep -q "delegation held\|no delegation" "$log" && break
+        kill -0 "$p" 2>/dev/null || break
+        sleep 0.2
+    done
+    if grep -q "delegation held" "$log"; then
+        t=$(now)
+        timeout 100 bash -c "echo more >>'$3/cbfile'"
+        echo "backchannel: the local write waited $(since "$t") s for the recall"
+    fi
+    if wait "$p" && grep -q '"cb_sequence":[1-9]' "$log" && grep -q '"cb_recall":[1-9]' "$log" \
+        && grep -q '"returned":true' "$log" && grep -q '"credit_overruns":0' "$log"; then
+        pass "$s: NFSv4.1 back channel over RDMA (nfs4probe): a delegation recalled with CB_SEQUENCE and CB_RECALL, answered"
+    else
+        fail "$s: NFSv4.1 back channel over RDMA (nfs4probe)"
+    fi
+    cat "$log"
+    rm -f "$3/cbfile"
 }
 
 # `rpcrdma sweep` of a server's NFSv3 NULL (`--op prog:100003:3:0`) at two depths: the
