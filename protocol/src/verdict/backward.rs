@@ -82,13 +82,7 @@ pub fn backward_call(buf: &[u8]) -> Option<BackwardCall<'_>> {
         Proc::NoMsg if !header.read_list().is_empty() => return Some(chunk()),
         _ => return None,
     }
-    let payload = header.payload();
-    if payload.len() < 8 || word(payload, 4) != CALL || word(payload, 0) != xid {
-        return None;
-    }
-    let bare = header.read_list().is_empty()
-        && header.write_list().is_empty()
-        && header.reply_chunk().is_none();
+    let (payload, bare) = rpc_payload(&header, xid, CALL)?;
     if !bare {
         return Some(chunk());
     }
@@ -127,13 +121,7 @@ pub fn backward_reply(buf: &[u8]) -> Option<BackwardReply<'_>> {
     if header.proc() != Proc::Msg {
         return None;
     }
-    let payload = header.payload();
-    if payload.len() < 8 || word(payload, 4) != REPLY || word(payload, 0) != xid {
-        return None;
-    }
-    let bare = header.read_list().is_empty()
-        && header.write_list().is_empty()
-        && header.reply_chunk().is_none();
+    let (payload, bare) = rpc_payload(&header, xid, REPLY)?;
     if !bare {
         return Some(BackwardReply::Discard(Verdict::new(
             Action::Discard,
@@ -151,4 +139,18 @@ pub fn backward_reply(buf: &[u8]) -> Option<BackwardReply<'_>> {
             )),
         },
     )
+}
+
+/// The Payload stream after `header` when it starts an RPC message of `msg_type` whose XID
+/// is `xid` (RFC 8167 §5: the direction is the RPC message's), and whether the header has
+/// no chunk at all.
+fn rpc_payload<'a>(header: &HeaderView<'a>, xid: u32, msg_type: u32) -> Option<(&'a [u8], bool)> {
+    let payload = header.payload();
+    if payload.len() < 8 || word(payload, 4) != msg_type || word(payload, 0) != xid {
+        return None;
+    }
+    let bare = header.read_list().is_empty()
+        && header.write_list().is_empty()
+        && header.reply_chunk().is_none();
+    Some((payload, bare))
 }
