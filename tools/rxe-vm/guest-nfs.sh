@@ -280,6 +280,9 @@ nfs_tests() {
     if [ -z "${NFS_SKIP_KERNEL:-}" ] && command -v nfs3d >/dev/null; then
         mount_rounds
     fi
+    if command -v nfs4d >/dev/null; then
+        nfs4d_callbacks
+    fi
     kernel_nfsd_stop
     if command -v nfs3d >/dev/null && command -v nfs3probe >/dev/null; then
         many_conns
@@ -361,6 +364,44 @@ backchannel_probe() { # SERVER PORT LOCAL
     fi
     cat "$log"
     rm -f "$3/cbfile"
+}
+
+# nfs4d (the engine's NFSv4.1 server, sessions only so far) calling its clients back in
+# RFC 8167's backward direction: the kernel's client, whose mount opens a session with its
+# back channel on the connection (the mount itself then fails: nfs4d serves no file
+# operation yet), and the engine's own client (nfs4probe). nfs4d sends CB_NULL and, once
+# the client has used the session, CB_COMPOUND(CB_SEQUENCE); both must come back NFS4_OK.
+nfs4d_callbacks() {
+    banner "NFS: nfs4d's callbacks (NFSv4.1 back channel over RDMA)"
+    local who out
+    for who in kernel nfs4probe; do
+        out="$NFS_WORK/nfs4d-$who.out"
+        nfs4d --export "$NEXPORT" --listen "$IP:20051" --provider verbs --device rxe0 \
+            >"$out" 2>"$NFS_WORK/nfs4d-$who.err" &
+        local p=$! _
+        for _ in $(seq 100); do
+            grep -q "^nfs4d: NFSv4.1 on" "$NFS_WORK/nfs4d-$who.err" 2>/dev/null && break
+            sleep 0.1
+        done
+        if [ "$who" = kernel ]; then
+            timeout 60 mount -t nfs -o vers=4.1,proto=rdma,port=20051 "$IP:/" "$MNT" \
+                && umount "$MNT"
+            echo "nfs4d: the kernel's mount ended $? (expected to fail: no file operations yet)"
+        else
+            timeout 60 nfs4probe --server "$IP" --port 20051 | tail -n 1
+        fi
+        sleep 1
+        kill -INT "$p"
+        wait "$p"
+        cat "$out"
+        if grep -q '"cb_null":[1-9]' "$out" && grep -q '"cb_sequence":[1-9]' "$out" \
+            && grep -q '"errors":0' "$out"; then
+            pass "nfs4d: the $who client answered CB_NULL and CB_SEQUENCE over RDMA"
+        else
+            cat "$NFS_WORK/nfs4d-$who.err"
+            fail "nfs4d: the $who client's callbacks"
+        fi
+    done
 }
 
 # `rpcrdma sweep` of a server's NFSv3 NULL (`--op prog:100003:3:0`) at two depths: the

@@ -59,11 +59,12 @@ secs() { awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }'; 
 echo "vm-test: building rpcrdma, nfs3d and the probes (release)" >&2
 (cd "$REPO" && "$CARGO" build --release --quiet -p rpcrdma-tools \
     && "$CARGO" build --release --quiet -p rpcrdma-engine --example nfs3d --example nfs3probe \
-        --example nfs4probe)
+        --example nfs4probe --example nfs4d)
 BIN=${CARGO_TARGET_DIR:-$REPO/target}/release/rpcrdma
 NFS3D=${CARGO_TARGET_DIR:-$REPO/target}/release/examples/nfs3d
 NFS3PROBE=${CARGO_TARGET_DIR:-$REPO/target}/release/examples/nfs3probe
 NFS4PROBE=${CARGO_TARGET_DIR:-$REPO/target}/release/examples/nfs4probe
+NFS4D=${CARGO_TARGET_DIR:-$REPO/target}/release/examples/nfs4d
 
 echo "vm-test: building or reusing the guest image in $IMAGE" >&2
 rc=0
@@ -83,7 +84,7 @@ SUITE_ENV=(--env "NFS_SUITES=${VM_TEST_SUITES:-1}")
 [ -z "${NFS3D_SUITE_ARGS+set}" ] || SUITE_ENV+=(--env "NFS3D_SUITE_ARGS=$NFS3D_SUITE_ARGS")
 rc=0
 "$HERE/run.sh" --image "$IMAGE" --timeout "${VM_TEST_TIMEOUT:-2400}" \
-    --mem 3G --bin "$BIN" --bin "$NFS3D" --bin "$NFS3PROBE" --bin "$NFS4PROBE" \
+    --mem 3G --bin "$BIN" --bin "$NFS3D" --bin "$NFS3PROBE" --bin "$NFS4PROBE" --bin "$NFS4D" \
     --bin "$HERE/guest-vm-test.sh" --bin "$HERE/guest-lib.sh" \
     --bin "$HERE/guest-nfs.sh" --bin "$HERE/guest-nfs-suites.sh" "${SUITE_ENV[@]}" \
     --env "NFS_ROUNDS=${NFS_ROUNDS:-1}" \

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use rpcrdma_engine::conn::{ConnConfig, Version};
 use rpcrdma_engine::dispatch::{Dispatch, Outcome, ProcSpec};
+use rpcrdma_engine::fabric::soft::{Soft, SoftAddr};
 use rpcrdma_engine::fabric::verbs::Verbs;
 use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::requester::{CallArgs, Client};
@@ -37,6 +38,12 @@ use rpcrdma_proto::xdr::XdrWriter;
 use rpcrdma_proto::EncodeError;
 
 use ops::*;
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ProviderName {
+    Verbs,
+    Soft,
+}
 
 /// Backward Calls served at once: the back channel's slots.
 const BACK_SLOTS: u32 = 4;
@@ -47,9 +54,12 @@ const BACK_SLOTS: u32 = 4;
     about = "An NFSv4.1 client's back channel on the rpcrdma engine"
 )]
 struct Cli {
-    /// The server's address.
+    /// The server's address (on soft: its listener's name).
     #[arg(long, default_value = "10.0.2.15")]
     server: String,
+    /// The fabric.
+    #[arg(long, value_enum, default_value_t = ProviderName::Verbs)]
+    provider: ProviderName,
     /// NFS over RDMA's port.
     #[arg(long, default_value_t = 20049)]
     port: u16,
@@ -122,15 +132,15 @@ fn callbacks(seen: &Arc<Mutex<Seen>>) -> Arc<Dispatch> {
 }
 
 /// The forward side: the connection, the credential, the session's slot 0.
-struct Nfs4 {
-    c: Client<Verbs>,
+struct Nfs4<P: Provider> {
+    c: Client<P>,
     cred: Vec<u8>,
     clientid: u64,
     session: SessionId,
     seq: u32,
 }
 
-impl Nfs4 {
+impl<P: Provider> Nfs4<P> {
     /// One COMPOUND of `nops` operations that `ops` writes; its results, walked by `f`.
     fn compound<R>(
         &mut self,
@@ -219,7 +229,7 @@ fn auth_sys() -> Vec<u8> {
 
 /// The session: EXCHANGE_ID, then CREATE_SESSION with the back channel on this
 /// connection; returns the connection ready for SEQUENCE.
-fn open_session(c: Client<Verbs>) -> Result<Nfs4, String> {
+fn open_session<P: Provider>(c: Client<P>) -> Result<Nfs4<P>, String> {
     let mut n = Nfs4 {
         c,
         cred: auth_sys(),
@@ -300,8 +310,8 @@ struct Found {
 /// grace period: it refuses OPEN with NFS4ERR_GRACE during its own, and grants no
 /// delegation during any, lockd's included), waits for its recall, returns it and closes
 /// the file.
-fn delegation(
-    n: &mut Nfs4,
+fn delegation<P: Provider>(
+    n: &mut Nfs4<P>,
     seen: &Arc<Mutex<Seen>>,
     cli: &Cli,
     name: &str,
@@ -362,7 +372,10 @@ fn putfh(w: &mut XdrWriter<'_>, fh: &[u8]) -> Result<(), EncodeError> {
 /// OPEN of `name` in the export's root for reading, a read delegation asked for: its
 /// handle, open stateid and delegation stateid (if one was granted).
 #[allow(clippy::type_complexity)]
-fn open_file(n: &mut Nfs4, name: &str) -> Result<(Vec<u8>, StateId, Option<StateId>), String> {
+fn open_file<P: Provider>(
+    n: &mut Nfs4<P>,
+    name: &str,
+) -> Result<(Vec<u8>, StateId, Option<StateId>), String> {
     let clientid = n.clientid;
     n.sequenced(
         3,
@@ -385,7 +398,7 @@ fn open_file(n: &mut Nfs4, name: &str) -> Result<(Vec<u8>, StateId, Option<State
 }
 
 /// CLOSE of the file `fh` opened with `open`.
-fn close(n: &mut Nfs4, fh: &[u8], open: &StateId) -> Result<(), String> {
+fn close<P: Provider>(n: &mut Nfs4<P>, fh: &[u8], open: &StateId) -> Result<(), String> {
     n.sequenced(
         2,
         |w| {
@@ -401,7 +414,7 @@ fn close(n: &mut Nfs4, fh: &[u8], open: &StateId) -> Result<(), String> {
 
 /// Ends the session and the client ID (each alone in its COMPOUND, RFC 8881 §18.37,
 /// §18.50).
-fn close_session(n: &mut Nfs4) -> Result<(), String> {
+fn close_session<P: Provider>(n: &mut Nfs4<P>) -> Result<(), String> {
     let (session, clientid) = (n.session, n.clientid);
     n.compound(
         1,
@@ -422,10 +435,23 @@ fn close_session(n: &mut Nfs4) -> Result<(), String> {
 }
 
 fn run(cli: &Cli) -> Result<bool, String> {
-    let device = Verbs::open_device(cli.device.as_deref()).map_err(|e| e.to_string())?;
-    let addr: SocketAddr = format!("{}:{}", cli.server, cli.port)
-        .parse()
-        .map_err(|e| format!("bad address: {e}"))?;
+    match cli.provider {
+        ProviderName::Verbs => {
+            let addr: SocketAddr = format!("{}:{}", cli.server, cli.port)
+                .parse()
+                .map_err(|e| format!("bad address: {e}"))?;
+            run_on::<Verbs>(cli, &addr)
+        }
+        // On soft, --server names the listener.
+        ProviderName::Soft => {
+            let addr: SoftAddr = cli.server.parse().map_err(|e| format!("{e:?}"))?;
+            run_on::<Soft>(cli, &addr)
+        }
+    }
+}
+
+fn run_on<P: Provider>(cli: &Cli, addr: &P::Addr) -> Result<bool, String> {
+    let device = P::open_device(cli.device.as_deref()).map_err(|e| e.to_string())?;
     let seen = Arc::new(Mutex::new(Seen::default()));
     // The Linux server sends about 4 KB inline: receive 4 KB.
     let cfg = ConnConfig {
@@ -437,7 +463,7 @@ fn run(cli: &Cli) -> Result<bool, String> {
         reverse_credits: BACK_SLOTS,
         ..ConnConfig::default()
     };
-    let c = Client::<Verbs>::connect_serving(&device, &addr, cfg, callbacks(&seen))
+    let c = Client::<P>::connect_serving(&device, addr, cfg, callbacks(&seen))
         .map_err(|e| e.to_string())?;
     let mut n = open_session(c)?;
     let probed = n.serve_until(Duration::from_secs(cli.probe_wait), || {

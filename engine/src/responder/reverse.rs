@@ -184,7 +184,7 @@ fn first_gen() -> u32 {
 impl<P: Provider> ServerConn<P> {
     /// Calls the client (reverse direction: RFC 8167 on version 1, \[V2\] §3.2 on version
     /// 2): sends `prog`/`vers`/`proc_num` with `args` (XDR, whole units) and an AUTH_NONE
-    /// credential inline, and returns its XID; the Reply is handed over by
+    /// credential ([`call_reverse_as`](Self::call_reverse_as) takes another) inline, and returns its XID; the Reply is handed over by
     /// [`take_reverse`](Self::take_reverse) with `tag`. Never blocks.
     ///
     /// On version 1 nothing tells whether the client takes reverse Calls: call only a client
@@ -195,6 +195,21 @@ impl<P: Provider> ServerConn<P> {
         prog: u32,
         vers: u32,
         proc_num: u32,
+        args: &[u8],
+        tag: u64,
+    ) -> Result<u32, ReverseCallError> {
+        self.call_reverse_as(prog, vers, proc_num, OpaqueAuth::NONE, args, tag)
+    }
+
+    /// [`call_reverse`](Self::call_reverse) with the credential `cred` (RFC 5531 §8.2):
+    /// an NFSv4.1 client takes CB_COMPOUND only with the flavor its CREATE_SESSION named
+    /// (the Linux client refuses AUTH_NONE for anything but CB_NULL).
+    pub fn call_reverse_as(
+        &mut self,
+        prog: u32,
+        vers: u32,
+        proc_num: u32,
+        cred: OpaqueAuth<'_>,
         args: &[u8],
         tag: u64,
     ) -> Result<u32, ReverseCallError> {
@@ -220,8 +235,8 @@ impl<P: Provider> ServerConn<P> {
         if args.len() & 3 != 0 {
             return Err(ReverseCallError::Invalid);
         }
-        let rpc_len = CallHeader::new(0, prog, vers, proc_num, OpaqueAuth::NONE, OpaqueAuth::NONE)
-            .encoded_len();
+        let rpc_len =
+            CallHeader::new(0, prog, vers, proc_num, cred, OpaqueAuth::NONE).encoded_len();
         let len = hlen + rpc_len + args.len();
         if len > client_recv as usize || len > self.reverse.bufs[0].size() {
             return Err(ReverseCallError::TooLarge);
@@ -251,15 +266,8 @@ impl<P: Provider> ServerConn<P> {
         };
         let (Ok(hl), Ok(rl)) = (
             hl,
-            CallHeader::new(
-                xid,
-                prog,
-                vers,
-                proc_num,
-                OpaqueAuth::NONE,
-                OpaqueAuth::NONE,
-            )
-            .encode(&mut buf[hlen..]),
+            CallHeader::new(xid, prog, vers, proc_num, cred, OpaqueAuth::NONE)
+                .encode(&mut buf[hlen..]),
         ) else {
             return Err(ReverseCallError::TooLarge);
         };
