@@ -671,7 +671,7 @@ pub(super) enum Answer<'a> {
         xid: u32,
         err: RpcError,
     },
-    /// A reverse-direction Call to serve (\[V2\] §3.2).
+    /// A reverse-direction Call to serve (RFC 8167 §5; \[V2\] §3.2).
     ReverseCall,
 }
 
@@ -692,10 +692,10 @@ pub(super) fn judge_answer<'a>(
 }
 
 /// What a message the requester's verdict refused (`r`) is to it: in version 1, a
-/// backward Call when this end serves them (RFC 8167), dropped otherwise; in version 2, RDMA2_ERROR (other than ERR_VERS with version 2 in its range)
-/// completes its RPC with the error, RDMA2_CONNPROP after the opening changes nothing
-/// (\[V2\] §4.2), a Call is served when this end serves (and a malformed one refused by
-/// the reverse path).
+/// backward Call when this end serves them (RFC 8167), dropped otherwise; in version 2,
+/// RDMA2_ERROR (other than ERR_VERS with version 2 in its range) completes its RPC with
+/// the error, RDMA2_CONNPROP after the opening changes nothing (\[V2\] §4.2), a Call is
+/// served when this end serves (and a malformed one refused by the reverse path).
 pub(super) fn answer_of_refusal<'a>(
     r: Refusal,
     reverse: bool,
