@@ -19,6 +19,8 @@
 //! `"backchannel"` among them.
 
 mod backchannel;
+#[path = "../nfs4common/mod.rs"]
+mod nfs4common;
 mod session;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -9,40 +9,11 @@
 use std::collections::HashMap;
 
 use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
+
+use crate::nfs4common::Channel;
 use rpcrdma_proto::EncodeError;
 
-/// NFSv4 status codes used here (RFC 8881 §15.1).
-pub mod status {
-    pub const OK: u32 = 0;
-    pub const NOTSUPP: u32 = 10004;
-    pub const BADXDR: u32 = 10036;
-    pub const STALE_CLIENTID: u32 = 10022;
-    pub const MINOR_VERS_MISMATCH: u32 = 10021;
-    pub const OP_ILLEGAL: u32 = 10044;
-    pub const BADSESSION: u32 = 10052;
-    pub const BADSLOT: u32 = 10053;
-    pub const SEQ_MISORDERED: u32 = 10063;
-    pub const SEQUENCE_POS: u32 = 10064;
-    pub const RETRY_UNCACHED_REP: u32 = 10068;
-    pub const OP_NOT_IN_SESSION: u32 = 10071;
-    pub const CLIENTID_BUSY: u32 = 10074;
-    pub const INVAL: u32 = 22;
-}
-
-/// Operation numbers (RFC 8881 §18).
-pub mod op {
-    pub const EXCHANGE_ID: u32 = 42;
-    pub const CREATE_SESSION: u32 = 43;
-    pub const DESTROY_SESSION: u32 = 44;
-    pub const SEQUENCE: u32 = 53;
-    pub const DESTROY_CLIENTID: u32 = 57;
-    pub const RECLAIM_COMPLETE: u32 = 58;
-    /// The lowest and highest operation numbers of minor version 1 and 2 (RFC 7862 adds
-    /// up to 76): others are OP_ILLEGAL.
-    pub const FIRST: u32 = 3;
-    pub const LAST: u32 = 76;
-    pub const ILLEGAL: u32 = 10044;
-}
+pub use crate::nfs4common::{op, status};
 
 /// CREATE_SESSION4_FLAG_CONN_BACK_CHAN.
 pub const CONN_BACK_CHAN: u32 = 0x2;
@@ -350,8 +321,8 @@ impl State {
         let id = x!(r.u64());
         let seq = x!(r.u32());
         let flags = x!(r.u32());
-        let fore = Channel::read(r)?;
-        let back = Channel::read(r)?;
+        let fore = Channel::read(r).ok_or(status::BADXDR)?;
+        let back = Channel::read(r).ok_or(status::BADXDR)?;
         let program = x!(r.u32());
         let n = x!(r.array_len(4, 16));
         let mut flavor = None;
@@ -506,63 +477,15 @@ fn header_only(w: &mut XdrWriter<'_>, s: u32, tag: &[u8]) -> usize {
     w.position()
 }
 
-/// `channel_attrs4` (§18.36.3).
-pub struct Channel {
-    pub max_request: u32,
-    pub max_response: u32,
-    pub max_response_cached: u32,
-    pub max_operations: u32,
-    pub max_requests: u32,
-}
-
-impl Channel {
-    fn read(r: &mut XdrReader<'_>) -> Result<Channel, u32> {
-        x!(r.u32()); // header padding
-        let c = Channel {
-            max_request: x!(r.u32()),
-            max_response: x!(r.u32()),
-            max_response_cached: x!(r.u32()),
-            max_operations: x!(r.u32()),
-            max_requests: x!(r.u32()),
-        };
-        let ird = x!(r.array_len(4, 1));
-        x!(r.skip(4 * ird as usize));
-        Ok(c)
-    }
-
-    fn put(&self, w: &mut XdrWriter<'_>) -> Result<(), EncodeError> {
-        w.put_u32(0)?;
-        w.put_u32(self.max_request)?;
-        w.put_u32(self.max_response)?;
-        w.put_u32(self.max_response_cached)?;
-        w.put_u32(self.max_operations)?;
-        w.put_u32(self.max_requests)?;
-        w.put_u32(0)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    use crate::nfs4common::{compound_of, words};
+
     /// A COMPOUND of `ops` (operation number, encoded arguments), minor version 1.
     fn compound(ops: &[(u32, Vec<u8>)]) -> Vec<u8> {
-        let mut v = vec![0u8; 2048];
-        let mut w = XdrWriter::new(&mut v);
-        w.put_opaque_var(b"t", 8).unwrap();
-        w.put_u32(1).unwrap();
-        w.put_u32(ops.len() as u32).unwrap();
-        for (op, args) in ops {
-            w.put_u32(*op).unwrap();
-            w.put_raw(args).unwrap();
-        }
-        let n = w.position();
-        v.truncate(n);
-        v
-    }
-
-    fn words(ws: &[u32]) -> Vec<u8> {
-        ws.iter().flat_map(|w| w.to_be_bytes()).collect()
+        compound_of(b"t", &[1], ops)
     }
 
     fn exchange_id(owner: &[u8], verifier: u8) -> Vec<u8> {

@@ -18,6 +18,8 @@
 //! Prints one JSON object of what the back channel carried; exit status 0 when every step
 //! passed.
 
+#[path = "../nfs4common/mod.rs"]
+mod nfs4common;
 mod ops;
 
 use std::io::Write;

@@ -20,21 +20,7 @@ pub const CB_NULL: u32 = 0;
 /// CB_COMPOUND's procedure number.
 pub const CB_COMPOUND: u32 = 1;
 
-/// Forward operation numbers (RFC 8881 §18).
-pub mod op {
-    pub const CLOSE: u32 = 4;
-    pub const DELEGRETURN: u32 = 8;
-    pub const GETFH: u32 = 10;
-    pub const OPEN: u32 = 18;
-    pub const PUTFH: u32 = 22;
-    pub const PUTROOTFH: u32 = 24;
-    pub const EXCHANGE_ID: u32 = 42;
-    pub const CREATE_SESSION: u32 = 43;
-    pub const DESTROY_SESSION: u32 = 44;
-    pub const SEQUENCE: u32 = 53;
-    pub const DESTROY_CLIENTID: u32 = 57;
-    pub const RECLAIM_COMPLETE: u32 = 58;
-}
+pub use crate::nfs4common::op;
 
 /// Callback operation numbers (RFC 8881 §20).
 pub mod cb {
@@ -42,12 +28,8 @@ pub mod cb {
     pub const SEQUENCE: u32 = 11;
 }
 
-/// NFS4_OK.
-pub const NFS4_OK: u32 = 0;
-/// NFS4ERR_GRACE: the server is in its grace period (RFC 8881 §8.4.2).
-pub const NFS4ERR_GRACE: u32 = 10013;
-/// NFS4ERR_OP_ILLEGAL, for a callback operation this client does not know.
-pub const NFS4ERR_OP_ILLEGAL: u32 = 10044;
+pub use crate::nfs4common::status::OP_ILLEGAL as NFS4ERR_OP_ILLEGAL;
+pub use crate::nfs4common::status::{GRACE as NFS4ERR_GRACE, OK as NFS4_OK};
 /// OP_CB_ILLEGAL: the result's operation number for an unknown callback operation.
 pub const OP_CB_ILLEGAL: u32 = 10044;
 /// CREATE_SESSION4_FLAG_CONN_BACK_CHAN: the connection carries the back channel too.
@@ -98,41 +80,7 @@ pub fn exchange_id(w: &mut XdrWriter<'_>, verifier: u64, owner: &[u8]) -> Result
     w.put_u32(0) // no client implementation ID
 }
 
-/// One `channel_attrs4` (§18.36.3), without an RDMA IRD.
-pub struct Channel {
-    pub max_request: u32,
-    pub max_response: u32,
-    pub max_response_cached: u32,
-    pub max_operations: u32,
-    pub max_requests: u32,
-}
-
-impl Channel {
-    fn put(&self, w: &mut XdrWriter<'_>) -> Result<(), EncodeError> {
-        w.put_u32(0)?; // ca_headerpadsize
-        w.put_u32(self.max_request)?;
-        w.put_u32(self.max_response)?;
-        w.put_u32(self.max_response_cached)?;
-        w.put_u32(self.max_operations)?;
-        w.put_u32(self.max_requests)?;
-        w.put_u32(0) // ca_rdma_ird<1>: none
-    }
-
-    /// Reads one `channel_attrs4`.
-    pub fn read(r: &mut XdrReader<'_>) -> Option<Channel> {
-        r.u32().ok()?;
-        let c = Channel {
-            max_request: r.u32().ok()?,
-            max_response: r.u32().ok()?,
-            max_response_cached: r.u32().ok()?,
-            max_operations: r.u32().ok()?,
-            max_requests: r.u32().ok()?,
-        };
-        let ird = r.u32().ok()?;
-        r.skip(4 * ird.min(1) as usize).ok()?;
-        Some(c)
-    }
-}
+pub use crate::nfs4common::Channel;
 
 /// CREATE_SESSION (§18.36) for `clientid` at `sequence`, the back channel on this
 /// connection (CONN_BACK_CHAN), callbacks to [`CB_PROGRAM`] with AUTH_NONE.
@@ -350,25 +298,11 @@ pub fn answer_cb_compound(args: &[u8], out: &mut [u8], seen: &mut CbSeen) -> Opt
 mod tests {
     use super::*;
 
-    /// A CB_COMPOUND of `ops` (each an operation number and its encoded arguments).
-    fn cb_compound(ops: &[(u32, Vec<u8>)]) -> Vec<u8> {
-        let mut v = vec![0u8; 1024];
-        let mut w = XdrWriter::new(&mut v);
-        w.put_opaque_var(b"tag", 64).unwrap();
-        w.put_u32(1).unwrap();
-        w.put_u32(7).unwrap();
-        w.put_u32(ops.len() as u32).unwrap();
-        for (op, args) in ops {
-            w.put_u32(*op).unwrap();
-            w.put_raw(args).unwrap();
-        }
-        let n = w.position();
-        v.truncate(n);
-        v
-    }
+    use crate::nfs4common::{compound_of, words};
 
-    fn words(ws: &[u32]) -> Vec<u8> {
-        ws.iter().flat_map(|w| w.to_be_bytes()).collect()
+    /// A CB_COMPOUND of `ops`: tag "tag", minor version 1, callback ident 7.
+    fn cb_compound(ops: &[(u32, Vec<u8>)]) -> Vec<u8> {
+        compound_of(b"tag", &[1, 7], ops)
     }
 
     #[test]
