@@ -29,11 +29,13 @@ pub const MAX_COMPOUND: u32 = 8192;
 /// A session's ID.
 pub type SessionId = [u8; 16];
 
-/// One slot of a session's fore channel: its last sequence ID and the reply it gave.
+/// One slot of a session's fore channel: its last sequence ID and the reply it gave (its
+/// buffer kept from request to request).
 #[derive(Default)]
 struct Slot {
     seq: u32,
-    reply: Option<Vec<u8>>,
+    reply: Vec<u8>,
+    cached: bool,
 }
 
 /// A session.
@@ -161,8 +163,9 @@ impl State {
                         slot = Some(s);
                         Ok(())
                     }
-                    Ok(Sequenced::Replay(reply)) => {
+                    Ok(Sequenced::Replay((sid, k))) => {
                         // The reply this slot gave before, whole (§2.10.6.1).
+                        let reply = &self.sessions[&sid].slots[k as usize].reply;
                         let len = reply.len().min(out.len());
                         out[..len].copy_from_slice(&reply[..len]);
                         return len;
@@ -185,7 +188,10 @@ impl State {
         out[count_at..count_at + 4].copy_from_slice(&done.to_be_bytes());
         if let Some((sid, k)) = slot {
             if let Some(s) = self.sessions.get_mut(&sid) {
-                s.slots[k as usize].reply = Some(out[..len].to_vec());
+                let slot = &mut s.slots[k as usize];
+                slot.reply.clear();
+                slot.reply.extend_from_slice(&out[..len]);
+                slot.cached = true;
             }
         }
         len
@@ -422,16 +428,17 @@ impl State {
         let nslots = s.slots.len() as u32;
         let slot = s.slots.get_mut(k as usize).ok_or(status::BADSLOT)?;
         if seq == slot.seq && seq != 0 {
-            return match &slot.reply {
-                Some(reply) => Ok(Sequenced::Replay(reply.clone())),
-                None => Err(status::RETRY_UNCACHED_REP),
+            return if slot.cached {
+                Ok(Sequenced::Replay((sid, k)))
+            } else {
+                Err(status::RETRY_UNCACHED_REP)
             };
         }
         if seq != slot.seq.wrapping_add(1) {
             return Err(status::SEQ_MISORDERED);
         }
         slot.seq = seq;
-        slot.reply = None;
+        slot.cached = false;
         s.used = true;
         (|| {
             w.put_u32(status::OK)?;
@@ -451,8 +458,8 @@ impl State {
 enum Sequenced {
     /// A new request on this slot.
     New((SessionId, u32)),
-    /// A retransmission: this reply again.
-    Replay(Vec<u8>),
+    /// A retransmission: the reply this session's slot gave again.
+    Replay((SessionId, u32)),
 }
 
 /// Operations that may open a COMPOUND without SEQUENCE (§18.46.3: EXCHANGE_ID,

@@ -184,8 +184,9 @@ fn first_gen() -> u32 {
 impl<P: Provider> ServerConn<P> {
     /// Calls the client (reverse direction: RFC 8167 on version 1, \[V2\] §3.2 on version
     /// 2): sends `prog`/`vers`/`proc_num` with `args` (XDR, whole units) and an AUTH_NONE
-    /// credential ([`call_reverse_as`](Self::call_reverse_as) takes another) inline, and returns its XID; the Reply is handed over by
-    /// [`take_reverse`](Self::take_reverse) with `tag`. Never blocks.
+    /// credential ([`call_reverse_as`](Self::call_reverse_as) takes another) inline, and
+    /// returns its XID; the Reply is handed over by [`take_reverse`](Self::take_reverse)
+    /// with `tag`. Never blocks.
     ///
     /// On version 1 nothing tells whether the client takes reverse Calls: call only a client
     /// the upper layer knows to (NFSv4.1: one whose session has its back channel on this
