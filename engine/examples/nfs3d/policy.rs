@@ -12,7 +12,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
-use crate::ops::Caller;
+use crate::identity::Caller;
 
 /// The anonymous user and group by default (`nobody`, `nogroup`).
 pub const ANON_ID: u32 = 65534;

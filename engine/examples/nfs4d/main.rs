@@ -1,48 +1,96 @@
-//! `nfs4d`: an NFSv4.1 server on the engine (RFC 8881), first step. It speaks NFSv4.1's
-//! session layer and calls its clients back over RDMA:
-//!
-//! - COMPOUND with EXCHANGE_ID, CREATE_SESSION (its back channel on the connection it
-//!   came on when the client asks, CREATE_SESSION4_FLAG_CONN_BACK_CHAN), SEQUENCE with a
-//!   slot table whose replies are replayed for retransmissions (exactly once, §2.10.6),
-//!   RECLAIM_COMPLETE, DESTROY_SESSION, DESTROY_CLIENTID (`session.rs`);
-//! - for each session with a back channel, CB_NULL and then a CB_COMPOUND holding
-//!   CB_SEQUENCE, sent in RFC 8167's backward direction on version 1
-//!   (`ServerConn::call_reverse_as`), their answers counted (`backchannel.rs`);
-//! - every other operation answered NFS4ERR_NOTSUPP: the file operations are not
-//!   implemented yet, so a client cannot mount the export.
+//! `nfs4d`: an NFSv4.1 server on the engine (RFC 8881), exporting a directory as the
+//! pseudo-root `/` to the Linux client's default mount over RDMA:
 //!
 //! ```sh
 //! nfs4d --export /srv/nfs --listen 10.0.2.15:20051 --provider verbs
+//! mount -t nfs -o proto=rdma,port=20051 10.0.2.15:/ /mnt
 //! ```
+//!
+//! - Sessions (`session.rs`): EXCHANGE_ID, CREATE_SESSION with its back channel on the
+//!   connection it came on, SEQUENCE with a slot table replaying each slot's last reply
+//!   (exactly once, §2.10.6), BIND_CONN_TO_SESSION, RECLAIM_COMPLETE, DESTROY_SESSION,
+//!   DESTROY_CLIENTID. A COMPOUND runs operation by operation (`compound.rs`).
+//! - File operations (`fileops.rs`, `openlock.rs`) over the export module nfs3d and
+//!   nfs4d share (`crate::ops`: handles, names, objects reached beneath the export), with
+//!   attributes (`attrs.rs`), open and lock state (`state.rs`) and byte-range locks
+//!   (`locks.rs`). Every COMPOUND runs on an I/O thread as its caller (`io.rs`), the
+//!   AUTH_SYS identity as the export's options map it (`--no-root-squash`,
+//!   `--all-squash`, `--anonuid`, `--anongid`, `--ro`, `--allow`, as nfs3d's), so nfs4d
+//!   runs as root.
+//! - READ's data goes through the client's Write chunk and WRITE's comes through its Read
+//!   chunk (RFC 8267 §4.2), lent to the I/O thread without a copy.
+//! - Callbacks (`backchannel.rs`): for each session with a back channel, CB_NULL and then
+//!   a CB_COMPOUND holding CB_SEQUENCE, sent in RFC 8167's backward direction on version 1
+//!   (`ServerConn::call_reverse_as`), their answers counted.
 //!
 //! On SIGINT or SIGTERM (or after `--seconds`) it prints its counters as one JSON line,
 //! `"backchannel"` among them.
 
+mod attrs;
 mod backchannel;
+mod compound;
+#[path = "../nfs3d/fh.rs"]
+mod fh;
+mod fileops;
+#[cfg(test)]
+mod files_test;
+#[allow(dead_code)]
+#[path = "../nfs3d/identity.rs"]
+mod identity;
+mod io;
+#[path = "../nfs3d/khandle.rs"]
+mod khandle;
+#[allow(dead_code)]
+mod locks;
 #[path = "../nfs4common/mod.rs"]
 mod nfs4common;
+mod openlock;
+/// nfs3d's export module, shared: handles, names, objects beneath the export (nfs4d
+/// uses its export, handle and listing parts and a few of its helpers, not its NFSv3
+/// procedures).
+#[allow(dead_code)]
+#[path = "../nfs3d/ops/mod.rs"]
+mod ops;
+#[allow(dead_code)]
+#[path = "../nfs3d/policy.rs"]
+mod policy;
 mod session;
+mod state;
+/// nfs3d's XDR types, shared for the statuses NFSv3 and NFSv4 number alike.
+#[allow(dead_code)]
+#[path = "../nfs3d/xdr.rs"]
+mod xdr;
 
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use rpcrdma_engine::conn::{ConnConfig, Version};
-use rpcrdma_engine::dispatch::{Dispatch, Outcome, ProcSpec};
+use rpcrdma_engine::dispatch::{Dispatch, Outcome, ProcSpec, Request, Response};
 use rpcrdma_engine::fabric::soft::Soft;
 use rpcrdma_engine::fabric::verbs::Verbs;
 use rpcrdma_engine::fabric::Provider;
-use rpcrdma_engine::responder::{Server, ServerConn};
+use rpcrdma_engine::responder::{CompleteError, Server, ServerConn};
+use rpcrdma_proto::rpc::AuthStat;
 
 use backchannel::Callbacks;
-use session::{State, MAX_COMPOUND};
+use fileops::{Fs, ReadData};
+use identity::Caller;
+use io::{Finished, IoPool, Job, Shared};
+use policy::{Cidr, Policy};
+use session::{State, MAX_COMPOUND, MAX_IO};
+use state::Files;
 
 /// NFSv4's program, version and procedures (RFC 8881 §16).
 const NFS4_PROGRAM: u32 = 100_003;
 const NFS_V4: u32 = 4;
 const NFSPROC4_NULL: u32 = 0;
 const NFSPROC4_COMPOUND: u32 = 1;
+/// AUTH_SYS (RFC 5531 Appendix A).
+const AUTH_SYS: u32 = 1;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum ProviderName {
@@ -53,11 +101,10 @@ enum ProviderName {
 #[derive(Parser, Debug)]
 #[command(
     name = "nfs4d",
-    about = "An NFSv4.1 server on the rpcrdma engine (sessions and callbacks)"
+    about = "An NFSv4.1 server on the rpcrdma engine (sessions, files, locks, callbacks)"
 )]
 struct Cli {
-    /// The directory to export as the pseudo-root `/` (checked; its files are not served
-    /// yet).
+    /// The directory to export as the pseudo-root `/`.
     #[arg(long)]
     export: std::path::PathBuf,
     /// Address to listen on (IP:PORT on verbs, a name on soft).
@@ -72,6 +119,43 @@ struct Cli {
     /// Stop after this many seconds (0: at SIGINT or SIGTERM).
     #[arg(long, default_value_t = 0)]
     seconds: u64,
+    /// Where the handle key is kept (handles stay valid across restarts).
+    #[arg(long)]
+    state_dir: Option<std::path::PathBuf>,
+    /// Threads that run COMPOUNDs against the file system.
+    #[arg(long, default_value_t = 4)]
+    io_threads: usize,
+    /// Refuse every change (exports(5) `ro`).
+    #[arg(long)]
+    ro: bool,
+    /// Let uid 0 act as root (exports(5) `no_root_squash`).
+    #[arg(long)]
+    no_root_squash: bool,
+    /// Map every user to the anonymous one (exports(5) `all_squash`).
+    #[arg(long)]
+    all_squash: bool,
+    /// The anonymous user.
+    #[arg(long, default_value_t = policy::ANON_ID)]
+    anonuid: u32,
+    /// The anonymous group.
+    #[arg(long, default_value_t = policy::ANON_ID)]
+    anongid: u32,
+    /// Clients allowed, as address blocks (IP/BITS; repeatable; default: every client).
+    #[arg(long)]
+    allow: Vec<Cidr>,
+}
+
+impl Cli {
+    fn policy(&self) -> Policy {
+        Policy {
+            root_squash: !self.no_root_squash,
+            all_squash: self.all_squash,
+            anon_uid: self.anonuid,
+            anon_gid: self.anongid,
+            read_only: self.ro,
+            allow: self.allow.clone(),
+        }
+    }
 }
 
 fn main() -> std::process::ExitCode {
@@ -80,6 +164,12 @@ fn main() -> std::process::ExitCode {
         eprintln!("nfs4d: --export {}: not a directory", cli.export.display());
         return std::process::ExitCode::FAILURE;
     }
+    if let Err(e) = identity::check() {
+        eprintln!("nfs4d: {e}");
+        return std::process::ExitCode::FAILURE;
+    }
+    // Modes come from the clients, whose own umask applied.
+    rustix::process::umask(rustix::fs::Mode::empty());
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&stop)) {
@@ -103,8 +193,30 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// NULL and COMPOUND, run against `state`.
-fn dispatch(state: &Arc<Mutex<State>>) -> Arc<Dispatch> {
+/// Who a Call runs as: its AUTH_SYS identity as `policy` maps it, the anonymous one for
+/// any other flavor; `None` for an AUTH_SYS body that does not decode.
+fn caller_of(policy: &Policy, req: &Request<'_>) -> Option<Caller> {
+    if req.cred.flavor == AUTH_SYS {
+        Caller::from_auth_sys(req.cred.body).map(|c| policy.map(c).caller)
+    } else {
+        Some(policy.anonymous())
+    }
+}
+
+/// The count of a READ that ends the COMPOUND `args` (the Linux client's {SEQUENCE,
+/// PUTFH, READ}): a READ's arguments are its last 28 bytes, after its operation number.
+/// Only a hint for lending a buffer: the I/O thread decodes the COMPOUND.
+fn read_at_end(args: &[u8]) -> Option<u32> {
+    let word = |at: usize| {
+        args.get(at..at + 4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let n = args.len();
+    (n >= 44 && word(n - 32)? == session::op::READ).then(|| word(n - 4))?
+}
+
+/// NULL, and COMPOUND handed to the I/O threads.
+fn dispatch(policy: Policy, jobs: Sender<Job>) -> Arc<Dispatch> {
     let mut d = Dispatch::new();
     d.register(
         NFS4_PROGRAM,
@@ -113,25 +225,78 @@ fn dispatch(state: &Arc<Mutex<State>>) -> Arc<Dispatch> {
         ProcSpec::plain(0),
         |_, _| Outcome::Success,
     );
-    let s = Arc::clone(state);
+    let jobs = Mutex::new(jobs);
     d.register(
         NFS4_PROGRAM,
         NFS_V4,
         NFSPROC4_COMPOUND,
-        ProcSpec::plain(MAX_COMPOUND),
-        move |req, resp| {
-            let conn = resp.deferred().connection();
-            let n = s.lock().unwrap().compound(conn, req.args, resp.results());
-            resp.set_results_len(n);
-            Outcome::Success
+        ProcSpec {
+            ddp_arg: true,
+            ddp_results: 1,
+            ..ProcSpec::plain(MAX_COMPOUND)
+        },
+        move |req: &Request<'_>, resp: &mut Response<'_>| {
+            let Some(caller) = caller_of(&policy, req) else {
+                return Outcome::AuthError(AuthStat::AUTH_BADCRED);
+            };
+            let bulk = read_at_end(req.args).and_then(|n| resp.lend_bulk(n.min(MAX_IO) as usize));
+            let args = match resp.lend_args() {
+                Some(l) => io::Args::Lent(l),
+                None => io::Args::Copied(req.args.to_vec()),
+            };
+            let job = Job {
+                conn: resp.deferred().connection(),
+                ticket: resp.deferred(),
+                caller,
+                args,
+                bulk,
+            };
+            match jobs.lock() {
+                Ok(j) if j.send(job).is_ok() => Outcome::Deferred,
+                _ => Outcome::SystemErr,
+            }
         },
     );
     Arc::new(d)
 }
 
-/// Listens, accepts, polls every connection and calls back every session's client
-/// until `stop` is set (or `--seconds` pass); `listening` is called once it listens. The
-/// counters, as a JSON line.
+/// Completes the Call `f` answers on its connection; `false` when it must wait.
+fn complete<P: Provider>(conns: &mut [ServerConn<P>], f: &mut Finished) -> bool {
+    let Some(c) = conns.iter_mut().find(|c| c.id() == f.conn) else {
+        return true; // the connection is gone
+    };
+    let results = std::mem::take(&mut f.results);
+    let data = std::mem::take(&mut f.data);
+    let r = c.complete(f.ticket, |_, resp| {
+        resp.results()[..results.len()].copy_from_slice(&results);
+        resp.set_results_len(results.len());
+        let pushed = match &data {
+            ReadData::None => true,
+            ReadData::Lent(n) => resp.push_bulk(*n).is_some(),
+            ReadData::Owned(v) => resp
+                .push_bulk(v.len())
+                .map(|b| b.copy_from_slice(v))
+                .is_some(),
+        };
+        if pushed {
+            Outcome::Success
+        } else {
+            Outcome::SystemErr
+        }
+    });
+    match r {
+        Err(CompleteError::WouldBlock) => {
+            f.results = results;
+            f.data = data;
+            false
+        }
+        _ => true,
+    }
+}
+
+/// Listens, accepts, polls every connection, completes the COMPOUNDs the I/O threads ran
+/// and calls back every session's client until `stop` is set (or `--seconds` pass);
+/// `listening` is called once it listens. The counters, as a JSON line.
 fn serve<P: Provider>(
     cli: &Cli,
     stop: &AtomicBool,
@@ -148,18 +313,47 @@ where
     let boot = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_secs() as u32);
-    let state = Arc::new(Mutex::new(State::new(boot)));
+    let state_dir = cli
+        .state_dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("nfs4d-state"));
+    std::fs::create_dir_all(&state_dir).map_err(|e| format!("{}: {e}", state_dir.display()))?;
+    let policy = cli.policy();
+    let config = ops::Config {
+        max_io: MAX_IO,
+        max_dir: MAX_COMPOUND,
+        read_only: cli.ro,
+    };
+    let export = ops::Export::open(&cli.export, &state_dir, config)
+        .map_err(|e| format!("export {}: {e}", cli.export.display()))?;
+    let sessions = Arc::new(Mutex::new(State::new(boot)));
+    let shared = Arc::new(Shared {
+        sessions: Arc::clone(&sessions),
+        fs: Fs {
+            export: Arc::new(export),
+            files: Mutex::new(Files::new(boot)),
+            limits: attrs::Limits {
+                lease: 90,
+                max_io: u64::from(MAX_IO),
+            },
+            read_only: cli.ro,
+        },
+    });
+    let (done_tx, done_rx) = mpsc::channel();
+    let pool = IoPool::start(cli.io_threads, &shared, &done_tx).map_err(|e| e.to_string())?;
+    let jobs = pool.sender().ok_or("no I/O threads")?;
     // Callbacks are inline (RFC 8167): a few outstanding per connection.
     let cfg = ConnConfig {
         send_size: 4096,
         recv_size: 4096,
         credits: 32,
         initial_grant: 32,
+        bulk_size: MAX_IO + 8192,
         version: Version::V1,
         reverse_credits: 4,
         ..ConnConfig::default()
     };
-    let mut server = Server::<P>::listen(device, &addr, dispatch(&state), cfg)
+    let mut server = Server::<P>::listen(device, &addr, dispatch(policy.clone(), jobs), cfg)
         .map_err(|e| format!("listen on {}: {e}", cli.listen))?;
     eprintln!(
         "nfs4d: NFSv4.1 on {} exporting {}",
@@ -172,6 +366,8 @@ where
     let mut callbacks = Callbacks::default();
     let mut next_accept = Instant::now();
     let mut done = Vec::new();
+    let mut pending: Vec<Finished> = Vec::new();
+    let mut compounds = 0u64;
     while !stop.load(Ordering::Relaxed) && end.is_none_or(|e| Instant::now() < e) {
         let now = Instant::now();
         if now >= next_accept {
@@ -179,8 +375,16 @@ where
             // (an idle server waits for them instead).
             let wait = if conns.is_empty() { 50 } else { 0 };
             if let Ok(c) = server.accept(Duration::from_millis(wait)) {
-                eprintln!("nfs4d: accepted connection {}", c.id());
-                conns.push(c);
+                let peer: Option<IpAddr> = c.peer_addr().map(|a| a.ip());
+                if policy.allows(peer) {
+                    eprintln!("nfs4d: accepted connection {}", c.id());
+                    conns.push(c);
+                } else {
+                    eprintln!(
+                        "nfs4d: refused connection {} from {peer:?}: not in --allow",
+                        c.id()
+                    );
+                }
             }
             next_accept = now + Duration::from_millis(1);
             for c in conns.iter_mut() {
@@ -190,8 +394,14 @@ where
         for c in conns.iter_mut() {
             c.poll();
         }
+        pending.extend(done_rx.try_iter());
+        pending.retain_mut(|f| {
+            let finished = complete(&mut conns, f);
+            compounds += u64::from(finished);
+            !finished
+        });
         {
-            let mut st = state.lock().unwrap();
+            let mut st = sessions.lock().unwrap_or_else(|p| p.into_inner());
             callbacks.add(std::mem::take(&mut st.new_back_channels));
             callbacks.drive(&mut conns, &st);
         }
@@ -204,15 +414,19 @@ where
             }
         });
     }
+    drop(pool);
     let reverse_calls: u64 = conns
         .iter()
         .map(|c| c.snapshot())
         .chain(done)
         .map(|s| s.reverse_calls)
         .sum();
+    let opens = shared.fs.files.lock().map_or(0, |f| f.len());
     Ok(format!(
-        "{{\"sessions\":{},\"backchannel\":{},\"reverse_calls\":{}}}",
-        state.lock().unwrap().sessions(),
+        "{{\"sessions\":{},\"compounds\":{},\"open_states\":{},\"backchannel\":{},\"reverse_calls\":{}}}",
+        sessions.lock().map_or(0, |s| s.sessions()),
+        compounds,
+        opens,
         callbacks.json(),
         reverse_calls
     ))

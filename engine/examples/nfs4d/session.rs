@@ -23,8 +23,14 @@ const USE_NON_PNFS: u32 = 0x0001_0000;
 const CONFIRMED_R: u32 = 0x8000_0000;
 /// Most slots a session's fore channel has.
 pub const MAX_SLOTS: u32 = 16;
-/// Largest COMPOUND request and reply this server takes.
-pub const MAX_COMPOUND: u32 = 8192;
+/// Largest COMPOUND results written inline (a READ's data, at the end, goes beside them
+/// through the client's Write chunk; larger results through its Reply chunk).
+pub const MAX_COMPOUND: u32 = 65536;
+/// Largest READ or WRITE.
+pub const MAX_IO: u32 = 1 << 20;
+/// Largest COMPOUND request and reply, a WRITE's or READ's data included: what the fore
+/// channel grants (the Linux client sizes its `wsize` and `rsize` by them).
+pub const MAX_RPC: u32 = MAX_IO + 8192;
 
 /// A session's ID.
 pub type SessionId = [u8; 16];
@@ -36,6 +42,8 @@ struct Slot {
     seq: u32,
     reply: Vec<u8>,
     cached: bool,
+    /// Its request is being run: a retransmission meanwhile is NFS4ERR_DELAY.
+    busy: bool,
 }
 
 /// A session.
@@ -82,6 +90,9 @@ pub struct State {
     sessions: HashMap<SessionId, Session>,
     /// Sessions created with a back channel, for the caller to call back.
     pub new_back_channels: Vec<(SessionId, BackChannel)>,
+    /// Client IDs that went (DESTROY_CLIENTID, a client restarted), for their open and
+    /// lock state to go too.
+    pub gone_clients: Vec<u64>,
 }
 
 /// Decodes with `?` on a reader, BADXDR on a short or bad item.
@@ -101,6 +112,7 @@ impl State {
             clients: HashMap::new(),
             sessions: HashMap::new(),
             new_back_channels: Vec::new(),
+            gone_clients: Vec::new(),
         }
     }
 
@@ -117,89 +129,47 @@ impl State {
             .and_then(|s| s.back.map(|b| (b, s.used)))
     }
 
-    /// Runs one COMPOUND (RFC 8881 §16.2) received on connection `conn`, its results
-    /// written into `out`: their length.
-    pub fn compound(&mut self, conn: u64, args: &[u8], out: &mut [u8]) -> usize {
-        let mut r = XdrReader::new(args);
-        let mut w = XdrWriter::new(out);
-        let head = (|| {
-            let tag = x!(r.opaque_var(1024));
-            let minor = x!(r.u32());
-            let n = x!(r.array_len(4, 128));
-            Ok::<_, u32>((tag, minor, n))
-        })();
-        let (tag, minor, n) = match head {
-            Ok(h) => h,
-            Err(s) => return header_only(&mut w, s, b""),
+    /// The client ID of `session`.
+    pub fn client_of(&self, session: &SessionId) -> Option<u64> {
+        self.sessions.get(session).map(|s| s.clientid)
+    }
+
+    /// Copies the reply slot `k` of `session` gave into `out`: its length.
+    pub fn replay(&self, session: &SessionId, k: u32, out: &mut [u8]) -> usize {
+        let Some(reply) = self
+            .sessions
+            .get(session)
+            .and_then(|s| s.slots.get(k as usize))
+            .map(|s| &s.reply)
+        else {
+            return 0;
         };
-        if minor != 1 && minor != 2 {
-            return header_only(&mut w, status::MINOR_VERS_MISMATCH, tag);
-        }
-        let _ = w.put_u32(status::OK);
-        let _ = w.put_opaque_var(tag, 1024);
-        let count_at = w.position();
-        let _ = w.put_u32(0);
-        let mut done = 0u32;
-        let mut last = status::OK;
-        let mut slot: Option<(SessionId, u32)> = None;
-        for i in 0..n {
-            let opnum = match r.u32() {
-                Ok(o) => o,
-                Err(_) => {
-                    last = status::BADXDR;
-                    break;
-                }
-            };
-            let legal = (op::FIRST..=op::LAST).contains(&opnum);
-            let _ = w.put_u32(if legal { opnum } else { op::ILLEGAL });
-            done += 1;
-            let result = if !legal {
-                Err(status::OP_ILLEGAL)
-            } else if opnum == op::SEQUENCE && i > 0 {
-                Err(status::SEQUENCE_POS)
-            } else if i == 0 && opnum == op::SEQUENCE {
-                match self.sequence(&mut r, &mut w) {
-                    Ok(Sequenced::New(s)) => {
-                        slot = Some(s);
-                        Ok(())
-                    }
-                    Ok(Sequenced::Replay((sid, k))) => {
-                        // The reply this slot gave before, whole (§2.10.6.1).
-                        let reply = &self.sessions[&sid].slots[k as usize].reply;
-                        let len = reply.len().min(out.len());
-                        out[..len].copy_from_slice(&reply[..len]);
-                        return len;
-                    }
-                    Err(e) => Err(e),
-                }
-            } else if i == 0 && !sessionless(opnum) {
-                Err(status::OP_NOT_IN_SESSION)
-            } else {
-                self.run_op(conn, opnum, &mut r, &mut w)
-            };
-            if let Err(s) = result {
-                last = s;
-                let _ = w.put_u32(s);
-                break;
-            }
-        }
-        let len = w.position();
-        out[..4].copy_from_slice(&last.to_be_bytes());
-        out[count_at..count_at + 4].copy_from_slice(&done.to_be_bytes());
-        if let Some((sid, k)) = slot {
-            if let Some(s) = self.sessions.get_mut(&sid) {
-                let slot = &mut s.slots[k as usize];
-                slot.reply.clear();
-                slot.reply.extend_from_slice(&out[..len]);
-                slot.cached = true;
-            }
-        }
+        let len = reply.len().min(out.len());
+        out[..len].copy_from_slice(&reply[..len]);
         len
+    }
+
+    /// Ends the request on slot `k` of `session`: its reply kept for a retransmission
+    /// (`Some`), or not (a reply whose data went through the client's Write chunk: a
+    /// retransmission then gets NFS4ERR_RETRY_UNCACHED_REP, §2.10.6.1.3).
+    pub fn finish(&mut self, session: &SessionId, k: u32, reply: Option<&[u8]>) {
+        if let Some(slot) = self
+            .sessions
+            .get_mut(session)
+            .and_then(|s| s.slots.get_mut(k as usize))
+        {
+            slot.busy = false;
+            slot.reply.clear();
+            if let Some(r) = reply {
+                slot.reply.extend_from_slice(r);
+            }
+            slot.cached = reply.is_some();
+        }
     }
 
     /// One operation other than SEQUENCE: its status written on success (the caller
     /// writes a failure's), then its results.
-    fn run_op(
+    pub fn run_op(
         &mut self,
         conn: u64,
         opnum: u32,
@@ -225,6 +195,7 @@ impl State {
                     return Err(status::CLIENTID_BUSY);
                 }
                 self.clients.remove(&id);
+                self.gone_clients.push(id);
                 ok(w)
             }
             op::RECLAIM_COMPLETE => {
@@ -232,7 +203,17 @@ impl State {
                 x!(r.bool());
                 ok(w)
             }
-            // Not implemented yet (issue 36's file operations): NFS4ERR_NOTSUPP.
+            op::BACKCHANNEL_CTL => {
+                // The callback program and credentials stay those CREATE_SESSION named.
+                x!(r.u32());
+                let n = x!(r.array_len(4, 16));
+                for _ in 0..n {
+                    skip_sec_parms(r)?;
+                }
+                ok(w)
+            }
+            op::BIND_CONN_TO_SESSION => self.bind_conn(conn, r, w),
+            // Not a session operation: the COMPOUND runs it as a file operation.
             _ => Err(status::NOTSUPP),
         }
     }
@@ -283,6 +264,7 @@ impl State {
                     .collect();
                 for id in old {
                     self.clients.remove(&id);
+                    self.gone_clients.push(id);
                     self.sessions.retain(|_, s| s.clientid != id);
                 }
                 let id = u64::from(self.boot) << 32 | u64::from(self.next_client);
@@ -373,10 +355,10 @@ impl State {
         };
         self.next_session += 1;
         let granted = Channel {
-            max_request: fore.max_request.min(MAX_COMPOUND + 1024),
-            max_response: fore.max_response.min(MAX_COMPOUND),
+            max_request: fore.max_request.min(MAX_RPC),
+            max_response: fore.max_response.min(MAX_RPC),
             max_response_cached: fore.max_response_cached.min(MAX_COMPOUND),
-            max_operations: fore.max_operations.min(16),
+            max_operations: fore.max_operations.min(32),
             max_requests: fore.max_requests.clamp(1, MAX_SLOTS),
         };
         // The back channel as the client asked: the Linux client takes no other.
@@ -415,8 +397,45 @@ impl State {
         Ok(())
     }
 
+    /// BIND_CONN_TO_SESSION (§18.34): the connection `conn` carries the session's fore
+    /// channel and, when the client asks, its back channel from now on (a client that
+    /// reconnected).
+    fn bind_conn(
+        &mut self,
+        conn: u64,
+        r: &mut XdrReader<'_>,
+        w: &mut XdrWriter<'_>,
+    ) -> Result<(), u32> {
+        let sid: SessionId = x!(r.opaque_fixed(16))
+            .try_into()
+            .map_err(|_| status::BADXDR)?;
+        let dir = x!(r.u32());
+        x!(r.bool());
+        let s = self.sessions.get_mut(&sid).ok_or(status::BADSESSION)?;
+        // CDFC4_FORE 1, CDFC4_BACK 2, CDFC4_FORE_OR_BOTH 3, CDFC4_BACK_OR_BOTH 7.
+        let both = matches!(dir, 3 | 7) || dir == 2;
+        if both {
+            if let Some(b) = s.back.as_mut() {
+                b.conn = conn;
+                let bc = *b;
+                self.new_back_channels.push((sid, bc));
+            }
+        }
+        (|| {
+            w.put_u32(status::OK)?;
+            w.put_opaque_fixed(&sid)?;
+            w.put_u32(if both { 3 } else { 1 })?; // CDFS4_BOTH or CDFS4_FORE
+            w.put_bool(false)
+        })()
+        .map_err(|_: EncodeError| status::INVAL)
+    }
+
     /// SEQUENCE (§18.46): the slot's next request, or a replay of its last.
-    fn sequence(&mut self, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>) -> Result<Sequenced, u32> {
+    pub fn sequence(
+        &mut self,
+        r: &mut XdrReader<'_>,
+        w: &mut XdrWriter<'_>,
+    ) -> Result<Sequenced, u32> {
         let sid: SessionId = x!(r.opaque_fixed(16))
             .try_into()
             .map_err(|_| status::BADXDR)?;
@@ -428,7 +447,9 @@ impl State {
         let nslots = s.slots.len() as u32;
         let slot = s.slots.get_mut(k as usize).ok_or(status::BADSLOT)?;
         if seq == slot.seq && seq != 0 {
-            return if slot.cached {
+            return if slot.busy {
+                Err(status::DELAY)
+            } else if slot.cached {
                 Ok(Sequenced::Replay((sid, k)))
             } else {
                 Err(status::RETRY_UNCACHED_REP)
@@ -439,6 +460,7 @@ impl State {
         }
         slot.seq = seq;
         slot.cached = false;
+        slot.busy = true;
         s.used = true;
         (|| {
             w.put_u32(status::OK)?;
@@ -455,7 +477,7 @@ impl State {
 }
 
 /// What SEQUENCE decided.
-enum Sequenced {
+pub enum Sequenced {
     /// A new request on this slot.
     New((SessionId, u32)),
     /// A retransmission: the reply this session's slot gave again.
@@ -464,11 +486,32 @@ enum Sequenced {
 
 /// Operations that may open a COMPOUND without SEQUENCE (§18.46.3: EXCHANGE_ID,
 /// CREATE_SESSION, DESTROY_SESSION, DESTROY_CLIENTID, BIND_CONN_TO_SESSION).
-fn sessionless(opnum: u32) -> bool {
+pub fn sessionless(opnum: u32) -> bool {
     matches!(
         opnum,
         op::EXCHANGE_ID | op::CREATE_SESSION | op::DESTROY_SESSION | op::DESTROY_CLIENTID | 41
     )
+}
+
+/// Skips one `callback_sec_parms4` (AUTH_NONE, AUTH_SYS, RPCSEC_GSS).
+fn skip_sec_parms(r: &mut XdrReader<'_>) -> Result<(), u32> {
+    match x!(r.u32()) {
+        0 => {}
+        1 => {
+            x!(r.u32());
+            x!(r.opaque_var(255));
+            x!(r.skip(8));
+            let g = x!(r.array_len(4, 16));
+            x!(r.skip(4 * g as usize));
+        }
+        6 => {
+            x!(r.u32());
+            x!(r.opaque_var(1024));
+            x!(r.opaque_var(1024));
+        }
+        _ => return Err(status::BADXDR),
+    }
+    Ok(())
 }
 
 /// NFS4_OK alone.
@@ -477,7 +520,7 @@ fn ok(w: &mut XdrWriter<'_>) -> Result<(), u32> {
 }
 
 /// A COMPOUND reply without results: status and tag.
-fn header_only(w: &mut XdrWriter<'_>, s: u32, tag: &[u8]) -> usize {
+pub fn header_only(w: &mut XdrWriter<'_>, s: u32, tag: &[u8]) -> usize {
     let _ = w.put_u32(s);
     let _ = w.put_opaque_var(tag, 1024);
     let _ = w.put_u32(0);
@@ -528,7 +571,9 @@ mod tests {
     /// Runs `args`; the whole reply and its status.
     fn run(st: &mut State, args: &[u8]) -> (Vec<u8>, u32) {
         let mut out = vec![0u8; 4096];
-        let n = st.compound(7, args, &mut out);
+        let m = std::sync::Mutex::new(std::mem::replace(st, State::new(0)));
+        let n = crate::compound::run(&m, None, 7, args, &mut out, None).len;
+        *st = m.into_inner().unwrap();
         out.truncate(n);
         let s = u32::from_be_bytes(out[..4].try_into().unwrap());
         (out, s)

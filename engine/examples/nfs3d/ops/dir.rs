@@ -115,7 +115,7 @@ fn failed(w: &mut XdrWriter<'_>, s: Stat, d: &Obj, dfd: &OwnedFd) -> Res {
 
 /// The times an EXCLUSIVE create stores its verifier in (as Linux's nfsd does): the
 /// access time's seconds hold its first four bytes, the modification time's the others.
-fn verf_times(verf: &[u8; 8]) -> Timestamps {
+pub fn verf_times(verf: &[u8; 8]) -> Timestamps {
     let secs = |b: &[u8]| i64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
     Timestamps {
         last_access: Timespec {
@@ -129,7 +129,8 @@ fn verf_times(verf: &[u8; 8]) -> Timestamps {
     }
 }
 
-fn holds_verf(st: &Statx, verf: &[u8; 8]) -> bool {
+/// Whether `st` holds the EXCLUSIVE create verifier `verf` in its times.
+pub fn holds_verf(st: &Statx, verf: &[u8; 8]) -> bool {
     let t = verf_times(verf);
     st.stx_atime.tv_sec == t.last_access.tv_sec && st.stx_mtime.tv_sec == t.last_modification.tv_sec
 }

@@ -207,7 +207,7 @@ fn generation(st: &Statx) -> u32 {
 }
 
 /// The device number statx reports, as `st_dev` would.
-pub(super) fn dev_of(st: &Statx) -> u64 {
+pub fn dev_of(st: &Statx) -> u64 {
     u64::from(st.stx_dev_major) << 32 | u64::from(st.stx_dev_minor)
 }
 

@@ -28,14 +28,14 @@ const FILE_SYNC: u32 = 2;
 /// nfsd (NFSD_MAY_OWNER_OVERRIDE, NFSD_MAY_READ_IF_EXEC), or the server (COMMIT, which
 /// only makes what was written stable).
 #[derive(Clone, Copy, Debug)]
-enum By<'a> {
+pub enum By<'a> {
     Caller(&'a Caller),
     Server,
 }
 
 /// Opens the regular file `o` names, refusing anything else (NFS3ERR_ISDIR for a directory,
 /// NFS3ERR_INVAL otherwise) and a file swapped in meanwhile (NFS3ERR_STALE).
-fn open(o: &Obj, by: By<'_>, write: bool) -> Result<File, Fail> {
+pub fn open(o: &Obj, by: By<'_>, write: bool) -> Result<File, Fail> {
     match o.ftype() {
         FType::Reg => {}
         FType::Dir => return Err(Fail::Status(Stat::IsDir)),

@@ -14,18 +14,15 @@ use rustix::fs::Statx;
 /// cookie, inode number and where its name starts in `names` (NUL-terminated names one
 /// after the other).
 #[derive(Debug, Default)]
-pub(super) struct Snapshot {
+pub struct Snapshot {
     names: Vec<u8>,
-    pub(super) entries: Vec<(u64, u64, u32)>,
+    pub entries: Vec<(u64, u64, u32)>,
 }
 
 impl Snapshot {
     /// Reads the directory `listing` (`.` and `..` included), each name's cookie from
     /// `cookie` (the export's `Export::cookie`).
-    pub(super) fn read(
-        listing: &OwnedFd,
-        cookie: impl Fn(&[u8]) -> u64,
-    ) -> rustix::io::Result<Snapshot> {
+    pub fn read(listing: &OwnedFd, cookie: impl Fn(&[u8]) -> u64) -> rustix::io::Result<Snapshot> {
         let mut s = Snapshot::default();
         for ent in rustix::fs::Dir::read_from(listing)? {
             let ent = ent?;
@@ -40,7 +37,7 @@ impl Snapshot {
     }
 
     /// The name starting at `at`.
-    pub(super) fn name(&self, at: u32) -> &CStr {
+    pub fn name(&self, at: u32) -> &CStr {
         CStr::from_bytes_until_nul(&self.names[at as usize..]).unwrap_or_default()
     }
 
@@ -89,7 +86,7 @@ fn key(st: &Statx) -> Key {
 impl Listings {
     /// The snapshot of the directory with attributes `st`, if one was taken as it is now.
     /// Never waits for the lock: when another thread holds it, the directory is read.
-    pub(super) fn get(&self, st: &Statx) -> Option<Arc<Snapshot>> {
+    pub fn get(&self, st: &Statx) -> Option<Arc<Snapshot>> {
         let k = key(st);
         let kept = self.kept.try_lock().ok()?;
         let s = kept
@@ -101,7 +98,7 @@ impl Listings {
     }
 
     /// Keeps `snap` of the directory with attributes `st` (the oldest snapshots go first).
-    pub(super) fn put(&self, st: &Statx, snap: Arc<Snapshot>) {
+    pub fn put(&self, st: &Statx, snap: Arc<Snapshot>) {
         if snap.bytes() > LISTINGS_BYTES / 4 {
             return;
         }

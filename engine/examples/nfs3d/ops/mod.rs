@@ -118,7 +118,7 @@ impl From<std::io::Error> for Fail {
 /// Runs the file system call `f` as the server ([`identity::as_server`]): what only the
 /// server may do on a caller's behalf (the owner's access its mode does not give, COMMIT's
 /// open). A thread that cannot become the server again answers NFS3ERR_SERVERFAULT.
-fn as_server<T>(f: impl FnOnce() -> rustix::io::Result<T>) -> Result<T, Fail> {
+pub fn as_server<T>(f: impl FnOnce() -> rustix::io::Result<T>) -> Result<T, Fail> {
     Ok(identity::as_server(f).map_err(|_| Fail::Status(Stat::ServerFault))??)
 }
 

@@ -1,0 +1,297 @@
+//! nfs4d end to end on the soft fabric: a client on the engine mounts the export as the
+//! Linux client does (PUTROOTFH, GETFH, GETATTR), creates a file with OPEN, writes it
+//! through a Read chunk, reads it back through a Write chunk, lists the directory, locks a
+//! range against a second owner, closes, renames and removes the file.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use rpcrdma_engine::conn::ConnConfig;
+use rpcrdma_engine::fabric::soft::{Soft, SoftAddr};
+use rpcrdma_engine::fabric::Provider;
+use rpcrdma_engine::requester::{CallArgs, Client};
+use rpcrdma_proto::rpc::OpaqueAuth;
+use rpcrdma_proto::xdr::XdrReader;
+
+use crate::attrs::a;
+use crate::nfs4common::words;
+use crate::session::{op, status};
+use crate::{serve, Cli, NFS4_PROGRAM, NFSPROC4_COMPOUND, NFS_V4};
+
+/// A COMPOUND being built.
+struct C {
+    buf: Vec<u8>,
+    n: u32,
+}
+
+impl C {
+    fn new() -> C {
+        // tag "", minor version 1, the count patched at the end.
+        C {
+            buf: words(&[0, 1, 0]),
+            n: 0,
+        }
+    }
+    fn op(mut self, opnum: u32, args: &[u8]) -> C {
+        self.buf.extend(opnum.to_be_bytes());
+        self.buf.extend(args);
+        self.n += 1;
+        self
+    }
+    fn done(mut self) -> Vec<u8> {
+        self.buf[8..12].copy_from_slice(&self.n.to_be_bytes());
+        self.buf
+    }
+}
+
+fn opaque(b: &[u8]) -> Vec<u8> {
+    let mut v = (b.len() as u32).to_be_bytes().to_vec();
+    v.extend(b);
+    v.resize(4 + b.len().div_ceil(4) * 4, 0);
+    v
+}
+
+fn bitmap(attrs: &[u32]) -> Vec<u8> {
+    let mut m = [0u32; 2];
+    for &n in attrs {
+        m[(n / 32) as usize] |= 1 << (n % 32);
+    }
+    words(&[2, m[0], m[1]])
+}
+
+struct Session {
+    c: Client<Soft>,
+    sid: Vec<u8>,
+    seq: u32,
+    cred: Vec<u8>,
+}
+
+impl Session {
+    /// Runs a COMPOUND after SEQUENCE; its status and the results after SEQUENCE's.
+    /// `bulk_arg` travels in a Read chunk, `read` asks for a Write chunk of that size.
+    fn run(&mut self, c: C, bulk_arg: Option<&[u8]>, read: u32) -> (u32, Vec<u8>, Vec<u8>) {
+        self.seq += 1;
+        let mut seq = self.sid.clone();
+        seq.extend(words(&[self.seq, 0, 0, 0]));
+        let body = c.done();
+        // SEQUENCE first: rebuild with it ahead of the operations given.
+        let mut args = words(&[0, 1, body_count(&body) + 1]);
+        args.extend(op::SEQUENCE.to_be_bytes());
+        args.extend(&seq);
+        args.extend(&body[12..]);
+        let bulk = [read];
+        let mut call = CallArgs::new(NFS4_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, &args, 65536);
+        call.bulk_arg = bulk_arg;
+        if read > 0 {
+            call.bulk_results = &bulk;
+        }
+        call.cred = OpaqueAuth {
+            flavor: 1,
+            body: &self.cred,
+        };
+        call.timeout = Duration::from_secs(10);
+        self.c
+            .call(&call, |r| {
+                let r = r.unwrap();
+                let res = r.results;
+                let st = u32::from_be_bytes(res[..4].try_into().unwrap());
+                // status, tag "", count, SEQUENCE's op, status and 36 bytes of results.
+                let rest = res.get(12 + 8 + 36..).unwrap_or_default().to_vec();
+                let data = r.bulk().first().map(|b| b.to_vec()).unwrap_or_default();
+                (st, rest, data)
+            })
+            .unwrap()
+    }
+}
+
+fn body_count(b: &[u8]) -> u32 {
+    u32::from_be_bytes(b[8..12].try_into().unwrap())
+}
+
+/// Reads a result: operation number and status, checked OK.
+fn ok(r: &mut XdrReader<'_>, opnum: u32) {
+    assert_eq!(r.u32().unwrap(), opnum, "operation");
+    assert_eq!(r.u32().unwrap(), status::OK, "status of {opnum}");
+}
+
+fn open_args(owner: &[u8], name: &[u8]) -> Vec<u8> {
+    // seqid, share BOTH, deny NONE, owner, OPEN4_CREATE UNCHECKED4 with mode 0644,
+    // CLAIM_NULL name.
+    let mut a = words(&[0, 3, 0, 0, 0]);
+    a.extend(opaque(owner));
+    a.extend(words(&[1, 0]));
+    a.extend(bitmap(&[crate::attrs::a::MODE]));
+    a.extend(opaque(&0o644u32.to_be_bytes()));
+    a.extend(words(&[0]));
+    a.extend(opaque(name));
+    a
+}
+
+#[test]
+fn a_client_creates_writes_reads_lists_locks_and_removes_a_file() {
+    let dir = std::env::temp_dir().join(format!("nfs4d-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let state = dir.with_extension("state");
+    let name = format!("@nfs4d-files-{}", std::process::id());
+    let cli = Cli::parse_from([
+        "nfs4d",
+        "--export",
+        dir.to_str().unwrap(),
+        "--listen",
+        &name,
+        "--provider",
+        "soft",
+        "--no-root-squash",
+        "--state-dir",
+        state.to_str().unwrap(),
+    ]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let s = Arc::clone(&stop);
+    let server = std::thread::spawn(move || {
+        serve::<Soft>(&cli, &s, |a: &SoftAddr| tx.send(a.clone()).unwrap())
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let device = Soft::open_device(None).unwrap();
+    let c = Client::<Soft>::connect(&device, &addr, ConnConfig::default()).unwrap();
+    // AUTH_SYS as root (not squashed): stamp, machine "", uid 0, gid 0, no groups.
+    let cred = words(&[0, 0, 0, 0, 0]);
+    let mut s = Session {
+        c,
+        sid: Vec::new(),
+        seq: 0,
+        cred,
+    };
+    // EXCHANGE_ID and CREATE_SESSION, without SEQUENCE.
+    let mut eid = vec![1u8; 8];
+    eid.extend(opaque(b"files-test"));
+    eid.extend(words(&[0, 0, 0]));
+    let args = C::new().op(op::EXCHANGE_ID, &eid).done();
+    let call = CallArgs::new(NFS4_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, &args, 4096);
+    let r = s.c.call(&call, |r| r.unwrap().results.to_vec()).unwrap();
+    assert_eq!(&r[..4], &[0; 4]);
+    let mut cs = r[20..32].to_vec();
+    cs.extend(words(&[0]));
+    for _ in 0..2 {
+        cs.extend(words(&[0, 1 << 20, 1 << 20, 8192, 16, 8, 0]));
+    }
+    cs.extend(words(&[0x4000_0000, 1, 0]));
+    let args = C::new().op(op::CREATE_SESSION, &cs).done();
+    let call = CallArgs::new(NFS4_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, &args, 4096);
+    let r = s.c.call(&call, |r| r.unwrap().results.to_vec()).unwrap();
+    assert_eq!(&r[..4], &[0; 4], "CREATE_SESSION");
+    s.sid = r[20..36].to_vec();
+    // The root: its handle and attributes.
+    let c = C::new()
+        .op(op::PUTROOTFH, &[])
+        .op(op::GETFH, &[])
+        .op(op::GETATTR, &bitmap(&[a::TYPE, a::FILEID]));
+    let (st, res, _) = s.run(c, None, 0);
+    assert_eq!(st, status::OK);
+    let mut r = XdrReader::new(&res);
+    ok(&mut r, op::PUTROOTFH);
+    ok(&mut r, op::GETFH);
+    let root = r.opaque_var(128).unwrap().to_vec();
+    ok(&mut r, op::GETATTR);
+    let n = r.array_len(4, 4).unwrap(); // the bitmap
+    r.skip(4 * n as usize).unwrap();
+    assert_eq!(r.u32().unwrap(), 12, "type and fileid");
+    assert_eq!(r.u32().unwrap(), 2, "a directory");
+    // OPEN creates "f"; its handle.
+    let c = C::new()
+        .op(op::PUTFH, &opaque(&root))
+        .op(op::OPEN, &open_args(b"o1", b"f"))
+        .op(op::GETFH, &[]);
+    let (st, res, _) = s.run(c, None, 0);
+    assert_eq!(st, status::OK);
+    let mut r = XdrReader::new(&res);
+    ok(&mut r, op::PUTFH);
+    ok(&mut r, op::OPEN);
+    let stateid = r.opaque_fixed(16).unwrap().to_vec();
+    r.skip(4 + 16 + 4).unwrap(); // cinfo, rflags
+    let n = r.array_len(4, 4).unwrap(); // attrset
+    r.skip(4 * n as usize + 4).unwrap(); // and no delegation
+    ok(&mut r, op::GETFH);
+    let fh = r.opaque_var(128).unwrap().to_vec();
+    // WRITE 64 KiB through a Read chunk, FILE_SYNC.
+    let data: Vec<u8> = (0..65536u32).map(|i| (i * 7 % 251) as u8).collect();
+    let mut wa = stateid.clone();
+    wa.extend(0u64.to_be_bytes());
+    wa.extend(words(&[2]));
+    let c = C::new().op(op::PUTFH, &opaque(&fh)).op(op::WRITE, &wa);
+    let (st, res, _) = s.run(c, Some(&data), 0);
+    assert_eq!(st, status::OK, "WRITE");
+    let mut r = XdrReader::new(&res);
+    ok(&mut r, op::PUTFH);
+    ok(&mut r, op::WRITE);
+    assert_eq!(r.u32().unwrap(), 65536);
+    assert_eq!(std::fs::read(dir.join("f")).unwrap(), data);
+    // READ it back through a Write chunk.
+    let mut ra = stateid.clone();
+    ra.extend(0u64.to_be_bytes());
+    ra.extend(words(&[65536]));
+    let c = C::new().op(op::PUTFH, &opaque(&fh)).op(op::READ, &ra);
+    let (st, res, got) = s.run(c, None, 65536);
+    assert_eq!(st, status::OK, "READ");
+    let mut r = XdrReader::new(&res);
+    ok(&mut r, op::PUTFH);
+    ok(&mut r, op::READ);
+    assert!(r.bool().unwrap(), "eof");
+    assert_eq!(got, data);
+    // READDIR lists it.
+    let mut rd = 0u64.to_be_bytes().to_vec();
+    rd.extend([0u8; 8]);
+    rd.extend(words(&[8192, 8192]));
+    rd.extend(bitmap(&[a::FILEID]));
+    let c = C::new().op(op::PUTFH, &opaque(&root)).op(op::READDIR, &rd);
+    let (st, res, _) = s.run(c, None, 0);
+    assert_eq!(st, status::OK, "READDIR");
+    assert!(res.windows(4).any(|w| w == b"f\0\0\0"), "f listed");
+    // A write lock on [0, 100) by one owner; a second owner is denied.
+    let mut lk = words(&[2, 0]);
+    lk.extend(0u64.to_be_bytes());
+    lk.extend(100u64.to_be_bytes());
+    lk.extend(words(&[1, 0]));
+    lk.extend(&stateid);
+    lk.extend(words(&[0, 0, 0]));
+    lk.extend(opaque(b"lock-owner-1"));
+    let c = C::new().op(op::PUTFH, &opaque(&fh)).op(op::LOCK, &lk);
+    assert_eq!(s.run(c, None, 0).0, status::OK, "LOCK");
+    let mut lt = words(&[2]);
+    lt.extend(50u64.to_be_bytes());
+    lt.extend(10u64.to_be_bytes());
+    lt.extend(words(&[0, 0]));
+    lt.extend(opaque(b"lock-owner-2"));
+    let c = C::new().op(op::PUTFH, &opaque(&fh)).op(op::LOCKT, &lt);
+    assert_eq!(s.run(c, None, 0).0, status::DENIED, "LOCKT");
+    // CLOSE, RENAME, REMOVE.
+    let mut cl = words(&[0]);
+    cl.extend(&stateid);
+    let c = C::new().op(op::PUTFH, &opaque(&fh)).op(op::CLOSE, &cl);
+    assert_eq!(s.run(c, None, 0).0, status::OK, "CLOSE");
+    let mut rn = opaque(b"f");
+    rn.extend(opaque(b"g"));
+    let c = C::new()
+        .op(op::PUTFH, &opaque(&root))
+        .op(op::SAVEFH, &[])
+        .op(op::RENAME, &rn);
+    assert_eq!(s.run(c, None, 0).0, status::OK, "RENAME");
+    assert!(dir.join("g").exists());
+    let c = C::new()
+        .op(op::PUTFH, &opaque(&root))
+        .op(op::REMOVE, &opaque(b"g"));
+    assert_eq!(s.run(c, None, 0).0, status::OK, "REMOVE");
+    assert!(!dir.join("g").exists());
+    // A name that is not there.
+    let c = C::new()
+        .op(op::PUTFH, &opaque(&root))
+        .op(op::LOOKUP, &opaque(b"nothing"));
+    assert_eq!(s.run(c, None, 0).0, status::NOENT);
+    stop.store(true, Ordering::Relaxed);
+    let report = server.join().unwrap().unwrap();
+    assert!(report.contains("\"open_states\":0"), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&state);
+}
