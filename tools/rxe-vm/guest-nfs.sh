@@ -139,12 +139,13 @@ nfs3d_counter() { # SECTION NAME
 
 # The kernel client's workload on a server: SERVER label, PORT, MOUNTPORT, the server's
 # export path as MOUNT knows it, the exported directory here (to compare), whether a
-# hard link must succeed (yes: both servers make them) or be refused.
-client_workload() { # SERVER PORT MOUNTPORT REMOTE LOCAL LINK(yes|no)
+# hard link must succeed (yes: both servers make them) or be refused, and the mount
+# options (default: NFSv3 with MOUNT over TCP on MOUNTPORT, without NLM).
+client_workload() { # SERVER PORT MOUNTPORT REMOTE LOCAL LINK(yes|no) [OPTIONS]
     local s=$1 port=$2 mport=$3 remote=$4 local_dir=$5 link=$6 got n
-    if timed "$s" mount mount -t nfs -o "vers=3,proto=rdma,port=$port,mountport=$mport,mountproto=tcp,nolock" \
-        "$IP:$remote" "$MNT"; then
-        pass "$s: mount"
+    local opts=${7:-vers=3,proto=rdma,port=$port,mountport=$mport,mountproto=tcp,nolock}
+    if timed "$s" mount mount -t nfs -o "$opts" "$IP:$remote" "$MNT"; then
+        pass "$s: mount ($(awk -v m="$MNT" '$2 == m { print $4 }' /proc/mounts | grep -o 'vers=[0-9.]*'))"
     else
         fail "$s: mount"
         dmesg | tail -n 20
@@ -282,6 +283,7 @@ nfs_tests() {
     fi
     if command -v nfs4d >/dev/null; then
         nfs4d_callbacks
+        nfs4_workload
     fi
     kernel_nfsd_stop
     if command -v nfs3d >/dev/null && command -v nfs3probe >/dev/null; then
@@ -366,10 +368,9 @@ backchannel_probe() { # SERVER PORT LOCAL
     rm -f "$3/cbfile"
 }
 
-# nfs4d (the engine's NFSv4.1 server, sessions only so far) calling its clients back in
-# RFC 8167's backward direction: the kernel's client, whose mount opens a session with its
-# back channel on the connection (the mount itself then fails: nfs4d serves no file
-# operation yet), and the engine's own client (nfs4probe). nfs4d sends CB_NULL and, once
+# nfs4d (the engine's NFSv4.1 server) calling its clients back in RFC 8167's backward
+# direction: the kernel's client, whose mount opens a session with its back channel on
+# the connection, and the engine's own client (nfs4probe). nfs4d sends CB_NULL and, once
 # the client has used the session, CB_COMPOUND(CB_SEQUENCE); both must come back NFS4_OK.
 nfs4d_callbacks() {
     banner "NFS: nfs4d's callbacks (NFSv4.1 back channel over RDMA)"
@@ -386,7 +387,7 @@ nfs4d_callbacks() {
         if [ "$who" = kernel ]; then
             timeout 60 mount -t nfs -o vers=4.1,proto=rdma,port=20051 "$IP:/" "$MNT" \
                 && umount "$MNT"
-            echo "nfs4d: the kernel's mount ended $? (expected to fail: no file operations yet)"
+            echo "nfs4d: the kernel's mount and umount ended $?"
         else
             timeout 60 nfs4probe --server "$IP" --port 20051 | tail -n 1
         fi
@@ -402,6 +403,55 @@ nfs4d_callbacks() {
             fail "nfs4d: the $who client's callbacks"
         fi
     done
+}
+
+NFS4D_PID=
+# Starts nfs4d on port 20051 exporting $NEXPORT (no_root_squash, as the kernel's export:
+# the workload runs as root); its output goes to $NFS_WORK/nfs4d.out and .err.
+nfs4d_start() {
+    nfs4d --export "$NEXPORT" --listen "$IP:20051" --provider verbs --device rxe0 \
+        --no-root-squash --state-dir "$NFS_WORK/nfs4d-state" \
+        >"$NFS_WORK/nfs4d.out" 2>"$NFS_WORK/nfs4d.err" &
+    NFS4D_PID=$!
+    local _
+    for _ in $(seq 100); do
+        grep -q "^nfs4d: NFSv4.1 on" "$NFS_WORK/nfs4d.err" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    cat "$NFS_WORK/nfs4d.err"
+    return 1
+}
+
+nfs4d_stop() {
+    [ -n "$NFS4D_PID" ] || return 1
+    kill -TERM "$NFS4D_PID"
+    for _ in $(seq 100); do
+        kill -0 "$NFS4D_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$NFS4D_PID" 2>/dev/null
+    wait "$NFS4D_PID"
+    NFS4D_PID=
+}
+
+# The Linux client's default mount (no vers=: 4.2, falling back to 4.1) of nfs4d, and the
+# same workload as NFSv3's: 64 MiB by dd, a tree copied, compared, renamed and removed,
+# links, a 2,000-entry directory. The kernel's nfsd over NFSv4.1 the same way first, as
+# the reference of the same run.
+nfs4_workload() {
+    banner "NFS: NFSv4.1 over RDMA, kernel nfsd, then nfs4d (the default mount)"
+    if [ -z "${NFS_SKIP_KERNEL:-}" ]; then
+        client_workload kernel-nfsd-v4 20049 - / "$KEXPORT" yes \
+            "vers=4.1,proto=rdma,port=20049"
+    fi
+    if nfs4d_start; then
+        client_workload nfs4d 20051 - / "$NEXPORT" yes "proto=rdma,port=20051"
+        nfs4d_stop
+        cat "$NFS_WORK/nfs4d.out"
+        tail -n 5 "$NFS_WORK/nfs4d.err"
+    else
+        fail "nfs4d: start"
+    fi
 }
 
 # `rpcrdma sweep` of a server's NFSv3 NULL (`--op prog:100003:3:0`) at two depths: the

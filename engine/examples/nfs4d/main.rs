@@ -89,6 +89,10 @@ const NFS4_PROGRAM: u32 = 100_003;
 const NFS_V4: u32 = 4;
 const NFSPROC4_NULL: u32 = 0;
 const NFSPROC4_COMPOUND: u32 = 1;
+/// How long the polling loop spins (yielding its core) with nothing to do before it naps,
+/// and how long a nap is.
+const IDLE_SPIN: Duration = Duration::from_millis(2);
+const IDLE_NAP: Duration = Duration::from_micros(50);
 /// AUTH_SYS (RFC 5531 Appendix A).
 const AUTH_SYS: u32 = 1;
 
@@ -368,6 +372,7 @@ where
     let mut done = Vec::new();
     let mut pending: Vec<Finished> = Vec::new();
     let mut compounds = 0u64;
+    let mut idle_since = Instant::now();
     while !stop.load(Ordering::Relaxed) && end.is_none_or(|e| Instant::now() < e) {
         let now = Instant::now();
         if now >= next_accept {
@@ -391,13 +396,15 @@ where
                 c.housekeep(now);
             }
         }
+        let mut work = 0;
         for c in conns.iter_mut() {
-            c.poll();
+            work += c.poll();
         }
         pending.extend(done_rx.try_iter());
         pending.retain_mut(|f| {
             let finished = complete(&mut conns, f);
             compounds += u64::from(finished);
+            work += usize::from(finished);
             !finished
         });
         {
@@ -413,6 +420,16 @@ where
                 true
             }
         });
+        // Idle: give the core to the I/O threads (and, in a small machine, to the
+        // client), then nap after a while, so that a polling loop never keeps the thread
+        // that runs a COMPOUND from its core.
+        if work > 0 || !pending.is_empty() {
+            idle_since = now;
+        } else if now.duration_since(idle_since) > IDLE_SPIN {
+            std::thread::sleep(IDLE_NAP);
+        } else {
+            std::thread::yield_now();
+        }
     }
     drop(pool);
     let reverse_calls: u64 = conns
