@@ -74,6 +74,7 @@ pub fn run(
         saved: None,
         lent,
         last: false,
+        callbacks: false,
         data: ReadData::None,
     });
     for i in 0..n {
@@ -94,6 +95,7 @@ pub fn run(
                 Ok(Sequenced::New(s)) => {
                     if let (Some(cx), Some(id)) = (cx.as_mut(), st.client_of(&s.0)) {
                         cx.clientid = id;
+                        cx.callbacks = st.cb_up.contains(&id);
                     }
                     slot = Some(s);
                     Ok(())

@@ -70,6 +70,9 @@ pub struct Cx<'a> {
     pub lent: Option<&'a mut [u8]>,
     /// Whether the operation running is the COMPOUND's last.
     pub last: bool,
+    /// Whether the client answers callbacks (its back channel answered CB_SEQUENCE):
+    /// only such a client is given delegations.
+    pub callbacks: bool,
     pub data: ReadData,
 }
 
@@ -189,6 +192,20 @@ impl Cx<'_> {
         Ok(self.fs.export.dir(self.cur()?.as_bytes())?)
     }
 
+    /// The open, lock and delegation state, locked.
+    pub(crate) fn files(&self) -> Result<std::sync::MutexGuard<'_, Files>, Stop> {
+        self.fs
+            .files
+            .lock()
+            .map_err(|_| Stop::Status(status::SERVERFAULT))
+    }
+
+    /// A change of the object `st` by this client: other clients' delegations of it
+    /// are recalled first (NFS4ERR_DELAY until they are returned).
+    pub(crate) fn breaks(&self, st: &Statx) -> R {
+        Ok(self.files()?.breaks(self.clientid, key(st))?)
+    }
+
     fn writable(&self) -> R {
         if self.fs.read_only {
             Err(Stop::Status(v4(Stat::Rofs)))
@@ -204,7 +221,12 @@ impl Cx<'_> {
             op::CLOSE => self.close(r, w),
             op::COMMIT => self.commit(r, w),
             op::CREATE => self.create(r, w),
-            op::DELEGRETURN => stateid(r).and(Err(Stop::Status(status::BAD_STATEID))),
+            op::DELEGRETURN => (|| {
+                let sid = stateid(r)?;
+                self.cur()?;
+                self.files()?.delegreturn(&sid)?;
+                ok(w)
+            })(),
             op::GETATTR => self.getattr(r, w),
             op::GETFH => {
                 let fh = self.cur();
@@ -418,6 +440,7 @@ impl Cx<'_> {
         self.writable()?;
         let name = component(raw)?;
         let st = stat_at(&dfd, &name)?;
+        self.breaks(&st)?;
         let flags = if ftype(&st) == FType::Dir {
             AtFlags::REMOVEDIR
         } else {
@@ -440,6 +463,10 @@ impl Cx<'_> {
         let (td, tfd) = self.dir()?;
         self.writable()?;
         let (from, to) = (component(old)?, component(new)?);
+        self.breaks(&stat_at(&sfd, &from)?)?;
+        if let Ok(st) = stat_at(&tfd, &to) {
+            self.breaks(&st)?;
+        }
         rustix::fs::renameat(&sfd, from.as_c_str(), &tfd, to.as_c_str())?;
         if let Ok(st) = stat_at(&tfd, &to) {
             if ftype(&st) == FType::Dir {
@@ -485,9 +512,12 @@ impl Cx<'_> {
             if self.fs.read_only {
                 return Err(v4(Stat::Rofs));
             }
-            if s.size.is_some() && !sid.is_special() {
-                let files = self.fs.files.lock().map_err(|_| status::SERVERFAULT)?;
-                files.io(&sid, key(&o.st), true)?;
+            {
+                let mut files = self.fs.files.lock().map_err(|_| status::SERVERFAULT)?;
+                if s.size.is_some() && !sid.is_special() {
+                    files.io(&sid, key(&o.st), true)?;
+                }
+                files.breaks(self.clientid, key(&o.st))?;
             }
             let owner = self.caller.uid == o.st.stx_uid;
             crate::ops::attr::apply(&o.parent, &o.name, o.ftype(), &s, owner).map_err(|f| {
@@ -614,11 +644,11 @@ impl Cx<'_> {
         }
         let o = self.obj()?;
         self.writable()?;
-        self.fs
-            .files
-            .lock()
-            .map_err(|_| status::SERVERFAULT)?
-            .io(&sid, key(&o.st), true)?;
+        {
+            let mut files = self.files()?;
+            files.io(&sid, key(&o.st), true)?;
+            files.breaks(self.clientid, key(&o.st))?;
+        }
         let f = self.file(&o, true)?;
         f.write_all_at(data, offset)?;
         let committed = match stable {

@@ -5,10 +5,11 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use rpcrdma_engine::conn::ConnConfig;
+use rpcrdma_engine::dispatch::{Dispatch, Outcome, ProcSpec};
 use rpcrdma_engine::fabric::soft::{Soft, SoftAddr};
 use rpcrdma_engine::fabric::Provider;
 use rpcrdma_engine::requester::{CallArgs, Client};
@@ -129,12 +130,21 @@ fn open_args(owner: &[u8], name: &[u8]) -> Vec<u8> {
     a
 }
 
-#[test]
-fn a_client_creates_writes_reads_lists_locks_and_removes_a_file() {
-    let dir = std::env::temp_dir().join(format!("nfs4d-files-{}", std::process::id()));
+/// A server on a fresh export: its directory, state directory, address, stop flag and
+/// thread.
+struct Served {
+    dir: std::path::PathBuf,
+    state: std::path::PathBuf,
+    addr: SoftAddr,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Result<String, String>>,
+}
+
+fn start(test: &str) -> Served {
+    let dir = std::env::temp_dir().join(format!("nfs4d-{test}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let state = dir.with_extension("state");
-    let name = format!("@nfs4d-files-{}", std::process::id());
+    let name = format!("@nfs4d-{test}-{}", std::process::id());
     let cli = Cli::parse_from([
         "nfs4d",
         "--export",
@@ -150,39 +160,75 @@ fn a_client_creates_writes_reads_lists_locks_and_removes_a_file() {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();
     let s = Arc::clone(&stop);
-    let server = std::thread::spawn(move || {
+    let thread = std::thread::spawn(move || {
         serve::<Soft>(&cli, &s, |a: &SoftAddr| tx.send(a.clone()).unwrap())
     });
     let addr = rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    let device = Soft::open_device(None).unwrap();
-    let c = Client::<Soft>::connect(&device, &addr, ConnConfig::default()).unwrap();
-    // AUTH_SYS as root (not squashed): stamp, machine "", uid 0, gid 0, no groups.
-    let cred = words(&[0, 0, 0, 0, 0]);
+    Served {
+        dir,
+        state,
+        addr,
+        stop,
+        thread,
+    }
+}
+
+impl Served {
+    /// Stops the server: its report.
+    fn stop(self) -> String {
+        self.stop.store(true, Ordering::Relaxed);
+        let report = self.thread.join().unwrap().unwrap();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_dir_all(&self.state);
+        report
+    }
+}
+
+/// EXCHANGE_ID as `owner` and CREATE_SESSION (its back channel on the connection with
+/// `back`), as root over AUTH_SYS.
+fn session(c: Client<Soft>, owner: &[u8], back: bool) -> Session {
     let mut s = Session {
         c,
         sid: Vec::new(),
         seq: 0,
-        cred,
+        // AUTH_SYS as root (not squashed): stamp, machine "", uid 0, gid 0, no groups.
+        cred: words(&[0, 0, 0, 0, 0]),
     };
-    // EXCHANGE_ID and CREATE_SESSION, without SEQUENCE.
     let mut eid = vec![1u8; 8];
-    eid.extend(opaque(b"files-test"));
+    eid.extend(opaque(owner));
     eid.extend(words(&[0, 0, 0]));
     let args = C::new().op(op::EXCHANGE_ID, &eid).done();
     let call = CallArgs::new(NFS4_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, &args, 4096);
     let r = s.c.call(&call, |r| r.unwrap().results.to_vec()).unwrap();
     assert_eq!(&r[..4], &[0; 4]);
     let mut cs = r[20..32].to_vec();
-    cs.extend(words(&[0]));
+    cs.extend(words(&[if back {
+        crate::session::CONN_BACK_CHAN
+    } else {
+        0
+    }]));
     for _ in 0..2 {
         cs.extend(words(&[0, 1 << 20, 1 << 20, 8192, 16, 8, 0]));
     }
-    cs.extend(words(&[0x4000_0000, 1, 0]));
+    cs.extend(words(&[CB_PROGRAM, 1, 0]));
     let args = C::new().op(op::CREATE_SESSION, &cs).done();
     let call = CallArgs::new(NFS4_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, &args, 4096);
     let r = s.c.call(&call, |r| r.unwrap().results.to_vec()).unwrap();
     assert_eq!(&r[..4], &[0; 4], "CREATE_SESSION");
     s.sid = r[20..36].to_vec();
+    s
+}
+
+/// The callback program the tests' clients name.
+const CB_PROGRAM: u32 = 0x4000_0000;
+
+#[test]
+fn a_client_creates_writes_reads_lists_locks_and_removes_a_file() {
+    let srv = start("files");
+    let dir = srv.dir.clone();
+    let device = Soft::open_device(None).unwrap();
+    let c = Client::<Soft>::connect(&device, &srv.addr, ConnConfig::default()).unwrap();
+    let mut s = session(c, b"files-test", false);
     // The root: its handle and attributes.
     let c = C::new()
         .op(op::PUTROOTFH, &[])
@@ -289,9 +335,133 @@ fn a_client_creates_writes_reads_lists_locks_and_removes_a_file() {
         .op(op::PUTFH, &opaque(&root))
         .op(op::LOOKUP, &opaque(b"nothing"));
     assert_eq!(s.run(c, None, 0).0, status::NOENT);
-    stop.store(true, Ordering::Relaxed);
-    let report = server.join().unwrap().unwrap();
+    let report = srv.stop();
     assert!(report.contains("\"open_states\":0"), "{report}");
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_dir_all(&state);
+}
+
+/// Client A's callback program: CB_NULL, and CB_COMPOUND with CB_SEQUENCE answered and
+/// CB_RECALL's stateid recorded in `recalled`.
+fn callbacks(recalled: Arc<std::sync::Mutex<Vec<Vec<u8>>>>) -> Arc<Dispatch> {
+    let mut d = Dispatch::new();
+    d.register(CB_PROGRAM, 1, 0, ProcSpec::plain(0), |_, _| {
+        Outcome::Success
+    });
+    d.register(CB_PROGRAM, 1, 1, ProcSpec::plain(512), move |req, resp| {
+        let mut r = XdrReader::new(req.args);
+        let tag = r.opaque_var(64).unwrap().to_vec();
+        r.skip(8).unwrap(); // minor version, callback_ident
+        let n = r.u32().unwrap();
+        assert_eq!(r.u32().unwrap(), 11, "CB_SEQUENCE");
+        let sid = r.opaque_fixed(16).unwrap().to_vec();
+        let (seq, slot) = (r.u32().unwrap(), r.u32().unwrap());
+        r.skip(12).unwrap(); // highest slot, cachethis, no referring calls
+        let mut out = words(&[0]);
+        out.extend(opaque(&tag));
+        out.extend(words(&[n, 11, 0]));
+        out.extend(&sid);
+        out.extend(words(&[seq, slot, 0, 0]));
+        if n == 2 {
+            assert_eq!(r.u32().unwrap(), 4, "CB_RECALL");
+            let stateid = r.opaque_fixed(16).unwrap().to_vec();
+            recalled.lock().unwrap().push(stateid);
+            out.extend(words(&[4, 0]));
+        }
+        resp.write_results(&out);
+        Outcome::Success
+    });
+    Arc::new(d)
+}
+
+/// OPEN of `name` in the root with share `access`, without create: its status and, on
+/// success, the open stateid and the delegation type and stateid.
+fn open(
+    s: &mut Session,
+    root: &[u8],
+    owner: &[u8],
+    name: &[u8],
+    access: u32,
+) -> (u32, Vec<u8>, u32, Vec<u8>) {
+    let mut a = words(&[0, access, 0, 0, 0]);
+    a.extend(opaque(owner));
+    a.extend(words(&[0, 0]));
+    a.extend(opaque(name));
+    let c = C::new().op(op::PUTFH, &opaque(root)).op(op::OPEN, &a);
+    let (st, res, _) = s.run(c, None, 0);
+    if st != status::OK {
+        return (st, Vec::new(), 0, Vec::new());
+    }
+    let mut r = XdrReader::new(&res);
+    ok(&mut r, op::PUTFH);
+    ok(&mut r, op::OPEN);
+    let sid = r.opaque_fixed(16).unwrap().to_vec();
+    r.skip(4 + 16 + 4).unwrap();
+    let n = r.array_len(4, 4).unwrap();
+    r.skip(4 * n as usize).unwrap();
+    let kind = r.u32().unwrap();
+    let deleg = if kind == 1 {
+        r.opaque_fixed(16).unwrap().to_vec()
+    } else {
+        Vec::new()
+    };
+    (st, sid, kind, deleg)
+}
+
+/// Client A, whose back channel answers, is given a read delegation of a file; client B
+/// opening it for writing waits (NFS4ERR_DELAY) while the server recalls it with
+/// CB_RECALL over A's back channel; A returns it, and B's open goes through.
+#[test]
+fn a_read_delegation_is_recalled_when_another_client_opens_for_writing() {
+    let srv = start("deleg");
+    std::fs::write(srv.dir.join("d"), b"delegated").unwrap();
+    let device = Soft::open_device(None).unwrap();
+    let recalled = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let cfg = ConnConfig {
+        reverse_credits: 4,
+        ..ConnConfig::default()
+    };
+    let ca =
+        Client::<Soft>::connect_serving(&device, &srv.addr, cfg, callbacks(Arc::clone(&recalled)))
+            .unwrap();
+    let mut a = session(ca, b"client-a", true);
+    let cb = Client::<Soft>::connect(&device, &srv.addr, ConnConfig::default()).unwrap();
+    let mut b = session(cb, b"client-b", false);
+    let c = C::new().op(op::PUTROOTFH, &[]).op(op::GETFH, &[]);
+    let (st, res, _) = a.run(c, None, 0);
+    assert_eq!(st, status::OK);
+    let root = res[16..].to_vec();
+    let root = XdrReader::new(&root).opaque_var(128).unwrap().to_vec();
+    // A's callback path: CB_NULL and CB_SEQUENCE answered, and taken in by the server.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while a.c.snapshot().reverse_replies < 2 {
+        a.c.poll_completions(|_| {});
+        assert!(Instant::now() < deadline, "callbacks: {:?}", a.c.snapshot());
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let (st, _, kind, deleg) = open(&mut a, &root, b"oa", b"d", 1);
+    assert_eq!((st, kind), (status::OK, 1), "A holds a read delegation");
+    // B's open for writing waits for the recall.
+    assert_eq!(open(&mut b, &root, b"ob", b"d", 2).0, status::DELAY);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while recalled.lock().unwrap().is_empty() {
+        a.c.poll_completions(|_| {});
+        assert!(Instant::now() < deadline, "no CB_RECALL");
+    }
+    assert_eq!(
+        recalled.lock().unwrap()[0],
+        deleg,
+        "the delegation's stateid"
+    );
+    // Still waiting until A returns it.
+    assert_eq!(open(&mut b, &root, b"ob", b"d", 2).0, status::DELAY);
+    let c = C::new().op(op::PUTROOTFH, &[]).op(op::DELEGRETURN, &deleg);
+    assert_eq!(a.run(c, None, 0).0, status::OK, "DELEGRETURN");
+    assert_eq!(open(&mut b, &root, b"ob", b"d", 2).0, status::OK);
+    let report = srv.stop();
+    assert!(
+        report.contains(
+            "\"delegations\":{\"granted\":1,\"recalled\":1,\"returned\":1,\"revoked\":0}"
+        ),
+        "{report}"
+    );
+    assert!(report.contains("\"cb_recall\":1"), "{report}");
 }

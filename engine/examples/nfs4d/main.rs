@@ -61,14 +61,13 @@ mod state;
 #[path = "../nfs3d/xdr.rs"]
 mod xdr;
 
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
-use rpcrdma_engine::conn::{ConnConfig, Version};
+use rpcrdma_engine::conn::{ConnConfig, ConnError, Version};
 use rpcrdma_engine::dispatch::{Dispatch, Outcome, ProcSpec, Request, Response};
 use rpcrdma_engine::fabric::soft::Soft;
 use rpcrdma_engine::fabric::verbs::Verbs;
@@ -308,6 +307,8 @@ fn serve<P: Provider>(
 ) -> Result<String, String>
 where
     P::Addr: std::str::FromStr,
+    Server<P>: Send + 'static,
+    ServerConn<P>: Send + 'static,
 {
     let device = P::open_device(cli.device.as_deref()).map_err(|e| e.to_string())?;
     let addr = cli
@@ -359,6 +360,34 @@ where
     };
     let mut server = Server::<P>::listen(device, &addr, dispatch(policy.clone(), jobs), cfg)
         .map_err(|e| format!("listen on {}: {e}", cli.listen))?;
+    // Connections are accepted on a thread of their own (an accept waits for the client's
+    // side of the connection manager's exchange), handed to the polling loop.
+    let (accepted_tx, accepted) = mpsc::channel::<ServerConn<P>>();
+    let accepting = Arc::new(AtomicBool::new(true));
+    let acceptor = {
+        let (policy, accepting) = (policy.clone(), Arc::clone(&accepting));
+        std::thread::Builder::new()
+            .name("nfs4d-accept".into())
+            .spawn(move || {
+                while accepting.load(Ordering::Relaxed) {
+                    let admit =
+                        |peer: Option<std::net::SocketAddr>| policy.allows(peer.map(|a| a.ip()));
+                    match server.accept_if(Duration::from_millis(100), admit) {
+                        Ok(c) => {
+                            eprintln!("nfs4d: accepted connection {}", c.id());
+                            if accepted_tx.send(c).is_err() {
+                                return;
+                            }
+                        }
+                        Err(ConnError::Refused { peer }) => {
+                            eprintln!("nfs4d: refused a connection from {peer:?}: not in --allow");
+                        }
+                        Err(_) => {}
+                    }
+                }
+            })
+            .map_err(|e| e.to_string())?
+    };
     eprintln!(
         "nfs4d: NFSv4.1 on {} exporting {}",
         cli.listen,
@@ -368,30 +397,17 @@ where
     let end = (cli.seconds > 0).then(|| Instant::now() + Duration::from_secs(cli.seconds));
     let mut conns: Vec<ServerConn<P>> = Vec::new();
     let mut callbacks = Callbacks::default();
-    let mut next_accept = Instant::now();
+    let mut next_housekeeping = Instant::now();
     let mut done = Vec::new();
     let mut pending: Vec<Finished> = Vec::new();
     let mut compounds = 0u64;
     let mut idle_since = Instant::now();
     while !stop.load(Ordering::Relaxed) && end.is_none_or(|e| Instant::now() < e) {
         let now = Instant::now();
-        if now >= next_accept {
-            // Connection requests looked for every millisecond, without blocking the polls
-            // (an idle server waits for them instead).
-            let wait = if conns.is_empty() { 50 } else { 0 };
-            if let Ok(c) = server.accept(Duration::from_millis(wait)) {
-                let peer: Option<IpAddr> = c.peer_addr().map(|a| a.ip());
-                if policy.allows(peer) {
-                    eprintln!("nfs4d: accepted connection {}", c.id());
-                    conns.push(c);
-                } else {
-                    eprintln!(
-                        "nfs4d: refused connection {} from {peer:?}: not in --allow",
-                        c.id()
-                    );
-                }
-            }
-            next_accept = now + Duration::from_millis(1);
+        let before = conns.len();
+        conns.extend(accepted.try_iter());
+        if now >= next_housekeeping || conns.len() != before {
+            next_housekeeping = now + Duration::from_millis(1);
             for c in conns.iter_mut() {
                 c.housekeep(now);
             }
@@ -408,9 +424,18 @@ where
             !finished
         });
         {
+            let recalls = shared
+                .fs
+                .files
+                .lock()
+                .map(|mut f| std::mem::take(&mut f.recalls))
+                .unwrap_or_default();
             let mut st = sessions.lock().unwrap_or_else(|p| p.into_inner());
             callbacks.add(std::mem::take(&mut st.new_back_channels));
-            callbacks.drive(&mut conns, &st);
+            for r in recalls {
+                callbacks.recall(r, &st);
+            }
+            callbacks.drive(&mut conns, &mut st);
         }
         conns.retain(|c| {
             if c.is_dead() {
@@ -432,18 +457,28 @@ where
         }
     }
     drop(pool);
+    accepting.store(false, Ordering::Relaxed);
+    let _ = acceptor.join();
     let reverse_calls: u64 = conns
         .iter()
         .map(|c| c.snapshot())
         .chain(done)
         .map(|s| s.reverse_calls)
         .sum();
-    let opens = shared.fs.files.lock().map_or(0, |f| f.len());
+    let (opens, d) = shared
+        .fs
+        .files
+        .lock()
+        .map_or((0, [0; 4]), |f| (f.len(), f.delegations));
     Ok(format!(
-        "{{\"sessions\":{},\"compounds\":{},\"open_states\":{},\"backchannel\":{},\"reverse_calls\":{}}}",
+        "{{\"sessions\":{},\"compounds\":{},\"open_states\":{},\"delegations\":{{\"granted\":{},\"recalled\":{},\"returned\":{},\"revoked\":{}}},\"backchannel\":{},\"reverse_calls\":{}}}",
         sessions.lock().map_or(0, |s| s.sessions()),
         compounds,
         opens,
+        d[0],
+        d[1],
+        d[2],
+        d[3],
         callbacks.json(),
         reverse_calls
     ))
@@ -567,7 +602,7 @@ mod tests {
         stop.store(true, Ordering::Relaxed);
         let report = server.join().unwrap().unwrap();
         assert!(
-            report.contains("\"backchannel\":{\"calls\":2,\"replies\":2,\"errors\":0,\"cb_null\":1,\"cb_sequence\":1}"),
+            report.contains("\"backchannel\":{\"calls\":2,\"replies\":2,\"errors\":0,\"cb_null\":1,\"cb_sequence\":1,"),
             "{report}"
         );
     }

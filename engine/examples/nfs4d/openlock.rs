@@ -113,7 +113,10 @@ impl Cx<'_> {
 
     pub(crate) fn open(&mut self, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>) -> R {
         r.u32()?; // seqid: unused in 4.1 (§18.16.3)
-        let access = r.u32()? & 3;
+        let share = r.u32()?;
+        let access = share & 3;
+        // OPEN4_SHARE_ACCESS_WANT_NO_DELEG (§18.16.3): the client wants none.
+        let no_deleg = share & 0xff00 == 0x0400;
         let deny = r.u32()? & 3;
         r.u64()?; // the owner's client ID: the session's (§18.16.3)
         let owner = r.opaque_var(1024)?.to_vec();
@@ -123,11 +126,15 @@ impl Cx<'_> {
             _ => return Err(Stop::Status(status::BADXDR)),
         };
         let claim = r.u32()?;
+        // The delegation an open is made under (the client opened locally meanwhile and
+        // tells the server before it returns the delegation, §10.4.3).
+        let mut under = None;
         let name = match claim {
             0 => Some(r.string(4096)?), // CLAIM_NULL
             2 => {
-                stateid(r)?; // CLAIM_DELEGATE_CUR: no delegations are granted
-                return Err(Stop::Status(status::BAD_STATEID));
+                // CLAIM_DELEGATE_CUR
+                under = Some(stateid(r)?);
+                Some(r.string(4096)?)
             }
             4 => None, // CLAIM_FH
             1 => {
@@ -135,12 +142,16 @@ impl Cx<'_> {
                 return Err(Stop::Status(status::NO_GRACE));
             }
             5 => {
-                stateid(r)?;
-                return Err(Stop::Status(status::BAD_STATEID));
+                // CLAIM_DELEG_CUR_FH
+                under = Some(stateid(r)?);
+                None
             }
             3 | 6 => return Err(Stop::Status(status::NOTSUPP)),
             _ => return Err(Stop::Status(status::BADXDR)),
         };
+        if under.is_some() && how.is_some() {
+            return Err(Stop::Status(status::INVAL));
+        }
         if access == 0 {
             return Err(Stop::Status(status::INVAL));
         }
@@ -162,16 +173,27 @@ impl Cx<'_> {
         if access & ACCESS_WRITE != 0 && self.fs.read_only {
             return Err(Stop::Status(30));
         }
-        let sid = self
-            .fs
-            .files
-            .lock()
-            .map_err(|_| status::SERVERFAULT)?
-            .open(self.clientid, &owner, key(&o.st), access, deny)?;
         let fh = self
             .fs
             .export
             .handle_for(&o.parent, &o.name, &o.rel, &o.st)?;
+        let (sid, deleg) = {
+            let mut files = self.files()?;
+            if let Some(d) = &under {
+                files.delegated(d, self.clientid, key(&o.st))?;
+            }
+            let sid = files.open(self.clientid, &owner, key(&o.st), access, deny)?;
+            // A read delegation for a plain open for reading by a client that answers
+            // callbacks (§10.4).
+            let deleg = (access == ACCESS_READ
+                && deny == 0
+                && !no_deleg
+                && under.is_none()
+                && self.callbacks)
+                .then(|| files.grant(self.clientid, key(&o.st), fh.as_bytes()))
+                .flatten();
+            (sid, deleg)
+        };
         self.cur = Some(fh);
         w.put_u32(status::OK)?;
         put_stateid(w, &sid)?;
@@ -190,7 +212,19 @@ impl Cx<'_> {
         }
         w.put_u32(4)?; // OPEN4_RESULT_LOCKTYPE_POSIX
         attrs::put_bitmap(w, &attrset)?;
-        w.put_u32(0)?; // OPEN_DELEGATE_NONE
+        match deleg {
+            Some(d) => {
+                // OPEN_DELEGATE_READ: its stateid, no recall yet, and an empty ACE
+                // (ACE4_ACCESS_ALLOWED_ACE_TYPE, no flags, no mask, no one).
+                w.put_u32(1)?;
+                put_stateid(w, &d)?;
+                w.put_bool(false)?;
+                for v in [0, 0, 0, 0] {
+                    w.put_u32(v)?;
+                }
+            }
+            None => w.put_u32(0)?, // OPEN_DELEGATE_NONE
+        }
         Ok(())
     }
 

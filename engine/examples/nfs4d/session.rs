@@ -6,7 +6,7 @@
 //! connection it was created on (§2.10.3.1): the callbacks go there, in RFC 8167's
 //! backward direction.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
 
@@ -93,6 +93,8 @@ pub struct State {
     /// Client IDs that went (DESTROY_CLIENTID, a client restarted), for their open and
     /// lock state to go too.
     pub gone_clients: Vec<u64>,
+    /// Clients whose back channel answered a CB_SEQUENCE: they may hold delegations.
+    pub cb_up: HashSet<u64>,
 }
 
 /// Decodes with `?` on a reader, BADXDR on a short or bad item.
@@ -113,6 +115,7 @@ impl State {
             sessions: HashMap::new(),
             new_back_channels: Vec::new(),
             gone_clients: Vec::new(),
+            cb_up: HashSet::new(),
         }
     }
 
@@ -196,6 +199,7 @@ impl State {
                 }
                 self.clients.remove(&id);
                 self.gone_clients.push(id);
+                self.cb_up.remove(&id);
                 ok(w)
             }
             op::RECLAIM_COMPLETE => {

@@ -7,6 +7,7 @@
 //! current one (§8.2.2), an older one is NFS4ERR_OLD_STATEID.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use crate::locks::{FileKey, Kind, LockError, Locks, Owner};
 use crate::session::status;
@@ -50,11 +51,36 @@ struct Lock {
     seqid: u32,
 }
 
+/// A read delegation (§10.4): the client may serve opens for reading and cache the
+/// file's data until it is recalled.
+#[derive(Debug)]
+struct Deleg {
+    clientid: u64,
+    file: FileKey,
+    fh: Vec<u8>,
+    seqid: u32,
+    /// When its recall was asked for.
+    recalled: Option<Instant>,
+}
+
 #[derive(Debug)]
 enum State {
     Open(Open),
     Lock(Lock),
+    Deleg(Deleg),
 }
+
+/// A delegation to recall: CB_RECALL to a session of `clientid` (§20.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recall {
+    pub clientid: u64,
+    pub stateid: Stateid,
+    pub fh: Vec<u8>,
+}
+
+/// How long a recalled delegation may stay unreturned before it is revoked (one lease,
+/// §10.4.6: the server may revoke a delegation the client does not return).
+pub const REVOKE_AFTER: Duration = Duration::from_secs(90);
 
 /// What a READ or WRITE stateid stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +99,10 @@ pub struct Files {
     states: HashMap<[u8; 12], State>,
     /// The byte-range locks.
     pub locks: Locks,
+    /// Delegations whose recall is to be sent, for the polling thread.
+    pub recalls: Vec<Recall>,
+    /// Delegations granted, recalled, returned and revoked so far.
+    pub delegations: [u64; 4],
 }
 
 impl Files {
@@ -83,6 +113,8 @@ impl Files {
             next: 1,
             states: HashMap::new(),
             locks: Locks::new(),
+            recalls: Vec::new(),
+            delegations: [0; 4],
         }
     }
 
@@ -105,6 +137,7 @@ impl Files {
         let cur = match s {
             State::Open(o) => o.seqid,
             State::Lock(l) => l.seqid,
+            State::Deleg(d) => d.seqid,
         };
         match sid.seqid {
             0 => Ok(s),
@@ -124,6 +157,9 @@ impl Files {
         access: u32,
         deny: u32,
     ) -> Result<Stateid, u32> {
+        if access & ACCESS_WRITE != 0 {
+            self.breaks(clientid, file)?;
+        }
         let mut mine = None;
         for (k, s) in &self.states {
             let State::Open(o) = s else { continue };
@@ -213,6 +249,7 @@ impl Files {
         }
         let (f, access) = match self.get(sid)? {
             State::Open(o) => (o.file, o.access),
+            State::Deleg(d) => (d.file, ACCESS_READ),
             State::Lock(l) => match self.states.get(&l.open) {
                 Some(State::Open(o)) => (l.file, o.access),
                 _ => return Err(status::BAD_STATEID),
@@ -277,6 +314,7 @@ impl Files {
                 l.seqid
             }
             Some(State::Open(o)) => o.seqid,
+            Some(State::Deleg(d)) => d.seqid,
             None => 0,
         };
         Stateid { seqid, other }
@@ -352,7 +390,97 @@ impl Files {
         self.states.retain(|_, s| match s {
             State::Open(o) => o.clientid != clientid,
             State::Lock(l) => l.owner.clientid != clientid,
+            State::Deleg(d) => d.clientid != clientid,
         });
+    }
+
+    /// A read delegation of `file` for `clientid` (OPEN, §10.4), when no other client has
+    /// it open for writing, no delegation of it is being recalled, and the client holds
+    /// none of it yet.
+    pub fn grant(&mut self, clientid: u64, file: FileKey, fh: &[u8]) -> Option<Stateid> {
+        let blocked = self.states.values().any(|s| match s {
+            State::Open(o) => {
+                o.file == file && o.clientid != clientid && o.access & ACCESS_WRITE != 0
+            }
+            State::Deleg(d) => d.file == file && (d.clientid == clientid || d.recalled.is_some()),
+            State::Lock(_) => false,
+        });
+        if blocked {
+            return None;
+        }
+        let other = self.fresh();
+        self.states.insert(
+            other,
+            State::Deleg(Deleg {
+                clientid,
+                file,
+                fh: fh.to_vec(),
+                seqid: 1,
+                recalled: None,
+            }),
+        );
+        self.delegations[0] += 1;
+        Some(Stateid { seqid: 1, other })
+    }
+
+    /// A change of `file` by `clientid` (an open for writing, a WRITE, SETATTR, REMOVE or
+    /// RENAME): other clients' delegations of it are recalled (§10.4.4), and the change
+    /// waits, NFS4ERR_DELAY, until they are returned, or revoked after [`REVOKE_AFTER`].
+    pub fn breaks(&mut self, clientid: u64, file: FileKey) -> Result<(), u32> {
+        let now = Instant::now();
+        let mut waiting = false;
+        let mut revoked = Vec::new();
+        for (k, s) in self.states.iter_mut() {
+            let State::Deleg(d) = s else { continue };
+            if d.file != file || d.clientid == clientid {
+                continue;
+            }
+            match d.recalled {
+                Some(t) if now.duration_since(t) > REVOKE_AFTER => revoked.push(*k),
+                Some(_) => waiting = true,
+                None => {
+                    d.recalled = Some(now);
+                    self.recalls.push(Recall {
+                        clientid: d.clientid,
+                        stateid: Stateid {
+                            seqid: d.seqid,
+                            other: *k,
+                        },
+                        fh: d.fh.clone(),
+                    });
+                    self.delegations[1] += 1;
+                    waiting = true;
+                }
+            }
+        }
+        self.delegations[3] += revoked.len() as u64;
+        for k in revoked {
+            self.states.remove(&k);
+        }
+        if waiting {
+            Err(status::DELAY)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// DELEGRETURN (§18.6).
+    pub fn delegreturn(&mut self, sid: &Stateid) -> Result<(), u32> {
+        let State::Deleg(_) = self.get(sid)? else {
+            return Err(status::BAD_STATEID);
+        };
+        self.states.remove(&sid.other);
+        self.delegations[2] += 1;
+        Ok(())
+    }
+
+    /// Checks that `sid` is a delegation of `file` held by `clientid` (an OPEN claiming
+    /// it: CLAIM_DELEGATE_CUR, CLAIM_DELEG_CUR_FH).
+    pub fn delegated(&self, sid: &Stateid, clientid: u64, file: FileKey) -> Result<(), u32> {
+        match self.get(sid)? {
+            State::Deleg(d) if d.clientid == clientid && d.file == file => Ok(()),
+            _ => Err(status::BAD_STATEID),
+        }
     }
 }
 
