@@ -1,33 +1,41 @@
 #!/bin/bash
 # guest-nfs-suites.sh: third-party NFS test suites and identity checks on both servers,
 # INSIDE the guest. Sourced by guest-vm-test.sh after guest-nfs.sh (pass, fail, banner and
-# wait_listen from guest-lib.sh; kernel_nfsd_stop, nfs3d_start, nfs3d_stop, now, since
-# from guest-nfs.sh), or run alone:
+# wait_listen from guest-lib.sh; kernel_nfsd_stop, nfs3d_start, nfs3d_stop, nfs4d_start,
+# nfs4d_stop, now, since from guest-nfs.sh), or run alone:
 #
 #   guest-nfs-suites.sh [suites|identity|all]    (default all; needs guest-lib.sh and
-#                                                 guest-nfs.sh beside it, nfs3d on PATH)
+#                                                 guest-nfs.sh beside it, nfs3d and nfs4d
+#                                                 on PATH)
 #
-# nfs_suites: for each server, the kernel's nfsd (export no_root_squash) and nfs3d
-# (started with $NFS3D_SUITE_ARGS, default --no-root-squash), each exporting a fresh tmpfs
-# that the kernel's client mounts over RDMA, runs as root cthon04 basic, special and lock
-# (the image's /opt/cthon04; each part one unit) and pjdfstest (each of its tests one
-# unit). It passes when every unit that fails on nfs3d fails on the kernel's nfsd too: a
-# FAIL line names each unit that fails on nfs3d only. A part that does not finish in its
-# time (a hung mount) is a FAIL of its own, and the server's remaining parts are skipped.
+# nfs_suites: for each server, each exporting a fresh tmpfs that the kernel's client
+# mounts over RDMA, runs as root cthon04 basic, special and lock (the image's /opt/cthon04;
+# each part one unit) and pjdfstest (each of its tests one unit). The servers, by name:
+#   kernel-nfsd     the kernel's nfsd (export no_root_squash), mounted vers=3,nolock
+#   nfs3d           nfs3d (started with $NFS3D_SUITE_ARGS, default --no-root-squash),
+#                   mounted vers=3,nolock
+#   kernel-nfsd-v4  the kernel's nfsd as kernel-nfsd, mounted vers=4.1 (locks: NFSv4 LOCK)
+#   nfs4d           nfs4d (nfs4d_start: --no-root-squash), the client's default mount (no
+#                   vers=: it settles on 4.1), locks over NFSv4 LOCK
+# It passes when every unit that fails on nfs3d fails on kernel-nfsd too, and every unit
+# that fails on nfs4d fails on kernel-nfsd-v4 too: a FAIL line names each unit that fails
+# on nfs3d (nfs4d) only. A part that does not finish in its time (a hung mount) is a FAIL
+# of its own, and the server's remaining parts are skipped.
 #
-# nfs_identity: for each server with its default export (root squashed), on a root-owned
-# 0755 export root with a 0777 and a sticky 1777 subdirectory: root cannot create in the
-# root; a file made by uid 1000 belongs to 1000:1000 on the server; uid 1001 can neither
-# chmod, truncate nor rename uid 1000's 0644 file. One check each, per server.
+# nfs_identity (NFSv3 only: kernel-nfsd and nfs3d, those of $SUITES_SERVERS): for each
+# server with its default export (root squashed), on a root-owned 0755 export root with a
+# 0777 and a sticky 1777 subdirectory: root cannot create in the root; a file made by uid
+# 1000 belongs to 1000:1000 on the server; uid 1001 can neither chmod, truncate nor rename
+# uid 1000's 0644 file. One check each, per server.
 #
-# Environment: SUITES_SERVERS (default "kernel-nfsd nfs3d"), NFS3D_SUITE_ARGS, CTHON_LIMIT
-# (seconds per cthon04 part, default 300), PJD_LIMIT (seconds for pjdfstest, default 900),
-# PJD_TESTS (pjdfstest's name filters, default all).
+# Environment: SUITES_SERVERS (default "kernel-nfsd nfs3d kernel-nfsd-v4 nfs4d"),
+# NFS3D_SUITE_ARGS, CTHON_LIMIT (seconds per cthon04 part, default 300), PJD_LIMIT
+# (seconds for pjdfstest, default 900), PJD_TESTS (pjdfstest's name filters, default all).
 
 SUITES_WORK=/tmp/nfs-suites
 SUITES_MNT=/mnt/suites
 CTHON04=/opt/cthon04
-SUITES_SERVERS=${SUITES_SERVERS:-kernel-nfsd nfs3d}
+SUITES_SERVERS=${SUITES_SERVERS:-kernel-nfsd nfs3d kernel-nfsd-v4 nfs4d}
 NFS3D_SUITE_ARGS=${NFS3D_SUITE_ARGS---no-root-squash}
 CTHON_LIMIT=${CTHON_LIMIT:-300}
 PJD_LIMIT=${PJD_LIMIT:-900}
@@ -58,6 +66,11 @@ fresh_export() { # DIR MODE
 # options given, each daemon started only if it is not running yet.
 suites_kernel_start() { # DIR OPTIONS
     echo "$1 *($2)" >/etc/exports
+    # NFSv4's grace period (90 s by default), during which nfsd refuses OPEN and LOCK with
+    # NFS4ERR_GRACE, and lockd's, short as kernel_nfsd_start has them (nfsd not running:
+    # they cannot be set while it is).
+    echo 10 >/proc/fs/nfsd/nfsv4gracetime 2>/dev/null
+    echo 10 >/proc/sys/fs/nfs/nlm_grace_period 2>/dev/null
     pidof rpcbind >/dev/null || rpcbind -w 2>/dev/null || rpcbind || return 1
     exportfs -ra || return 1
     pidof rpc.mountd >/dev/null || rpc.mountd -p 20048 || return 1
@@ -66,8 +79,9 @@ suites_kernel_start() { # DIR OPTIONS
 }
 
 # Starts SERVER exporting a fresh tmpfs at DIR (root MODE) and mounts it on $SUITES_MNT
-# with client_workload's options. KIND: suites (no_root_squash) or identity (defaults).
-# Sets SRV_PORT/SRV_MPORT/SRV_REMOTE.
+# with client_workload's options (nfs4_workload's for the NFSv4.1 servers). KIND: suites
+# (no_root_squash) or identity (defaults; not nfs4d, which nfs4d_start runs
+# no_root_squash). Sets SRV_REMOTE and SRV_OPTS (the mount's options).
 server_up() { # SERVER KIND DIR MODE
     local s=$1 kind=$2 dir=$3 opts
     if ! fresh_export "$dir" "$4"; then
@@ -75,12 +89,18 @@ server_up() { # SERVER KIND DIR MODE
         return 1
     fi
     case $s in
-        kernel-nfsd)
+        kernel-nfsd | kernel-nfsd-v4)
             opts="rw,no_subtree_check,insecure,fsid=0"
             [ "$kind" = suites ] && opts="rw,no_root_squash,no_subtree_check,insecure,fsid=0"
-            echo "kernel-nfsd: exporting $dir *($opts)"
+            echo "$s: exporting $dir *($opts)"
             suites_kernel_start "$dir" "$opts" || return 1
-            SRV_PORT=20049 SRV_MPORT=20048 SRV_REMOTE=$dir
+            if [ "$s" = kernel-nfsd ]; then
+                SRV_REMOTE=$dir
+                SRV_OPTS="vers=3,proto=rdma,port=20049,mountport=20048,mountproto=tcp,nolock"
+            else
+                # fsid=0: the export is NFSv4's pseudo-root.
+                SRV_REMOTE=/ SRV_OPTS="vers=4.1,proto=rdma,port=20049"
+            fi
             ;;
         nfs3d)
             local -a args=()
@@ -88,12 +108,27 @@ server_up() { # SERVER KIND DIR MODE
             echo "nfs3d: exporting $dir with ${args[*]:-its defaults}"
             # nfs3d_start's own options (NFS3D_EXPORT_OPTS) are replaced by these.
             NEXPORT=$dir NFS3D_EXPORT_OPTS="" nfs3d_start nfs3d "nfs3d-$kind" "${args[@]}" || return 1
-            SRV_PORT=20050 SRV_MPORT=20058 SRV_REMOTE=/
+            SRV_REMOTE=/
+            SRV_OPTS="vers=3,proto=rdma,port=20050,mountport=20058,mountproto=tcp,nolock"
+            ;;
+        nfs4d)
+            if [ "$kind" != suites ]; then
+                echo "nfs4d: no $kind export (nfs4d_start exports no_root_squash)"
+                return 1
+            fi
+            echo "nfs4d: exporting $dir (no_root_squash)"
+            NEXPORT=$dir nfs4d_start || return 1
+            # The client's default: no vers= (it settles on 4.1), NFSv4 locks.
+            SRV_REMOTE=/ SRV_OPTS="proto=rdma,port=20051"
+            ;;
+        *)
+            echo "no server named $s"
+            return 1
             ;;
     esac
-    timeout -s KILL 60 mount -t nfs \
-        -o "vers=3,proto=rdma,port=$SRV_PORT,mountport=$SRV_MPORT,mountproto=tcp,nolock" \
-        "$IP:$SRV_REMOTE" "$SUITES_MNT"
+    timeout -s KILL 60 mount -t nfs -o "$SRV_OPTS" "$IP:$SRV_REMOTE" "$SUITES_MNT" || return 1
+    # The options the client settled on (the NFS version among them).
+    grep " $SUITES_MNT nfs" /proc/mounts
 }
 
 # Unmounts (forced and lazy if a plain umount does not do in 30 s), stops SERVER, drops DIR.
@@ -102,10 +137,17 @@ server_down() { # SERVER KIND DIR
         timeout -s KILL 30 umount "$SUITES_MNT" || umount -f -l "$SUITES_MNT"
     fi
     case $1 in
-        kernel-nfsd) kernel_nfsd_stop >/dev/null 2>&1 ;;
+        kernel-nfsd | kernel-nfsd-v4) kernel_nfsd_stop >/dev/null 2>&1 ;;
         nfs3d)
             nfs3d_stop
             tail -n 5 "$NFS_WORK/nfs3d-$2.err" 2>/dev/null
+            ;;
+        nfs4d)
+            nfs4d_stop
+            # Kept (nfs4d_start's files are the same for every start).
+            cp "$NFS_WORK/nfs4d.err" "$SUITES_WORK/nfs4d-$2.err" 2>/dev/null
+            cp "$NFS_WORK/nfs4d.out" "$SUITES_WORK/nfs4d-$2.out" 2>/dev/null
+            tail -n 5 "$NFS_WORK/nfs4d.err" 2>/dev/null
             ;;
     esac
     umount "$3" 2>/dev/null
@@ -208,8 +250,34 @@ lines_not_in() { # A B
     awk -v b="$2" 'FILENAME == b { seen[$0] = 1; next } !($0 in seen)' "$2" "$1"
 }
 
+# The verdict on SERVER: every unit that fails on it must fail on REF (the kernel's nfsd
+# over the same NFS version, REF-NAME in the PASS and FAIL lines) too. None when either is
+# not in $SUITES_SERVERS; a FAIL when either is not in RAN (its suites did not finish).
+suites_verdict() { # SERVER REF REF-NAME RAN
+    local s=$1 r=$2 rname=$3 ran=" $4 " sf rf only u
+    if [[ " $SUITES_SERVERS " != *" $s "* ]] || [[ " $SUITES_SERVERS " != *" $r "* ]]; then
+        return 0
+    fi
+    if [[ "$ran" != *" $s "* ]] || [[ "$ran" != *" $r "* ]]; then
+        fail "nfs suites: no comparison of $s with $r (a server's suites did not finish)"
+        return
+    fi
+    sf=$SUITES_WORK/$s/failed rf=$SUITES_WORK/$r/failed only=$SUITES_WORK/$s-only
+    lines_not_in "$sf" "$rf" >"$only"
+    echo "fail on both $r and $s: $(lines_not_in "$sf" "$only" | paste -sd' ')"
+    echo "fail on $r only: $(lines_not_in "$rf" "$sf" | paste -sd' ')"
+    echo "fail on $s only: $(grep -c . "$only")"
+    if [ ! -s "$only" ]; then
+        pass "$s: every suite unit that fails on $s fails on $rname ($(grep -c . "$sf") failed on $s, $(grep -c . "$rf") on $r)"
+    else
+        while read -r u; do
+            fail "$s: $u fails (passes on $rname)"
+        done <"$only"
+    fi
+}
+
 nfs_suites() {
-    local s dir n missing
+    local s dir n missing t
     banner "NFS suites: setup (cthon04, pjdfstest)"
     if ! suites_setup; then
         fail "nfs suites: setup"
@@ -222,11 +290,12 @@ nfs_suites() {
     fi
     local -a ran=()
     for s in $SUITES_SERVERS; do
-        if [ "$s" = nfs3d ] && ! command -v nfs3d >/dev/null; then
-            fail "nfs suites: no nfs3d on PATH"
+        if { [ "$s" = nfs3d ] || [ "$s" = nfs4d ]; } && ! command -v "$s" >/dev/null; then
+            fail "nfs suites: no $s on PATH"
             continue
         fi
         banner "NFS suites: $s (kernel client, RDMA, tmpfs export)"
+        t=$(now)
         if ! server_up "$s" suites "/srv/suites-$s" 0755; then
             fail "$s: the suites' export does not start or mount"
             dmesg | tail -n 10
@@ -239,6 +308,7 @@ nfs_suites() {
             fail "$s: suites did not finish: $(paste -sd';' "$SUITES_WORK/$s/incomplete")"
         fi
         server_down "$s" suites "/srv/suites-$s"
+        echo "all, from start to stop, $(since "$t") s" | tee -a "$SUITES_WORK/$s/summary"
     done
 
     banner "NFS suites: results (failed units per server)"
@@ -264,23 +334,10 @@ nfs_suites() {
         [ -z "$n" ] || echo "note: kernel-nfsd now passes: $n"
     fi
 
-    # The verdict: nfs3d's failures must be among the kernel nfsd's.
-    if [[ " ${ran[*]} " == *" nfs3d "* ]] && [[ " ${ran[*]} " == *" kernel-nfsd "* ]]; then
-        local nf=$SUITES_WORK/nfs3d/failed only=$SUITES_WORK/nfs3d-only u
-        lines_not_in "$nf" "$k" >"$only"
-        echo "fail on both servers: $(lines_not_in "$nf" "$only" | paste -sd' ')"
-        echo "fail on kernel-nfsd only: $(lines_not_in "$k" "$nf" | paste -sd' ')"
-        echo "fail on nfs3d only: $(grep -c . "$only")"
-        if [ ! -s "$only" ]; then
-            pass "nfs3d: every suite unit that fails on nfs3d fails on the kernel's nfsd ($(grep -c . "$nf") failed on nfs3d, $(grep -c . "$k") on kernel-nfsd)"
-        else
-            while read -r u; do
-                fail "nfs3d: $u fails (passes on the kernel's nfsd)"
-            done <"$only"
-        fi
-    elif [[ " $SUITES_SERVERS " == *" nfs3d "* ]] && [[ " $SUITES_SERVERS " == *" kernel-nfsd "* ]]; then
-        fail "nfs suites: no comparison (a server's suites did not finish)"
-    fi
+    # The verdicts: nfs3d's failures must be among the kernel nfsd's over NFSv3, nfs4d's
+    # among its failures over NFSv4.1.
+    suites_verdict nfs3d kernel-nfsd "the kernel's nfsd" "${ran[*]}"
+    suites_verdict nfs4d kernel-nfsd-v4 "the kernel's nfsd over NFSv4.1" "${ran[*]}"
 }
 
 # The reason in a tool's first error line: its last ': ' field ("Permission denied").
@@ -354,6 +411,8 @@ nfs_identity() {
     fi
     command -v setpriv >/dev/null || { fail "nfs identity: no setpriv in the image"; return; }
     for s in $SUITES_SERVERS; do
+        # NFSv3's servers only.
+        [ "$s" = kernel-nfsd ] || [ "$s" = nfs3d ] || continue
         [ "$s" = nfs3d ] && ! command -v nfs3d >/dev/null && continue
         d=/srv/identity-$s
         banner "NFS identity: $s"

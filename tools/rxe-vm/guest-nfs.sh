@@ -405,6 +405,20 @@ nfs4d_callbacks() {
     done
 }
 
+# NULL and GETATTR round trips of SERVER over NFSv4.1 (nfs4probe: 300 of each, one after
+# another; medians in microseconds), as JSON lines in the times file.
+nfs4_rtt() { # SERVER PORT
+    local out
+    command -v nfs4probe >/dev/null || return 0
+    if out=$(timeout 120 nfs4probe --server "$IP" --port "$2" --rtt 300 2>&1 | grep '"rtt"'); then
+        echo "$1: $out"
+        echo "{\"server\":\"$1\",\"step\":\"rtt4\",$(sed 's/^{//; s/}$//' <<<"$out")}" >>"$NFS_WORK/times.jsonl"
+        pass "$1: NFSv4.1 NULL and GETATTR round trips"
+    else
+        fail "$1: NFSv4.1 round trips (nfs4probe --rtt)"
+    fi
+}
+
 NFS4D_PID=
 # Starts nfs4d on port 20051 exporting $NEXPORT (no_root_squash, as the kernel's export:
 # the workload runs as root); its output goes to $NFS_WORK/nfs4d.out and .err.
@@ -443,9 +457,18 @@ nfs4_workload() {
     if [ -z "${NFS_SKIP_KERNEL:-}" ]; then
         client_workload kernel-nfsd-v4 20049 - / "$KEXPORT" yes \
             "vers=4.1,proto=rdma,port=20049"
+        nfs4_rtt kernel-nfsd-v4 20049
     fi
     if nfs4d_start; then
         client_workload nfs4d 20051 - / "$NEXPORT" yes "proto=rdma,port=20051"
+        nfs4_rtt nfs4d 20051
+        # A read delegation held by a second client (nfs4probe on the engine), recalled
+        # over its back channel when the kernel's client opens the file for writing.
+        if command -v nfs4probe >/dev/null \
+            && timeout 60 mount -t nfs -o proto=rdma,port=20051 "$IP:/" "$MNT"; then
+            backchannel_probe nfs4d 20051 "$MNT"
+            umount "$MNT"
+        fi
         nfs4d_stop
         cat "$NFS_WORK/nfs4d.out"
         tail -n 5 "$NFS_WORK/nfs4d.err"

@@ -83,6 +83,10 @@ struct Cli {
     /// required.
     #[arg(long, default_value_t = 2)]
     probe_wait: u64,
+    /// Time this many NULL round trips, then as many COMPOUNDs of SEQUENCE, PUTROOTFH and
+    /// GETATTR, one after another; their medians are printed (microseconds).
+    #[arg(long, default_value_t = 0)]
+    rtt: u32,
 }
 
 /// What the callback handlers saw.
@@ -365,6 +369,44 @@ fn delegation<P: Provider>(
     Ok(found)
 }
 
+/// The medians, in microseconds, of `count` NULL round trips and `count` COMPOUNDs of
+/// SEQUENCE, PUTROOTFH and GETATTR (type, change, size, fileid), one after another.
+fn round_trips<P: Provider>(n: &mut Nfs4<P>, count: u32) -> Result<(f64, f64), String> {
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    let mut null = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let t = Instant::now();
+        let call = CallArgs::new(NFS4_PROGRAM, NFS_V4, 0, &[], 0);
+        n.c.call(&call, |r| r.map(|_| ()))
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("NULL: {e:?}"))?;
+        null.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let mut getattr = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let t = Instant::now();
+        n.sequenced(
+            2,
+            |w| {
+                w.put_u32(op::PUTROOTFH)?;
+                w.put_u32(op::GETATTR)?;
+                // type (1), change (3), size (4); fileid (20).
+                w.put_u32(1)?;
+                w.put_u32(1 << 1 | 1 << 3 | 1 << 4 | 1 << 20)
+            },
+            |mut res| {
+                res.next(op::PUTROOTFH)?;
+                res.next(op::GETATTR).map(|_| ())
+            },
+        )?;
+        getattr.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok((median(null), median(getattr)))
+}
+
 /// PUTFH of `fh`.
 fn putfh(w: &mut XdrWriter<'_>, fh: &[u8]) -> Result<(), EncodeError> {
     w.put_u32(op::PUTFH)?;
@@ -480,6 +522,10 @@ fn run_on<P: Provider>(cli: &Cli, addr: &P::Addr) -> Result<bool, String> {
         },
         |mut res| res.next(op::RECLAIM_COMPLETE).map(|_| ()),
     )?;
+    if cli.rtt > 0 {
+        let (null, getattr) = round_trips(&mut n, cli.rtt)?;
+        println!("{{\"rtt\":{{\"count\":{},\"null_p50_us\":{null:.1},\"getattr_p50_us\":{getattr:.1}}}}}", cli.rtt);
+    }
     let found = match &cli.file {
         Some(name) => delegation(&mut n, &seen, cli, name)?,
         None => Found::default(),
