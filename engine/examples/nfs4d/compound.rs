@@ -131,6 +131,15 @@ pub fn run(
                 None => Err(status::NOTSUPP.into()),
             }
         };
+        if let Some((fs, _)) = files {
+            use std::sync::atomic::Ordering::Relaxed;
+            if let Some(c) = fs.ops.get(opnum as usize) {
+                c.fetch_add(1, Relaxed);
+            }
+            if result.is_err() {
+                fs.failed.fetch_add(1, Relaxed);
+            }
+        }
         match result {
             Ok(()) => {}
             Err(Stop::Status(s)) => {

@@ -44,6 +44,110 @@ pub struct Fs {
     pub limits: Limits,
     /// `--ro`: every change is NFS4ERR_ROFS.
     pub read_only: bool,
+    /// Operations run, by number, and those that failed.
+    pub ops: Vec<std::sync::atomic::AtomicU64>,
+    pub failed: std::sync::atomic::AtomicU64,
+}
+
+impl Fs {
+    /// `fs` over `export`, no operation counted yet.
+    pub fn new(export: Arc<Export>, files: Files, limits: Limits, read_only: bool) -> Fs {
+        Fs {
+            export,
+            files: Mutex::new(files),
+            limits,
+            read_only,
+            ops: (0..=op::LAST).map(|_| Default::default()).collect(),
+            failed: Default::default(),
+        }
+    }
+
+    /// The operations run, as a JSON object by name, and how many failed.
+    pub fn ops_json(&self) -> String {
+        use std::sync::atomic::Ordering::Relaxed;
+        let by_name: Vec<String> = self
+            .ops
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.load(Relaxed) > 0)
+            .map(|(i, n)| format!("\"{}\":{}", op_name(i as u32), n.load(Relaxed)))
+            .collect();
+        format!(
+            "{{{}}},\"failed_ops\":{}",
+            by_name.join(","),
+            self.failed.load(Relaxed)
+        )
+    }
+}
+
+/// An operation's name (RFC 8881 §18), for the counters.
+pub fn op_name(n: u32) -> &'static str {
+    const NAMES: [&str; 59] = [
+        "",
+        "",
+        "",
+        "ACCESS",
+        "CLOSE",
+        "COMMIT",
+        "CREATE",
+        "DELEGPURGE",
+        "DELEGRETURN",
+        "GETATTR",
+        "GETFH",
+        "LINK",
+        "LOCK",
+        "LOCKT",
+        "LOCKU",
+        "LOOKUP",
+        "LOOKUPP",
+        "NVERIFY",
+        "OPEN",
+        "OPENATTR",
+        "OPEN_CONFIRM",
+        "OPEN_DOWNGRADE",
+        "PUTFH",
+        "PUTPUBFH",
+        "PUTROOTFH",
+        "READ",
+        "READDIR",
+        "READLINK",
+        "REMOVE",
+        "RENAME",
+        "RENEW",
+        "RESTOREFH",
+        "SAVEFH",
+        "SECINFO",
+        "SETATTR",
+        "SETCLIENTID",
+        "SETCLIENTID_CONFIRM",
+        "VERIFY",
+        "WRITE",
+        "RELEASE_LOCKOWNER",
+        "BACKCHANNEL_CTL",
+        "BIND_CONN_TO_SESSION",
+        "EXCHANGE_ID",
+        "CREATE_SESSION",
+        "DESTROY_SESSION",
+        "FREE_STATEID",
+        "GET_DIR_DELEGATION",
+        "GETDEVICEINFO",
+        "GETDEVICELIST",
+        "LAYOUTCOMMIT",
+        "LAYOUTGET",
+        "LAYOUTRETURN",
+        "SECINFO_NO_NAME",
+        "SEQUENCE",
+        "SET_SSV",
+        "TEST_STATEID",
+        "WANT_DELEGATION",
+        "DESTROY_CLIENTID",
+        "RECLAIM_COMPLETE",
+    ];
+    NAMES
+        .get(n as usize)
+        .copied()
+        .filter(|s| !s.is_empty())
+        .unwrap_or("OTHER")
 }
 
 /// Where a READ that ends the COMPOUND puts its data (RFC 8267 §4.2: READ's data is the

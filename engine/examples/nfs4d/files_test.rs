@@ -337,6 +337,10 @@ fn a_client_creates_writes_reads_lists_locks_and_removes_a_file() {
     assert_eq!(s.run(c, None, 0).0, status::NOENT);
     let report = srv.stop();
     assert!(report.contains("\"open_states\":0"), "{report}");
+    assert!(
+        report.contains("\"OPEN\":1,") && report.contains("\"WRITE\":1,"),
+        "{report}"
+    );
 }
 
 /// Client A's callback program: CB_NULL, and CB_COMPOUND with CB_SEQUENCE answered and

@@ -334,15 +334,15 @@ where
     let sessions = Arc::new(Mutex::new(State::new(boot)));
     let shared = Arc::new(Shared {
         sessions: Arc::clone(&sessions),
-        fs: Fs {
-            export: Arc::new(export),
-            files: Mutex::new(Files::new(boot)),
-            limits: attrs::Limits {
+        fs: Fs::new(
+            Arc::new(export),
+            Files::new(boot),
+            attrs::Limits {
                 lease: 90,
                 max_io: u64::from(MAX_IO),
             },
-            read_only: cli.ro,
-        },
+            cli.ro,
+        ),
     });
     let (done_tx, done_rx) = mpsc::channel();
     let pool = IoPool::start(cli.io_threads, &shared, &done_tx).map_err(|e| e.to_string())?;
@@ -471,9 +471,10 @@ where
         .lock()
         .map_or((0, [0; 4]), |f| (f.len(), f.delegations));
     Ok(format!(
-        "{{\"sessions\":{},\"compounds\":{},\"open_states\":{},\"delegations\":{{\"granted\":{},\"recalled\":{},\"returned\":{},\"revoked\":{}}},\"backchannel\":{},\"reverse_calls\":{}}}",
+        "{{\"sessions\":{},\"compounds\":{},\"ops\":{},\"open_states\":{},\"delegations\":{{\"granted\":{},\"recalled\":{},\"returned\":{},\"revoked\":{}}},\"backchannel\":{},\"reverse_calls\":{}}}",
         sessions.lock().map_or(0, |s| s.sessions()),
         compounds,
+        shared.fs.ops_json(),
         opens,
         d[0],
         d[1],
