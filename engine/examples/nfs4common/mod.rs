@@ -40,6 +40,7 @@ pub mod status {
     pub const RESTOREFH: u32 = 10030;
     pub const ATTRNOTSUPP: u32 = 10032;
     pub const NO_GRACE: u32 = 10033;
+    pub const RECLAIM_BAD: u32 = 10034;
     pub const BADXDR: u32 = 10036;
     pub const LOCKS_HELD: u32 = 10037;
     pub const OPENMODE: u32 = 10038;

@@ -75,6 +75,8 @@ pub fn run(
         lent,
         last: false,
         callbacks: false,
+        grace: false,
+        reclaim: false,
         data: ReadData::None,
     });
     for i in 0..n {
@@ -96,6 +98,8 @@ pub fn run(
                     if let (Some(cx), Some(id)) = (cx.as_mut(), st.client_of(&s.0)) {
                         cx.clientid = id;
                         cx.callbacks = st.cb_up.contains(&id);
+                        cx.grace = st.in_grace();
+                        cx.reclaim = st.may_reclaim(id);
                     }
                     slot = Some(s);
                     Ok(())
@@ -110,7 +114,8 @@ pub fn run(
             Err(status::OP_NOT_IN_SESSION.into())
         } else if session_op(opnum) {
             let mut st = lock();
-            let res = st.run_op(conn, opnum, &mut r, &mut w);
+            let client = slot.and_then(|(sid, _)| st.client_of(&sid));
+            let res = st.run_op(conn, client, opnum, &mut r, &mut w);
             let gone = std::mem::take(&mut st.gone_clients);
             drop(st);
             if let Some(cx) = cx.as_ref() {

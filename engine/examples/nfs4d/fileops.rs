@@ -177,6 +177,9 @@ pub struct Cx<'a> {
     /// Whether the client answers callbacks (its back channel answered CB_SEQUENCE):
     /// only such a client is given delegations.
     pub callbacks: bool,
+    /// Whether the server is in its grace period, and whether this client may reclaim.
+    pub grace: bool,
+    pub reclaim: bool,
     pub data: ReadData,
 }
 
@@ -308,6 +311,16 @@ impl Cx<'_> {
     /// are recalled first (NFS4ERR_DELAY until they are returned).
     pub(crate) fn breaks(&self, st: &Statx) -> R {
         Ok(self.files()?.breaks(self.clientid, key(st))?)
+    }
+
+    /// NFS4ERR_GRACE during the grace period (a new open or lock, a REMOVE or RENAME
+    /// could take what a client is yet to reclaim, §8.4.2.1).
+    pub(crate) fn not_in_grace(&self) -> R {
+        if self.grace {
+            Err(Stop::Status(status::GRACE))
+        } else {
+            Ok(())
+        }
     }
 
     fn writable(&self) -> R {
@@ -542,6 +555,7 @@ impl Cx<'_> {
         let raw = r.string(4096)?;
         let (d, dfd) = self.dir()?;
         self.writable()?;
+        self.not_in_grace()?;
         let name = component(raw)?;
         let st = stat_at(&dfd, &name)?;
         self.breaks(&st)?;
@@ -566,6 +580,7 @@ impl Cx<'_> {
         let (sd, sfd) = e.dir(src.as_bytes())?;
         let (td, tfd) = self.dir()?;
         self.writable()?;
+        self.not_in_grace()?;
         let (from, to) = (component(old)?, component(new)?);
         self.breaks(&stat_at(&sfd, &from)?)?;
         if let Ok(st) = stat_at(&tfd, &to) {

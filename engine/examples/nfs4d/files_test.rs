@@ -142,9 +142,14 @@ struct Served {
 
 fn start(test: &str) -> Served {
     let dir = std::env::temp_dir().join(format!("nfs4d-{test}-{}", std::process::id()));
+    start_in(test, dir)
+}
+
+/// A server on the export `dir` (kept from a server before, with its state).
+fn start_in(test: &str, dir: std::path::PathBuf) -> Served {
     std::fs::create_dir_all(&dir).unwrap();
     let state = dir.with_extension("state");
-    let name = format!("@nfs4d-{test}-{}", std::process::id());
+    let name = format!("@nfs4d-{test}-{}-{:?}", std::process::id(), Instant::now());
     let cli = Cli::parse_from([
         "nfs4d",
         "--export",
@@ -156,6 +161,8 @@ fn start(test: &str) -> Served {
         "--no-root-squash",
         "--state-dir",
         state.to_str().unwrap(),
+        "--grace",
+        "30",
     ]);
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();
@@ -174,12 +181,18 @@ fn start(test: &str) -> Served {
 }
 
 impl Served {
-    /// Stops the server: its report.
-    fn stop(self) -> String {
+    /// Stops the server, its export and state kept: its report.
+    fn halt(self) -> String {
         self.stop.store(true, Ordering::Relaxed);
-        let report = self.thread.join().unwrap().unwrap();
-        let _ = std::fs::remove_dir_all(&self.dir);
-        let _ = std::fs::remove_dir_all(&self.state);
+        self.thread.join().unwrap().unwrap()
+    }
+
+    /// Stops the server and removes its export and state: its report.
+    fn stop(self) -> String {
+        let (dir, state) = (self.dir.clone(), self.state.clone());
+        let report = self.halt();
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&state);
         report
     }
 }
@@ -468,4 +481,84 @@ fn a_read_delegation_is_recalled_when_another_client_opens_for_writing() {
         "{report}"
     );
     assert!(report.contains("\"cb_recall\":1"), "{report}");
+}
+
+/// The root's handle.
+fn root_of(s: &mut Session) -> Vec<u8> {
+    let c = C::new().op(op::PUTROOTFH, &[]).op(op::GETFH, &[]);
+    let (st, res, _) = s.run(c, None, 0);
+    assert_eq!(st, status::OK);
+    XdrReader::new(&res[16..]).opaque_var(128).unwrap().to_vec()
+}
+
+/// A client with a file open and a range locked; the server restarts: in its grace
+/// period the client reclaims both (OPEN with CLAIM_PREVIOUS, LOCK with `reclaim`), a
+/// client recorded after the restart cannot open (NFS4ERR_GRACE) until the reclaiming
+/// client's RECLAIM_COMPLETE ends the period.
+#[test]
+fn opens_and_locks_are_reclaimed_in_the_grace_period_after_a_restart() {
+    let srv = start("restart");
+    let dir = srv.dir.clone();
+    let device = Soft::open_device(None).unwrap();
+    let c = Client::<Soft>::connect(&device, &srv.addr, ConnConfig::default()).unwrap();
+    let mut a = session(c, b"restart-a", false);
+    let root = root_of(&mut a);
+    let c = C::new()
+        .op(op::PUTFH, &opaque(&root))
+        .op(op::OPEN, &open_args(b"oa", b"kept"))
+        .op(op::GETFH, &[]);
+    let (st, res, _) = a.run(c, None, 0);
+    assert_eq!(st, status::OK);
+    let mut r = XdrReader::new(&res);
+    ok(&mut r, op::PUTFH);
+    ok(&mut r, op::OPEN);
+    r.skip(16 + 4 + 16 + 4).unwrap(); // stateid, cinfo, rflags
+    let n = r.array_len(4, 4).unwrap();
+    r.skip(4 * n as usize + 4).unwrap(); // attrset, no delegation
+    ok(&mut r, op::GETFH);
+    let fh = r.opaque_var(128).unwrap().to_vec();
+    drop(a);
+    srv.halt();
+
+    let srv = start_in("restart", dir);
+    let c = Client::<Soft>::connect(&device, &srv.addr, ConnConfig::default()).unwrap();
+    let mut a = session(c, b"restart-a", false);
+    let c = Client::<Soft>::connect(&device, &srv.addr, ConnConfig::default()).unwrap();
+    let mut b = session(c, b"restart-b", false);
+    // B, not recorded before the restart, waits.
+    assert_eq!(open(&mut b, &root, b"ob", b"kept", 1).0, status::GRACE);
+    // A reclaims its open (CLAIM_PREVIOUS, no delegation) and a lock.
+    let mut prev = words(&[0, 3, 0, 0, 0]);
+    prev.extend(opaque(b"oa"));
+    prev.extend(words(&[0, 1, 0]));
+    let c = C::new().op(op::PUTFH, &opaque(&fh)).op(op::OPEN, &prev);
+    let (st, res, _) = a.run(c, None, 0);
+    assert_eq!(st, status::OK, "OPEN CLAIM_PREVIOUS");
+    let sid = res[16..32].to_vec();
+    let mut lk = words(&[2, 1]);
+    lk.extend(0u64.to_be_bytes());
+    lk.extend(10u64.to_be_bytes());
+    lk.extend(words(&[1, 0]));
+    lk.extend(&sid);
+    lk.extend(words(&[0, 0, 0]));
+    lk.extend(opaque(b"la"));
+    let c = C::new().op(op::PUTFH, &opaque(&fh)).op(op::LOCK, &lk);
+    assert_eq!(a.run(c, None, 0).0, status::OK, "LOCK reclaim");
+    // A new lock is refused meanwhile, and B's reclaim is not its to make.
+    let c = C::new().op(op::PUTFH, &opaque(&fh)).op(op::OPEN, &prev);
+    assert_eq!(b.run(c, None, 0).0, status::RECLAIM_BAD);
+    let c = C::new().op(op::RECLAIM_COMPLETE, &words(&[0]));
+    assert_eq!(a.run(c, None, 0).0, status::OK);
+    // The period is over: B opens, and finds A's lock.
+    let (st, bsid, _, _) = open(&mut b, &root, b"ob", b"kept", 1);
+    assert_eq!(st, status::OK);
+    let _ = bsid;
+    let mut lt = words(&[1]);
+    lt.extend(5u64.to_be_bytes());
+    lt.extend(1u64.to_be_bytes());
+    lt.extend(words(&[0, 0]));
+    lt.extend(opaque(b"lb"));
+    let c = C::new().op(op::PUTFH, &opaque(&fh)).op(op::LOCKT, &lt);
+    assert_eq!(b.run(c, None, 0).0, status::DENIED, "A's reclaimed lock");
+    srv.stop();
 }

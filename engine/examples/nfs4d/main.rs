@@ -34,6 +34,7 @@ mod fh;
 mod fileops;
 #[cfg(test)]
 mod files_test;
+mod grace;
 #[allow(dead_code)]
 #[path = "../nfs3d/identity.rs"]
 mod identity;
@@ -125,6 +126,11 @@ struct Cli {
     /// Where the handle key is kept (handles stay valid across restarts).
     #[arg(long)]
     state_dir: Option<std::path::PathBuf>,
+    /// Seconds of the grace period after a restart, during which the clients recorded
+    /// before it reclaim their opens and locks (RFC 8881 §8.4.2; none when no client is
+    /// recorded).
+    #[arg(long, default_value_t = 90)]
+    grace: u64,
     /// Threads that run COMPOUNDs against the file system.
     #[arg(long, default_value_t = 4)]
     io_threads: usize,
@@ -331,7 +337,18 @@ where
     };
     let export = ops::Export::open(&cli.export, &state_dir, config)
         .map_err(|e| format!("export {}: {e}", cli.export.display()))?;
-    let sessions = Arc::new(Mutex::new(State::new(boot)));
+    let grace = grace::Grace::load(
+        state_dir.join("nfs4d-clients"),
+        Duration::from_secs(cli.grace),
+    );
+    if grace.reclaiming() > 0 {
+        eprintln!(
+            "nfs4d: {} client(s) recorded before this start: a grace period of up to {} s",
+            grace.reclaiming(),
+            cli.grace
+        );
+    }
+    let sessions = Arc::new(Mutex::new(State::new(boot).with_grace(grace)));
     let shared = Arc::new(Shared {
         sessions: Arc::clone(&sessions),
         fs: Fs::new(

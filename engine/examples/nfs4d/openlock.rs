@@ -129,6 +129,7 @@ impl Cx<'_> {
         // The delegation an open is made under (the client opened locally meanwhile and
         // tells the server before it returns the delegation, §10.4.3).
         let mut under = None;
+        let mut reclaim = false;
         let name = match claim {
             0 => Some(r.string(4096)?), // CLAIM_NULL
             2 => {
@@ -138,8 +139,19 @@ impl Cx<'_> {
             }
             4 => None, // CLAIM_FH
             1 => {
-                r.u32()?; // CLAIM_PREVIOUS: nothing to reclaim (§8.4.2)
-                return Err(Stop::Status(status::NO_GRACE));
+                // CLAIM_PREVIOUS: an open held before a restart, reclaimed during the
+                // grace period by a client recorded then (§8.4.2.1, §9.11); the
+                // delegation it had is not given again.
+                r.u32()?;
+                if !self.reclaim {
+                    return Err(Stop::Status(if self.grace {
+                        status::RECLAIM_BAD
+                    } else {
+                        status::NO_GRACE
+                    }));
+                }
+                reclaim = true;
+                None
             }
             5 => {
                 // CLAIM_DELEG_CUR_FH
@@ -149,8 +161,11 @@ impl Cx<'_> {
             3 | 6 => return Err(Stop::Status(status::NOTSUPP)),
             _ => return Err(Stop::Status(status::BADXDR)),
         };
-        if under.is_some() && how.is_some() {
+        if (under.is_some() || reclaim) && how.is_some() {
             return Err(Stop::Status(status::INVAL));
+        }
+        if !reclaim {
+            self.not_in_grace()?;
         }
         if access == 0 {
             return Err(Stop::Status(status::INVAL));
@@ -189,6 +204,8 @@ impl Cx<'_> {
                 && deny == 0
                 && !no_deleg
                 && under.is_none()
+                && !reclaim
+                && !self.grace
                 && self.callbacks)
                 .then(|| files.grant(self.clientid, key(&o.st), fh.as_bytes()))
                 .flatten();
@@ -368,8 +385,13 @@ impl Cx<'_> {
         let length = r.u64()?;
         let new_owner = r.bool()?;
         let file = self.file_key()?;
-        if reclaim {
-            return Err(Stop::Status(status::NO_GRACE));
+        // A lock held before a restart, reclaimed during the grace period (§8.4.2.1);
+        // a new one waits for the period's end.
+        match (reclaim, self.reclaim) {
+            (true, false) if self.grace => return Err(Stop::Status(status::RECLAIM_BAD)),
+            (true, false) => return Err(Stop::Status(status::NO_GRACE)),
+            (false, _) => self.not_in_grace()?,
+            (true, true) => {}
         }
         let mut files = self.fs.files.lock().map_err(|_| status::SERVERFAULT)?;
         let got = if new_owner {

@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
 
+use crate::grace::Grace;
 use crate::nfs4common::Channel;
 use rpcrdma_proto::EncodeError;
 
@@ -95,6 +96,8 @@ pub struct State {
     pub gone_clients: Vec<u64>,
     /// Clients whose back channel answered a CB_SEQUENCE: they may hold delegations.
     pub cb_up: HashSet<u64>,
+    /// The clients' records and the grace period after a restart.
+    pub grace: Grace,
 }
 
 /// Decodes with `?` on a reader, BADXDR on a short or bad item.
@@ -116,6 +119,25 @@ impl State {
             new_back_channels: Vec::new(),
             gone_clients: Vec::new(),
             cb_up: HashSet::new(),
+            grace: Grace::none(),
+        }
+    }
+
+    /// The same, with the clients' records and grace period `grace`.
+    pub fn with_grace(self, grace: Grace) -> State {
+        State { grace, ..self }
+    }
+
+    /// Whether the server is in its grace period.
+    pub fn in_grace(&mut self) -> bool {
+        self.grace.in_grace()
+    }
+
+    /// Whether `clientid` may reclaim state it held before a restart.
+    pub fn may_reclaim(&mut self, clientid: u64) -> bool {
+        match self.clients.get(&clientid) {
+            Some(c) => self.grace.may_reclaim(&c.owner),
+            None => false,
         }
     }
 
@@ -175,6 +197,7 @@ impl State {
     pub fn run_op(
         &mut self,
         conn: u64,
+        client: Option<u64>,
         opnum: u32,
         r: &mut XdrReader<'_>,
         w: &mut XdrWriter<'_>,
@@ -197,14 +220,19 @@ impl State {
                 if self.sessions.values().any(|s| s.clientid == id) {
                     return Err(status::CLIENTID_BUSY);
                 }
-                self.clients.remove(&id);
+                if let Some(c) = self.clients.remove(&id) {
+                    self.grace.destroyed(&c.owner);
+                }
                 self.gone_clients.push(id);
                 self.cb_up.remove(&id);
                 ok(w)
             }
             op::RECLAIM_COMPLETE => {
-                // Nothing to reclaim: this server keeps no state across restarts yet.
+                // The client reclaimed what it held before a restart (§18.51).
                 x!(r.bool());
+                if let Some(c) = client.and_then(|id| self.clients.get(&id)) {
+                    self.grace.reclaim_complete(&c.owner);
+                }
                 ok(w)
             }
             op::BACKCHANNEL_CTL => {
@@ -379,7 +407,10 @@ impl State {
         .map_err(|_: EncodeError| status::INVAL)?;
         client.last_create = Some(w.written()[start..].to_vec());
         client.seq = seq.wrapping_add(1);
-        client.confirmed = true;
+        if !client.confirmed {
+            client.confirmed = true;
+            self.grace.confirmed(&client.owner);
+        }
         let bc = with_back.then(|| BackChannel {
             conn,
             program,
