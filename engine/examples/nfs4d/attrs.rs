@@ -12,7 +12,7 @@ use rpcrdma_proto::EncodeError;
 use rustix::fs::Statx;
 
 use crate::session::status;
-use crate::xdr::{FType, Sattr, SetTime, Time};
+use crate::xdr::{FType, Sattr, SetTime};
 
 /// Attribute numbers (§5.6, §5.7, §5.8).
 pub mod a {
@@ -342,28 +342,59 @@ fn id_of(s: &[u8]) -> Result<u32, u32> {
         .ok_or(status::BADOWNER)
 }
 
-fn settime(r: &mut XdrReader<'_>) -> Result<SetTime, u32> {
+/// Times a client sets to its own clock (SET_TO_CLIENT_TIME4), access and modification:
+/// `nfstime4`'s 64-bit seconds whole (before 1970 and past 2106 too), which NFSv3's
+/// `sattr3` cannot carry.
+pub type ClientTimes = [Option<rustix::fs::Timespec>; 2];
+
+/// Reads a `settime4`: the server's time goes to `s`, a client's to `t`.
+fn settime(
+    r: &mut XdrReader<'_>,
+    s: &mut SetTime,
+    t: &mut Option<rustix::fs::Timespec>,
+) -> Result<(), u32> {
     match r.u32().map_err(|_| status::BADXDR)? {
-        0 => Ok(SetTime::Now), // SET_TO_SERVER_TIME4
+        0 => *s = SetTime::Now, // SET_TO_SERVER_TIME4
         1 => {
             let secs = r.i64().map_err(|_| status::BADXDR)?;
             let nsec = r.u32().map_err(|_| status::BADXDR)?;
             if nsec >= 1_000_000_000 {
                 return Err(status::INVAL);
             }
-            Ok(SetTime::To(Time {
-                seconds: secs.clamp(0, i64::from(u32::MAX)) as u32,
-                nseconds: nsec,
-            }))
+            *t = Some(rustix::fs::Timespec {
+                tv_sec: secs,
+                tv_nsec: i64::from(nsec),
+            });
         }
-        _ => Err(status::BADXDR),
+        _ => return Err(status::BADXDR),
     }
+    Ok(())
+}
+
+/// Sets the client's times `t` of `name` in `dir`, as the caller, not following a link.
+pub fn apply_times(
+    dir: &std::os::fd::OwnedFd,
+    name: &std::ffi::CStr,
+    t: &ClientTimes,
+) -> rustix::io::Result<()> {
+    if t.iter().all(Option::is_none) {
+        return Ok(());
+    }
+    let keep = rustix::fs::Timespec {
+        tv_sec: 0,
+        tv_nsec: rustix::fs::UTIME_OMIT,
+    };
+    let ts = rustix::fs::Timestamps {
+        last_access: t[0].unwrap_or(keep),
+        last_modification: t[1].unwrap_or(keep),
+    };
+    rustix::fs::utimensat(dir, name, &ts, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
 }
 
 /// Reads a `fattr4` a client sends to set attributes: what to apply and the attributes
 /// it named (the `attrset` of the reply when all were applied). NFS4ERR_ATTRNOTSUPP for
 /// one this server does not have, NFS4ERR_INVAL for a read-only one (§18.30.4).
-pub fn read_settable(r: &mut XdrReader<'_>) -> Result<(Sattr, Bitmap), u32> {
+pub fn read_settable(r: &mut XdrReader<'_>) -> Result<(Sattr, Bitmap, ClientTimes), u32> {
     let (m, beyond) = read_bitmap(r)?;
     let vals = r.opaque_var(64 * 1024).map_err(|_| status::BADXDR)?;
     for i in 0..3 {
@@ -379,6 +410,7 @@ pub fn read_settable(r: &mut XdrReader<'_>) -> Result<(Sattr, Bitmap), u32> {
     }
     let mut v = XdrReader::new(vals);
     let mut s = Sattr::default();
+    let mut t: ClientTimes = [None; 2];
     for n in 0..96 {
         if !has(&m, n) {
             continue;
@@ -389,12 +421,12 @@ pub fn read_settable(r: &mut XdrReader<'_>) -> Result<(Sattr, Bitmap), u32> {
             a::MODE => s.mode = Some(v.u32().map_err(bad)? & 0o7777),
             a::OWNER => s.uid = Some(id_of(v.string(1024).map_err(bad)?)?),
             a::OWNER_GROUP => s.gid = Some(id_of(v.string(1024).map_err(bad)?)?),
-            a::TIME_ACCESS_SET => s.atime = settime(&mut v)?,
-            a::TIME_MODIFY_SET => s.mtime = settime(&mut v)?,
+            a::TIME_ACCESS_SET => settime(&mut v, &mut s.atime, &mut t[0])?,
+            a::TIME_MODIFY_SET => settime(&mut v, &mut s.mtime, &mut t[1])?,
             _ => return Err(status::ATTRNOTSUPP),
         }
     }
-    Ok((s, m))
+    Ok((s, m, t))
 }
 
 #[cfg(test)]
@@ -414,7 +446,7 @@ mod tests {
         let n = v.position();
         w.put_opaque_var(&vals[..n], 1024).unwrap();
         let len = w.position();
-        let (s, m) = read_settable(&mut XdrReader::new(&buf[..len])).unwrap();
+        let (s, m, _) = read_settable(&mut XdrReader::new(&buf[..len])).unwrap();
         assert_eq!((s.mode, s.uid, s.gid), (Some(0o640), Some(1000), None));
         assert_eq!(m, bits(&[a::MODE, a::OWNER]));
         // A read-only attribute, then one not supported, then a name with no number.
@@ -430,6 +462,23 @@ mod tests {
             let r = read_settable(&mut XdrReader::new(&buf[..len]));
             assert_eq!(r.err(), Some(want));
         }
+        // A client's modification time past 2106 and an access time set to the server's.
+        let mut buf = vec![0u8; 64];
+        let mut w = XdrWriter::new(&mut buf);
+        put_bitmap(&mut w, &bits(&[a::TIME_ACCESS_SET, a::TIME_MODIFY_SET])).unwrap();
+        let mut vals = vec![0u8; 32];
+        let mut v = XdrWriter::new(&mut vals);
+        v.put_u32(0).unwrap();
+        v.put_u32(1).unwrap();
+        v.put_i64(1 << 32).unwrap();
+        v.put_u32(5).unwrap();
+        let n = v.position();
+        w.put_opaque_var(&vals[..n], 1024).unwrap();
+        let len = w.position();
+        let (s, _, t) = read_settable(&mut XdrReader::new(&buf[..len])).unwrap();
+        assert_eq!((s.atime, s.mtime), (SetTime::Now, SetTime::Keep));
+        assert_eq!(t[0], None);
+        assert_eq!(t[1].map(|t| (t.tv_sec, t.tv_nsec)), Some((1 << 32, 5)));
         assert_eq!(id_of(b"alice@example.com"), Err(status::BADOWNER));
         assert_eq!(id_of(b"0@localdomain"), Ok(0));
     }

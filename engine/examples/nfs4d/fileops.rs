@@ -511,7 +511,7 @@ impl Cx<'_> {
             _ => return Err(Stop::Status(status::BADXDR)),
         }
         let raw = r.string(4096)?;
-        let (s, set) = attrs::read_settable(r)?;
+        let (s, set, times) = attrs::read_settable(r)?;
         let (d, dfd) = self.dir()?;
         self.writable()?;
         let name = component(raw)?;
@@ -538,6 +538,7 @@ impl Cx<'_> {
         let rest = Sattr { mode: None, ..s };
         if kind != 5 {
             crate::ops::attr::apply(&dfd, &name, ftype(&st), &rest, true)?;
+            attrs::apply_times(&dfd, &name, &times)?;
         }
         let st = stat_at(&dfd, &name)?;
         let fh = self
@@ -621,13 +622,13 @@ impl Cx<'_> {
 
     fn setattr(&mut self, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>) -> R {
         let sid = stateid(r)?;
-        let got = attrs::read_settable(r).and_then(|(s, set)| {
+        let got = attrs::read_settable(r).and_then(|(s, set, times)| {
             let o = self.obj().map_err(|e| match e {
                 Stop::Status(s) | Stop::Written(s) => s,
             })?;
-            Ok((s, set, o))
+            Ok((s, set, times, o))
         });
-        let done = got.and_then(|(s, set, o)| {
+        let done = got.and_then(|(s, set, times, o)| {
             if self.fs.read_only {
                 return Err(v4(Stat::Rofs));
             }
@@ -644,6 +645,7 @@ impl Cx<'_> {
                     Stop::Status(s) | Stop::Written(s) => s,
                 }
             })?;
+            attrs::apply_times(&o.parent, &o.name, &times).map_err(|e| v4(Stat::from_errno(e)))?;
             Ok(set)
         });
         // SETATTR4res carries `attrsset` whatever the status (§18.30.2).

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
 use rustix::fs::{AtFlags, Mode, OFlags, Statx};
 
-use crate::attrs::{self, Bitmap};
+use crate::attrs::{self, Bitmap, ClientTimes};
 use crate::fileops::{stateid, Cx, Stop};
 use crate::locks::{Denied, Kind, Owner};
 use crate::ops::export::{stat_at, Obj};
@@ -37,26 +37,29 @@ fn key(st: &Statx) -> (u64, u64) {
 
 /// How an OPEN creates (`createhow4`).
 enum How {
-    Unchecked(Sattr, Bitmap),
-    Guarded(Sattr, Bitmap),
+    Unchecked(Sattr, Bitmap, ClientTimes),
+    Guarded(Sattr, Bitmap, ClientTimes),
     Exclusive([u8; 8], Sattr, Bitmap),
 }
 
 fn create_how(r: &mut XdrReader<'_>) -> Result<How, Stop> {
     Ok(match r.u32()? {
         0 => {
-            let (s, m) = attrs::read_settable(r)?;
-            How::Unchecked(s, m)
+            let (s, m, t) = attrs::read_settable(r)?;
+            How::Unchecked(s, m, t)
         }
         1 => {
-            let (s, m) = attrs::read_settable(r)?;
-            How::Guarded(s, m)
+            let (s, m, t) = attrs::read_settable(r)?;
+            How::Guarded(s, m, t)
         }
         2 => How::Exclusive(verf(r)?, Sattr::default(), [0; 3]),
         3 => {
             let v = verf(r)?;
-            let (s, m) = attrs::read_settable(r)?;
-            if s.atime != crate::xdr::SetTime::Keep || s.mtime != crate::xdr::SetTime::Keep {
+            let (s, m, t) = attrs::read_settable(r)?;
+            if s.atime != crate::xdr::SetTime::Keep
+                || s.mtime != crate::xdr::SetTime::Keep
+                || t.iter().any(Option::is_some)
+            {
                 // The times hold the verifier (suppattr_exclcreat leaves them out).
                 return Err(Stop::Status(status::INVAL));
             }
@@ -266,10 +269,10 @@ impl Cx<'_> {
             if self.fs.read_only {
                 return Err(Stop::Status(30));
             }
-            let (s, m, excl, guarded) = match how {
-                How::Unchecked(s, m) => (s, m, None, false),
-                How::Guarded(s, m) => (s, m, None, true),
-                How::Exclusive(v, s, m) => (s, m, Some(v), true),
+            let (s, m, times, excl, guarded) = match how {
+                How::Unchecked(s, m, t) => (s, m, t, None, false),
+                How::Guarded(s, m, t) => (s, m, t, None, true),
+                How::Exclusive(v, s, m) => (s, m, [None; 2], Some(v), true),
             };
             let mode = Mode::from_raw_mode(s.mode.unwrap_or(0o644) & 0o7777);
             let flags =
@@ -296,6 +299,7 @@ impl Cx<'_> {
                     rustix::fs::utimensat(&dfd, name.as_c_str(), &ts, AtFlags::SYMLINK_NOFOLLOW)?;
                 }
                 crate::ops::attr::apply(&dfd, &name, FType::Reg, &rest, true)?;
+                attrs::apply_times(&dfd, &name, &times)?;
                 attrset = m;
             } else if excl.is_none() && rest.size.is_some() {
                 // UNCHECKED4 on a file that exists: only its size is set (as nfsd does).
