@@ -424,7 +424,7 @@ NFS4D_PID=
 # the workload runs as root); its output goes to $NFS_WORK/nfs4d.out and .err.
 nfs4d_start() {
     nfs4d --export "$NEXPORT" --listen "$IP:20051" --provider verbs --device rxe0 \
-        --no-root-squash --state-dir "$NFS_WORK/nfs4d-state" \
+        --no-root-squash --state-dir "$NFS_WORK/nfs4d-state" --grace 10 \
         >"$NFS_WORK/nfs4d.out" 2>"$NFS_WORK/nfs4d.err" &
     NFS4D_PID=$!
     local _

@@ -147,8 +147,9 @@ test)
     # shellcheck source=guest-nfs.sh
     . "$(dirname "$0")/guest-nfs.sh"
     nfs_tests
-    # Suites nobody here wrote (cthon04, pjdfstest) on both servers, nfs3d's failures
-    # among the kernel nfsd's; identity checks on default exports (guest-nfs-suites.sh).
+    # Suites nobody here wrote (cthon04, pjdfstest) on four servers: nfs3d's failures
+    # among the kernel nfsd's over NFSv3, nfs4d's among the kernel nfsd's over NFSv4.1;
+    # identity checks on default exports (guest-nfs-suites.sh).
     if [ "${NFS_SUITES:-1}" = 1 ]; then
         # shellcheck source=guest-nfs-suites.sh
         . "$(dirname "$0")/guest-nfs-suites.sh"
