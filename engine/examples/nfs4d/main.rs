@@ -277,7 +277,12 @@ fn complete<P: Provider>(conns: &mut [ServerConn<P>], f: &mut Finished) -> bool 
     let results = std::mem::take(&mut f.results);
     let data = std::mem::take(&mut f.data);
     let r = c.complete(f.ticket, |_, resp| {
-        resp.results()[..results.len()].copy_from_slice(&results);
+        let Some(out) = resp.results().get_mut(..results.len()) else {
+            // Larger than the reply buffer the engine gives: never the case for results
+            // made within MAX_COMPOUND, refused rather than cut.
+            return Outcome::SystemErr;
+        };
+        out.copy_from_slice(&results);
         resp.set_results_len(results.len());
         let pushed = match &data {
             ReadData::None => true,
