@@ -182,18 +182,19 @@ pub struct FsSpace {
     pub space_total: u64,
 }
 
+/// The attributes made of [`FsSpace`].
+const SPACE: [u32; 6] = [
+    a::FILES_AVAIL,
+    a::FILES_FREE,
+    a::FILES_TOTAL,
+    a::SPACE_AVAIL,
+    a::SPACE_FREE,
+    a::SPACE_TOTAL,
+];
+
 /// Whether `asked` names an attribute that needs [`FsSpace`].
 pub fn needs_space(asked: &Bitmap) -> bool {
-    [
-        a::FILES_AVAIL,
-        a::FILES_FREE,
-        a::FILES_TOTAL,
-        a::SPACE_AVAIL,
-        a::SPACE_FREE,
-        a::SPACE_TOTAL,
-    ]
-    .iter()
-    .any(|&n| has(asked, n))
+    SPACE.iter().any(|&n| has(asked, n))
 }
 
 /// The server-wide values attributes report.
@@ -237,14 +238,7 @@ pub fn put_fattr(
         m[i] = asked[i] & SUPPORTED[i];
     }
     if o.space.is_none() {
-        for n in [
-            a::FILES_AVAIL,
-            a::FILES_FREE,
-            a::FILES_TOTAL,
-            a::SPACE_AVAIL,
-            a::SPACE_FREE,
-            a::SPACE_TOTAL,
-        ] {
+        for n in SPACE {
             m[(n / 32) as usize] &= !(1 << (n % 32));
         }
     }

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, Statx};
+use rustix::fs::{AtFlags, FileType, Mode, Statx};
 
 use crate::attrs::{self, Bitmap, Limits, Object};
 use crate::fh::Fh;
@@ -451,13 +451,19 @@ impl Cx<'_> {
         let raw = r.string(4096)?;
         let (d, dfd) = self.dir()?;
         let name = component(raw)?;
-        let st = stat_at(&dfd, &name)?;
+        self.enter(&d, &dfd, &name)?;
+        ok(w)
+    }
+
+    /// Makes the object `name` in the directory `d` (open as `dfd`) the current one.
+    fn enter(&mut self, d: &Obj, dfd: &OwnedFd, name: &CString) -> R {
+        let st = stat_at(dfd, name)?;
         let fh = self
             .fs
             .export
-            .handle_for(&dfd, &name, &child(&d.rel, &name), &st)?;
+            .handle_for(dfd, name, &child(&d.rel, name), &st)?;
         self.cur = Some(fh);
-        ok(w)
+        Ok(())
     }
 
     fn lookupp(&mut self, w: &mut XdrWriter<'_>) -> R {
@@ -540,12 +546,7 @@ impl Cx<'_> {
             crate::ops::attr::apply(&dfd, &name, ftype(&st), &rest, true)?;
             attrs::apply_times(&dfd, &name, &times)?;
         }
-        let st = stat_at(&dfd, &name)?;
-        let fh = self
-            .fs
-            .export
-            .handle_for(&dfd, &name, &child(&d.rel, &name), &st)?;
-        self.cur = Some(fh);
+        self.enter(&d, &dfd, &name)?;
         w.put_u32(status::OK)?;
         put_cinfo(w, &d.st, &dfd)?;
         attrs::put_bitmap(w, &set)?;
@@ -819,27 +820,7 @@ impl Cx<'_> {
         if cookie == 1 || cookie == 2 || (cookie != 0 && verf != e.cookie_verf) {
             return Err(Stop::Status(status::BAD_COOKIE));
         }
-        // A continuation may use the snapshot a listing of the unchanged directory took.
-        let kept = if cookie != 0 {
-            e.listings.get(&d.st)
-        } else {
-            None
-        };
-        let fresh = kept.is_none();
-        let snap = match kept {
-            Some(s) => s,
-            None => {
-                let listing = rustix::fs::openat(
-                    &dfd,
-                    c".",
-                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )?;
-                Arc::new(crate::ops::listings::Snapshot::read(&listing, |name| {
-                    e.cookie(name)
-                })?)
-            }
-        };
+        let (snap, fresh) = crate::ops::list::snapshot(e, &d.st, &dfd, cookie)?;
         let from = snap.entries.partition_point(|x| x.0 <= cookie.max(2));
         let entries = &snap.entries[from..];
         // Status, verifier, and the list's end (no more entries, eof) around the entries.

@@ -240,7 +240,7 @@ impl State {
                 x!(r.u32());
                 let n = x!(r.array_len(4, 16));
                 for _ in 0..n {
-                    skip_sec_parms(r)?;
+                    sec_parms(r)?;
                 }
                 ok(w)
             }
@@ -347,23 +347,7 @@ impl State {
         let n = x!(r.array_len(4, 16));
         let mut flavor = None;
         for _ in 0..n {
-            let f = x!(r.u32());
-            match f {
-                0 => {}
-                1 => {
-                    x!(r.u32());
-                    x!(r.opaque_var(255));
-                    x!(r.skip(8));
-                    let g = x!(r.array_len(4, 16));
-                    x!(r.skip(4 * g as usize));
-                }
-                6 => {
-                    x!(r.u32());
-                    x!(r.opaque_var(1024));
-                    x!(r.opaque_var(1024));
-                }
-                _ => return Err(status::BADXDR),
-            }
+            let f = sec_parms(r)?;
             if f <= 1 && flavor.is_none() {
                 flavor = Some(f);
             }
@@ -528,9 +512,10 @@ pub fn sessionless(opnum: u32) -> bool {
     )
 }
 
-/// Skips one `callback_sec_parms4` (AUTH_NONE, AUTH_SYS, RPCSEC_GSS).
-fn skip_sec_parms(r: &mut XdrReader<'_>) -> Result<(), u32> {
-    match x!(r.u32()) {
+/// Reads one `callback_sec_parms4` (AUTH_NONE, AUTH_SYS, RPCSEC_GSS): its flavor.
+fn sec_parms(r: &mut XdrReader<'_>) -> Result<u32, u32> {
+    let flavor = x!(r.u32());
+    match flavor {
         0 => {}
         1 => {
             x!(r.u32());
@@ -546,7 +531,7 @@ fn skip_sec_parms(r: &mut XdrReader<'_>) -> Result<(), u32> {
         }
         _ => return Err(status::BADXDR),
     }
-    Ok(())
+    Ok(flavor)
 }
 
 /// NFS4_OK alone.

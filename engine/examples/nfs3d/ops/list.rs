@@ -26,6 +26,34 @@ fn str_len(n: usize) -> usize {
     4 + ((n + 3) & !3)
 }
 
+/// The entries of the directory `dfd` (attributes `st`) for a listing from `cookie`: the
+/// snapshot a listing of the unchanged directory took, for a continuation, or a fresh read
+/// (`true`), which a listing that goes on keeps (`Listings::put`).
+pub fn snapshot(
+    e: &Export,
+    st: &rustix::fs::Statx,
+    dfd: &std::os::fd::OwnedFd,
+    cookie: u64,
+) -> Result<(Arc<Snapshot>, bool), Fail> {
+    if cookie != 0 {
+        if let Some(s) = e.listings.get(st) {
+            return Ok((s, false));
+        }
+    }
+    // The directory's descriptor (O_PATH) serves its entries' statx; reading the directory
+    // needs a readable one, opened only when it is read.
+    let listing = rustix::fs::openat(
+        dfd,
+        c".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    Ok((
+        Arc::new(Snapshot::read(&listing, |name| e.cookie(name))?),
+        true,
+    ))
+}
+
 /// READDIR (`plus` false) and READDIRPLUS (`plus` true).
 pub fn readdir(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>, plus: bool) -> Res {
     let fh = xdr::fh(r)?;
@@ -46,25 +74,7 @@ pub fn readdir(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>, plus: b
         put_post_op_attr(w, Some(&dattr))?;
         return Ok(());
     }
-    // A continuation may use the snapshot a listing of the unchanged directory took.
-    let kept = if cookie != 0 {
-        e.listings.get(&d.st)
-    } else {
-        None
-    };
-    let fresh = kept.is_none();
-    let snap = match kept {
-        Some(s) => s,
-        None => {
-            let listing = rustix::fs::openat(
-                &dfd,
-                c".",
-                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?;
-            Arc::new(Snapshot::read(&listing, |name| e.cookie(name))?)
-        }
-    };
+    let (snap, fresh) = snapshot(e, &d.st, &dfd, cookie)?;
     let from = snap.entries.partition_point(|x| x.0 <= cookie);
     let entries = &snap.entries[from..];
 
