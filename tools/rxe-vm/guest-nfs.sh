@@ -120,16 +120,19 @@ nfs3d_start() { # [BIN [NAME [ARGS...]]]
     wait_listen 20058 || { cat "$NFS_WORK/$name.err"; return 1; }
 }
 
-nfs3d_stop() {
-    [ -n "$NFS3D_PID" ] || return 1
-    kill -TERM "$NFS3D_PID"
+# Stops the server PID: SIGTERM (it prints its counters), SIGKILL after 10 s.
+stop_server() { # PID
+    [ -n "$1" ] || return 1
+    kill -TERM "$1"
     for _ in $(seq 100); do
-        kill -0 "$NFS3D_PID" 2>/dev/null || break
+        kill -0 "$1" 2>/dev/null || break
         sleep 0.1
     done
-    kill -KILL "$NFS3D_PID" 2>/dev/null
-    wait "$NFS3D_PID"
+    kill -KILL "$1" 2>/dev/null
+    wait "$1"
 }
+
+nfs3d_stop() { stop_server "$NFS3D_PID"; }
 
 # The counter NAME of the first object named SECTION in nfs3d's final JSON line.
 nfs3d_counter() { # SECTION NAME
@@ -437,14 +440,7 @@ nfs4d_start() {
 }
 
 nfs4d_stop() {
-    [ -n "$NFS4D_PID" ] || return 1
-    kill -TERM "$NFS4D_PID"
-    for _ in $(seq 100); do
-        kill -0 "$NFS4D_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$NFS4D_PID" 2>/dev/null
-    wait "$NFS4D_PID"
+    stop_server "$NFS4D_PID"
     NFS4D_PID=
 }
 
