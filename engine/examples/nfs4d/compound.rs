@@ -10,6 +10,7 @@ use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
 
 use crate::fileops::{Cx, Fs, ReadData, Stop};
 use crate::identity::Caller;
+use crate::ops::Reach;
 use crate::session::{header_only, op, sessionless, status, Sequenced, SessionId, State};
 
 /// What running a COMPOUND gave.
@@ -19,6 +20,49 @@ pub struct Ran {
     pub len: usize,
     /// A READ's data that ends the results, if one did.
     pub data: ReadData,
+}
+
+/// Whether the COMPOUND `args` can run on the polling thread: SEQUENCE, then only
+/// operations that act as nobody in particular and wait for no disk (PUTFH of a handle the
+/// path cache knows and the kernel's caches reach, PUTROOTFH, GETFH, SAVEFH, RESTOREFH,
+/// GETATTR, ACCESS, whose answer is made from the mode bits). The Linux client's
+/// revalidations, {SEQUENCE, PUTFH, GETATTR}, are most of its COMPOUNDs: answered there,
+/// they make no hop to an I/O thread and back (as nfs3d answers GETATTR and ACCESS on its
+/// workers).
+pub fn runs_on_poller(fs: &Fs, args: &[u8]) -> bool {
+    let mut r = XdrReader::new(args);
+    let mut scan = || -> Option<bool> {
+        r.opaque_var(1024).ok()?;
+        if r.u32().ok()? != 1 {
+            return Some(false);
+        }
+        let n = r.u32().ok()?;
+        if n == 0 || n > 8 || r.u32().ok()? != op::SEQUENCE {
+            return Some(false);
+        }
+        r.skip(32).ok()?;
+        for _ in 1..n {
+            match r.u32().ok()? {
+                op::PUTFH => {
+                    let fh = r.opaque_var(128).ok()?;
+                    if fs.export.resolve_in(fh, Reach::Cached).is_err() {
+                        return Some(false);
+                    }
+                }
+                op::PUTROOTFH | op::GETFH | op::SAVEFH | op::RESTOREFH => {}
+                op::GETATTR => {
+                    let words = r.array_len(4, 8).ok()?;
+                    r.skip(4 * words as usize).ok()?;
+                }
+                op::ACCESS => {
+                    r.u32().ok()?;
+                }
+                _ => return Some(false),
+            }
+        }
+        Some(r.remaining() == 0)
+    };
+    scan().unwrap_or(false)
 }
 
 /// Session operations: run against the session state.

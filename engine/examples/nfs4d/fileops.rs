@@ -47,6 +47,8 @@ pub struct Fs {
     /// Operations run, by number, and those that failed.
     pub ops: Vec<std::sync::atomic::AtomicU64>,
     pub failed: std::sync::atomic::AtomicU64,
+    /// COMPOUNDs answered on the polling thread (`compound::runs_on_poller`).
+    pub on_poller: std::sync::atomic::AtomicU64,
 }
 
 impl Fs {
@@ -59,6 +61,7 @@ impl Fs {
             read_only,
             ops: (0..=op::LAST).map(|_| Default::default()).collect(),
             failed: Default::default(),
+            on_poller: Default::default(),
         }
     }
 

@@ -224,8 +224,9 @@ fn read_at_end(args: &[u8]) -> Option<u32> {
     (n >= 44 && word(n - 32)? == session::op::READ).then(|| word(n - 4))?
 }
 
-/// NULL, and COMPOUND handed to the I/O threads.
-fn dispatch(policy: Policy, jobs: Sender<Job>) -> Arc<Dispatch> {
+/// NULL, and COMPOUND: run on the polling thread when it only looks at attributes the
+/// kernel has cached (`compound::runs_on_poller`), handed to the I/O threads otherwise.
+fn dispatch(policy: Policy, jobs: Sender<Job>, shared: Arc<Shared>) -> Arc<Dispatch> {
     let mut d = Dispatch::new();
     d.register(
         NFS4_PROGRAM,
@@ -248,6 +249,20 @@ fn dispatch(policy: Policy, jobs: Sender<Job>) -> Arc<Dispatch> {
             let Some(caller) = caller_of(&policy, req) else {
                 return Outcome::AuthError(AuthStat::AUTH_BADCRED);
             };
+            if compound::runs_on_poller(&shared.fs, req.args) {
+                let conn = resp.deferred().connection();
+                let ran = compound::run(
+                    &shared.sessions,
+                    Some((&shared.fs, &caller)),
+                    conn,
+                    req.args,
+                    resp.results(),
+                    None,
+                );
+                shared.fs.on_poller.fetch_add(1, Ordering::Relaxed);
+                resp.set_results_len(ran.len);
+                return Outcome::Success;
+            }
             let bulk = read_at_end(req.args).and_then(|n| resp.lend_bulk(n.min(MAX_IO) as usize));
             let args = match resp.lend_args() {
                 Some(l) => io::Args::Lent(l),
@@ -380,8 +395,13 @@ where
         reverse_credits: 4,
         ..ConnConfig::default()
     };
-    let mut server = Server::<P>::listen(device, &addr, dispatch(policy.clone(), jobs), cfg)
-        .map_err(|e| format!("listen on {}: {e}", cli.listen))?;
+    let mut server = Server::<P>::listen(
+        device,
+        &addr,
+        dispatch(policy.clone(), jobs, Arc::clone(&shared)),
+        cfg,
+    )
+    .map_err(|e| format!("listen on {}: {e}", cli.listen))?;
     // Connections are accepted on a thread of their own (an accept waits for the client's
     // side of the connection manager's exchange), handed to the polling loop.
     let (accepted_tx, accepted) = mpsc::channel::<ServerConn<P>>();
@@ -493,9 +513,10 @@ where
         .lock()
         .map_or((0, [0; 4]), |f| (f.len(), f.delegations));
     Ok(format!(
-        "{{\"sessions\":{},\"compounds\":{},\"ops\":{},\"open_states\":{},\"delegations\":{{\"granted\":{},\"recalled\":{},\"returned\":{},\"revoked\":{}}},\"backchannel\":{},\"reverse_calls\":{}}}",
+        "{{\"sessions\":{},\"compounds\":{},\"on_poller\":{},\"ops\":{},\"open_states\":{},\"delegations\":{{\"granted\":{},\"recalled\":{},\"returned\":{},\"revoked\":{}}},\"backchannel\":{},\"reverse_calls\":{}}}",
         sessions.lock().map_or(0, |s| s.sessions()),
-        compounds,
+        compounds + shared.fs.on_poller.load(Ordering::Relaxed),
+        shared.fs.on_poller.load(Ordering::Relaxed),
         shared.fs.ops_json(),
         opens,
         d[0],
