@@ -272,7 +272,8 @@ fn child(dir: &Path, name: &CString) -> PathBuf {
     dir.join(OsStr::from_bytes(name.as_bytes()))
 }
 
-fn key(st: &Statx) -> (u64, u64) {
+/// The open and lock state's key of the object `st`: its device and inode.
+pub(crate) fn key(st: &Statx) -> (u64, u64) {
     (dev_of(st), st.stx_ino)
 }
 
@@ -294,7 +295,7 @@ impl Cx<'_> {
         self.cur.ok_or(Stop::Status(status::NOFILEHANDLE))
     }
 
-    fn obj(&self) -> Result<Obj, Stop> {
+    pub(crate) fn obj(&self) -> Result<Obj, Stop> {
         Ok(self.fs.export.resolve(self.cur()?.as_bytes())?)
     }
 
@@ -694,7 +695,7 @@ const FILE_SYNC: u32 = 2;
 
 impl Cx<'_> {
     /// The regular file the current filehandle names, opened as the caller.
-    fn file(&self, o: &Obj, write: bool) -> Result<File, Stop> {
+    pub(crate) fn file(&self, o: &Obj, write: bool) -> Result<File, Stop> {
         match o.ftype() {
             FType::Reg => {}
             FType::Dir => return Err(Stop::Status(status::ISDIR)),
@@ -877,9 +878,7 @@ impl Cx<'_> {
         w.put_bool(false)?;
         let eof = sent == entries.len();
         w.put_bool(eof)?;
-        if !eof && fresh {
-            e.listings.put(&d.st, snap);
-        }
+        crate::ops::list::keep(e, &d.st, snap, fresh, eof);
         Ok(())
     }
 }

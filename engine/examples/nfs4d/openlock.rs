@@ -12,13 +12,12 @@ use std::ffi::CString;
 use std::sync::Arc;
 
 use rpcrdma_proto::xdr::{XdrReader, XdrWriter};
-use rustix::fs::{AtFlags, Mode, OFlags, Statx};
+use rustix::fs::{AtFlags, Mode, OFlags};
 
 use crate::attrs::{self, Bitmap, ClientTimes};
-use crate::fileops::{stateid, Cx, Stop};
+use crate::fileops::{key, stateid, Cx, Stop};
 use crate::locks::{Denied, Kind, Owner};
 use crate::ops::export::{stat_at, Obj};
-use crate::ops::io::By;
 use crate::session::status;
 use crate::state::{Stateid, ACCESS_READ, ACCESS_WRITE};
 use crate::xdr::{FType, Sattr};
@@ -29,10 +28,6 @@ fn put_stateid(w: &mut XdrWriter<'_>, s: &Stateid) -> R {
     w.put_u32(s.seqid)?;
     w.put_opaque_fixed(&s.other)?;
     Ok(())
-}
-
-fn key(st: &Statx) -> (u64, u64) {
-    (crate::ops::export::dev_of(st), st.stx_ino)
 }
 
 /// How an OPEN creates (`createhow4`).
@@ -99,17 +94,11 @@ fn put_denied(w: &mut XdrWriter<'_>, d: &Denied) -> R {
 impl Cx<'_> {
     /// Checks that the caller may open `o` with share `access`, as the kernel decides.
     fn may_open(&self, o: &Obj, access: u32) -> R {
-        match o.ftype() {
-            FType::Reg => {}
-            FType::Dir => return Err(Stop::Status(status::ISDIR)),
-            FType::Lnk => return Err(Stop::Status(status::SYMLINK)),
-            _ => return Err(Stop::Status(status::WRONG_TYPE)),
-        }
         if access & ACCESS_READ != 0 {
-            crate::ops::io::open(o, By::Caller(self.caller), false)?;
+            self.file(o, false)?;
         }
         if access & ACCESS_WRITE != 0 {
-            crate::ops::io::open(o, By::Caller(self.caller), true)?;
+            self.file(o, true)?;
         }
         Ok(())
     }
@@ -369,17 +358,12 @@ impl Cx<'_> {
     }
 
     fn file_key(&self) -> Result<(u64, u64), Stop> {
-        let o = self.obj_for_lock()?;
+        let o = self.obj()?;
         match o.ftype() {
             FType::Reg => Ok(key(&o.st)),
             FType::Dir => Err(Stop::Status(status::ISDIR)),
             _ => Err(Stop::Status(status::INVAL)),
         }
-    }
-
-    fn obj_for_lock(&self) -> Result<Obj, Stop> {
-        let fh = self.cur.ok_or(Stop::Status(status::NOFILEHANDLE))?;
-        Ok(self.fs.export.resolve(fh.as_bytes())?)
     }
 
     pub(crate) fn lock(&mut self, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>) -> R {

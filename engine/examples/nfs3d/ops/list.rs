@@ -54,6 +54,14 @@ pub fn snapshot(
     ))
 }
 
+/// Keeps a fresh snapshot of the directory `st` for the continuations of a listing that
+/// goes on (not `eof`).
+pub fn keep(e: &Export, st: &rustix::fs::Statx, snap: Arc<Snapshot>, fresh: bool, eof: bool) {
+    if !eof && fresh {
+        e.listings.put(st, snap);
+    }
+}
+
 /// READDIR (`plus` false) and READDIRPLUS (`plus` true).
 pub fn readdir(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>, plus: bool) -> Res {
     let fh = xdr::fh(r)?;
@@ -151,9 +159,6 @@ pub fn readdir(e: &Export, r: &mut XdrReader<'_>, w: &mut XdrWriter<'_>, plus: b
     w.put_bool(false)?;
     let eof = sent == entries.len();
     w.put_bool(eof)?;
-    if !eof && fresh {
-        // A listing that goes on: its continuations may use what was read.
-        e.listings.put(&d.st, snap);
-    }
+    keep(e, &d.st, snap, fresh, eof);
     Ok(())
 }
