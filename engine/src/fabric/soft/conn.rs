@@ -177,6 +177,10 @@ const MAX_PEER_FDS: usize = 5;
 
 /// Maps a peer's arena, queue pair, completion queue and shared receive queue (if its queue
 /// pair names one) from the descriptors it sent.
+/// The largest of a peer's queue pair and completion queue memories that is faulted in when
+/// connecting (see `Mapping::populate`): a queue of 64 credits takes some 100 KiB.
+const PEER_POPULATE_MAX: usize = 4 << 20;
+
 fn map_peer(mut fds: Vec<OwnedFd>) -> Result<PeerLink, ConnectError> {
     let srq_fd = if fds.len() == MAX_PEER_FDS {
         fds.pop()
@@ -187,7 +191,9 @@ fn map_peer(mut fds: Vec<OwnedFd>) -> Result<PeerLink, ConnectError> {
         .try_into()
         .map_err(|_| ConnectError::Protocol("expected four or five descriptors"))?;
     let arena = ArenaView::open(Mapping::of_peer(arena)?)?;
-    let mem = QpMem::open(Arc::new(Mapping::from_fd(qp)?))?;
+    let mem = Mapping::from_fd(qp)?;
+    mem.populate_upto(PEER_POPULATE_MAX);
+    let mem = QpMem::open(Arc::new(mem))?;
     let srq = match (mem.srq_id(), srq_fd) {
         (0, None) => None,
         (0, Some(_)) => {
@@ -202,7 +208,9 @@ fn map_peer(mut fds: Vec<OwnedFd>) -> Result<PeerLink, ConnectError> {
         }
         (id, Some(fd)) => Some(SrqMem::open(Mapping::of_peer(fd)?, id)?),
     };
-    let recv_cq = CqRing::open(Arc::new(Mapping::from_fd(cq)?), bell)?;
+    let cq = Mapping::from_fd(cq)?;
+    cq.populate_upto(PEER_POPULATE_MAX);
+    let recv_cq = CqRing::open(Arc::new(cq), bell)?;
     let qp_num = mem.info().qp_num.load(Ordering::Relaxed);
     Ok(PeerLink {
         mem,

@@ -166,6 +166,7 @@ impl CqRing {
         let ring_off = Self::layout(slots);
         let bytes = ring_off + size as usize * 64;
         let map = Arc::new(Mapping::create("rpcrdma-soft-cq", bytes)?);
+        map.populate();
         // A fresh memfd is zero: every `seq` is 0, which no position's publication (pos + 1)
         // matches.
         let ring = CqRing {
