@@ -93,6 +93,11 @@ impl Form {
     pub fn by_key(key: &str) -> Option<Form> {
         forms().into_iter().find(|f| f.key() == key)
     }
+
+    /// Its RPCs' arguments and checks.
+    pub fn prepared(&self) -> Prepared {
+        Prepared::new(self.workload).forced(self.forced, false)
+    }
 }
 
 /// What a driven run saw: the server connection's counters over the counted RPCs, by
@@ -215,7 +220,7 @@ pub fn drive(form: Form, rpcs: u32) -> Result<Driven, DriveError> {
         soft_server(program::dispatch(), cfg).map_err(|e| DriveError::Setup(e.to_string()))?;
     let (mut c, mut s) =
         connect_to(&mut srv, &addr, cfg).map_err(|e| DriveError::Setup(e.to_string()))?;
-    let prepared = Prepared::new(form.workload).forced(form.forced, false);
+    let prepared = form.prepared();
     let call = prepared.call_on(Duration::from_secs(5), c.negotiation());
     for _ in 0..WARMUP {
         one(&mut c, &mut s, &call, &prepared)?;

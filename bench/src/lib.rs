@@ -18,6 +18,7 @@ pub mod crossover;
 pub mod exactly_once;
 pub mod fabric_probes;
 pub mod fleet;
+pub mod footprint;
 pub mod limits;
 pub mod local;
 pub mod plot;

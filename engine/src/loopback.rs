@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::conn::{ConnConfig, ConnError};
 use crate::dispatch::Dispatch;
-use crate::fabric::soft::{Soft, SoftAddr};
+use crate::fabric::soft::{Soft, SoftAddr, SoftDevice};
 use crate::fabric::Provider;
 use crate::requester::Client;
 use crate::responder::{Server, ServerConn};
@@ -29,12 +29,23 @@ pub fn connect_to(
     addr: &SoftAddr,
     client: ConnConfig,
 ) -> Result<(Client<Soft>, ServerConn<Soft>), ConnError> {
+    connect_on(Soft::open_device(None)?, server, addr, client)
+}
+
+/// [`connect_to`] with the client on `device` (sized as its [`SoftConfig`] says: many
+/// clients in one process, each with its own protection domain, may want arenas smaller
+/// than the default's 16 GiB of address space).
+///
+/// [`SoftConfig`]: crate::fabric::soft::SoftConfig
+pub fn connect_on(
+    device: SoftDevice,
+    server: &mut Server<Soft>,
+    addr: &SoftAddr,
+    client: ConnConfig,
+) -> Result<(Client<Soft>, ServerConn<Soft>), ConnError> {
     let addr = addr.clone();
     let timeout = client.connect_timeout;
-    let t = std::thread::spawn(move || {
-        let device = Soft::open_device(None)?;
-        Client::<Soft>::connect(&device, &addr, client)
-    });
+    let t = std::thread::spawn(move || Client::<Soft>::connect(&device, &addr, client));
     let conn = server.accept(timeout);
     // A version 2 client's connect waits for the answer to its RDMA2_CONNPROP: poll the
     // accepted connection until the client is done (or its own timeout ends it).

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use clap::Args as ClapArgs;
-use rpcrdma_bench::cost::{self, Committed, Counted, Figure, Form};
+use rpcrdma_bench::cost::{self, Committed, Figure, Form};
+use rpcrdma_bench::footprint::{self, Footprint};
 
 /// `rpcrdma bench cost` options.
 #[derive(ClapArgs, Debug)]
@@ -29,6 +30,19 @@ pub struct Args {
     /// Only the forms named (`op:size`, as `null:0` or `read:4096`), repeatable.
     #[arg(long = "form", value_name = "OP:SIZE")]
     forms: Vec<String>,
+    /// Connections taking turns, each with one RPC in flight: what an RPC costs when a
+    /// server serves many (`rpcrdma_bench::footprint`). Reported apart from the committed
+    /// figures, which are those of one connection.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    conns: u32,
+    /// Credits each connection asks for with `--conns` (its rings and pools are sized by
+    /// them).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    credits: u32,
+    /// Simulate this host's core's caches too (callgrind `--cache-sim`) and report the
+    /// misses of each level per RPC beside the instructions.
+    #[arg(long)]
+    cache: bool,
     /// Internal: drive one form in this process (run under callgrind by the parent).
     #[arg(long, hide = true, value_name = "OP:SIZE")]
     child: Option<String>,
@@ -37,7 +51,7 @@ pub struct Args {
 /// Runs the benchmark (or, with `--child`, one form's driven RPCs).
 pub fn run(args: &Args) -> ExitCode {
     if let Some(key) = &args.child {
-        return child(key, args.rpcs);
+        return child(key, args);
     }
     if !callgrind_available() {
         // These VMs have no hardware instruction counter (perf_event_open answers ENOENT
@@ -62,10 +76,21 @@ pub fn run(args: &Args) -> ExitCode {
         }
         v
     };
+    if args.conns > 1 || args.cache {
+        if args.check.is_some() || args.write.is_some() {
+            eprintln!("bench cost: --check and --write are for the figures of one connection, without --cache");
+            return ExitCode::from(2);
+        }
+        return footprints(args, &forms);
+    }
     let mut figures = Vec::with_capacity(forms.len());
     for form in forms {
-        let counted = count(form, args.rpcs, cost::CLIENT_TOGGLES)
-            .and_then(|c| Ok((c, count(form, args.rpcs, cost::SERVER_TOGGLES)?)));
+        let counted = count(form, args, cost::CLIENT_TOGGLES)
+            .and_then(|t| cost::callgrind_totals(&t))
+            .and_then(|c| {
+                let s = count(form, args, cost::SERVER_TOGGLES)?;
+                Ok((c, cost::callgrind_totals(&s)?))
+            });
         match counted {
             Ok((client, server)) => {
                 let f = Figure::of(form, client, server, args.rpcs);
@@ -185,8 +210,64 @@ fn callgrind_available() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Runs this program's `--child` for `form` under callgrind, counting inside `toggles`.
-fn count(form: Form, rpcs: u32, toggles: &[&str]) -> Result<Counted, String> {
+/// `--conns` or `--cache`: each form's instructions and simulated cache misses per RPC
+/// over that many connections taking turns.
+fn footprints(args: &Args, forms: &[Form]) -> ExitCode {
+    let rounds = rounds(args);
+    let rpcs = u64::from(rounds) * u64::from(args.conns);
+    let mut all = Vec::with_capacity(forms.len());
+    for &form in forms {
+        let counted = count(form, args, cost::CLIENT_TOGGLES)
+            .and_then(|t| footprint::callgrind_events(&t))
+            .and_then(|c| {
+                let s = count(form, args, cost::SERVER_TOGGLES)?;
+                Ok((c, footprint::callgrind_events(&s)?))
+            });
+        let (client, server) = match counted {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("bench cost: {}: {e}", form.key());
+                return ExitCode::from(2);
+            }
+        };
+        let f = Footprint::of(form, args.conns, args.credits, client, server, rpcs);
+        if !args.json {
+            eprintln!(
+                "{:<12} {:>6} B  {} conns, {} credits  client {:>8.1} instr {:>6.1} L1 {:>6.1} L2  server {:>8.1} instr {:>6.1} L1 {:>6.1} L2  (per RPC)",
+                f.op,
+                f.size,
+                f.conns,
+                f.credits,
+                f.client_instructions,
+                f.client_l1_misses,
+                f.client_l2_misses,
+                f.server_instructions,
+                f.server_l1_misses,
+                f.server_l2_misses
+            );
+        }
+        all.push(f);
+    }
+    if args.json {
+        match serde_json::to_string(&all) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("bench cost: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// Counted rounds over `--conns` connections: `--rpcs` RPCs in all, at least one round.
+fn rounds(args: &Args) -> u32 {
+    (args.rpcs / args.conns).max(1)
+}
+
+/// Runs this program's `--child` for `form` under callgrind, counting inside `toggles`;
+/// returns callgrind's output.
+fn count(form: Form, args: &Args, toggles: &[&str]) -> Result<String, String> {
     let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
     let out = std::env::temp_dir().join(format!(
         "rpcrdma-cost-{}-{}.callgrind",
@@ -202,30 +283,51 @@ fn count(form: Form, rpcs: u32, toggles: &[&str]) -> Result<Counted, String> {
     for t in toggles {
         cmd.arg(format!("--toggle-collect={t}"));
     }
+    if args.cache {
+        cmd.args(footprint::CACHE_ARGS);
+    }
+    if args.conns > 1 {
+        // Each connection is made by a client thread while the driving thread accepts and
+        // spins: under valgrind's default scheduling that handover took seconds a
+        // connection, with fair scheduling milliseconds.
+        cmd.arg("--fair-sched=yes");
+        // Every soft queue pair has a thread watching its connection's socket: two a
+        // connection, beyond valgrind's default 500 threads at 250 connections.
+        cmd.arg(format!("--max-threads={}", 4 * args.conns + 100));
+    }
     cmd.arg(&exe)
-        .args(["bench", "cost", "--rpcs", &rpcs.to_string(), "--child"])
+        .args(["bench", "cost", "--rpcs", &args.rpcs.to_string()])
+        .args(["--conns", &args.conns.to_string()])
+        .args(["--credits", &args.credits.to_string(), "--child"])
         .arg(form.key());
     let output = cmd.output().map_err(|e| format!("running valgrind: {e}"))?;
     let text = std::fs::read_to_string(&out);
     let _ = std::fs::remove_file(&out);
     if !output.status.success() {
+        // Its end says why (valgrind's own reports can run to thousands of lines).
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let lines: Vec<&str> = stderr.trim().lines().collect();
+        let tail = lines[lines.len().saturating_sub(12)..].join("\n");
         return Err(format!(
-            "the counted run failed ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
+            "the counted run failed ({}): {tail}",
+            output.status
         ));
     }
-    let text = text.map_err(|e| format!("reading callgrind's output: {e}"))?;
-    cost::callgrind_totals(&text)
+    text.map_err(|e| format!("reading callgrind's output: {e}"))
 }
 
 /// Drives one form in this process.
-fn child(key: &str, rpcs: u32) -> ExitCode {
+fn child(key: &str, args: &Args) -> ExitCode {
     let Some(form) = Form::by_key(key) else {
         eprintln!("bench cost: no form {key:?}");
         return ExitCode::from(2);
     };
-    match cost::drive(form, rpcs) {
+    let driven = if args.conns > 1 || args.cache {
+        footprint::drive_many(form, args.conns, args.credits, rounds(args))
+    } else {
+        cost::drive(form, args.rpcs).map(|_| ())
+    };
+    match driven {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("bench cost: {key}: {e}");
