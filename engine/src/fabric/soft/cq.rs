@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
-use super::sys::{bell_drain, bell_pair, bell_ring, monotonic_ns, Atomics, Mapping};
+use super::sys::{bell_drain, bell_pair, bell_ring, monotonic_ns, Atomics, MapRef, Mapping};
 use crate::fabric::{CompletionQueue, CqError, CqWatch, FabricError, Wc, WcOpcode, WcStatus};
 
 const MAGIC: u64 = 0x7270_6364_6371_7231; // "rpcdcqr1"
@@ -131,7 +131,7 @@ pub(crate) struct Overrun;
 
 /// A view of a completion queue's shared memory, the owner's or a peer's.
 pub(crate) struct CqRing {
-    map: Arc<Mapping>,
+    map: MapRef,
     mask: u64,
     size: u64,
     slots: u32,
@@ -170,7 +170,7 @@ impl CqRing {
         // A fresh memfd is zero: every `seq` is 0, which no position's publication (pos + 1)
         // matches.
         let ring = CqRing {
-            map,
+            map: MapRef::new(map),
             mask: size - 1,
             size,
             slots,
@@ -210,7 +210,7 @@ impl CqRing {
             ));
         }
         Ok(CqRing {
-            map,
+            map: MapRef::new(map),
             mask: size - 1,
             size,
             slots: slots as u32,
@@ -222,7 +222,7 @@ impl CqRing {
 
     /// The mapping.
     pub(crate) fn mapping(&self) -> &Arc<Mapping> {
-        &self.map
+        self.map.mapping()
     }
 
     /// The producers' end of the consumer's bell, for a peer in another process.

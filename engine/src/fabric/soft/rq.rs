@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use super::arena::PAGE;
 use super::cq::{CqRing, Cqe0};
-use super::sys::{Atomics, Mapping};
+use super::sys::{Atomics, MapRef, Mapping};
 use crate::fabric::{FabricError, QpState, Sge, WcOpcode, WcStatus};
 
 // "rpcdqpr2": version 2 added `QpInfo::srq_id`.
@@ -128,7 +128,7 @@ unsafe impl Atomics for SgeSlot {}
 /// later (the scheme of Vyukov's bounded queue, hence at least two slots).
 #[derive(Clone)]
 pub(crate) struct Ring {
-    map: Arc<Mapping>,
+    map: MapRef,
     mask: u64,
     stride: usize,
     max_sge: u32,
@@ -227,7 +227,7 @@ impl Ring {
         debug_assert!(size.is_power_of_two());
         let (stride, bytes) = Self::layout(size, max_sge);
         let ring = Ring {
-            map: Arc::new(Mapping::create(name, bytes)?),
+            map: MapRef::new(Arc::new(Mapping::create(name, bytes)?)),
             mask: size - 1,
             stride,
             max_sge,
@@ -258,7 +258,7 @@ impl Ring {
             ));
         }
         Ok(Ring {
-            map,
+            map: MapRef::new(map),
             mask: size - 1,
             stride: want,
             max_sge,
@@ -268,7 +268,7 @@ impl Ring {
 
     /// The mapping.
     pub(crate) fn mapping(&self) -> &Arc<Mapping> {
-        &self.map
+        self.map.mapping()
     }
 
     /// Slots.

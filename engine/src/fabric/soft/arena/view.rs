@@ -9,7 +9,7 @@ use super::{
     word, word_key, word_state, ArenaHeader, KeyEntry, KeyFault, MAGIC, PAGE, ST_MR, ST_MW_VALID,
     TABLE_OFF,
 };
-use crate::fabric::soft::sys::Mapping;
+use crate::fabric::soft::sys::{MapRef, Mapping};
 use crate::fabric::{Access, FabricError};
 
 /// Where a registration's bytes are: its virtual span, their offset from the arena's base,
@@ -79,7 +79,7 @@ impl Default for RegionMemo {
 /// A view of an arena, local or a peer's: geometry read once, checked against the mapping.
 #[derive(Clone)]
 pub(crate) struct ArenaView {
-    pub(super) map: Arc<Mapping>,
+    pub(super) map: MapRef,
     table_len: u32,
     domain_id: u64,
 }
@@ -106,7 +106,7 @@ impl ArenaView {
         h.domain_id.store(domain_id, Ordering::Relaxed);
         h.magic.store(MAGIC, Ordering::Release);
         Ok(ArenaView {
-            map,
+            map: MapRef::new(map),
             table_len: max_keys,
             domain_id,
         })
@@ -134,7 +134,7 @@ impl ArenaView {
         }
         let domain_id = h.domain_id.load(Ordering::Relaxed);
         Ok(ArenaView {
-            map,
+            map: MapRef::new(map),
             table_len: table_len as u32,
             domain_id,
         })
@@ -142,7 +142,7 @@ impl ArenaView {
 
     /// The mapping.
     pub(crate) fn mapping(&self) -> &Arc<Mapping> {
-        &self.map
+        self.map.mapping()
     }
 
     /// The identity of the domain the arena belongs to.
