@@ -113,14 +113,8 @@ pub fn run(args: &Args) -> ExitCode {
             }
         }
     }
-    if args.json {
-        match serde_json::to_string(&figures) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                eprintln!("bench cost: {e}");
-                return ExitCode::from(2);
-            }
-        }
+    if args.json && !print_json(serde_json::to_string(&figures)) {
+        return ExitCode::from(2);
     }
     if let Some(path) = &args.write {
         let committed = Committed {
@@ -248,16 +242,25 @@ fn footprints(args: &Args, forms: &[Form]) -> ExitCode {
         }
         all.push(f);
     }
-    if args.json {
-        match serde_json::to_string(&all) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                eprintln!("bench cost: {e}");
-                return ExitCode::from(2);
-            }
-        }
+    if args.json && !print_json(serde_json::to_string(&all)) {
+        return ExitCode::from(2);
     }
     ExitCode::SUCCESS
+}
+
+/// Prints the figures encoded as JSON on standard output; false (said on standard error)
+/// if they could not be encoded.
+fn print_json(encoded: serde_json::Result<String>) -> bool {
+    match encoded {
+        Ok(s) => {
+            println!("{s}");
+            true
+        }
+        Err(e) => {
+            eprintln!("bench cost: {e}");
+            false
+        }
+    }
 }
 
 /// Counted rounds over `--conns` connections: `--rpcs` RPCs in all, at least one round.
