@@ -269,7 +269,7 @@ fn one(
 }
 
 /// Whether the counters say every RPC took the form measured.
-fn check_form(form: Form, d: &Driven, rpcs: u64) -> Result<(), DriveError> {
+pub(crate) fn check_form(form: Form, d: &Driven, rpcs: u64) -> Result<(), DriveError> {
     let (a, b) = (&d.after, &d.before);
     let want = |what: &str, got: u64| {
         if got == rpcs {

@@ -24,10 +24,12 @@ use rpcrdma_engine::loopback::{connect_on, soft_server};
 use rpcrdma_engine::program;
 use rpcrdma_engine::requester::{CallArgs, Client, SubmitError};
 use rpcrdma_engine::responder::ServerConn;
+use rpcrdma_engine::stats::Snapshot;
 use serde::{Deserialize, Serialize};
 
 use crate::cost::{
-    cost_client_poll, cost_client_submit, cost_counting_starts, cost_server_poll, DriveError, Form,
+    check_form, cost_client_poll, cost_client_submit, cost_counting_starts, cost_server_poll,
+    DriveError, Driven, Form,
 };
 use crate::workload::Prepared;
 
@@ -54,7 +56,8 @@ pub const CACHE_ARGS: &[&str] = &[
 ];
 
 /// Drives `rounds` counted rounds of `form` over `conns` connections with `credits`
-/// credits each (after the warm-up rounds), checking every reply.
+/// credits each (after the warm-up rounds), checking every reply and, by the server
+/// connections' counters, that every RPC took the form named (as [`crate::cost::drive`]).
 pub fn drive_many(form: Form, conns: u32, credits: u32, rounds: u32) -> Result<(), DriveError> {
     let cfg = ConnConfig {
         credits,
@@ -78,9 +81,12 @@ pub fn drive_many(form: Form, conns: u32, credits: u32, rounds: u32) -> Result<(
         clients.push(c);
         servers.push(s);
     }
+    let Some(first) = clients.first() else {
+        return Err(DriveError::Setup("no connection to drive".into()));
+    };
     let prepared = form.prepared();
-    let call = prepared.call_on(Duration::from_secs(30), clients[0].negotiation());
-    let warmup = MIN_WARMUP_ROUNDS.max(300 / conns.max(1));
+    let call = prepared.call_on(Duration::from_secs(30), first.negotiation());
+    let warmup = MIN_WARMUP_ROUNDS.max(300 / conns);
     let mut round = Round {
         clients: &mut clients,
         servers: &mut servers,
@@ -90,20 +96,16 @@ pub fn drive_many(form: Form, conns: u32, credits: u32, rounds: u32) -> Result<(
     for _ in 0..warmup {
         round.run(&call)?;
     }
-    let before: u64 = round.servers.iter().map(|s| s.snapshot().rpcs).sum();
+    let before = round.counters();
     cost_counting_starts();
     for _ in 0..rounds {
         round.run(&call)?;
     }
-    let after: u64 = round.servers.iter().map(|s| s.snapshot().rpcs).sum();
-    let want = u64::from(rounds) * u64::from(conns);
-    if after - before != want {
-        return Err(DriveError::WrongForm(format!(
-            "{} replies of {want} RPCs",
-            after - before
-        )));
-    }
-    Ok(())
+    let driven = Driven {
+        before,
+        after: round.counters(),
+    };
+    check_form(form, &driven, u64::from(rounds) * u64::from(conns))
 }
 
 /// The connections of a run and what their RPCs send.
@@ -116,6 +118,15 @@ struct Round<'a> {
 }
 
 impl Round<'_> {
+    /// The server connections' counters, added up.
+    fn counters(&self) -> Snapshot {
+        let mut all = Snapshot::default();
+        for s in self.servers.iter() {
+            all.add(&s.snapshot());
+        }
+        all
+    }
+
     /// One RPC on every connection: all submitted, all answered, all replies taken.
     fn run(&mut self, call: &CallArgs<'_>) -> Result<(), DriveError> {
         let mut failure = None;
@@ -263,6 +274,15 @@ mod tests {
         for form in crate::cost::forms() {
             drive_many(form, 5, 8, 4).unwrap_or_else(|e| panic!("{}: {e}", form.key()));
         }
+    }
+
+    #[test]
+    fn no_connection_is_a_setup_error() {
+        let form = crate::cost::forms()[0];
+        assert!(matches!(
+            drive_many(form, 0, 8, 4),
+            Err(DriveError::Setup(_))
+        ));
     }
 
     #[test]

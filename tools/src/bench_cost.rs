@@ -48,6 +48,14 @@ pub struct Args {
     child: Option<String>,
 }
 
+impl Args {
+    /// Whether the run is the many-connection one (`--conns` past 1, or `--cache`), reported
+    /// apart from the committed figures.
+    fn many(&self) -> bool {
+        self.conns > 1 || self.cache
+    }
+}
+
 /// Runs the benchmark (or, with `--child`, one form's driven RPCs).
 pub fn run(args: &Args) -> ExitCode {
     if let Some(key) = &args.child {
@@ -76,7 +84,7 @@ pub fn run(args: &Args) -> ExitCode {
         }
         v
     };
-    if args.conns > 1 || args.cache {
+    if args.many() {
         if args.check.is_some() || args.write.is_some() {
             eprintln!("bench cost: --check and --write are for the figures of one connection, without --cache");
             return ExitCode::from(2);
@@ -85,12 +93,7 @@ pub fn run(args: &Args) -> ExitCode {
     }
     let mut figures = Vec::with_capacity(forms.len());
     for form in forms {
-        let counted = count(form, args, cost::CLIENT_TOGGLES)
-            .and_then(|t| cost::callgrind_totals(&t))
-            .and_then(|c| {
-                let s = count(form, args, cost::SERVER_TOGGLES)?;
-                Ok((c, cost::callgrind_totals(&s)?))
-            });
+        let counted = count_both(form, args, cost::callgrind_totals);
         match counted {
             Ok((client, server)) => {
                 let f = Figure::of(form, client, server, args.rpcs);
@@ -211,12 +214,7 @@ fn footprints(args: &Args, forms: &[Form]) -> ExitCode {
     let rpcs = u64::from(rounds) * u64::from(args.conns);
     let mut all = Vec::with_capacity(forms.len());
     for &form in forms {
-        let counted = count(form, args, cost::CLIENT_TOGGLES)
-            .and_then(|t| footprint::callgrind_events(&t))
-            .and_then(|c| {
-                let s = count(form, args, cost::SERVER_TOGGLES)?;
-                Ok((c, footprint::callgrind_events(&s)?))
-            });
+        let counted = count_both(form, args, footprint::callgrind_events);
         let (client, server) = match counted {
             Ok(c) => c,
             Err(e) => {
@@ -266,6 +264,18 @@ fn print_json(encoded: serde_json::Result<String>) -> bool {
 /// Counted rounds over `--conns` connections: `--rpcs` RPCs in all, at least one round.
 fn rounds(args: &Args) -> u32 {
     (args.rpcs / args.conns).max(1)
+}
+
+/// The client's and the server's parts of `form`, each counted in a run of its own and read
+/// from callgrind's output by `read`.
+fn count_both<T>(
+    form: Form,
+    args: &Args,
+    read: fn(&str) -> Result<T, String>,
+) -> Result<(T, T), String> {
+    let client = read(&count(form, args, cost::CLIENT_TOGGLES)?)?;
+    let server = read(&count(form, args, cost::SERVER_TOGGLES)?)?;
+    Ok((client, server))
 }
 
 /// Runs this program's `--child` for `form` under callgrind, counting inside `toggles`;
@@ -325,7 +335,7 @@ fn child(key: &str, args: &Args) -> ExitCode {
         eprintln!("bench cost: no form {key:?}");
         return ExitCode::from(2);
     };
-    let driven = if args.conns > 1 || args.cache {
+    let driven = if args.many() {
         footprint::drive_many(form, args.conns, args.credits, rounds(args))
     } else {
         cost::drive(form, args.rpcs).map(|_| ())

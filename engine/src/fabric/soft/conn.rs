@@ -175,12 +175,12 @@ fn recv_msg(
 /// and that queue's bell, then the shared receive queue's memory if the queue pair has one.
 const MAX_PEER_FDS: usize = 5;
 
-/// Maps a peer's arena, queue pair, completion queue and shared receive queue (if its queue
-/// pair names one) from the descriptors it sent.
 /// The largest of a peer's queue pair and completion queue memories that is faulted in when
 /// connecting (see `Mapping::populate`): a queue of 64 credits takes some 100 KiB.
 const PEER_POPULATE_MAX: usize = 4 << 20;
 
+/// Maps a peer's arena, queue pair, completion queue and shared receive queue (if its queue
+/// pair names one) from the descriptors it sent.
 fn map_peer(mut fds: Vec<OwnedFd>) -> Result<PeerLink, ConnectError> {
     let srq_fd = if fds.len() == MAX_PEER_FDS {
         fds.pop()

@@ -271,6 +271,17 @@ impl Ring {
         self.map.mapping()
     }
 
+    /// A structure beside the ring in its first page (a shared receive queue's header), through
+    /// the view's copy of the mapping's address.
+    ///
+    /// # Safety
+    ///
+    /// As for `MapRef::at_unchecked`.
+    pub(crate) unsafe fn at_unchecked<T: Atomics>(&self, offset: usize) -> &T {
+        // SAFETY: the caller's contract.
+        unsafe { self.map.at_unchecked(offset) }
+    }
+
     /// Slots.
     pub(crate) fn size(&self) -> u64 {
         self.mask + 1

@@ -155,7 +155,7 @@ impl SrqMem {
     fn info(&self) -> &SrqInfo {
         // SAFETY: the header lies at the start of the first page, before the ring, which
         // `Ring::create`/`Ring::open` checked fits in the mapping; 64-byte aligned.
-        unsafe { self.ring.mapping().at_unchecked(0) }
+        unsafe { self.ring.at_unchecked(0) }
     }
 
     /// The producer's position.
@@ -167,7 +167,7 @@ impl SrqMem {
     fn event(&self) -> &Counter {
         // SAFETY: as for `info`: `EVENT_OFF` is 64-byte aligned, inside the first page, apart
         // from the header, head and tail lines.
-        unsafe { self.ring.mapping().at_unchecked(EVENT_OFF) }
+        unsafe { self.ring.at_unchecked(EVENT_OFF) }
     }
 
     /// Claims the oldest posted receive, if any (one locked instruction), and fires the

@@ -53,11 +53,13 @@ impl MapRef {
         self.base.as_ptr()
     }
 
-    /// [`Mapping::at_unchecked`] through the copied address.
+    /// The `T` at byte `offset`, unchecked, through the copied address: for the hot paths of
+    /// views that checked their geometry against the mapping once, when they were built.
     ///
     /// # Safety
     ///
-    /// As for [`Mapping::at_unchecked`].
+    /// `offset` is a multiple of `T`'s alignment and `offset + size_of::<T>()` is at most
+    /// the mapping's [`len`](Mapping::len).
     #[inline(always)]
     pub(crate) unsafe fn at_unchecked<T: Atomics>(&self, offset: usize) -> &T {
         debug_assert!(
@@ -65,16 +67,9 @@ impl MapRef {
             "unchecked access outside"
         );
         // SAFETY: inside the mapping and aligned (the caller's contract); `base` is the
-        // mapping's, which `self.map` keeps alive as long as `self`.
+        // mapping's, which `self.map` keeps alive as long as `self`; any content is a valid
+        // `T` (see `Mapping::try_at`).
         unsafe { &*self.base.as_ptr().add(offset).cast::<T>() }
-    }
-}
-
-impl std::ops::Deref for MapRef {
-    type Target = Mapping;
-
-    fn deref(&self) -> &Mapping {
-        &self.map
     }
 }
 
@@ -526,24 +521,6 @@ impl Mapping {
     pub(crate) fn at<T: Atomics>(&self, offset: usize) -> &T {
         self.try_at(offset)
             .expect("shared structure outside its mapping")
-    }
-
-    /// The `T` at byte `offset`, unchecked: for the hot paths of views that checked their
-    /// geometry against the mapping once, when they were built.
-    ///
-    /// # Safety
-    ///
-    /// `offset` is a multiple of `T`'s alignment and `offset + size_of::<T>()` is at most
-    /// [`len`](Self::len).
-    #[inline(always)]
-    pub(crate) unsafe fn at_unchecked<T: Atomics>(&self, offset: usize) -> &T {
-        debug_assert!(
-            self.try_at::<T>(offset).is_some(),
-            "unchecked access outside"
-        );
-        // SAFETY: inside the mapping and aligned (the caller's contract), which lives as long
-        // as `self`; any content is a valid `T` (see `try_at`).
-        unsafe { &*self.base().add(offset).cast::<T>() }
     }
 
     /// The `T` at byte `offset`, or `None` if it would not lie inside the mapping or would

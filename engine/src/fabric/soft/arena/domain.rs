@@ -63,7 +63,7 @@ impl Domain {
             bytes.div_ceil(PAGE) * PAGE,
         )?);
         let view = ArenaView::init(map, max_keys, domain_id)?;
-        let h: &ArenaHeader = view.map.at(0);
+        let h: &ArenaHeader = view.map.mapping().at(0);
         let data_off = h.data_off.load(Ordering::Relaxed);
         let data_len = h.data_len.load(Ordering::Relaxed);
         let keys = KeyAlloc {
@@ -142,7 +142,12 @@ impl Domain {
                 return Err(e);
             }
         };
-        let p = self.view.map.span(off, span).expect("span inside arena");
+        let p = self
+            .view
+            .map
+            .mapping()
+            .span(off, span)
+            .expect("span inside arena");
         // SAFETY: `p..p+span` is inside the arena (checked by `span`) and was free: no region,
         // and so no work request or peer, can reach it yet; `used <= span`. Reused memory
         // must read as zero; memory never handed out does already, and zeroing it would
@@ -190,7 +195,7 @@ impl Domain {
         }
         // Every memo of a region made so far is stale from now on (before the span can be
         // handed out again).
-        let h: &ArenaHeader = self.view.map.at(0);
+        let h: &ArenaHeader = self.view.map.mapping().at(0);
         h.regions_gen.fetch_add(1, Ordering::SeqCst);
         if e.num_mw.load(Ordering::SeqCst) != 0 {
             return;

@@ -39,13 +39,18 @@ fn regions_read_as_zero() {
     let d = domain();
     let access = Access::LOCAL_WRITE;
     let r = d.alloc_region(3 * PAGE, access).unwrap();
-    let p = d.view().map.span(r.off, 3 * PAGE as u64).unwrap();
+    let p = d.view().map.mapping().span(r.off, 3 * PAGE as u64).unwrap();
     // SAFETY: the region's span, owned by this test.
     unsafe { std::ptr::write_bytes(p, 0xab, 3 * PAGE) };
     d.free_region(r.index, r.key, r.off, 3 * PAGE);
     let again = d.alloc_region(4 * PAGE, access).unwrap();
     assert_eq!(again.off, r.off, "the same memory, first fit");
-    let q = d.view().map.span(again.off, 4 * PAGE as u64).unwrap();
+    let q = d
+        .view()
+        .map
+        .mapping()
+        .span(again.off, 4 * PAGE as u64)
+        .unwrap();
     // SAFETY: as above.
     let bytes = unsafe { std::slice::from_raw_parts(q, 4 * PAGE) };
     assert!(bytes.iter().all(|&b| b == 0));

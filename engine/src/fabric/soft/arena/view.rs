@@ -233,6 +233,7 @@ impl ArenaView {
         let gen = self.regions_gen();
         let span = Span::of(self.region_entry(lkey)?).ok_or(KeyFault)?;
         self.map
+            .mapping()
             .span(span.off, span.end - span.va)
             .ok_or(KeyFault)?;
         Ok(RegionMemo { lkey, span, gen })
@@ -293,6 +294,6 @@ impl ArenaView {
         let off = Span::of(e)
             .and_then(|s| s.offset_of(addr, len, need))
             .ok_or(KeyFault)?;
-        self.map.span(off, len).ok_or(KeyFault)
+        self.map.mapping().span(off, len).ok_or(KeyFault)
     }
 }
