@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use rpcrdma_engine::conn::{ConnConfig, ConnError};
 use rpcrdma_engine::fabric::soft::{Soft, SoftConfig, SoftDevice};
+use rpcrdma_engine::fabric::{Device, Provider};
 use rpcrdma_engine::loopback::{connect_on, soft_server};
 use rpcrdma_engine::program;
 use rpcrdma_engine::requester::{CallArgs, Client, SubmitError};
@@ -41,6 +42,9 @@ const MIN_WARMUP_ROUNDS: u32 = 3;
 /// connection's receives, send buffers and the 64 KiB READs' and WRITEs' chunk memory.
 const CLIENT_ARENA: usize = 16 << 20;
 
+/// The server's shared bulk buffers: `rpcrdma serve`'s default `--bulk-pool` of one worker.
+const SERVER_BULK_POOL: u64 = 64 << 20;
+
 /// Polls of every server and client one round may take before the run is declared stuck.
 const MAX_ROUND_TURNS: u32 = 1000;
 
@@ -58,13 +62,28 @@ pub const CACHE_ARGS: &[&str] = &[
 /// Drives `rounds` counted rounds of `form` over `conns` connections with `credits`
 /// credits each (after the warm-up rounds), checking every reply and, by the server
 /// connections' counters, that every RPC took the form named (as [`crate::cost::drive`]).
-pub fn drive_many(form: Form, conns: u32, credits: u32, rounds: u32) -> Result<(), DriveError> {
+pub fn drive_many(
+    form: Form,
+    conns: u32,
+    credits: u32,
+    srq: bool,
+    rounds: u32,
+) -> Result<(), DriveError> {
     let cfg = ConnConfig {
         credits,
         ..ConnConfig::default()
     };
     let setup = |e: ConnError| DriveError::Setup(e.to_string());
-    let (mut srv, addr) = soft_server(program::dispatch(), cfg).map_err(setup)?;
+    // The server as `rpcrdma serve` makes it with one worker: shared bulk buffers, and a
+    // shared receive queue unless `srq` is false.
+    let max_srq_wr = Soft::open_device(None)
+        .map_err(|e| DriveError::Setup(e.to_string()))?
+        .attr()
+        .max_srq_wr;
+    let srv_cfg = cfg
+        .for_server(1, SERVER_BULK_POOL, max_srq_wr, Some(srq))
+        .map_err(setup)?;
+    let (mut srv, addr) = soft_server(program::dispatch(), srv_cfg).map_err(setup)?;
     let mut clients = Vec::with_capacity(conns as usize);
     let mut servers = Vec::with_capacity(conns as usize);
     // Each client has a protection domain of its own: arenas of the default 16 GiB of
@@ -271,8 +290,11 @@ mod tests {
 
     #[test]
     fn many_connections_drive_every_form() {
-        for form in crate::cost::forms() {
-            drive_many(form, 5, 8, 4).unwrap_or_else(|e| panic!("{}: {e}", form.key()));
+        for srq in [true, false] {
+            for form in crate::cost::forms() {
+                drive_many(form, 5, 8, srq, 4)
+                    .unwrap_or_else(|e| panic!("{} (srq {srq}): {e}", form.key()));
+            }
         }
     }
 
@@ -280,7 +302,7 @@ mod tests {
     fn no_connection_is_a_setup_error() {
         let form = crate::cost::forms()[0];
         assert!(matches!(
-            drive_many(form, 0, 8, 4),
+            drive_many(form, 0, 8, true, 4),
             Err(DriveError::Setup(_))
         ));
     }

@@ -39,6 +39,10 @@ pub struct Args {
     /// them).
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
     credits: u32,
+    /// With `--conns`: the server posts a receive queue per connection instead of sharing
+    /// one (`rpcrdma serve --no-srq`; by default it shares one, as `serve` does).
+    #[arg(long)]
+    no_srq: bool,
     /// Simulate this host's core's caches too (callgrind `--cache-sim`) and report the
     /// misses of each level per RPC beside the instructions.
     #[arg(long)]
@@ -311,7 +315,11 @@ fn count(form: Form, args: &Args, toggles: &[&str]) -> Result<String, String> {
     cmd.arg(&exe)
         .args(["bench", "cost", "--rpcs", &args.rpcs.to_string()])
         .args(["--conns", &args.conns.to_string()])
-        .args(["--credits", &args.credits.to_string(), "--child"])
+        .args(["--credits", &args.credits.to_string()])
+        .args(args.no_srq.then_some("--no-srq"))
+        // The child drives the many-connection run (`Args::many`) for one connection too.
+        .args(args.cache.then_some("--cache"))
+        .arg("--child")
         .arg(form.key());
     let output = cmd.output().map_err(|e| format!("running valgrind: {e}"))?;
     let text = std::fs::read_to_string(&out);
@@ -336,7 +344,7 @@ fn child(key: &str, args: &Args) -> ExitCode {
         return ExitCode::from(2);
     };
     let driven = if args.many() {
-        footprint::drive_many(form, args.conns, args.credits, rounds(args))
+        footprint::drive_many(form, args.conns, args.credits, !args.no_srq, rounds(args))
     } else {
         cost::drive(form, args.rpcs).map(|_| ())
     };

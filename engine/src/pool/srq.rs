@@ -346,14 +346,47 @@ impl<P: Provider> SharedRecvs<P> {
         result
     }
 
+    /// [`repost`](Self::repost) of one buffer, the usual case when many connections each
+    /// have one RPC in flight: one work request made from the buffer's own scatter-gather
+    /// element, without a batch's arrays or a look-up of its place in the chunk.
+    #[inline]
+    pub fn repost_one(&self, buf: Buf<P>) -> Result<(), PostError> {
+        if self.pending.load(Ordering::Relaxed) != 0 {
+            self.post_pending()?;
+        }
+        let Some(id) = self.id_of(&buf) else {
+            return Ok(());
+        };
+        let sge = buf.sge();
+        // The queue owns it from here on (as in `repost`).
+        core::mem::forget(buf);
+        // Posted before the queue can hand it to a completion.
+        self.state[id as usize].store(POSTED, Ordering::Release);
+        let wr = RecvWr::new(
+            wrid::pack(Kind::SrqRecv, id, 0),
+            core::slice::from_ref(&sge),
+        );
+        match self.srq.post_recv(&wr) {
+            Ok(()) => Ok(()),
+            Err(error) => self.keep(&[id], error),
+        }
+    }
+
     /// Posts the free buffers `ids`; those the queue refuses for now wait on their chunks'
     /// free stacks (counted in `pending`).
     fn post_or_keep(&self, ids: &[u32]) -> Result<(), PostError> {
-        let (posted, error) = match self.post_ids(ids) {
-            Ok(()) => return Ok(()),
-            Err(e) => e,
-        };
-        for &id in &ids[posted..] {
+        match self.post_ids(ids) {
+            Ok(()) => Ok(()),
+            Err((posted, error)) => self.keep(&ids[posted..], error),
+        }
+    }
+
+    /// The buffers `ids` the queue refused (`error`) wait on their chunks' free stacks
+    /// (counted in `pending`) when the refusal is for now (a full queue); any other refusal
+    /// is returned.
+    #[cold]
+    fn keep(&self, ids: &[u32], error: PostError) -> Result<(), PostError> {
+        for &id in ids {
             self.state[id as usize].store(FREE, Ordering::Relaxed);
             let chunk = self.chunks[(id / self.config.per_chunk) as usize]
                 .get()
@@ -395,17 +428,23 @@ impl<P: Provider> SharedRecvs<P> {
         Ok(())
     }
 
+    /// The scatter-gather element of buffer `id` (registered).
+    #[inline(always)]
+    fn sge_of(&self, id: u32) -> Sge {
+        let chunk = self.chunks[(id / self.config.per_chunk) as usize]
+            .get()
+            .expect("registered before its ids are posted");
+        let (region, offset) = chunk.layout.locate(id % self.config.per_chunk);
+        chunk.regions[region].sge(offset, chunk.layout.buf_size)
+    }
+
     /// Posts the free buffers `ids`; on a refusal, how many were posted and why.
     fn post_ids(&self, ids: &[u32]) -> Result<(), (usize, PostError)> {
         let mut done = 0;
         for batch in ids.chunks(POST_BATCH) {
             let mut sges = [Sge::default(); POST_BATCH];
             for (sge, &id) in sges.iter_mut().zip(batch) {
-                let chunk = self.chunks[(id / self.config.per_chunk) as usize]
-                    .get()
-                    .expect("registered before its ids are posted");
-                let (region, offset) = chunk.layout.locate(id % self.config.per_chunk);
-                *sge = chunk.regions[region].sge(offset, chunk.layout.buf_size);
+                *sge = self.sge_of(id);
             }
             let mut wrs = [RecvWr::new(0, &[]); POST_BATCH];
             for ((wr, sge), &id) in wrs.iter_mut().zip(&sges).zip(batch) {

@@ -51,6 +51,22 @@ impl<P: Provider> ServerConn<P> {
         // Each slot's buffer goes back to the queue, its placeholder back in place, the
         // slot free for the next Call.
         let (recv, parked, free) = (&mut self.recv, &mut self.srq_parked, &mut self.srq_free);
+        if let [k] = self.reposts[..] {
+            // One receive (the usual case when many connections each have one RPC in
+            // flight): posted alone, without a batch.
+            let Some(own) = parked[k as usize].take() else {
+                self.reposts.clear();
+                return true;
+            };
+            free.push(k);
+            let buf = core::mem::replace(&mut recv[k as usize], own);
+            self.reposts.clear();
+            if recvs.repost_one(buf).is_err() {
+                self.refused();
+                return false;
+            }
+            return true;
+        }
         let bufs = self.reposts.iter().filter_map(|&k| {
             let own = parked[k as usize].take()?;
             free.push(k);

@@ -2,12 +2,19 @@
 //! mapping, with one consumer.
 //!
 //! ```text
-//! 0x400   CqInfo       (read-mostly: geometry, overrun flag)
+//! 0x400   CqInfo       (read-only after creation: geometry)
 //! 0x480   Tail         (producers' claim counter)
-//! 0x500   Head         (consumer's position, read by producers only when they seem full)
-//! 0x580   Retired[n]   (per queue pair: work requests retired by polling)
+//! 0x500   Head         (consumer's position, read by producers only when they seem full;
+//!                       the overrun flag; the first queue pair's Retired counters)
+//! 0x540   Retired[n-1] (per further queue pair, at the same place of a line of its own:
+//!                       work requests retired by polling)
 //! ...     Cqe[size]    (64 bytes each; `seq` = position + 1 once published)
 //! ```
+//!
+//! What a productive poll writes and reads besides the entries is the consumer's own line,
+//! the head: with many connections, each with a queue of its own polled a few times a
+//! second, every further line a poll touches is a cache miss (the flag and the first queue
+//! pair's counters had lines of their own, two misses per poll).
 //!
 //! Producers are the queue pairs of this process (their send completions and flushes) and
 //! the peers connected to them (receive completions of Sends they execute), possibly in other
@@ -28,12 +35,11 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use super::sys::{bell_drain, bell_pair, bell_ring, monotonic_ns, Atomics, MapRef, Mapping};
 use crate::fabric::{CompletionQueue, CqError, CqWatch, FabricError, Wc, WcOpcode, WcStatus};
 
-const MAGIC: u64 = 0x7270_6364_6371_7231; // "rpcdcqr1"
+const MAGIC: u64 = 0x7270_6364_6371_7232; // "rpcdcqr2": the overrun flag and the first counters on the head line
                                           // Offsets within the first page chosen apart from other structures' (see `arena::TABLE_OFF`).
 const INFO_OFF: usize = 0x400;
 const TAIL_OFF: usize = 0x480;
 const HEAD_OFF: usize = 0x500;
-const COUNTERS_OFF: usize = 0x580;
 
 const F_IMM: u32 = 1;
 const F_INV: u32 = 2;
@@ -45,7 +51,6 @@ struct CqInfo {
     magic: AtomicU64,
     size: AtomicU64,
     slots: AtomicU64,
-    overrun: AtomicU32,
 }
 
 // SAFETY: repr(C), atomics only.
@@ -65,8 +70,9 @@ struct Tail {
 unsafe impl Atomics for Tail {}
 
 /// A queue pair's counters in the queue: its generation (the slot is reused by later queue
-/// pairs) and the send and receive work requests polling has retired.
-#[repr(C, align(64))]
+/// pairs) and the send and receive work requests polling has retired. Slot 0's lie in the
+/// [`Head`] line, the others' each on a line of their own.
+#[repr(C)]
 struct Retired {
     gen: AtomicU32,
     _pad: AtomicU32,
@@ -76,6 +82,27 @@ struct Retired {
 
 // SAFETY: repr(C), atomics only.
 unsafe impl Atomics for Retired {}
+
+/// The consumer's line: its position, the overrun flag (set by a producer that found the
+/// ring full, read by the consumer at each productive poll) and the counters of the first
+/// queue pair (slot 0), which the consumer credits at each completion.
+#[repr(C, align(64))]
+struct Head {
+    pos: AtomicU64,
+    overrun: AtomicU32,
+    _pad: AtomicU32,
+    first: Retired,
+}
+
+// SAFETY: repr(C), atomics only.
+unsafe impl Atomics for Head {}
+
+/// Where the counters of slot `slot` lie: slot 0's in the head line, the others' at the
+/// same place of the lines that follow it, one each (one formula, no branch: it is on
+/// every completion's path).
+const fn counters_off(slot: u32) -> usize {
+    HEAD_OFF + core::mem::offset_of!(Head, first) + slot as usize * 64
+}
 
 #[repr(C, align(64))]
 struct Cqe {
@@ -101,6 +128,41 @@ unsafe impl Atomics for Cqe {}
 
 // Entries are 64 bytes apart: `SoftCq::entry` steps through them as an array.
 const _: () = assert!(std::mem::size_of::<Cqe>() == 64);
+
+/// A queue pair's counters in its completion queue, reached through a pointer its queue pair
+/// copied once ([`CqRing::counters_ref`]) instead of through the queue's `Arc` and geometry
+/// at every post: with many connections those were lines of their own, missed at each
+/// post (the `retired` counts are what tells a post how many slots are free).
+///
+/// Valid while the mapping it points into is: its holder keeps the queue's `CqLocal`.
+#[derive(Clone, Copy)]
+pub(crate) struct CountersRef(NonNull<Retired>);
+
+// SAFETY: a pointer to atomics in a shared mapping; any thread may read them, and the
+// holder keeps the mapping alive (see the type's documentation).
+unsafe impl Send for CountersRef {}
+// SAFETY: as for `Send`; only atomic loads are made through `&CountersRef`.
+unsafe impl Sync for CountersRef {}
+
+impl CountersRef {
+    /// Send work requests retired so far.
+    #[inline(always)]
+    pub(crate) fn sq_retired(&self) -> u64 {
+        // SAFETY: the mapping is alive (the holder's contract); the counters are atomics.
+        unsafe { self.0.as_ref() }
+            .sq_retired
+            .load(Ordering::Acquire)
+    }
+
+    /// Receives retired so far.
+    #[inline(always)]
+    pub(crate) fn rq_retired(&self) -> u64 {
+        // SAFETY: as for `sq_retired`.
+        unsafe { self.0.as_ref() }
+            .rq_retired
+            .load(Ordering::Acquire)
+    }
+}
 
 /// A completion to push.
 #[derive(Clone, Copy, Debug)]
@@ -159,7 +221,7 @@ impl Clone for CqRing {
 
 impl CqRing {
     fn layout(slots: u32) -> usize {
-        COUNTERS_OFF + slots as usize * 64
+        HEAD_OFF + slots.max(1) as usize * 64
     }
 
     fn create(size: u64, slots: u32, bell_tx: OwnedFd) -> Result<CqRing, FabricError> {
@@ -259,9 +321,9 @@ impl CqRing {
         unsafe { self.map.at_unchecked(TAIL_OFF) }
     }
 
-    /// The consumer's published position.
+    /// The consumer's line.
     #[inline]
-    fn head(&self) -> &Tail {
+    fn head(&self) -> &Head {
         // SAFETY: as for `info`.
         unsafe { self.map.at_unchecked(HEAD_OFF) }
     }
@@ -279,11 +341,18 @@ impl CqRing {
     #[inline]
     fn counters(&self, slot: u32) -> Option<&Retired> {
         if slot < self.slots {
-            // SAFETY: `slot < slots`: the counters end at `ring_off`, inside the mapping.
-            Some(unsafe { self.map.at_unchecked(COUNTERS_OFF + slot as usize * 64) })
+            // SAFETY: `slot < slots`: the counters lie in the head line or end at
+            // `ring_off`, inside the mapping (`counters_off` is 8-byte aligned).
+            Some(unsafe { self.map.at_unchecked(counters_off(slot)) })
         } else {
             None
         }
+    }
+
+    /// A pointer to the counters of the queue pair in `slot`, for the queue pair to keep
+    /// (`None` if the queue has no such slot).
+    pub(crate) fn counters_ref(&self, slot: u32) -> Option<CountersRef> {
+        self.counters(slot).map(|c| CountersRef(NonNull::from(c)))
     }
 
     /// Send and receive work requests of the queue pair in `slot` retired so far.
@@ -338,7 +407,7 @@ impl CqRing {
                 self.head_seen.fetch_max(head, Ordering::Relaxed);
                 if pos + n > head + self.size {
                     if overrun_if_full {
-                        self.info().overrun.store(1, Ordering::Release);
+                        self.head().overrun.store(1, Ordering::Release);
                     }
                     return None;
                 }
@@ -498,7 +567,7 @@ impl SoftCq {
             free_slots: Mutex::new((0..qp_slots).rev().collect()),
         };
         let entries = NonNull::from(local.ring.cqe(0));
-        let overrun = NonNull::from(&local.ring.info().overrun);
+        let overrun = NonNull::from(&local.ring.head().overrun);
         Ok(SoftCq {
             mask: local.ring.mask,
             overrun,

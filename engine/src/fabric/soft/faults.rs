@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::peer::QpShared;
+use super::rq::FAIL_FROM_NEXT;
 use crate::fabric::WcStatus;
 
 /// How long completions stay invisible to polling.
@@ -54,8 +55,12 @@ impl Faults {
         let info = self.shared.mem.info();
         info.send_fail_status
             .store(status.to_raw(), Ordering::Relaxed);
-        info.send_fail_at
-            .store(self.shared.mem.posted() + n, Ordering::Release);
+        // Made absolute by the next post, which knows the count (counting every post in
+        // shared memory for this cost a cache line per post).
+        info.send_fail_at.store(
+            FAIL_FROM_NEXT | n.min(FAIL_FROM_NEXT - 1),
+            Ordering::Release,
+        );
     }
 
     /// The `n`th receive consumed from now on (1 = the next one) completes with `status`;

@@ -9,10 +9,9 @@
 //! word (see [`Claimed`]). Both use this code and this layout of the first page:
 //!
 //! ```text
-//! 0       QpInfo   (read-mostly: number, state, geometry, fault settings; an SRQ's SrqInfo)
+//! 0       QpInfo   (read-mostly: state, fault settings, then geometry; an SRQ's SrqInfo)
 //! 0x200   Head     (consumers' claim counter; an SRQ's armed limit on the same line)
-//! 0x300   Posted   (send requests posted so far, for faults armed "from now"; an SRQ's
-//!                   producer position)
+//! 0x300   Counter  (an SRQ's producer position; unused by a queue pair)
 //! 4096    receive ring: `size` slots of `stride` bytes, WqeHead then SgeSlot[max_sge]
 //! ```
 
@@ -24,8 +23,9 @@ use super::cq::{CqRing, Cqe0};
 use super::sys::{Atomics, MapRef, Mapping};
 use crate::fabric::{FabricError, QpState, Sge, WcOpcode, WcStatus};
 
-// "rpcdqpr2": version 2 added `QpInfo::srq_id`.
-const MAGIC: u64 = 0x7270_6364_7170_7232;
+// "rpcdqpr3": version 2 added `QpInfo::srq_id`, version 3 put the hot fields on the first
+// line and dropped the posted-sends counter.
+const MAGIC: u64 = 0x7270_6364_7170_7233;
 // Apart from the header's sets (see `arena::TABLE_OFF`).
 const HEAD_OFF: usize = 0x200;
 pub(crate) const POSTED_OFF: usize = 0x300;
@@ -53,26 +53,42 @@ pub(crate) fn state_of(v: u32) -> QpState {
     }
 }
 
+/// A queue pair's header. Its first line holds what every post and every Send executed
+/// against the queue pair reads (the state, the armed faults, where its receive completions
+/// go); the second what is read when the memory is opened or a fault fires. With many
+/// connections each such line is a cache miss per message: the receive fault and the
+/// shared receive queue's identifier used to lie on the second line.
 #[repr(C, align(64))]
 pub(crate) struct QpInfo {
-    magic: AtomicU64,
     pub qp_num: AtomicU32,
     pub state: AtomicU32,
-    ring_size: AtomicU32,
-    max_sge: AtomicU32,
-    stride: AtomicU32,
     pub recv_cq_slot: AtomicU32,
     pub recv_cq_gen: AtomicU32,
     pub delay_polls: AtomicU32,
+    _pad: AtomicU32,
     pub delay_ns: AtomicU64,
+    /// The send request to fail: 0 none, [`FAIL_FROM_NEXT`] plus `n` the `n`th posted after
+    /// the arming (made absolute by the next post, see `SoftQp::post_send_one`), otherwise
+    /// the running count of the one to fail.
     pub send_fail_at: AtomicU64,
-    pub send_fail_status: AtomicU32,
-    pub recv_fail_status: AtomicU32,
     pub recv_fail_at: AtomicU64,
     /// The shared receive queue the queue pair takes its receives from (its identifier, which
     /// its memory repeats), 0 for none: then a peer claims from the queue pair's own ring.
     pub srq_id: AtomicU64,
+    // Second line.
+    magic: AtomicU64,
+    ring_size: AtomicU32,
+    max_sge: AtomicU32,
+    stride: AtomicU32,
+    pub send_fail_status: AtomicU32,
+    pub recv_fail_status: AtomicU32,
 }
+
+/// [`QpInfo::send_fail_at`]: the bit saying that the rest counts from the next post.
+pub(crate) const FAIL_FROM_NEXT: u64 = 1 << 63;
+
+// The first line's fields end within it.
+const _: () = assert!(core::mem::offset_of!(QpInfo, srq_id) + 8 <= 64);
 
 // SAFETY: repr(C), atomics only.
 unsafe impl Atomics for QpInfo {}
@@ -516,17 +532,6 @@ impl QpMem {
     /// The shared receive queue the queue pair takes its receives from, 0 for none.
     pub(crate) fn srq_id(&self) -> u64 {
         self.info().srq_id.load(Ordering::Relaxed)
-    }
-
-    /// Publishes the number of send requests posted so far.
-    #[inline]
-    pub(crate) fn set_posted(&self, n: u64) {
-        self.ring.counter(POSTED_OFF).v.store(n, Ordering::Relaxed);
-    }
-
-    /// The number of send requests posted so far.
-    pub(crate) fn posted(&self) -> u64 {
-        self.ring.counter(POSTED_OFF).v.load(Ordering::Relaxed)
     }
 
     /// The number of receives consumed so far: on a queue pair with a shared receive queue,

@@ -31,7 +31,7 @@ use std::thread::JoinHandle;
 
 use self::claim::Pre;
 use super::arena::{Domain, RegionMemo};
-use super::cq::CqLocal;
+use super::cq::{CountersRef, CqLocal};
 use super::faults::Faults;
 use super::mem::SoftPd;
 use super::peer::{watchdog, PeerLink, QpShared};
@@ -55,6 +55,10 @@ pub struct SoftQp {
     recv_cq: Arc<CqLocal>,
     send_slot: (u32, u32),
     recv_slot: (u32, u32),
+    /// The counters of `send_slot` and `recv_slot`, in the mappings `send_cq` and
+    /// `recv_cq` keep alive.
+    send_retired: CountersRef,
+    recv_retired: CountersRef,
     sq_base: u64,
     rq_base: u64,
     caps: QpCaps,
@@ -137,6 +141,19 @@ impl SoftQp {
                 }
             }
         };
+        let counters = send_cq
+            .ring()
+            .counters_ref(s_slot)
+            .zip(recv_cq.ring().counters_ref(r_slot));
+        let Some((send_retired, recv_retired)) = counters else {
+            send_cq.free_slot(s_slot);
+            if !same {
+                recv_cq.free_slot(r_slot);
+            }
+            return Err(FabricError::InvalidArgument(
+                "completion queue slot outside its queue",
+            ));
+        };
         let created = QpMem::create(qp_num, c.max_recv_wr, c.max_recv_sge, r_slot, r_gen, srq_id);
         let mem = match created {
             Ok(m) => m,
@@ -163,6 +180,8 @@ impl SoftQp {
             recv_cq,
             send_slot: (s_slot, s_gen),
             recv_slot: (r_slot, r_gen),
+            send_retired,
+            recv_retired,
             sq_base,
             rq_base,
             caps: c,
@@ -250,7 +269,7 @@ impl SoftQp {
 
     #[inline]
     fn sq_outstanding(&self) -> u64 {
-        let (sq, _) = self.send_cq.ring().retired(self.send_slot.0);
+        let sq = self.send_retired.sq_retired();
         self.sq_posted - sq.wrapping_sub(self.sq_base)
     }
 
@@ -263,8 +282,7 @@ impl SoftQp {
     /// order: the next to complete is receive `rq_retired`).
     #[inline]
     fn rq_retired(&self) -> u64 {
-        let (_, rq) = self.recv_cq.ring().retired(self.recv_slot.0);
-        rq.wrapping_sub(self.rq_base)
+        self.recv_retired.rq_retired().wrapping_sub(self.rq_base)
     }
 
     fn fail_local(&self) {

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use super::SoftQp;
 use crate::fabric::soft::cq::Cqe0;
-use crate::fabric::soft::rq::{S_INIT, S_RTR, S_RTS};
+use crate::fabric::soft::rq::{FAIL_FROM_NEXT, S_INIT, S_RTR, S_RTS};
 use crate::fabric::soft::sys::monotonic_ns;
 use crate::fabric::soft::Soft;
 use crate::fabric::{Payload, PostError, SendFlags, SendOp, SendWr, WcOpcode, WcStatus};
@@ -60,9 +60,11 @@ impl SoftQp {
         }
         self.sq_posted += 1;
         self.sq_pending += 1;
-        self.mem.set_posted(self.sq_posted);
         let info = self.mem.info();
-        let fail_at = info.send_fail_at.load(Ordering::Acquire);
+        let mut fail_at = info.send_fail_at.load(Ordering::Acquire);
+        if fail_at & FAIL_FROM_NEXT != 0 {
+            fail_at = self.anchor_send_fault(fail_at);
+        }
         let outcome = if state != S_RTS {
             (WcStatus::WrFlushErr, opcode_of(&wr.op), 0)
         } else if fail_at == self.sq_posted
@@ -79,6 +81,24 @@ impl SoftQp {
         };
         self.finish(wr, outcome);
         Ok(())
+    }
+
+    /// A send fault armed as the `n`th post from the arming (`armed`, see
+    /// [`FAIL_FROM_NEXT`]) made absolute now that this post (`sq_posted`) is the first
+    /// after it; returns the setting then in force.
+    #[cold]
+    fn anchor_send_fault(&self, armed: u64) -> u64 {
+        let info = self.mem.info();
+        let at = self.sq_posted - 1 + (armed & !FAIL_FROM_NEXT);
+        match info
+            .send_fail_at
+            .compare_exchange(armed, at, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => at,
+            // Armed again or cleared meanwhile: the newer setting counts from the next post.
+            Err(now) if now & FAIL_FROM_NEXT != 0 => 0,
+            Err(now) => now,
+        }
     }
 
     /// Produces the send completion if one is due and applies the error state.
