@@ -139,12 +139,33 @@ enum CallOutcome {
 
 /// One slot of the pending table, one per credit: a Call from its submission to its
 /// completion, with the buffers and windows it is sent from and its reply lands in.
+///
+/// Laid out as declared (`repr(C)`): what a Short RPC's submission and reply read and
+/// write comes first, in the slot's first lines (the compiler's order spread it over seven
+/// of this 5.5 KiB slot's lines, each a miss when many connections take turns); the
+/// chunk lists last. The buffers and windows drop in the same order as before.
+#[repr(C)]
 struct CallSlot<P: Provider> {
     state: CallState,
+    /// A late reply to this RPC, given up (timed out or cancelled), came while its windows
+    /// were being invalidated: its credit (`grant`) comes back when they are.
+    answered: bool,
+    has_reply_chunk: bool,
+    outcome: CallOutcome,
     xid: u32,
     /// The generation of the slot's last XID (the bits above the slot's).
     gen: u32,
+    /// Bytes of the Call's Send (transport header + inline payload), kept for a retransmit.
+    send_len: u32,
+    recv_len: u32,
+    reply_off: u32,
     tag: u64,
+    n_writes: usize,
+    reply_n: usize,
+    recv_idx: Option<u32>,
+    grant: Option<u32>,
+    /// rkeys of windows bound for this RPC and not yet invalidated.
+    bound: [Option<u32>; 2],
     /// When the RPC times out; `None` until the first timeout check after the submission
     /// stamps it (submitting reads no clock), so an RPC never times out early.
     deadline: Option<Instant>,
@@ -167,25 +188,10 @@ struct CallSlot<P: Provider> {
     parked: [Option<Buf<P>>; 2],
     mw_arg: Option<P::Mw>,
     mw_res: Option<P::Mw>,
-    /// rkeys of windows bound for this RPC and not yet invalidated.
-    bound: [Option<u32>; 2],
-    writes: [[Segment; MAX_SEGMENTS]; MAX_WRITE_CHUNKS],
     write_n: [usize; MAX_WRITE_CHUNKS],
     write_off: [u32; MAX_WRITE_CHUNKS],
-    n_writes: usize,
+    writes: [[Segment; MAX_SEGMENTS]; MAX_WRITE_CHUNKS],
     reply: [Segment; MAX_SEGMENTS],
-    reply_n: usize,
-    reply_off: u32,
-    has_reply_chunk: bool,
-    recv_idx: Option<u32>,
-    recv_len: u32,
-    grant: Option<u32>,
-    outcome: CallOutcome,
-    /// A late reply to this RPC, given up (timed out or cancelled), came while its windows
-    /// were being invalidated: its credit (`grant`) comes back when they are.
-    answered: bool,
-    /// Bytes of the Call's Send (transport header + inline payload), kept for a retransmit.
-    send_len: u32,
 }
 
 /// Puts a large buffer in place of the slot's own argument (`k` 0) or result (`k` 1)
@@ -376,30 +382,21 @@ enum Retransmit {
 /// first; then they complete with [`RpcError::ConnectionLost`], or — with
 /// [`ConnConfig::retransmit`] — are sent again, same XIDs, on a new connection the client
 /// establishes itself (see the module docs).
+///
+/// Laid out as declared (`repr(C)`): after the queue pair and completion queue, the scalars
+/// and small vectors every RPC reads and writes, together in a few lines (the compiler's
+/// order spread them over nine, each a miss when many connections take turns); then the
+/// buffers and the rarer state. Fields drop in the order they always did: the queue pair
+/// first, the buffers before the pools they come from, the pools last.
+#[repr(C)]
 pub struct Client<P: Provider> {
     qp: Option<P::Qp>,
     cq: P::Cq,
-    pd: P::Pd,
-    addr: P::Addr,
-    recv: Box<[Buf<P>]>,
-    slots: Box<[CallSlot<P>]>,
-    reposts: Vec<u32>,
-    sq: SendQueue,
-    credits: RequesterCredits,
-    negotiation: Negotiation,
-    config: ConnConfig,
-    stats: Arc<Counters>,
-    /// `bytes_received` and `rpcs` of the completions of the current poll, published to
-    /// `stats` with one store each when the batch is done (see [`Client::publish_batch`]).
-    batch: [u64; 2],
+    slot_mask: u32,
     /// Bits of the XID that name the slot ([`slot_bits`]), and their mask.
     slot_bits: u32,
-    slot_mask: u32,
     polls: u32,
     idle_polls: u32,
-    /// The next reply's landing was prefetched since the last completion (`watch_next_recv`).
-    watched: bool,
-    dead: bool,
     /// Slots in `CallState::Resend`.
     resend_n: u32,
     /// Inline size asked of each queue pair ([`ConnConfig::inline_sends`] within the
@@ -407,31 +404,47 @@ pub struct Client<P: Provider> {
     /// `inline_max` bytes are posted inline.
     inline_cap: u32,
     inline_max: u32,
-    /// Slots of RPCs cancelled with nothing to invalidate, completed at the next poll (at
-    /// most one entry per slot: room for all is made at connection time).
-    cancelled: Vec<u32>,
-    /// `Some` while reconnecting automatically after a loss.
-    recovery: Option<Recovery>,
+    /// The next reply's landing was prefetched since the last completion (`watch_next_recv`).
+    watched: bool,
+    dead: bool,
     /// The loss was asked for ([`Client::disconnect`]): no retransmission.
     closing: bool,
-    wc: [Wc; POLL_BATCH],
-    /// Scratch for the read list of the Call being submitted (kept here so that a submission
-    /// does not clear a few kilobytes of stack).
-    reads: Box<[ReadSegment; MAX_READ_SEGMENTS]>,
     /// Short Calls' Sends held back by [`Client::cork`], in submission order.
     corked: bool,
-    queued: [Queued; CORK_MAX],
-    n_queued: usize,
     /// The version the connection speaks (a copy of `negotiation.wire`, read on every
     /// submission).
     wire: Wire,
+    n_queued: usize,
+    /// `bytes_received` and `rpcs` of the completions of the current poll, published to
+    /// `stats` with one store each when the batch is done (see [`Client::publish_batch`]).
+    batch: [u64; 2],
+    credits: RequesterCredits,
+    sq: SendQueue,
+    reposts: Vec<u32>,
+    /// Slots of RPCs cancelled with nothing to invalidate, completed at the next poll (at
+    /// most one entry per slot: room for all is made at connection time).
+    cancelled: Vec<u32>,
+    /// Receive completions polled while the version 2 opening finished (reverse Calls
+    /// that followed the server's answer at once): handled by the next poll.
+    early: Vec<Wc>,
+    stats: Arc<Counters>,
+    wc: [Wc; POLL_BATCH],
+    pd: P::Pd,
+    addr: P::Addr,
+    recv: Box<[Buf<P>]>,
+    slots: Box<[CallSlot<P>]>,
+    negotiation: Negotiation,
+    config: ConnConfig,
+    /// `Some` while reconnecting automatically after a loss.
+    recovery: Option<Recovery>,
+    /// Scratch for the read list of the Call being submitted (kept here so that a submission
+    /// does not clear a few kilobytes of stack).
+    reads: Box<[ReadSegment; MAX_READ_SEGMENTS]>,
+    queued: [Queued; CORK_MAX],
     /// The control buffer: the version 2 opening RDMA2_CONNPROP is sent from it.
     ctl: Buf<P>,
     /// Reverse-direction Calls served (version 2), with their Reply buffers.
     serving: Option<reverse::Serving<P>>,
-    /// Receive completions polled while the version 2 opening finished (reverse Calls
-    /// that followed the server's answer at once): handled by the next poll.
-    early: Vec<Wc>,
     /// The free slots and the large bulk buffers (declared after `slots`: the large
     /// buffers' pool is dropped after the slots that may hold some).
     free: FreeSlots<P>,

@@ -123,39 +123,43 @@ struct ReadOp {
 
 /// The Call received in one receive buffer, from its arrival to its answer (the buffer's
 /// index is the slot's).
+/// Laid out as declared, a line apart (`repr(C, align(64))`): what every Call's arrival
+/// and answer write (its state, form, length, `bare`) in the slot's first line; `judged`,
+/// the chunked Calls' summary, after.
+#[repr(C, align(64))]
 struct RecvSlot {
     state: RecvState,
-    byte_len: u32,
-    /// What the verdict learned about a chunked or Long Call when its pull started, so that
-    /// the later phases (the Long Call's second phase, the answer) resume it instead of
-    /// judging the receive buffer again; `None` otherwise. Cleared when the receive is
-    /// reposted.
-    judged: Option<CallSummary>,
-    /// Set with `judged` for a version 1 Call that provided no Write list and no Reply
-    /// chunk: its reassembled stream's length, and its first Read handle (the rkey its
-    /// reply invalidates, RFC 8797 §4.1). Such a Call's reply is a bare RDMA_MSG
-    /// (`reply::short_pulled`).
-    bare: Option<(u32, u32)>,
     /// Set for a version 2 message that arrived while the connection's version was still
     /// open and that does not decode as version 2 (`version::decodes_as_v2`): it is judged,
     /// and refused, in version 2 whatever the connection speaks by the time it is answered,
     /// and it decides nothing. Cleared when a message arrives.
     open_v2: bool,
+    queued: bool,
     /// The Call's shape, classified once as it arrived (`rpcrdma_proto::shape`): which
     /// answer path a Call that waited (for send room, for its pull, for shared buffers)
     /// takes, without trying the others.
     form: CallForm,
-    reads: Vec<ReadOp>,
+    byte_len: u32,
     /// Where the reassembled stream starts in the pull buffer (a multiple of 4 below 64):
     /// its largest chunk then lands at the same offset within a cache line as the bytes it
     /// is read from (`pull::align_shift`). Set when the pull starts.
     shift: u32,
-    next_read: usize,
     pending_reads: u32,
-    queued: bool,
     /// Bumped for each ticket the slot's handlers are given ([`Deferred`]), so that a
     /// ticket answers one deferral only.
     gen: u32,
+    /// Set with `judged` for a version 1 Call that provided no Write list and no Reply
+    /// chunk: its reassembled stream's length, and its first Read handle (the rkey its
+    /// reply invalidates, RFC 8797 §4.1). Such a Call's reply is a bare RDMA_MSG
+    /// (`reply::short_pulled`).
+    bare: Option<(u32, u32)>,
+    next_read: usize,
+    reads: Vec<ReadOp>,
+    /// What the verdict learned about a chunked or Long Call when its pull started, so that
+    /// the later phases (the Long Call's second phase, the answer) resume it instead of
+    /// judging the receive buffer again; `None` otherwise. Cleared when the receive is
+    /// reposted.
+    judged: Option<CallSummary>,
 }
 
 /// A Send prepared during a poll, posted at its end (`flush`).
