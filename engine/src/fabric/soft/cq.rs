@@ -35,8 +35,10 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use super::sys::{bell_drain, bell_pair, bell_ring, monotonic_ns, Atomics, MapRef, Mapping};
 use crate::fabric::{CompletionQueue, CqError, CqWatch, FabricError, Wc, WcOpcode, WcStatus};
 
-const MAGIC: u64 = 0x7270_6364_6371_7232; // "rpcdcqr2": the overrun flag and the first counters on the head line
-                                          // Offsets within the first page chosen apart from other structures' (see `arena::TABLE_OFF`).
+// "rpcdcqr2": version 2 put the overrun flag and the first queue pair's counters on the head
+// line.
+const MAGIC: u64 = 0x7270_6364_6371_7232;
+// Offsets within the first page chosen apart from other structures' (see `arena::TABLE_OFF`).
 const INFO_OFF: usize = 0x400;
 const TAIL_OFF: usize = 0x480;
 const HEAD_OFF: usize = 0x500;
