@@ -19,12 +19,12 @@
 use std::time::Duration;
 
 use rpcrdma_engine::conn::{ConnConfig, ConnError};
-use rpcrdma_engine::fabric::soft::{Soft, SoftConfig, SoftDevice};
+use rpcrdma_engine::fabric::soft::{Soft, SoftAddr, SoftConfig, SoftDevice};
 use rpcrdma_engine::fabric::{Device, Provider};
-use rpcrdma_engine::loopback::{connect_on, soft_server};
+use rpcrdma_engine::loopback::connect_on;
 use rpcrdma_engine::program;
 use rpcrdma_engine::requester::{CallArgs, Client, SubmitError};
-use rpcrdma_engine::responder::ServerConn;
+use rpcrdma_engine::responder::{Server, ServerConn};
 use rpcrdma_engine::stats::Snapshot;
 use serde::{Deserialize, Serialize};
 
@@ -76,14 +76,19 @@ pub fn drive_many(
     let setup = |e: ConnError| DriveError::Setup(e.to_string());
     // The server as `rpcrdma serve` makes it with one worker: shared bulk buffers, and a
     // shared receive queue unless `srq` is false.
-    let max_srq_wr = Soft::open_device(None)
-        .map_err(|e| DriveError::Setup(e.to_string()))?
-        .attr()
-        .max_srq_wr;
+    // The device is opened once: for its shared receive queues' size, then for the server.
+    let server_device = Soft::open_device(None).map_err(|e| DriveError::Setup(e.to_string()))?;
     let srv_cfg = cfg
-        .for_server(1, SERVER_BULK_POOL, max_srq_wr, Some(srq))
+        .for_server(
+            1,
+            SERVER_BULK_POOL,
+            server_device.attr().max_srq_wr,
+            Some(srq),
+        )
         .map_err(setup)?;
-    let (mut srv, addr) = soft_server(program::dispatch(), srv_cfg).map_err(setup)?;
+    let addr = SoftAddr::unique("rpc");
+    let mut srv =
+        Server::listen(server_device, &addr, program::dispatch(), srv_cfg).map_err(setup)?;
     let mut clients = Vec::with_capacity(conns as usize);
     let mut servers = Vec::with_capacity(conns as usize);
     // Each client has a protection domain of its own: arenas of the default 16 GiB of

@@ -88,6 +88,10 @@ pub fn run(args: &Args) -> ExitCode {
         }
         v
     };
+    if args.no_srq && !args.many() {
+        eprintln!("bench cost: --no-srq is for the runs of --conns or --cache (the figures of one connection use no shared receive queue)");
+        return ExitCode::from(2);
+    }
     if args.many() {
         if args.check.is_some() || args.write.is_some() {
             eprintln!("bench cost: --check and --write are for the figures of one connection, without --cache");

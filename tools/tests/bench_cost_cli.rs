@@ -36,9 +36,9 @@ fn misses_per_rpc_grow_with_the_connections_and_instructions_do_not() {
         assert!(stderr.contains("SKIPPED"), "without valgrind: {stderr}");
         return;
     }
-    // A receive queue per connection: one connection's receives then fit the cache (with the
-    // shared receive queue, Calls cycle through hundreds of posted buffers, cold even for one
-    // connection).
+    // A receive queue per connection: one connection's ring then fits the cache (the shared
+    // receive queue's ring, sized for the most receives it may hold, is walked slot by slot:
+    // a cold line at each post and claim even for one connection).
     let one = figure(&bench(&["--cache", "--no-srq", "--json", "--rpcs", "200"]));
     let many = figure(&bench(&[
         "--conns", "64", "--cache", "--no-srq", "--json", "--rpcs", "256",

@@ -123,6 +123,7 @@ struct ReadOp {
 
 /// The Call received in one receive buffer, from its arrival to its answer (the buffer's
 /// index is the slot's).
+///
 /// Laid out as declared, a line apart (`repr(C, align(64))`): what every Call's arrival
 /// and answer write (its state, form, length, `bare`) in the slot's first line; `judged`,
 /// the chunked Calls' summary, after.

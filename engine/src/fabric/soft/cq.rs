@@ -166,6 +166,20 @@ impl CountersRef {
     }
 }
 
+/// A counter slot taken for a queue pair ([`CqLocal::alloc_slot`]).
+#[derive(Clone, Copy)]
+pub(crate) struct SlotGrant {
+    /// The slot's index, which its completions name.
+    pub slot: u32,
+    /// Its generation (completions of an earlier owner name another).
+    pub gen: u32,
+    /// The send and receive work requests retired so far: the queue pair counts from there.
+    pub sq: u64,
+    pub rq: u64,
+    /// The counters themselves, for the queue pair to keep.
+    pub counters: CountersRef,
+}
+
 /// A completion to push.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Cqe0 {
@@ -351,14 +365,9 @@ impl CqRing {
         }
     }
 
-    /// A pointer to the counters of the queue pair in `slot`, for the queue pair to keep
-    /// (`None` if the queue has no such slot).
-    pub(crate) fn counters_ref(&self, slot: u32) -> Option<CountersRef> {
-        self.counters(slot).map(|c| CountersRef(NonNull::from(c)))
-    }
-
-    /// Send and receive work requests of the queue pair in `slot` retired so far.
-    #[inline]
+    /// Send and receive work requests of the queue pair in `slot` retired so far (a queue
+    /// pair reads its own through the `CountersRef` of its slot).
+    #[cfg(test)]
     pub(crate) fn retired(&self, slot: u32) -> (u64, u64) {
         match self.counters(slot) {
             Some(c) => (
@@ -494,9 +503,8 @@ impl CqLocal {
         &self.ring
     }
 
-    /// Takes a counter slot for a queue pair: its index, generation and the counters' current
-    /// values (the queue pair counts from there).
-    pub(crate) fn alloc_slot(&self) -> Result<(u32, u32, u64, u64), FabricError> {
+    /// Takes a counter slot for a queue pair.
+    pub(crate) fn alloc_slot(&self) -> Result<SlotGrant, FabricError> {
         let slot = self
             .free_slots
             .lock()
@@ -506,9 +514,13 @@ impl CqLocal {
                 "queue pairs on one completion queue",
             ))?;
         let c = self.ring.counters(slot).expect("slot inside the queue");
-        let gen = c.gen.load(Ordering::Acquire);
-        let (sq, rq) = self.ring.retired(slot);
-        Ok((slot, gen, sq, rq))
+        Ok(SlotGrant {
+            slot,
+            gen: c.gen.load(Ordering::Acquire),
+            sq: c.sq_retired.load(Ordering::Acquire),
+            rq: c.rq_retired.load(Ordering::Acquire),
+            counters: CountersRef(NonNull::from(c)),
+        })
     }
 
     /// Returns a counter slot; completions still queued for its old owner are ignored.
@@ -765,7 +777,13 @@ mod tests {
     fn fifo_overrun_and_counters() {
         let mut cq = SoftCq::create(3, 4).unwrap();
         assert_eq!(cq.depth(), 4);
-        let (slot, gen, sq0, rq0) = cq.local().alloc_slot().unwrap();
+        let SlotGrant {
+            slot,
+            gen,
+            sq: sq0,
+            rq: rq0,
+            ..
+        } = cq.local().alloc_slot().unwrap();
         assert_eq!((sq0, rq0), (0, 0));
         let ring = cq.local().ring().clone();
         for i in 0..4 {

@@ -11,7 +11,7 @@
 //! ```text
 //! 0       QpInfo   (read-mostly: state, fault settings, then geometry; an SRQ's SrqInfo)
 //! 0x200   Head     (consumers' claim counter; an SRQ's armed limit on the same line)
-//! 0x300   Counter  (an SRQ's producer position; unused by a queue pair)
+//! 0x300   (an SRQ's producer position and limit event, `srq.rs`; unused by a queue pair)
 //! 4096    receive ring: `size` slots of `stride` bytes, WqeHead then SgeSlot[max_sge]
 //! ```
 
@@ -28,7 +28,6 @@ use crate::fabric::{FabricError, QpState, Sge, WcOpcode, WcStatus};
 const MAGIC: u64 = 0x7270_6364_7170_7233;
 // Apart from the header's sets (see `arena::TABLE_OFF`).
 const HEAD_OFF: usize = 0x200;
-pub(crate) const POSTED_OFF: usize = 0x300;
 const WQE_HEAD: usize = 32;
 /// Where the ring starts.
 const RING_OFF: usize = PAGE;
@@ -92,14 +91,6 @@ const _: () = assert!(core::mem::offset_of!(QpInfo, srq_id) + 8 <= 64);
 
 // SAFETY: repr(C), atomics only.
 unsafe impl Atomics for QpInfo {}
-
-#[repr(C, align(64))]
-pub(crate) struct Counter {
-    pub v: AtomicU64,
-}
-
-// SAFETY: repr(C), atomics only.
-unsafe impl Atomics for Counter {}
 
 /// The consumers' claim counter, on its own line. A shared receive queue keeps its armed
 /// limit there too, which a consumer reads right after its claim brought the line to it.
@@ -319,14 +310,6 @@ impl Ring {
         // SAFETY: `HEAD_OFF` is 64-byte aligned and inside the first page, before the ring,
         // which `create`/`open` checked fits in the mapping.
         unsafe { self.map.at_unchecked(HEAD_OFF) }
-    }
-
-    /// A counter in the first page (`POSTED_OFF`).
-    #[inline]
-    pub(crate) fn counter(&self, off: usize) -> &Counter {
-        debug_assert!(off == POSTED_OFF);
-        // SAFETY: as for `head`.
-        unsafe { self.map.at_unchecked(off) }
     }
 
     #[inline]

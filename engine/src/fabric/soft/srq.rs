@@ -63,7 +63,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::rq::{Claimed, Counter, Ring, POSTED_OFF};
+use super::rq::{Claimed, Ring};
 use super::sys::{Atomics, Mapping};
 use super::MAX_SGE;
 use crate::fabric::{BadWr, FabricError, PostError, RecvWr, Sge, SharedReceiveQueue};
@@ -75,8 +75,17 @@ pub(crate) const MAX_SRQ_WR: u32 = 1 << 16;
 const SPINS: u32 = 1 << 10;
 
 const MAGIC: u64 = 0x7270_6364_7372_7131; // "rpcdsrq1"
-/// The producer's position (the ring's `Posted` counter).
-const TAIL_OFF: usize = POSTED_OFF;
+/// A word on a line of its own (the producer's position, the limit event).
+#[repr(C, align(64))]
+struct Counter {
+    v: AtomicU64,
+}
+
+// SAFETY: repr(C), atomics only.
+unsafe impl Atomics for Counter {}
+
+/// The producer's position, on a line of its own in the ring's first page.
+const TAIL_OFF: usize = 0x300;
 /// The limit event's word, on a line of its own.
 const EVENT_OFF: usize = 0x380;
 
@@ -160,7 +169,9 @@ impl SrqMem {
 
     /// The producer's position.
     fn tail(&self) -> &Counter {
-        self.ring.counter(TAIL_OFF)
+        // SAFETY: as for `info`: `TAIL_OFF` is 64-byte aligned, inside the first page, apart
+        // from the header and the head line.
+        unsafe { self.ring.at_unchecked(TAIL_OFF) }
     }
 
     /// The limit event.

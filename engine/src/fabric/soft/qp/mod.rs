@@ -127,34 +127,21 @@ impl SoftQp {
         let qp_num = next_qp_num();
         let send_cq = init.send_cq.local().clone();
         let recv_cq = init.recv_cq.local().clone();
-        let (s_slot, s_gen, sq_base, _) = send_cq.alloc_slot()?;
+        let s = send_cq.alloc_slot()?;
         let same = Arc::ptr_eq(&send_cq, &recv_cq);
-        let (r_slot, r_gen, rq_base) = if same {
-            let (_, rq) = send_cq.ring().retired(s_slot);
-            (s_slot, s_gen, rq)
+        let r = if same {
+            s
         } else {
             match recv_cq.alloc_slot() {
-                Ok((slot, gen, _, rq)) => (slot, gen, rq),
+                Ok(r) => r,
                 Err(e) => {
-                    send_cq.free_slot(s_slot);
+                    send_cq.free_slot(s.slot);
                     return Err(e);
                 }
             }
         };
-        let counters = send_cq
-            .ring()
-            .counters_ref(s_slot)
-            .zip(recv_cq.ring().counters_ref(r_slot));
-        let Some((send_retired, recv_retired)) = counters else {
-            send_cq.free_slot(s_slot);
-            if !same {
-                recv_cq.free_slot(r_slot);
-            }
-            return Err(FabricError::InvalidArgument(
-                "completion queue slot outside its queue",
-            ));
-        };
-        let created = QpMem::create(qp_num, c.max_recv_wr, c.max_recv_sge, r_slot, r_gen, srq_id);
+        let (s_slot, r_slot) = (s.slot, r.slot);
+        let created = QpMem::create(qp_num, c.max_recv_wr, c.max_recv_sge, r_slot, r.gen, srq_id);
         let mem = match created {
             Ok(m) => m,
             Err(e) => {
@@ -178,12 +165,12 @@ impl SoftQp {
             dom: pd.dom.clone(),
             send_cq,
             recv_cq,
-            send_slot: (s_slot, s_gen),
-            recv_slot: (r_slot, r_gen),
-            send_retired,
-            recv_retired,
-            sq_base,
-            rq_base,
+            send_slot: (s.slot, s.gen),
+            recv_slot: (r.slot, r.gen),
+            send_retired: s.counters,
+            recv_retired: r.counters,
+            sq_base: s.sq,
+            rq_base: r.rq,
             caps: c,
             sig_all: init.sig_all,
             qp_num,
