@@ -62,7 +62,7 @@ fn shares(n: usize, threads: usize) -> Vec<usize> {
     (0..t).map(|i| n / t + usize::from(i < n % t)).collect()
 }
 
-/// Runs `prepared` on `clients` from `cores.len()` threads (thread `i` pinned to
+/// Runs the mix `forms` (see [`rpc::run_many`]) on `clients` from `cores.len()` threads (thread `i` pinned to
 /// `cores[i]` when it is `Some`), as `cfg` says. With `cfg.sever_every`, each thread drops
 /// one of its connections in turn every `sever_every × threads`, so that the run as a whole
 /// drops one every `sever_every`. `allocations` is read around the first thread's
@@ -72,7 +72,7 @@ fn shares(n: usize, threads: usize) -> Vec<usize> {
 /// phase completed no RPC on any thread is [`LoadError::NoneMeasured`].
 pub fn run<P: Provider>(
     clients: &mut [Client<P>],
-    prepared: &Prepared,
+    forms: &[Prepared],
     cfg: LoadConfig,
     cores: &[Option<usize>],
     allocations: fn() -> Option<u64>,
@@ -113,7 +113,7 @@ where
                     let cpu0 = cpu::thread_cpu();
                     let counted: fn() -> Option<u64> = if i == 0 { allocations } else { || None };
                     let conns = group.len();
-                    let r = rpc::run_many(group, prepared, cfg, Some(gates), counted, |p| {
+                    let r = rpc::run_many(group, forms, cfg, Some(gates), counted, |p| {
                         done[i].store(p.rpcs, Ordering::Relaxed);
                         if i == 0 {
                             progress(Progress {
@@ -214,7 +214,14 @@ mod tests {
             Duration::from_millis(100),
         );
         let prepared = crate::workload::Prepared::new(crate::workload::Workload::Null);
-        let r = run(&mut clients, &prepared, load, &[None], || None, |_| {});
+        let r = run(
+            &mut clients,
+            core::slice::from_ref(&prepared),
+            load,
+            &[None],
+            || None,
+            |_| {},
+        );
         match r {
             Err(LoadError::NoneMeasured { phase, outside }) => {
                 assert!(phase >= Duration::from_millis(30), "{phase:?}");

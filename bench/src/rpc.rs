@@ -268,15 +268,16 @@ impl Lane {
 
     /// Submits every free tag (corked when more than one), stamping them with one clock
     /// reading taken before the first: each round trip counts its submission, and a Call
-    /// later in the batch is charged for the ones before it (never flattered). A WRITE's
-    /// data is written in place ([`Prepared::in_place`]); making it is the load
+    /// later in the batch is charged for the ones before it (never flattered). Tag `t`
+    /// runs form `t % forms.len()` of the mix (`calls[i]` is `forms[i]`'s Call). A
+    /// WRITE's data is written in place ([`Prepared::in_place`]); making it is the load
     /// generator's work, not the transport's, and is left out of the round trips (each
     /// Call's stamp moves on by the time the fills up to its own took).
     fn submit<P: Provider>(
         &mut self,
         client: &mut Client<P>,
-        call: &CallArgs<'_>,
-        prepared: &Prepared,
+        calls: &[CallArgs<'_>],
+        forms: &[Prepared],
         faults: &mut Faults,
         clock: &Clock,
     ) -> Result<(), LoadError> {
@@ -294,10 +295,11 @@ impl Lane {
         let mut failed = None;
         // Ticks spent making WRITE data so far in this batch.
         let mut filling = 0u64;
-        let in_place = prepared.in_place();
         while k < self.free.len() {
             let tag = self.free[k];
-            let submitted = match in_place {
+            let form = form_of(tag, forms.len());
+            let (call, prepared) = (&calls[form], &forms[form]);
+            let submitted = match prepared.in_place() {
                 Some(n) => client.submit_in_place(call, tag, n, |dst| {
                     let from = clock.now();
                     prepared.fill_bulk(dst);
@@ -342,6 +344,17 @@ impl Lane {
     }
 }
 
+/// Which form of a mix of `n` a tag runs: the tags take the forms in turn, so that a
+/// connection `depth` deep keeps `depth / n` (rounded) of each in flight.
+#[inline]
+fn form_of(tag: u64, n: usize) -> usize {
+    if n == 1 {
+        0
+    } else {
+        (tag % n as u64) as usize
+    }
+}
+
 /// Runs `prepared` on `client` as `cfg` says (see [`run_many`]); a measured phase in
 /// which no RPC completed is [`LoadError::NoneMeasured`].
 pub fn run<P: Provider>(
@@ -353,7 +366,7 @@ pub fn run<P: Provider>(
 ) -> Result<LoadReport, LoadError> {
     run_many(
         core::slice::from_mut(client),
-        prepared,
+        core::slice::from_ref(prepared),
         cfg,
         None,
         allocations,
@@ -375,10 +388,12 @@ pub fn measured(report: LoadReport) -> Result<LoadReport, LoadError> {
     })
 }
 
-/// Runs `prepared` on every one of `clients` from this thread (each connection polled in
-/// turn, `depth` calls in flight on each) as `cfg` says; `progress` is called about every
-/// 100 ms and `allocations` (the process's allocation counter, if any) is read around the
-/// measured phase.
+/// Runs the mix `forms` (one workload, or several taken in turn by each connection's
+/// tags: tag `t` runs `forms[t % forms.len()]`) on every one of `clients` from this thread
+/// (each connection polled in turn, `depth` calls in flight on each) as `cfg` says;
+/// `progress` is called about every 100 ms and `allocations` (the process's allocation
+/// counter, if any) is read around the measured phase. A mix needs a depth of at least
+/// its number of forms, so that each has a call in flight.
 ///
 /// A round trip ends when its completion is handed over, before the reply's data is
 /// checked: the clock is read at the first completion of each poll, so the checks (on by
@@ -390,7 +405,7 @@ pub fn measured(report: LoadReport) -> Result<LoadReport, LoadError> {
 /// thread's setup or report allocates inside another's measured phase.
 pub fn run_many<P: Provider>(
     clients: &mut [Client<P>],
-    prepared: &Prepared,
+    forms: &[Prepared],
     cfg: LoadConfig,
     gates: Option<&Gates>,
     allocations: fn() -> Option<u64>,
@@ -402,8 +417,20 @@ pub fn run_many<P: Provider>(
     if clients.is_empty() {
         return Err(LoadError::Config("no connection to load"));
     }
+    if forms.is_empty() {
+        return Err(LoadError::Config("no workload to run"));
+    }
+    if (cfg.depth as usize) < forms.len() {
+        return Err(LoadError::Config(
+            "a mix needs a depth of at least its number of workloads",
+        ));
+    }
     // WRITE data is written in place by each submission (`Lane::submit`).
-    let call = prepared.call_on(cfg.timeout, clients[0].negotiation());
+    let negotiation = clients[0].negotiation();
+    let calls: Vec<CallArgs<'_>> = forms
+        .iter()
+        .map(|p| p.call_on(cfg.timeout, negotiation))
+        .collect();
     let depth = cfg.depth as usize;
     let hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|_| LoadError::Config("histogram"))?;
@@ -418,7 +445,7 @@ pub fn run_many<P: Provider>(
     if let Some(g) = gates {
         g.start.wait();
     }
-    let mut meter = Meter::new(&call, prepared, clock, cfg, allocations, hist, server_work);
+    let mut meter = Meter::new(&calls, forms, clock, cfg, allocations, hist, server_work);
     // The measured loop; its error, if any, is returned after the gates are passed (a
     // thread that stops early must not leave the others waiting at the end gate).
     let outcome = meter.measure(clients, &mut lanes, &mut progress);
@@ -446,10 +473,10 @@ pub fn run_many<P: Provider>(
 /// the histograms, the exactly-once counts, and the run's own clock (its phases, progress,
 /// faults and stall watch).
 struct Meter<'a> {
-    /// The Call every lane submits.
-    call: &'a CallArgs<'a>,
-    /// The workload: it makes the Calls' data and checks the replies'.
-    prepared: &'a Prepared,
+    /// The Call of each form of the mix.
+    calls: &'a [CallArgs<'a>],
+    /// The mix's workloads: they make the Calls' data and check the replies'.
+    forms: &'a [Prepared],
     /// The round trips' clock.
     clock: Clock,
     /// How the run goes.
@@ -485,8 +512,8 @@ struct Meter<'a> {
 impl<'a> Meter<'a> {
     /// A run starting now: its warm-up first, then its measured phase.
     fn new(
-        call: &'a CallArgs<'a>,
-        prepared: &'a Prepared,
+        calls: &'a [CallArgs<'a>],
+        forms: &'a [Prepared],
         clock: Clock,
         cfg: LoadConfig,
         allocations: fn() -> Option<u64>,
@@ -496,8 +523,8 @@ impl<'a> Meter<'a> {
         let start = Instant::now();
         let measure_from = start + cfg.warmup;
         Meter {
-            call,
-            prepared,
+            calls,
+            forms,
             clock,
             cfg,
             allocations,
@@ -532,8 +559,10 @@ impl<'a> Meter<'a> {
         // 3 s measured phase, which then counted nothing: runs of 4 KiB or more also read it
         // after every pass that completed RPCs (outside every round trip, and a cost lost
         // beside the data's), their idle passes keeping the rhythm.
-        let w = self.prepared.workload();
-        let bulk = w.arg_size().max(w.res_size()) >= 4096;
+        let bulk = self.forms.iter().any(|p| {
+            let w = p.workload();
+            w.arg_size().max(w.res_size()) >= 4096
+        });
         // A lane with every tag in flight and no completion at its client's next position
         // is skipped after one word is read (`WatchTable`); every
         // `WatchTable::FULL_TURN_EVERY`th pass serves them all, for what an idle poll looks
@@ -587,12 +616,12 @@ impl<'a> Meter<'a> {
     ) -> Result<bool, LoadError> {
         lane.submit(
             client,
-            self.call,
-            self.prepared,
+            self.calls,
+            self.forms,
             &mut self.faults,
             &self.clock,
         )?;
-        let (clock, prepared, faults) = (&self.clock, self.prepared, &mut self.faults);
+        let (clock, forms, faults) = (&self.clock, self.forms, &mut self.faults);
         let mut failure: Option<ReplyError> = None;
         let mut first_at: Option<Stamp> = None;
         let n = client.poll_completions(|c| {
@@ -603,7 +632,7 @@ impl<'a> Meter<'a> {
                 return;
             }
             faults.completed += 1;
-            match prepared.verify(&c.result) {
+            match forms[form_of(c.tag, forms.len())].verify(&c.result) {
                 Ok(work) => lane.work[c.tag as usize] = work,
                 Err(e) => {
                     failure.get_or_insert(e);

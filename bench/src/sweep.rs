@@ -329,7 +329,7 @@ where
     let cpu_before = cpu::process_cpu();
     let run = fleet::run(
         &mut clients,
-        &prepared,
+        core::slice::from_ref(&prepared),
         load,
         &thread_cores(c, settings),
         || None,

@@ -250,3 +250,49 @@ fn a_fault_run_without_retransmission_is_refused_naming_the_option() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--conns"));
 }
+
+/// A mix (`null+read:4k`): each connection keeps one Call of each form in flight, the
+/// report names both, and the READs really ran (each of their 4 KiB results came back
+/// through a Write chunk, the nulls' inline); a depth below the mix's forms is refused.
+#[test]
+fn a_mix_runs_its_workloads_together_on_every_connection() {
+    let out = bench(&[
+        "--workload",
+        "null+read:4k",
+        "--conns",
+        "2",
+        "--depth",
+        "2",
+        "--seconds",
+        "0.3",
+    ]);
+    let rs = reports(&out);
+    assert_eq!(rs.len(), 1, "a mix is one run");
+    let r = &rs[0];
+    assert_eq!(r["proc"], "null+read", "{r}");
+    let mix = r["mix"].as_array().expect("the mix's workloads");
+    assert_eq!(mix.len(), 2);
+    assert_eq!(mix[0]["proc"], "null");
+    assert_eq!(mix[1]["res_size"], 4096);
+    let per_conn = r["per_conn_rps"].as_array().expect("per_conn_rps");
+    assert!(per_conn.iter().all(|x| x.as_f64().unwrap() > 0.0), "{r}");
+    let calls = r["client"]["calls"].as_f64().unwrap();
+    let chunks = r["client"]["write_chunks"].as_f64().unwrap();
+    assert!(
+        calls > 0.0 && chunks > 0.25 * calls && chunks < 0.75 * calls,
+        "about half the Calls were READs: {chunks} Write chunks in {calls} Calls"
+    );
+    assert!(r["client_registered_bytes"].as_u64().unwrap() > 0, "{r}");
+
+    let out = bench(&[
+        "--workload",
+        "null+read:4k",
+        "--depth",
+        "1",
+        "--seconds",
+        "0.1",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("needs --depth 2 or more"), "{err}");
+}

@@ -12,13 +12,15 @@ pub fn bench(args: &BenchArgs) -> ExitCode {
     )
 }
 
-/// What one workload's run measured, for the report.
+/// What one run (a workload, or a mix of them) measured, for the report.
 struct Measured {
-    workload: Workload,
+    workload: Vec<Workload>,
     /// The RPC-over-RDMA version the connections spoke.
     version: u32,
     run: FleetReport,
     per_worker_rps: Vec<f64>,
+    /// Memory the clients had registered when the run ended, in all.
+    client_registered: u64,
     /// A fault run's verdict (`--disconnect-every`).
     verdict: Option<Verdict>,
 }
@@ -81,8 +83,17 @@ where
 /// Refuses a run that cannot work: a workload whose data does not fit in `bulk_size`, a
 /// shape [`check_shape`] refuses, or `--reverse` without `--connect`.
 fn check_run(args: &BenchArgs, bulk_size: u32) -> Result<(), String> {
-    for w in args.workloads() {
-        w.fits(bulk_size)?;
+    for mix in args.workloads() {
+        for w in &mix {
+            w.fits(bulk_size)?;
+        }
+        if mix.len() > args.depth as usize {
+            return Err(format!(
+                "the mix {} needs --depth {} or more: one call of each in flight",
+                mix_label(&mix).0,
+                mix.len()
+            ));
+        }
     }
     check_shape(args)?;
     if args.conn.reverse > 0 && args.connect.is_none() {
@@ -150,7 +161,7 @@ impl Shown {
 
     /// The display thread: a progress bar for the workload running, redrawn every 100 ms,
     /// until every workload has run.
-    fn display(&self, workloads: &[Workload], args: &BenchArgs) {
+    fn display(&self, workloads: &[Vec<Workload>], args: &BenchArgs) {
         rpcrdma_bench::alloc::exempt_this_thread();
         let mut current: Option<(usize, ProgressBar)> = None;
         loop {
@@ -160,7 +171,7 @@ impl Shown {
                     bar.finish_and_clear();
                 }
                 if let Some(w) = workloads.get(i) {
-                    current = Some((i, progress_bar(*w, args)));
+                    current = Some((i, progress_bar(w, args)));
                 }
             }
             if let Some((_, bar)) = &current {
@@ -200,7 +211,7 @@ where
         let mut measured = Vec::with_capacity(workloads.len());
         for (i, w) in workloads.iter().enumerate() {
             shown.start(i);
-            let Some(m) = run_workload(clients, local, *w, args, faults, thread_cores, &shown)
+            let Some(m) = run_workload(clients, local, w, args, faults, thread_cores, &shown)
             else {
                 ok = false;
                 continue;
@@ -208,7 +219,7 @@ where
             if let Some(v) = &m.verdict {
                 for p in v.problems() {
                     ok = false;
-                    eprintln!("bench rpc {}: {p}", w.name());
+                    eprintln!("bench rpc {}: {p}", mix_label(w).0);
                 }
             }
             measured.push(m);
@@ -227,7 +238,7 @@ where
 fn run_workload<P: Provider>(
     clients: &mut [Client<P>],
     local: &Option<LocalServer<P>>,
-    w: Workload,
+    w: &[Workload],
     args: &BenchArgs,
     faults: Option<Duration>,
     thread_cores: &[Option<usize>],
@@ -239,11 +250,16 @@ where
     Client<P>: Send,
 {
     let stamp = fresh_stamp();
-    let prepared = if faults.is_some() {
-        Prepared::new(w).stamped(stamp)
-    } else {
-        Prepared::new(w)
-    };
+    let forms: Vec<Prepared> = w
+        .iter()
+        .map(|&w| {
+            if faults.is_some() {
+                Prepared::new(w).stamped(stamp)
+            } else {
+                Prepared::new(w)
+            }
+        })
+        .collect();
     let load = LoadConfig {
         sever_every: faults,
         ..LoadConfig::new(
@@ -259,7 +275,7 @@ where
     let t0 = Instant::now();
     let result = fleet::run(
         clients,
-        &prepared,
+        &forms,
         load,
         thread_cores,
         rpcrdma_bench::alloc::allocations,
@@ -280,7 +296,8 @@ where
             let verdict =
                 faults.map(|_| fault_verdict(clients, &run, stamp, recovery_before, args));
             Some(Measured {
-                workload: w,
+                workload: w.to_vec(),
+                client_registered: clients.iter().map(Client::registered_bytes).sum(),
                 version: clients[0].negotiation().wire().number(),
                 run,
                 per_worker_rps,
@@ -288,7 +305,7 @@ where
             })
         }
         Err(e) => {
-            eprintln!("bench rpc {}: {e}", w.name());
+            eprintln!("bench rpc {}: {e}", mix_label(w).0);
             // What the requesters saw go wrong, to tell a lost connection's cause.
             let mut s = Snapshot::default();
             for c in clients.iter() {
@@ -296,7 +313,7 @@ where
             }
             eprintln!(
                 "bench rpc {}: the clients' error counters: {}",
-                w.name(),
+                mix_label(w).0,
                 snapshot_json(&s)["errors"]
             );
             None
@@ -337,7 +354,7 @@ fn fault_verdict<P: Provider>(
 /// if the ring could not run (printed).
 fn ring_ceiling(args: &BenchArgs, threads: usize) -> Option<RingLimit> {
     let modelled = args.connect.is_none() && args.conns == 1 && args.workers == 1 && threads == 1;
-    if !modelled || !args.workloads().contains(&Workload::Null) {
+    if !modelled || !args.workloads().contains(&vec![Workload::Null]) {
         return None;
     }
     let ncores = fleet::cores();
@@ -475,7 +492,7 @@ where
     Ok((l.clients, server))
 }
 
-fn progress_bar(w: Workload, args: &BenchArgs) -> ProgressBar {
+fn progress_bar(w: &[Workload], args: &BenchArgs) -> ProgressBar {
     let total_ms = (args.seconds * 1000.0) as u64;
     let bar = if args.json {
         ProgressBar::hidden()
@@ -487,7 +504,8 @@ fn progress_bar(w: Workload, args: &BenchArgs) -> ProgressBar {
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
-    bar.set_prefix(format!("{}:{}", w.name(), w.arg_size().max(w.res_size())));
+    let (names, sizes) = mix_label(w);
+    bar.set_prefix(format!("{names}:{sizes}"));
     bar
 }
 
@@ -514,12 +532,12 @@ struct Figures {
 impl Figures {
     /// The figures of `m`, measured against `limit_rtt` and (null runs) `ring`.
     fn of(m: &Measured, limit_rtt: u64, ring: Option<Bracket>) -> Figures {
-        let (w, r) = (m.workload, &m.run.total);
+        let (w, r) = (&m.workload, &m.run.total);
         Figures {
             limit_rtt,
             ratio: r.lat_ns.p50 as f64 / limit_rtt.max(1) as f64,
             ring: ring
-                .filter(|_| w == Workload::Null)
+                .filter(|_| w[..] == [Workload::Null])
                 .map(|g| (g, r.rate_rps / g.best.rate_rps.max(1e-9))),
             per_conn: r.per_conn_rps().iter().map(|x| x.round()).collect(),
             conn_rates: r.conn_rates(),
@@ -558,7 +576,7 @@ fn report_json(
     workers: Option<usize>,
     threads: usize,
 ) -> Value {
-    let (w, r) = (m.workload, &m.run.total);
+    let (w, r) = (&m.workload, &m.run.total);
     let secs = r.seconds.max(1e-9);
     let per_thread: Vec<Value> = m
         .run
@@ -579,9 +597,13 @@ fn report_json(
         "conns": args.conns,
         "client_threads": threads,
         "depth": args.depth,
-        "proc": w.name(),
-        "arg_size": w.arg_size(),
-        "res_size": w.res_size(),
+        "proc": mix_label(w).0,
+        // A mix's largest: its workloads one by one are in `mix`.
+        "arg_size": w.iter().map(|w| w.arg_size()).max(),
+        "res_size": w.iter().map(|w| w.res_size()).max(),
+        "mix": (w.len() > 1).then(|| w.iter().map(|w| json!({
+            "proc": w.name(), "arg_size": w.arg_size(), "res_size": w.res_size(),
+        })).collect::<Vec<_>>()),
         "rpcs": r.rpcs,
         "seconds": (r.seconds * 1000.0).round() / 1000.0,
         "rate_rps": r.rate_rps.round(),
@@ -606,6 +628,7 @@ fn report_json(
         "conn_rate_min_to_median": conn_rates
             .map(|c| (c.min_to_median() * 1000.0).round() / 1000.0),
         "per_worker_rps": f.per_worker,
+        "client_registered_bytes": m.client_registered,
         "threads": per_thread,
         "faults": m.verdict.as_ref().map(faults_json),
         "client": snapshot_json(&r.client),
@@ -636,12 +659,10 @@ fn faults_json(v: &Verdict) -> Value {
 /// server's time on the data, the connections' and workers' rates and the faults where
 /// there are some.
 fn report_text(provider: &str, args: &BenchArgs, m: &Measured, f: &Figures, threads: usize) {
-    let (w, r) = (m.workload, &m.run.total);
+    let (r, (names, sizes)) = (&m.run.total, mix_label(&m.workload));
     let (ratio, limit_rtt) = (f.ratio, f.limit_rtt);
     println!(
-        "{provider} {:>5} {:>7} B  depth {:>3}: {:>10.0} RPC/s  p50 {} ns ({ratio:.2}x the {limit_rtt} ns cache-line round trip)  p90 {} p99 {} p99.9 {} max {} ns  allocs/RPC {}",
-        w.name(),
-        w.arg_size().max(w.res_size()),
+        "{provider} {names:>5} {sizes:>7} B  depth {:>3}: {:>10.0} RPC/s  p50 {} ns ({ratio:.2}x the {limit_rtt} ns cache-line round trip)  p90 {} p99 {} p99.9 {} max {} ns  allocs/RPC {}",
         args.depth,
         r.rate_rps,
         r.lat_ns.p50,
@@ -697,6 +718,11 @@ fn report_text(provider: &str, args: &BenchArgs, m: &Measured, f: &Figures, thre
             }
         );
     }
+    println!(
+        "      the clients' registered memory: {:.1} MiB in all, {:.1} KiB a connection",
+        m.client_registered as f64 / (1024.0 * 1024.0),
+        m.client_registered as f64 / 1024.0 / args.conns.max(1) as f64
+    );
     if let Some(v) = &m.verdict {
         println!("{}", faults_line(v));
     }

@@ -211,6 +211,33 @@ impl FromStr for WorkloadArg {
     }
 }
 
+/// One entry of `bench rpc --workload`: a workload, or several joined with `+`
+/// (`null+read:64k`) that every connection runs together, its calls taking them in turn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MixArg(pub Vec<Workload>);
+
+impl FromStr for MixArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let forms = s
+            .split('+')
+            .map(|w| WorkloadArg::from_str(w).map(|w| w.0))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(MixArg(forms))
+    }
+}
+
+/// What a run's report calls its mix: the workloads' names, then their sizes (the larger
+/// of argument and result), each joined with `+`.
+fn mix_label(mix: &[Workload]) -> (String, String) {
+    let names: Vec<&str> = mix.iter().map(|w| w.name()).collect();
+    let sizes: Vec<String> = mix
+        .iter()
+        .map(|w| w.arg_size().max(w.res_size()).to_string())
+        .collect();
+    (names.join("+"), sizes.join("+"))
+}
+
 /// `4096`, `4k`, `64K`, `1m`.
 fn parse_size(s: &str) -> Option<u32> {
     let s = s.trim();
@@ -320,9 +347,11 @@ pub struct BenchArgs {
     /// 10.0.2.15:20050 on verbs, the soft-RoCE guest's address).
     #[arg(long)]
     listen: Option<String>,
-    /// Workloads, comma-separated: null, echo:N, read:N, write:N (one report each).
+    /// Workloads, comma-separated: null, echo:N, read:N, write:N (one report each). Several
+    /// joined with `+` run together as one mix (`null+read:64k`): each connection's calls
+    /// take them in turn, so `--depth 2` keeps one of each in flight.
     #[arg(long, value_delimiter = ',', default_value = "null")]
-    workload: Vec<WorkloadArg>,
+    workload: Vec<MixArg>,
     /// Calls kept in flight on each connection.
     #[arg(long, default_value_t = 1)]
     depth: u32,
@@ -368,15 +397,16 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
-    /// The workloads to run: `--prog`'s procedure, or `--workload`'s.
-    fn workloads(&self) -> Vec<Workload> {
+    /// The runs to make, each a mix of one workload or more: `--prog`'s procedure, or
+    /// `--workload`'s.
+    fn workloads(&self) -> Vec<Vec<Workload>> {
         match self.prog {
-            Some(prog) => vec![Workload::Proc {
+            Some(prog) => vec![vec![Workload::Proc {
                 prog,
                 vers: self.vers,
                 proc_num: self.proc_num,
-            }],
-            None => self.workload.iter().map(|w| w.0).collect(),
+            }]],
+            None => self.workload.iter().map(|w| w.0.clone()).collect(),
         }
     }
 }
