@@ -368,6 +368,14 @@ pub trait QueuePair<P: Provider> {
     /// The current state.
     fn state(&self) -> QpState;
 
+    /// How long accepting this queue pair's connection waited, once the acceptance was
+    /// sent, for the peer to confirm it (the connection manager's ready-to-use message: the
+    /// ESTABLISHED event on verbs). `None` where the provider does not measure it, or for a
+    /// queue pair that was not accepted (the default).
+    fn confirm_wait(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// Whether the connection is known to be over, cheaply enough to ask often (no system
     /// call): on verbs, a flag set when either end disconnected (the peer's disconnection
     /// arrives through the connection manager); on soft, the shared state. A queue pair that

@@ -441,6 +441,15 @@ impl<P: Provider> ServerConn<P> {
         self.setup
     }
 
+    /// The part of [`setup_time`](Self::setup_time) spent waiting, once the acceptance was
+    /// sent, for the client to confirm the connection
+    /// ([`QueuePair::confirm_wait`](crate::fabric::QueuePair::confirm_wait)): the client's
+    /// and the connection manager's time, not this server's. `None` where the provider
+    /// does not measure it (soft).
+    pub fn confirm_wait(&self) -> Option<Duration> {
+        self.io.qp.confirm_wait()
+    }
+
     /// The address the client connected from, as its connection request gave it
     /// ([`ConnRequest::peer_addr`]): an IPv4 or IPv6 address and port on verbs, `None` on
     /// soft (whose addresses are names, not IP addresses).

@@ -362,10 +362,12 @@ impl ConnRequest<Verbs> for VerbsConnRequest {
         if rc != 0 {
             return Err(ConnectError::Fabric(os_err("rdma_accept", rc)));
         }
+        let sent = Instant::now();
         loop {
             let ev = chan.next(deadline)?;
             match ev.kind {
                 RDMA_CM_EVENT_ESTABLISHED => {
+                    qp.set_confirm_wait(sent.elapsed());
                     qp.set_established();
                     return Ok(qp);
                 }

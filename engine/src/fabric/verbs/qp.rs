@@ -157,6 +157,8 @@ pub struct VerbsQp {
     shared_recv: bool,
     connected: bool,
     monitor_token: Option<u64>,
+    /// An accepted connection's wait for the peer's confirmation (`QueuePair::confirm_wait`).
+    confirm_wait: Option<std::time::Duration>,
 }
 
 // SAFETY: the queue pair is used through thread-safe verbs; posting takes `&mut self`.
@@ -284,11 +286,17 @@ impl VerbsQp {
             shared_recv: srq.is_some(),
             connected: false,
             monitor_token: None,
+            confirm_wait: None,
         })
     }
 
     /// The connection is established: sends are accepted from now on, and the monitor
     /// answers the peer's disconnection by moving this queue pair to the error state.
+    /// Records how long the accept waited for the peer's confirmation.
+    pub(super) fn set_confirm_wait(&mut self, waited: std::time::Duration) {
+        self.confirm_wait = Some(waited);
+    }
+
     pub(super) fn set_established(&mut self) {
         self.conn.established.store(true, Ordering::Release);
         self.connected = true;
@@ -555,6 +563,10 @@ impl QueuePair<Verbs> for VerbsQp {
 
     fn is_disconnected(&self) -> bool {
         self.conn.gone.load(Ordering::Acquire)
+    }
+
+    fn confirm_wait(&self) -> Option<std::time::Duration> {
+        self.confirm_wait
     }
 
     fn state(&self) -> QpState {
