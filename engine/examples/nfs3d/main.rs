@@ -456,18 +456,13 @@ fn accept_one<P: Provider>(
         Ok(conn) => {
             // The line is made first and written after the connection is with its worker:
             // the client's first Call (already on its way) does not wait for the log.
-            let confirm = conn.confirm_wait().map_or(String::new(), |w| {
-                format!(
-                    "; {:.1} ms of the accept waited for the client to confirm",
-                    w.as_secs_f64() * 1e3
-                )
-            });
             let line = format!(
-                "nfs3d: accepted a connection ({}) in {:.1} ms, {}; {}{confirm}\n",
+                "nfs3d: accepted a connection ({}) in {:.1} ms, {}; {}{}\n",
                 conn.negotiation(),
                 conn.setup_time().as_secs_f64() * 1e3,
                 conn.memory(),
-                listener.share_stats()
+                listener.share_stats(),
+                conn.confirm_note()
             );
             conn_stats.add(conn.stats());
             let c = NfsConn::new(conn, Arc::clone(nfs), pool.sender());

@@ -235,6 +235,24 @@ impl ConnMemory {
     }
 }
 
+/// An accept's wait for the client's confirmation, as its log line ends
+/// ([`ServerConn::confirm_note`]).
+#[derive(Clone, Copy, Debug)]
+pub struct ConfirmNote(pub Option<Duration>);
+
+impl core::fmt::Display for ConfirmNote {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            Some(w) => write!(
+                f,
+                "; {:.1} ms of the accept waited for the client to confirm",
+                w.as_secs_f64() * 1e3
+            ),
+            None => Ok(()),
+        }
+    }
+}
+
 impl core::fmt::Display for ConnMemory {
     /// "X KiB registered for it" and, with a shared receive queue, "(N receives of the
     /// shared queue: A KiB, and B KiB of its own)".
@@ -448,6 +466,13 @@ impl<P: Provider> ServerConn<P> {
     /// does not measure it (soft).
     pub fn confirm_wait(&self) -> Option<Duration> {
         self.io.qp.confirm_wait()
+    }
+
+    /// [`confirm_wait`](Self::confirm_wait) for an accept's log line: displays as
+    /// "; N ms of the accept waited for the client to confirm", or as nothing where it is
+    /// not measured.
+    pub fn confirm_note(&self) -> ConfirmNote {
+        ConfirmNote(self.confirm_wait())
     }
 
     /// The address the client connected from, as its connection request gave it

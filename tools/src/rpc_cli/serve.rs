@@ -149,17 +149,12 @@ where
         match server.accept_if(Duration::from_millis(200), admit) {
             Ok(conn) => {
                 let n = conn.negotiation();
-                let confirm = conn.confirm_wait().map_or(String::new(), |w| {
-                    format!(
-                        "; {:.1} ms of the accept waited for the client to confirm",
-                        w.as_secs_f64() * 1e3
-                    )
-                });
                 eprintln!(
-                    "rpcrdma serve: accepted a connection ({n}) in {:.1} ms, {}; {}{confirm}",
+                    "rpcrdma serve: accepted a connection ({n}) in {:.1} ms, {}; {}{}",
                     conn.setup_time().as_secs_f64() * 1e3,
                     conn.memory(),
-                    server.share_stats()
+                    server.share_stats(),
+                    conn.confirm_note()
                 );
                 let conn = Callbacks::new(conn, args.conn.reverse, Arc::clone(bad_reverse));
                 if let Err(e) = workers.assign(conn) {

@@ -290,13 +290,13 @@ impl VerbsQp {
         })
     }
 
-    /// The connection is established: sends are accepted from now on, and the monitor
-    /// answers the peer's disconnection by moving this queue pair to the error state.
     /// Records how long the accept waited for the peer's confirmation.
     pub(super) fn set_confirm_wait(&mut self, waited: std::time::Duration) {
         self.confirm_wait = Some(waited);
     }
 
+    /// The connection is established: sends are accepted from now on, and the monitor
+    /// answers the peer's disconnection by moving this queue pair to the error state.
     pub(super) fn set_established(&mut self) {
         self.conn.established.store(true, Ordering::Release);
         self.connected = true;

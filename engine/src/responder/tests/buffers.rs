@@ -282,3 +282,24 @@ fn receives_beyond_the_spare_ones_go_back_before_the_replies() {
     // More reposts than spare receives: they went first, so no reply left.
     assert_eq!(results_after_loss(&mut c, n), vec![false; n]);
 }
+
+/// An accept's confirmation wait ends its log line when measured, and adds nothing when not
+/// (soft): the guest's scripts read the figure back from that text.
+#[test]
+fn the_confirm_note_names_the_wait_or_nothing() {
+    use crate::responder::ConfirmNote;
+    let w = std::time::Duration::from_micros(1_550);
+    assert_eq!(
+        ConfirmNote(Some(w)).to_string(),
+        "; 1.6 ms of the accept waited for the client to confirm"
+    );
+    assert_eq!(ConfirmNote(None).to_string(), "");
+    let (c, s) = crate::loopback::soft_pair(
+        crate::program::dispatch(),
+        ConnConfig::default(),
+        ConnConfig::default(),
+    )
+    .expect("pair");
+    assert_eq!(s.confirm_note().to_string(), "", "soft does not measure it");
+    drop(c);
+}
