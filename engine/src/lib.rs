@@ -111,8 +111,8 @@
 //! The fabric ([`fabric`]: the traits and both providers), the pre-registered buffer pools
 //! ([`pool`]), connection setup and credits ([`conn`]), the client ([`requester`]), the
 //! server ([`responder`], [`dispatch`]), the polling workers ([`worker`]), the counters
-//! ([`stats`]) and the cycle-counter clock ([`clock`]); [`program`] and [`loopback`] serve
-//! tests, examples and the `rpcrdma` command.
+//! ([`stats`]), the cycle-counter clock ([`clock`]) and a server's start ([`prefault`]);
+//! [`program`] and [`loopback`] serve tests, examples and the `rpcrdma` command.
 //! `docs/ARCHITECTURE.md` in the repository says what each module holds, how data flows
 //! through them and where each rule of the specifications lives.
 
@@ -124,6 +124,7 @@ pub mod dispatch;
 pub mod fabric;
 pub mod loopback;
 pub mod pool;
+pub mod prefault;
 pub mod program;
 pub mod requester;
 pub mod responder;

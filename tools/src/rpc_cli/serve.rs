@@ -5,6 +5,10 @@ use super::*;
 
 /// Runs `rpcrdma serve`.
 pub fn serve(args: &ServeArgs) -> ExitCode {
+    // Before the device and the buffers: only the program and its libraries are mapped.
+    if let Err(e) = rpcrdma_engine::prefault::prefault_mappings() {
+        eprintln!("serve: the first connection and Calls will take page faults: {e}");
+    }
     let addr = args
         .listen
         .clone()
