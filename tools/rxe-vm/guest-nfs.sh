@@ -558,11 +558,47 @@ allow_checks() {
 # emulated guest (a single mount varied 0.31-0.83 s on the kernel's nfsd in one run, the
 # mount command's own start-up being most of it), so MOUNT_ROUNDS (default 7) more mounts
 # and umounts of each server are timed, the servers taking turns and the first place
-# alternating; nfs3d is started afresh for each (its first connection: the accept and the
-# first Calls of a server that has not served yet). Steps "mount-round" and
-# "accept-round-ms" in the times file; many_conns prints their medians.
+# alternating, twice: nfs3d started afresh for each mount (its first connection: the accept
+# and the first Calls of a server that has not served yet; steps "mount-round",
+# "accept-round-ms", "confirm-round-ms"), then one nfs3d kept running through the rounds,
+# as the kernel's nfsd is (step "mount-running"). A fresh process pays here what a running
+# server does not: this guest's emulator translates a program's code at its first run, and
+# again in every new process, whose code is mapped at another address. many_conns prints
+# the medians.
 MOUNT_ROUNDS=${MOUNT_ROUNDS:-7}
 mount_rounds() {
+    mount_rounds_fresh
+    mount_rounds_running
+}
+
+# The rounds against one nfs3d started before them (one mount first, not counted).
+mount_rounds_running() {
+    local r v order port mport remote
+    banner "NFS: issue 33: $MOUNT_ROUNDS mounts of each server, alternated, nfs3d kept running"
+    nfs3d_start nfs3d nfs3d-running || { fail "issue 33: nfs3d start (running rounds)"; return; }
+    if ! timeout 60 mount -t nfs -o "vers=3,proto=rdma,port=20050,mountport=20058,mountproto=tcp,nolock" \
+        "$IP:/" "$MNT" || ! timeout 60 umount "$MNT"; then
+        fail "issue 33: the first mount of the running nfs3d"
+        nfs3d_stop
+        return
+    fi
+    for ((r = 1; r <= MOUNT_ROUNDS; r++)); do
+        if ((r % 2)); then order="kernel-nfsd nfs3d"; else order="nfs3d kernel-nfsd"; fi
+        for v in $order; do
+            if [ "$v" = kernel-nfsd ]; then
+                port=20049 mport=20048 remote=$KEXPORT
+            else
+                port=20050 mport=20058 remote=/
+            fi
+            timed "$v" mount-running mount -t nfs \
+                -o "vers=3,proto=rdma,port=$port,mountport=$mport,mountproto=tcp,nolock" \
+                "$IP:$remote" "$MNT" && timeout 60 umount "$MNT"
+        done
+    done
+    nfs3d_stop
+}
+
+mount_rounds_fresh() {
     local r v ms order port mport remote
     banner "NFS: issue 33: $MOUNT_ROUNDS mounts of each server, alternated"
     for ((r = 1; r <= MOUNT_ROUNDS; r++)); do
@@ -627,6 +663,13 @@ many_conns() {
         awk -v k="$k" -v n="$n" -v r="$MOUNT_ROUNDS" -v a="${ms:-0}" -v c="${cms:-0}" 'BEGIN { printf "issue 33: mount (medians of %d alternated, nfs3d started afresh for each): nfs3d %.3f s, kernel nfsd %.3f s, nfs3d/kernel %.2f; nfs3d'"'"'s accept %.1f ms, of which %.1f ms waiting for the client to confirm\n", r, n, k, (k > 0 ? n / k : 0), a, c }'
         echo "issue 33: every mount-round (seconds): kernel-nfsd $(grep '"kernel-nfsd","step":"mount-round"' "$NFS_WORK/times.jsonl" | sed -n 's/.*"seconds":\([0-9.]*\).*/\1/p' | tr '\n' ' ')"
         echo "issue 33: every mount-round (seconds): nfs3d $(grep '"nfs3d","step":"mount-round"' "$NFS_WORK/times.jsonl" | sed -n 's/.*"seconds":\([0-9.]*\).*/\1/p' | tr '\n' ' ')"
+    fi
+    k=$(nfs_time kernel-nfsd mount-running)
+    n=$(nfs_time nfs3d mount-running)
+    if [ -n "$k" ] && [ -n "$n" ]; then
+        awk -v k="$k" -v n="$n" -v r="$MOUNT_ROUNDS" 'BEGIN { printf "issue 33: mount (medians of %d alternated, nfs3d kept running as the kernel'"'"'s nfsd is): nfs3d %.3f s, kernel nfsd %.3f s, nfs3d/kernel %.2f\n", r, n, k, (k > 0 ? n / k : 0) }'
+        echo "issue 33: every mount-running (seconds): kernel-nfsd $(grep '"kernel-nfsd","step":"mount-running"' "$NFS_WORK/times.jsonl" | sed -n 's/.*"seconds":\([0-9.]*\).*/\1/p' | tr '\n' ' ')"
+        echo "issue 33: every mount-running (seconds): nfs3d $(grep '"nfs3d","step":"mount-running"' "$NFS_WORK/times.jsonl" | sed -n 's/.*"seconds":\([0-9.]*\).*/\1/p' | tr '\n' ' ')"
     fi
     # Room for the kernel's connection beside the probes' (64 per worker by default).
     if ! NFS3D_STATS_EVERY=1 nfs3d_start nfs3d nfs3d-many --max-conns $((MANY_CONNS + 8)); then
