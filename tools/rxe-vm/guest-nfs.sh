@@ -572,8 +572,17 @@ mount_rounds() {
 }
 
 # The rounds against one nfs3d started before them (one mount first, not counted).
+# One timed mount and umount of SERVER (kernel-nfsd, or nfs3d on its ports) as step STEP.
+timed_mount() { # SERVER STEP
+    local port=20050 mport=20058 remote=/
+    [ "$1" = kernel-nfsd ] && port=20049 mport=20048 remote=$KEXPORT
+    timed "$1" "$2" mount -t nfs \
+        -o "vers=3,proto=rdma,port=$port,mountport=$mport,mountproto=tcp,nolock" \
+        "$IP:$remote" "$MNT" && timeout 60 umount "$MNT"
+}
+
 mount_rounds_running() {
-    local r v order port mport remote
+    local r v order
     banner "NFS: issue 33: $MOUNT_ROUNDS mounts of each server, alternated, nfs3d kept running"
     nfs3d_start nfs3d nfs3d-running || { fail "issue 33: nfs3d start (running rounds)"; return; }
     if ! timeout 60 mount -t nfs -o "vers=3,proto=rdma,port=20050,mountport=20058,mountproto=tcp,nolock" \
@@ -585,34 +594,22 @@ mount_rounds_running() {
     for ((r = 1; r <= MOUNT_ROUNDS; r++)); do
         if ((r % 2)); then order="kernel-nfsd nfs3d"; else order="nfs3d kernel-nfsd"; fi
         for v in $order; do
-            if [ "$v" = kernel-nfsd ]; then
-                port=20049 mport=20048 remote=$KEXPORT
-            else
-                port=20050 mport=20058 remote=/
-            fi
-            timed "$v" mount-running mount -t nfs \
-                -o "vers=3,proto=rdma,port=$port,mountport=$mport,mountproto=tcp,nolock" \
-                "$IP:$remote" "$MNT" && timeout 60 umount "$MNT"
+            timed_mount "$v" mount-running
         done
     done
     nfs3d_stop
 }
 
 mount_rounds_fresh() {
-    local r v ms order port mport remote
+    local r v ms order
     banner "NFS: issue 33: $MOUNT_ROUNDS mounts of each server, alternated"
     for ((r = 1; r <= MOUNT_ROUNDS; r++)); do
         if ((r % 2)); then order="kernel-nfsd nfs3d"; else order="nfs3d kernel-nfsd"; fi
         for v in $order; do
-            if [ "$v" = kernel-nfsd ]; then
-                port=20049 mport=20048 remote=$KEXPORT
-            else
-                port=20050 mport=20058 remote=/
+            if [ "$v" = nfs3d ]; then
                 nfs3d_start nfs3d nfs3d-rounds || { fail "issue 33: nfs3d start (mount rounds)"; return; }
             fi
-            timed "$v" mount-round mount -t nfs \
-                -o "vers=3,proto=rdma,port=$port,mountport=$mport,mountproto=tcp,nolock" \
-                "$IP:$remote" "$MNT" && timeout 60 umount "$MNT"
+            timed_mount "$v" mount-round
             [ "$v" = nfs3d ] || continue
             nfs3d_stop
             ms=$(grep -m 1 'accepted a connection' "$NFS_WORK/nfs3d-rounds.err" | accept_ms)
