@@ -259,7 +259,7 @@ impl<P: Provider> ServerConn<P> {
         );
         let inline_max = qp.caps().max_inline_data.min(caps.max_inline_data);
         let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
-        let slots = recv_slots(nrecv);
+        let slots = recv_slots(nrecv, config.recv_size);
         let (srq_free, srq_parked) = srq_slots(nrecv, srq_reserved > 0);
         Ok(ServerConn {
             io: fabric_side(qp, sq_depth, ring_len, inline_max, config.version),
@@ -394,9 +394,10 @@ fn reserve_receives<'s, P: Provider>(
     Ok((srq_home, grant, reservation))
 }
 
-/// The `nrecv` slots of a new connection, each posted; a slot's list of Read segments is
-/// made at its first chunked Call (`pull::plan_reads`).
-fn recv_slots(nrecv: u32) -> Box<[RecvSlot]> {
+/// The `nrecv` slots of a new connection, each posted, with room for the Read segments of
+/// a Call of `recv_size` bytes.
+fn recv_slots(nrecv: u32, recv_size: u32) -> Box<[RecvSlot]> {
+    let max_segs = recv_size as usize / 20 + 1;
     (0..nrecv)
         .map(|_| RecvSlot {
             state: RecvState::Posted,
@@ -405,11 +406,7 @@ fn recv_slots(nrecv: u32) -> Box<[RecvSlot]> {
             bare: None,
             open_v2: false,
             form: CallForm::Refused,
-            // Sized at the slot's first chunked Call (`pull::plan_reads`): made here, a
-            // list of this size for every slot wrote a malloc header into a fresh heap page
-            // each, some 70 page faults per accept (a third of the accept in the soft-RoCE
-            // guest) and 4 KiB of resident memory per slot of every connection.
-            reads: Vec::new(),
+            reads: Vec::with_capacity(max_segs),
             next_read: 0,
             pending_reads: 0,
             shift: 0,

@@ -27,12 +27,10 @@ pub(super) enum Begun {
 /// Plans the RDMA Reads of the accepted Call `call` (chunked or Long) in `slot` into its
 /// pull buffer `pull` (RFC 8166 §3.4.5), its verdict's summary kept for the answer, which
 /// resumes from it. Inline pieces of a chunked Call are copied now; a Long Call first
-/// fetches its Position-Zero chunk to the tail of the buffer (phase 0). `recv_size` is the
-/// connection's receive size, which bounds how many Read segments a Call can list.
+/// fetches its Position-Zero chunk to the tail of the buffer (phase 0).
 pub(super) fn plan_reads<P: Provider>(
     slot: &mut RecvSlot,
     pull: &mut Buf<P>,
-    recv_size: u32,
     stats: &Counters,
     wire: Wire,
     call: &AcceptedCall<'_>,
@@ -50,12 +48,6 @@ pub(super) fn plan_reads<P: Provider>(
         })
         .flatten();
     slot.reads.clear();
-    if slot.reads.capacity() == 0 {
-        // The slot's first chunked Call: room for every Read segment a received message
-        // can list (each takes at least 20 bytes of it), so that no later Call on the slot
-        // allocates. Made at accept for every slot, these lists cost a page fault each.
-        slot.reads.reserve_exact(recv_size as usize / 20 + 1);
-    }
     slot.next_read = 0;
     slot.pending_reads = 0;
     let size = pull.size();

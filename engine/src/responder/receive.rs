@@ -163,7 +163,7 @@ impl<P: Provider> ServerConn<P> {
                     pull::Begun::NeedsLarge(needs)
                 } else {
                     let (slot, buf) = (&mut self.slots[i], &mut self.pull[i]);
-                    pull::plan_reads(slot, buf, self.config.recv_size, &self.io.stats, wire, call)
+                    pull::plan_reads(slot, buf, &self.io.stats, wire, call)
                 };
                 return match begun {
                     pull::Begun::Planned => self.queue_reads(idx),
