@@ -202,14 +202,17 @@ pub fn message_ring(
             let begun = Instant::now();
             // Timing starts after the warm-up, or after a tenth of the run's time limit.
             let mut timed_from: Option<(u64, Instant)> = None;
+            // Where the run ends: `round_trips` after timing starts (before the warm-up is
+            // over, when a tenth of the time limit passed first).
+            let mut end = total;
             let mut next_look = 1024;
-            while got < total {
-                while sent < total && sent - got < depth as u64 {
+            while got < end {
+                while sent < end && sent - got < depth as u64 {
                     calls.send(sent);
                     sent += 1;
                 }
                 let slow = wait(|| replies.ready(got), stop)?;
-                while got < sent && replies.ready(got) {
+                while got < sent.min(end) && replies.ready(got) {
                     if !replies.read(got) {
                         stop.store(true, Ordering::Relaxed);
                         return Err(RingError::Corrupt);
@@ -227,6 +230,7 @@ pub fn message_ring(
                     let spent = begun.elapsed();
                     if timed_from.is_none() && spent > RUN_LIMIT / 10 {
                         timed_from = Some((got, Instant::now()));
+                        end = got + round_trips;
                     } else if spent > RUN_LIMIT {
                         break;
                     }
