@@ -259,13 +259,14 @@ impl<P: Provider> ServerConn<P> {
         );
         let inline_max = qp.caps().max_inline_data.min(caps.max_inline_data);
         let id = NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed);
-        let slots = recv_slots(nrecv, config.recv_size);
+        let slots = recv_slots(nrecv);
         let (srq_free, srq_parked) = srq_slots(nrecv, srq_reserved > 0);
         Ok(ServerConn {
             io: fabric_side(qp, sq_depth, ring_len, inline_max, config.version),
             cq,
             recv,
             pull: Vec::new(),
+            read_lists: pull::ReadLists::new(nrecv, config.recv_size),
             bulk: Vec::new(),
             ring: Vec::new(),
             ring_seq: vec![0; ring_len as usize].into_boxed_slice(),
@@ -394,10 +395,9 @@ fn reserve_receives<'s, P: Provider>(
     Ok((srq_home, grant, reservation))
 }
 
-/// The `nrecv` slots of a new connection, each posted, with room for the Read segments of
-/// a Call of `recv_size` bytes.
-fn recv_slots(nrecv: u32, recv_size: u32) -> Box<[RecvSlot]> {
-    let max_segs = recv_size as usize / 20 + 1;
+/// The `nrecv` slots of a new connection, each posted (their lists of RDMA Reads are the
+/// connection's `pull::ReadLists`).
+fn recv_slots(nrecv: u32) -> Box<[RecvSlot]> {
     (0..nrecv)
         .map(|_| RecvSlot {
             state: RecvState::Posted,
@@ -406,7 +406,7 @@ fn recv_slots(nrecv: u32, recv_size: u32) -> Box<[RecvSlot]> {
             bare: None,
             open_v2: false,
             form: CallForm::Refused,
-            reads: Vec::with_capacity(max_segs),
+            n_reads: 0,
             next_read: 0,
             pending_reads: 0,
             shift: 0,

@@ -155,7 +155,8 @@ struct RecvSlot {
     /// (`reply::short_pulled`).
     bare: Option<(u32, u32)>,
     next_read: usize,
-    reads: Vec<ReadOp>,
+    /// How many RDMA Reads the slot's list holds (its part of `ServerConn::read_lists`).
+    n_reads: u32,
     /// What the verdict learned about a chunked or Long Call when its pull started, so that
     /// the later phases (the Long Call's second phase, the answer) resume it instead of
     /// judging the receive buffer again; `None` otherwise. Cleared when the receive is
@@ -314,6 +315,8 @@ pub struct ServerConn<P: Provider> {
     recv: Box<[Buf<P>]>,
     /// Per slot: its pull buffer (empty until the first Call, `Large::dress`).
     pull: Vec<Buf<P>>,
+    /// Every slot's list of RDMA Reads to post, in one allocation (`pull::ReadLists`).
+    read_lists: pull::ReadLists,
     /// The slot whose pull buffer received the last Call answered (its lines still in this
     /// core's cache), while that slot's receive waits for a message (`pull.rs`).
     hot_pull: Option<u32>,
@@ -691,7 +694,7 @@ impl<P: Provider> ServerConn<P> {
                 self.reads_in_flight -= 1;
                 let slot = &mut self.slots[idx as usize];
                 slot.pending_reads -= 1;
-                if slot.pending_reads == 0 && slot.next_read == slot.reads.len() {
+                if slot.pending_reads == 0 && slot.next_read == slot.n_reads as usize {
                     self.pull_phase_done(idx);
                 }
             }

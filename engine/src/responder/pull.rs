@@ -27,10 +27,12 @@ pub(super) enum Begun {
 /// Plans the RDMA Reads of the accepted Call `call` (chunked or Long) in `slot` into its
 /// pull buffer `pull` (RFC 8166 §3.4.5), its verdict's summary kept for the answer, which
 /// resumes from it. Inline pieces of a chunked Call are copied now; a Long Call first
-/// fetches its Position-Zero chunk to the tail of the buffer (phase 0).
+/// fetches its Position-Zero chunk to the tail of the buffer (phase 0). The Reads go to
+/// `ops`, the slot's part of the connection's [`ReadLists`].
 pub(super) fn plan_reads<P: Provider>(
     slot: &mut RecvSlot,
     pull: &mut Buf<P>,
+    ops: &mut [[u32; 6]],
     stats: &Counters,
     wire: Wire,
     call: &AcceptedCall<'_>,
@@ -47,7 +49,7 @@ pub(super) fn plan_reads<P: Provider>(
                 .map(|r| (total as u32, r.segment.handle))
         })
         .flatten();
-    slot.reads.clear();
+    slot.n_reads = 0;
     slot.next_read = 0;
     slot.pending_reads = 0;
     let size = pull.size();
@@ -62,12 +64,12 @@ pub(super) fn plan_reads<P: Provider>(
     let reads = plan.read_list();
     if let Some(p0) = plan.position_zero() {
         let base = (total - p0.len as usize) as u32;
-        push_reads(&mut slot.reads, &reads, p0.segment_range(), base);
+        push_reads(ops, &mut slot.n_reads, &reads, p0.segment_range(), base);
         slot.state = RecvState::Pulling { phase: 0 };
     } else {
         let inline = call.header.payload();
         let pull = &mut view::bytes_mut(pull)[shift..];
-        lay_out(plan, pull, &mut slot.reads, |pull, src, dst| {
+        lay_out(plan, pull, ops, &mut slot.n_reads, |pull, src, dst| {
             pull[dst..dst + src.len()].copy_from_slice(&inline[src])
         });
         slot.state = RecvState::Pulling { phase: 1 };
@@ -86,7 +88,7 @@ pub(super) fn plan_reads<P: Provider>(
 impl<P: Provider> ServerConn<P> {
     pub(super) fn queue_reads(&mut self, idx: u32) {
         let slot = &mut self.slots[idx as usize];
-        if slot.reads.is_empty() {
+        if slot.n_reads == 0 {
             return self.pull_phase_done(idx);
         }
         if !slot.queued {
@@ -102,13 +104,13 @@ impl<P: Provider> ServerConn<P> {
             let i = idx as usize;
             loop {
                 let slot = &mut self.slots[i];
-                if slot.next_read == slot.reads.len() {
+                if slot.next_read == slot.n_reads as usize {
                     break;
                 }
                 if self.reads_in_flight >= self.config.max_reads || self.io.sq.room() <= REPLY_WRS {
                     return;
                 }
-                let op = slot.reads[slot.next_read];
+                let op = self.read_lists.get(i, slot.next_read);
                 let (seq, _) = self.io.sq.post(true);
                 let sge = [self.pull[i].sge_span((slot.shift + op.dst) as usize, op.len)];
                 let wr = SendWr::read(wrid::pack(Kind::Read, idx, seq), &sge, op.remote).signaled();
@@ -145,9 +147,10 @@ impl<P: Provider> ServerConn<P> {
                 let base = total - p0_len;
                 let slot = &mut self.slots[i];
                 let pull = &mut view::bytes_mut(&mut self.pull[i])[slot.shift as usize..];
-                slot.reads.clear();
+                slot.n_reads = 0;
                 slot.next_read = 0;
-                lay_out(&plan, pull, &mut slot.reads, |pull, src, dst| {
+                let ops = self.read_lists.of(i);
+                lay_out(&plan, pull, ops, &mut slot.n_reads, |pull, src, dst| {
                     pull.copy_within(base + src.start..base + src.end, dst)
                 });
                 slot.state = RecvState::Pulling { phase: 1 };
@@ -212,7 +215,8 @@ pub(super) fn align_shift(plan: &ReadPlan<'_>) -> Option<u32> {
 pub(super) fn lay_out(
     plan: &ReadPlan<'_>,
     pull: &mut [u8],
-    out: &mut Vec<ReadOp>,
+    ops: &mut [[u32; 6]],
+    n: &mut u32,
     mut inline: impl FnMut(&mut [u8], Range<usize>, usize),
 ) {
     let reads = plan.read_list();
@@ -226,7 +230,7 @@ pub(super) fn lay_out(
                 dst,
                 pad,
             } => {
-                push_reads(out, &reads, first_segment..first_segment + segments, dst);
+                push_reads(ops, n, &reads, first_segment..first_segment + segments, dst);
                 let end = (dst + len) as usize;
                 pull[end..end + pad as usize].fill(0);
             }
@@ -235,9 +239,10 @@ pub(super) fn lay_out(
 }
 
 /// Queues the RDMA Reads of the segments `range` of `reads`, laid end to end in the pull
-/// buffer from `dst`.
+/// buffer from `dst`, after the `n` in `ops`.
 pub(super) fn push_reads(
-    out: &mut Vec<ReadOp>,
+    ops: &mut [[u32; 6]],
+    n: &mut u32,
     reads: &ReadList<'_>,
     range: Range<usize>,
     dst: u32,
@@ -245,20 +250,73 @@ pub(super) fn push_reads(
     let mut at = dst;
     for s in range {
         let Some(rs) = reads.get(s) else { continue };
-        push_read(out, rs.segment, at);
+        push_read(ops, n, rs.segment, at);
         at += rs.segment.length;
     }
 }
 
-pub(super) fn push_read(reads: &mut Vec<ReadOp>, seg: rpcrdma_proto::header::Segment, dst: u32) {
+/// Appends the RDMA Read of `seg` to `dst` to the `n` in `ops` (none for an empty segment).
+/// `ops` has room for as many as the receive can list ([`ReadLists`]).
+fn push_read(ops: &mut [[u32; 6]], n: &mut u32, seg: rpcrdma_proto::header::Segment, dst: u32) {
     if seg.length == 0 {
         return;
     }
-    reads.push(ReadOp {
+    ops[*n as usize] = ReadLists::encode(ReadOp {
         remote: RemoteAddr::new(seg.offset, seg.handle),
         len: seg.length,
         dst,
     });
+    *n += 1;
+}
+
+/// Every receive slot's list of RDMA Reads, in one allocation per connection: `stride`
+/// entries a slot, as many as a received message can list Read segments (each takes at
+/// least 20 of its bytes). The entries are words (`encode`), so that the allocation is
+/// zero-filled by the allocator, which maps fresh zero pages for it and writes none, instead
+/// of written: accepting a connection touches none of it. Made as one list per slot, each
+/// list put its allocator header in a fresh heap page, a page fault apiece (some 80 on a
+/// fresh nfs3d's accept in the soft-RoCE guest).
+pub(super) struct ReadLists {
+    words: Box<[[u32; 6]]>,
+    stride: usize,
+}
+
+impl ReadLists {
+    /// The lists of `nrecv` slots of a connection whose receives are `recv_size` bytes.
+    pub(super) fn new(nrecv: u32, recv_size: u32) -> ReadLists {
+        let stride = recv_size as usize / 20 + 1;
+        ReadLists {
+            words: vec![[0u32; 6]; nrecv as usize * stride].into_boxed_slice(),
+            stride,
+        }
+    }
+
+    /// Slot `slot`'s part, for [`push_read`].
+    pub(super) fn of(&mut self, slot: usize) -> &mut [[u32; 6]] {
+        &mut self.words[slot * self.stride..(slot + 1) * self.stride]
+    }
+
+    /// The `k`th Read of slot `slot`'s list.
+    pub(super) fn get(&self, slot: usize, k: usize) -> ReadOp {
+        let w = self.words[slot * self.stride + k];
+        ReadOp {
+            remote: RemoteAddr::new(u64::from(w[0]) | u64::from(w[1]) << 32, w[2]),
+            len: w[3],
+            dst: w[4],
+        }
+    }
+
+    fn encode(op: ReadOp) -> [u32; 6] {
+        let a = op.remote.addr;
+        [
+            a as u32,
+            (a >> 32) as u32,
+            op.remote.rkey,
+            op.len,
+            op.dst,
+            0,
+        ]
+    }
 }
 
 /// Gives slot `i` the pull buffer that took the last Call answered, in exchange for its

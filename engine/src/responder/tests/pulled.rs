@@ -242,7 +242,7 @@ fn a_pulled_chunk_lands_where_its_source_is_in_a_cache_line() {
         );
         let r = s.hot_pull.expect("a pulled Call was answered") as usize;
         let slot = &s.slots[r];
-        let op = slot.reads[0];
+        let op = s.read_lists.get(r, 0);
         let dst = s.pull[r].addr() + u64::from(slot.shift + op.dst);
         assert_eq!(
             dst % 64,
