@@ -53,19 +53,17 @@ phases() {
 
 # One traced mount and umount of SERVER (kernel-nfsd or an nfs3d variant) in round R.
 traced_mount() { # R SERVER
-    local r=$1 v=$2 port=20050 mport=20058 remote=/ t m accept=
-    if [ "$v" = kernel-nfsd ]; then
-        port=20049 mport=20048 remote=$KEXPORT
-    elif [ "$MODE" = fresh ]; then
+    local r=$1 v=$2 t m accept=
+    if [ "$v" != kernel-nfsd ] && [ "$MODE" = fresh ]; then
         nfs3d_start "$v" nfs3d-phases || { fail "$v start"; return; }
     fi
+    mount_cmd "$v"
     echo >"$T/trace"
     echo 1 >"$T/events/sunrpc/enable"
     echo 1 >"$T/events/rpcrdma/enable"
     echo 1 >"$T/tracing_on"
     t=$(now)
-    timeout 60 mount -t nfs -o "vers=3,proto=rdma,port=$port,mountport=$mport,mountproto=tcp,nolock" \
-        "$IP:$remote" "$MNT" || fail "round $r: mount of $v"
+    timeout 60 "${MOUNT_CMD[@]}" || fail "round $r: mount of $v"
     m=$(since "$t")
     echo 0 >"$T/tracing_on"
     timeout 60 umount "$MNT"
@@ -81,8 +79,8 @@ if [ "$MODE" = running ]; then
     VARIANTS=$first
     nfs3d_start "$first" nfs3d-phases || { fail "$first start"; exit 1; }
     # Its first mount, not counted: what a running server has already done.
-    timeout 60 mount -t nfs -o "vers=3,proto=rdma,port=20050,mountport=20058,mountproto=tcp,nolock" \
-        "$IP:/" "$MNT" && timeout 60 umount "$MNT"
+    mount_cmd nfs3d
+    timeout 60 "${MOUNT_CMD[@]}" && timeout 60 umount "$MNT"
 fi
 read -r -a servers <<<"kernel-nfsd $VARIANTS"
 for ((r = 1; r <= ROUNDS; r++)); do

@@ -571,22 +571,34 @@ mount_rounds() {
     mount_rounds_running
 }
 
-# The rounds against one nfs3d started before them (one mount first, not counted).
-# One timed mount and umount of SERVER (kernel-nfsd, or nfs3d on its ports) as step STEP.
-timed_mount() { # SERVER STEP
+# Sets MOUNT_CMD to the kernel client's NFSv3-over-RDMA mount of SERVER on $MNT: the
+# kernel's nfsd (kernel-nfsd) or nfs3d on the ports nfs3d_start gives it.
+mount_cmd() { # SERVER
     local port=20050 mport=20058 remote=/
     [ "$1" = kernel-nfsd ] && port=20049 mport=20048 remote=$KEXPORT
-    timed "$1" "$2" mount -t nfs \
-        -o "vers=3,proto=rdma,port=$port,mountport=$mport,mountproto=tcp,nolock" \
-        "$IP:$remote" "$MNT" && timeout 60 umount "$MNT"
+    MOUNT_CMD=(mount -t nfs -o "vers=3,proto=rdma,port=$port,mountport=$mport,mountproto=tcp,nolock"
+        "$IP:$remote" "$MNT")
 }
 
+# One timed mount and umount of SERVER as step STEP.
+timed_mount() { # SERVER STEP
+    mount_cmd "$1"
+    timed "$1" "$2" "${MOUNT_CMD[@]}" && timeout 60 umount "$MNT"
+}
+
+# Each time of SERVER's STEP in the times file, in order, on one line.
+step_times() { # SERVER STEP
+    grep "\"server\":\"$1\",\"step\":\"$2\"" "$NFS_WORK/times.jsonl" \
+        | sed -n 's/.*"seconds":\([0-9.]*\).*/\1/p' | tr '\n' ' '
+}
+
+# The rounds against one nfs3d started before them (one mount first, not counted).
 mount_rounds_running() {
     local r v order
     banner "NFS: issue 33: $MOUNT_ROUNDS mounts of each server, alternated, nfs3d kept running"
     nfs3d_start nfs3d nfs3d-running || { fail "issue 33: nfs3d start (running rounds)"; return; }
-    if ! timeout 60 mount -t nfs -o "vers=3,proto=rdma,port=20050,mountport=20058,mountproto=tcp,nolock" \
-        "$IP:/" "$MNT" || ! timeout 60 umount "$MNT"; then
+    mount_cmd nfs3d
+    if ! timeout 60 "${MOUNT_CMD[@]}" || ! timeout 60 umount "$MNT"; then
         fail "issue 33: the first mount of the running nfs3d"
         nfs3d_stop
         return
@@ -658,15 +670,15 @@ many_conns() {
     cms=$(nfs_time nfs3d confirm-round-ms)
     if [ -n "$k" ] && [ -n "$n" ]; then
         awk -v k="$k" -v n="$n" -v r="$MOUNT_ROUNDS" -v a="${ms:-0}" -v c="${cms:-0}" 'BEGIN { printf "issue 33: mount (medians of %d alternated, nfs3d started afresh for each): nfs3d %.3f s, kernel nfsd %.3f s, nfs3d/kernel %.2f; nfs3d'"'"'s accept %.1f ms, of which %.1f ms waiting for the client to confirm\n", r, n, k, (k > 0 ? n / k : 0), a, c }'
-        echo "issue 33: every mount-round (seconds): kernel-nfsd $(grep '"kernel-nfsd","step":"mount-round"' "$NFS_WORK/times.jsonl" | sed -n 's/.*"seconds":\([0-9.]*\).*/\1/p' | tr '\n' ' ')"
-        echo "issue 33: every mount-round (seconds): nfs3d $(grep '"nfs3d","step":"mount-round"' "$NFS_WORK/times.jsonl" | sed -n 's/.*"seconds":\([0-9.]*\).*/\1/p' | tr '\n' ' ')"
+        echo "issue 33: every mount-round (seconds): kernel-nfsd $(step_times kernel-nfsd mount-round)"
+        echo "issue 33: every mount-round (seconds): nfs3d $(step_times nfs3d mount-round)"
     fi
     k=$(nfs_time kernel-nfsd mount-running)
     n=$(nfs_time nfs3d mount-running)
     if [ -n "$k" ] && [ -n "$n" ]; then
         awk -v k="$k" -v n="$n" -v r="$MOUNT_ROUNDS" 'BEGIN { printf "issue 33: mount (medians of %d alternated, nfs3d kept running as the kernel'"'"'s nfsd is): nfs3d %.3f s, kernel nfsd %.3f s, nfs3d/kernel %.2f\n", r, n, k, (k > 0 ? n / k : 0) }'
-        echo "issue 33: every mount-running (seconds): kernel-nfsd $(grep '"kernel-nfsd","step":"mount-running"' "$NFS_WORK/times.jsonl" | sed -n 's/.*"seconds":\([0-9.]*\).*/\1/p' | tr '\n' ' ')"
-        echo "issue 33: every mount-running (seconds): nfs3d $(grep '"nfs3d","step":"mount-running"' "$NFS_WORK/times.jsonl" | sed -n 's/.*"seconds":\([0-9.]*\).*/\1/p' | tr '\n' ' ')"
+        echo "issue 33: every mount-running (seconds): kernel-nfsd $(step_times kernel-nfsd mount-running)"
+        echo "issue 33: every mount-running (seconds): nfs3d $(step_times nfs3d mount-running)"
     fi
     # Room for the kernel's connection beside the probes' (64 per worker by default).
     if ! NFS3D_STATS_EVERY=1 nfs3d_start nfs3d nfs3d-many --max-conns $((MANY_CONNS + 8)); then

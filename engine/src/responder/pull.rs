@@ -32,7 +32,7 @@ pub(super) enum Begun {
 pub(super) fn plan_reads<P: Provider>(
     slot: &mut RecvSlot,
     pull: &mut Buf<P>,
-    ops: &mut [[u32; 6]],
+    ops: &mut [ReadEntry],
     stats: &Counters,
     wire: Wire,
     call: &AcceptedCall<'_>,
@@ -215,7 +215,7 @@ pub(super) fn align_shift(plan: &ReadPlan<'_>) -> Option<u32> {
 pub(super) fn lay_out(
     plan: &ReadPlan<'_>,
     pull: &mut [u8],
-    ops: &mut [[u32; 6]],
+    ops: &mut [ReadEntry],
     n: &mut u32,
     mut inline: impl FnMut(&mut [u8], Range<usize>, usize),
 ) {
@@ -241,7 +241,7 @@ pub(super) fn lay_out(
 /// Queues the RDMA Reads of the segments `range` of `reads`, laid end to end in the pull
 /// buffer from `dst`, after the `n` in `ops`.
 pub(super) fn push_reads(
-    ops: &mut [[u32; 6]],
+    ops: &mut [ReadEntry],
     n: &mut u32,
     reads: &ReadList<'_>,
     range: Range<usize>,
@@ -257,7 +257,7 @@ pub(super) fn push_reads(
 
 /// Appends the RDMA Read of `seg` to `dst` to the `n` in `ops` (none for an empty segment).
 /// `ops` has room for as many as the receive can list ([`ReadLists`]).
-fn push_read(ops: &mut [[u32; 6]], n: &mut u32, seg: rpcrdma_proto::header::Segment, dst: u32) {
+fn push_read(ops: &mut [ReadEntry], n: &mut u32, seg: rpcrdma_proto::header::Segment, dst: u32) {
     if seg.length == 0 {
         return;
     }
@@ -269,6 +269,10 @@ fn push_read(ops: &mut [[u32; 6]], n: &mut u32, seg: rpcrdma_proto::header::Segm
     *n += 1;
 }
 
+/// A [`ReadOp`] as words: the remote address (low, high), its rkey, the length and the
+/// offset in the pull buffer ([`ReadLists`]).
+pub(super) type ReadEntry = [u32; 5];
+
 /// Every receive slot's list of RDMA Reads, in one allocation per connection: `stride`
 /// entries a slot, as many as a received message can list Read segments (each takes at
 /// least 20 of its bytes). The entries are words (`encode`), so that the allocation is
@@ -277,7 +281,7 @@ fn push_read(ops: &mut [[u32; 6]], n: &mut u32, seg: rpcrdma_proto::header::Segm
 /// list put its allocator header in a fresh heap page, a page fault apiece (some 80 on a
 /// fresh nfs3d's accept in the soft-RoCE guest).
 pub(super) struct ReadLists {
-    words: Box<[[u32; 6]]>,
+    words: Box<[ReadEntry]>,
     stride: usize,
 }
 
@@ -286,13 +290,13 @@ impl ReadLists {
     pub(super) fn new(nrecv: u32, recv_size: u32) -> ReadLists {
         let stride = recv_size as usize / 20 + 1;
         ReadLists {
-            words: vec![[0u32; 6]; nrecv as usize * stride].into_boxed_slice(),
+            words: vec![[0u32; 5]; nrecv as usize * stride].into_boxed_slice(),
             stride,
         }
     }
 
     /// Slot `slot`'s part, for [`push_read`].
-    pub(super) fn of(&mut self, slot: usize) -> &mut [[u32; 6]] {
+    pub(super) fn of(&mut self, slot: usize) -> &mut [ReadEntry] {
         &mut self.words[slot * self.stride..(slot + 1) * self.stride]
     }
 
@@ -306,16 +310,9 @@ impl ReadLists {
         }
     }
 
-    fn encode(op: ReadOp) -> [u32; 6] {
+    fn encode(op: ReadOp) -> ReadEntry {
         let a = op.remote.addr;
-        [
-            a as u32,
-            (a >> 32) as u32,
-            op.remote.rkey,
-            op.len,
-            op.dst,
-            0,
-        ]
+        [a as u32, (a >> 32) as u32, op.remote.rkey, op.len, op.dst]
     }
 }
 
