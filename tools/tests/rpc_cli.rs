@@ -367,3 +367,36 @@ fn bad_reply_timeouts_are_refused_on_the_command_line() {
         assert!(!err.contains("panicked"), "{bad}: {err}");
     }
 }
+
+/// `in_flight_per_conn` says what a depth came to: 8 asked with 2 credits keeps at most 2
+/// Calls in flight (RFC 8166 §3.3.1), which the text says beside the rate; 4 asked with
+/// the default 32 credits keeps more than 2 (the rest of each round trip is the client's
+/// own turnaround).
+#[test]
+fn bench_rpc_says_how_many_calls_were_in_flight() {
+    let base = ["--workload", "null", "--seconds", "0.3", "--warmup", "0.1"];
+    let capped = bench_json(&[&base[..], &["--depth", "8", "--credits", "2"]].concat());
+    let n = capped[0]["in_flight_per_conn"].as_f64().unwrap();
+    assert!(n > 0.0 && n <= 2.05, "depth 8 on 2 credits: {n} in flight");
+    let mean = capped[0]["in_flight_mean"].as_f64().unwrap();
+    assert!(
+        (mean - n).abs() < 0.1,
+        "one connection: {mean} in all, {n} a connection"
+    );
+    let deep = bench_json(&[&base[..], &["--depth", "4"]].concat());
+    let n = deep[0]["in_flight_per_conn"].as_f64().unwrap();
+    assert!(n > 2.5 && n <= 4.05, "depth 4 on 32 credits: {n} in flight");
+    let out = bin()
+        .args(["bench", "rpc"])
+        .args(base)
+        .args(["--depth", "8", "--credits", "2"])
+        .output()
+        .expect("run bench rpc");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("calls in flight per connection on average")
+            && text.contains("--credits 2 caps"),
+        "{text}"
+    );
+}

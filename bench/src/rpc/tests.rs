@@ -77,3 +77,39 @@ fn round_trips_recorded_in_runs_match_one_by_one() {
     record_round_trips(&mut empty, &clock, now, std::iter::empty());
     assert_eq!(empty.len(), 0);
 }
+
+/// Little's law: 1,000 round trips of 2 ms each over half a second kept 4 calls in flight;
+/// the server's time on the data, left out of the round trips, counts too.
+#[test]
+fn the_mean_in_flight_is_the_round_trips_time_over_the_phase() {
+    let new = || Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+    let mut hist = new();
+    hist.record_n(2_000_000, 1000).unwrap();
+    let mut report = LoadReport {
+        rpcs: 1000,
+        seconds: 0.5,
+        rate_rps: 2000.0,
+        lat_ns: Percentiles::of(&hist),
+        hist,
+        server_work: new(),
+        allocs_per_rpc: None,
+        client: Snapshot::default(),
+        per_conn: vec![1000],
+        faults: Faults::default(),
+    };
+    assert!(
+        (report.mean_in_flight() - 4.0).abs() < 0.01,
+        "{}",
+        report.mean_in_flight()
+    );
+    report.server_work.record_n(500_000, 1000).unwrap();
+    assert!(
+        (report.mean_in_flight() - 5.0).abs() < 0.01,
+        "{}",
+        report.mean_in_flight()
+    );
+    // Nothing measured: none in flight, not a division by zero.
+    report.hist = new();
+    report.server_work = new();
+    assert_eq!(report.mean_in_flight(), 0.0);
+}
