@@ -79,8 +79,7 @@ if [ "$MODE" = running ]; then
     VARIANTS=$first
     nfs3d_start "$first" nfs3d-phases || { fail "$first start"; exit 1; }
     # Its first mount, not counted: what a running server has already done.
-    mount_cmd nfs3d
-    timeout 60 "${MOUNT_CMD[@]}" && timeout 60 umount "$MNT"
+    untimed_mount nfs3d
 fi
 read -r -a servers <<<"kernel-nfsd $VARIANTS"
 for ((r = 1; r <= ROUNDS; r++)); do

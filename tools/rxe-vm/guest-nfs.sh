@@ -586,6 +586,18 @@ timed_mount() { # SERVER STEP
     timed "$1" "$2" "${MOUNT_CMD[@]}" && timeout 60 umount "$MNT"
 }
 
+# One mount and umount of SERVER, not timed (a running server's first, which the rounds
+# leave out); fails if either does.
+untimed_mount() { # SERVER
+    mount_cmd "$1"
+    timeout 60 "${MOUNT_CMD[@]}" && timeout 60 umount "$MNT"
+}
+
+# The servers' order in round R of the mount rounds: the first place alternates.
+round_order() { # R
+    if (($1 % 2)); then echo "kernel-nfsd nfs3d"; else echo "nfs3d kernel-nfsd"; fi
+}
+
 # Each time of SERVER's STEP in the times file, in order, on one line.
 step_times() { # SERVER STEP
     grep "\"server\":\"$1\",\"step\":\"$2\"" "$NFS_WORK/times.jsonl" \
@@ -594,30 +606,28 @@ step_times() { # SERVER STEP
 
 # The rounds against one nfs3d started before them (one mount first, not counted).
 mount_rounds_running() {
-    local r v order
+    local r v
     banner "NFS: issue 33: $MOUNT_ROUNDS mounts of each server, alternated, nfs3d kept running"
     nfs3d_start nfs3d nfs3d-running || { fail "issue 33: nfs3d start (running rounds)"; return; }
-    mount_cmd nfs3d
-    if ! timeout 60 "${MOUNT_CMD[@]}" || ! timeout 60 umount "$MNT"; then
+    if ! untimed_mount nfs3d; then
         fail "issue 33: the first mount of the running nfs3d"
         nfs3d_stop
         return
     fi
     for ((r = 1; r <= MOUNT_ROUNDS; r++)); do
-        if ((r % 2)); then order="kernel-nfsd nfs3d"; else order="nfs3d kernel-nfsd"; fi
-        for v in $order; do
+        for v in $(round_order "$r"); do
             timed_mount "$v" mount-running
         done
     done
     nfs3d_stop
 }
 
+# The rounds with nfs3d started afresh for each of its mounts, its accept times kept.
 mount_rounds_fresh() {
-    local r v ms order
+    local r v ms
     banner "NFS: issue 33: $MOUNT_ROUNDS mounts of each server, alternated"
     for ((r = 1; r <= MOUNT_ROUNDS; r++)); do
-        if ((r % 2)); then order="kernel-nfsd nfs3d"; else order="nfs3d kernel-nfsd"; fi
-        for v in $order; do
+        for v in $(round_order "$r"); do
             if [ "$v" = nfs3d ]; then
                 nfs3d_start nfs3d nfs3d-rounds || { fail "issue 33: nfs3d start (mount rounds)"; return; }
             fi

@@ -28,11 +28,12 @@ pub(super) enum Begun {
 /// pull buffer `pull` (RFC 8166 §3.4.5), its verdict's summary kept for the answer, which
 /// resumes from it. Inline pieces of a chunked Call are copied now; a Long Call first
 /// fetches its Position-Zero chunk to the tail of the buffer (phase 0). The Reads go to
-/// `ops`, the slot's part of the connection's [`ReadLists`].
+/// slot `i`'s list in `lists`, started afresh.
 pub(super) fn plan_reads<P: Provider>(
     slot: &mut RecvSlot,
+    i: usize,
     pull: &mut Buf<P>,
-    ops: &mut [ReadEntry],
+    lists: &mut ReadLists,
     stats: &Counters,
     wire: Wire,
     call: &AcceptedCall<'_>,
@@ -49,9 +50,9 @@ pub(super) fn plan_reads<P: Provider>(
                 .map(|r| (total as u32, r.segment.handle))
         })
         .flatten();
-    slot.n_reads = 0;
     slot.next_read = 0;
     slot.pending_reads = 0;
+    let mut out = lists.start(i, &mut slot.n_reads);
     let size = pull.size();
     slot.shift = align_shift(plan)
         .filter(|s| total + *s as usize <= size)
@@ -64,12 +65,12 @@ pub(super) fn plan_reads<P: Provider>(
     let reads = plan.read_list();
     if let Some(p0) = plan.position_zero() {
         let base = (total - p0.len as usize) as u32;
-        push_reads(ops, &mut slot.n_reads, &reads, p0.segment_range(), base);
+        out.push_segments(&reads, p0.segment_range(), base);
         slot.state = RecvState::Pulling { phase: 0 };
     } else {
         let inline = call.header.payload();
         let pull = &mut view::bytes_mut(pull)[shift..];
-        lay_out(plan, pull, ops, &mut slot.n_reads, |pull, src, dst| {
+        lay_out(plan, pull, &mut out, |pull, src, dst| {
             pull[dst..dst + src.len()].copy_from_slice(&inline[src])
         });
         slot.state = RecvState::Pulling { phase: 1 };
@@ -147,10 +148,9 @@ impl<P: Provider> ServerConn<P> {
                 let base = total - p0_len;
                 let slot = &mut self.slots[i];
                 let pull = &mut view::bytes_mut(&mut self.pull[i])[slot.shift as usize..];
-                slot.n_reads = 0;
                 slot.next_read = 0;
-                let ops = self.read_lists.of(i);
-                lay_out(&plan, pull, ops, &mut slot.n_reads, |pull, src, dst| {
+                let mut out = self.read_lists.start(i, &mut slot.n_reads);
+                lay_out(&plan, pull, &mut out, |pull, src, dst| {
                     pull.copy_within(base + src.start..base + src.end, dst)
                 });
                 slot.state = RecvState::Pulling { phase: 1 };
@@ -215,8 +215,7 @@ pub(super) fn align_shift(plan: &ReadPlan<'_>) -> Option<u32> {
 pub(super) fn lay_out(
     plan: &ReadPlan<'_>,
     pull: &mut [u8],
-    ops: &mut [ReadEntry],
-    n: &mut u32,
+    out: &mut SlotReads<'_>,
     mut inline: impl FnMut(&mut [u8], Range<usize>, usize),
 ) {
     let reads = plan.read_list();
@@ -230,7 +229,7 @@ pub(super) fn lay_out(
                 dst,
                 pad,
             } => {
-                push_reads(ops, n, &reads, first_segment..first_segment + segments, dst);
+                out.push_segments(&reads, first_segment..first_segment + segments, dst);
                 let end = (dst + len) as usize;
                 pull[end..end + pad as usize].fill(0);
             }
@@ -238,35 +237,31 @@ pub(super) fn lay_out(
     }
 }
 
-/// Queues the RDMA Reads of the segments `range` of `reads`, laid end to end in the pull
-/// buffer from `dst`, after the `n` in `ops`.
-pub(super) fn push_reads(
-    ops: &mut [ReadEntry],
-    n: &mut u32,
-    reads: &ReadList<'_>,
-    range: Range<usize>,
-    dst: u32,
-) {
-    let mut at = dst;
-    for s in range {
-        let Some(rs) = reads.get(s) else { continue };
-        push_read(ops, n, rs.segment, at);
-        at += rs.segment.length;
-    }
+/// One slot's list of RDMA Reads as it is planned: its part of the connection's
+/// [`ReadLists`] and the slot's count of them ([`ReadLists::start`]).
+pub(super) struct SlotReads<'a> {
+    ops: &'a mut [ReadEntry],
+    n: &'a mut u32,
 }
 
-/// Appends the RDMA Read of `seg` to `dst` to the `n` in `ops` (none for an empty segment).
-/// `ops` has room for as many as the receive can list ([`ReadLists`]).
-fn push_read(ops: &mut [ReadEntry], n: &mut u32, seg: rpcrdma_proto::header::Segment, dst: u32) {
-    if seg.length == 0 {
-        return;
+impl SlotReads<'_> {
+    /// Queues the RDMA Reads of the segments `range` of `reads`, laid end to end in the
+    /// pull buffer from `dst` (none for an empty segment). The list has room for as many
+    /// as the receive can list ([`ReadLists`]).
+    pub(super) fn push_segments(&mut self, reads: &ReadList<'_>, range: Range<usize>, dst: u32) {
+        let mut at = dst;
+        for s in range {
+            let Some(rs) = reads.get(s) else { continue };
+            let seg = rs.segment;
+            if seg.length > 0 {
+                let a = seg.offset;
+                self.ops[*self.n as usize] =
+                    [a as u32, (a >> 32) as u32, seg.handle, seg.length, at];
+                *self.n += 1;
+            }
+            at += seg.length;
+        }
     }
-    ops[*n as usize] = ReadLists::encode(ReadOp {
-        remote: RemoteAddr::new(seg.offset, seg.handle),
-        len: seg.length,
-        dst,
-    });
-    *n += 1;
 }
 
 /// A [`ReadOp`] as words: the remote address (low, high), its rkey, the length and the
@@ -275,7 +270,7 @@ pub(super) type ReadEntry = [u32; 5];
 
 /// Every receive slot's list of RDMA Reads, in one allocation per connection: `stride`
 /// entries a slot, as many as a received message can list Read segments (each takes at
-/// least 20 of its bytes). The entries are words (`encode`), so that the allocation is
+/// least 20 of its bytes). The entries are words (`SlotReads::push_segments`), so that the allocation is
 /// zero-filled by the allocator, which maps fresh zero pages for it and writes none, instead
 /// of written: accepting a connection touches none of it. Made as one list per slot, each
 /// list put its allocator header in a fresh heap page, a page fault apiece (some 80 on a
@@ -295,9 +290,13 @@ impl ReadLists {
         }
     }
 
-    /// Slot `slot`'s part, for [`push_read`].
-    pub(super) fn of(&mut self, slot: usize) -> &mut [ReadEntry] {
-        &mut self.words[slot * self.stride..(slot + 1) * self.stride]
+    /// Slot `slot`'s list, started afresh (its count `n`, the slot's, set to 0).
+    pub(super) fn start<'a>(&'a mut self, slot: usize, n: &'a mut u32) -> SlotReads<'a> {
+        *n = 0;
+        SlotReads {
+            ops: &mut self.words[slot * self.stride..(slot + 1) * self.stride],
+            n,
+        }
     }
 
     /// The `k`th Read of slot `slot`'s list.
@@ -308,11 +307,6 @@ impl ReadLists {
             len: w[3],
             dst: w[4],
         }
-    }
-
-    fn encode(op: ReadOp) -> ReadEntry {
-        let a = op.remote.addr;
-        [a as u32, (a >> 32) as u32, op.remote.rkey, op.len, op.dst]
     }
 }
 

@@ -163,8 +163,8 @@ impl<P: Provider> ServerConn<P> {
                     pull::Begun::NeedsLarge(needs)
                 } else {
                     let (slot, buf) = (&mut self.slots[i], &mut self.pull[i]);
-                    let ops = self.read_lists.of(i);
-                    pull::plan_reads(slot, buf, ops, &self.io.stats, wire, call)
+                    let lists = &mut self.read_lists;
+                    pull::plan_reads(slot, i, buf, lists, &self.io.stats, wire, call)
                 };
                 return match begun {
                     pull::Begun::Planned => self.queue_reads(idx),

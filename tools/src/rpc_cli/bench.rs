@@ -527,14 +527,17 @@ struct Figures {
     per_worker: Vec<f64>,
     /// The server's time on the data, which the round trips leave out (READ and WRITE).
     work: Option<Percentiles>,
-    /// Calls in flight on average, all connections together (Little's law).
+    /// Calls in flight on average, all connections together (Little's law), and per
+    /// connection.
     in_flight: f64,
+    in_flight_per_conn: f64,
 }
 
 impl Figures {
     /// The figures of `m`, measured against `limit_rtt` and (null runs) `ring`.
     fn of(m: &Measured, limit_rtt: u64, ring: Option<Bracket>) -> Figures {
         let (w, r) = (&m.workload, &m.run.total);
+        let in_flight = r.mean_in_flight();
         Figures {
             limit_rtt,
             ratio: r.lat_ns.p50 as f64 / limit_rtt.max(1) as f64,
@@ -545,7 +548,8 @@ impl Figures {
             conn_rates: r.conn_rates(),
             per_worker: m.per_worker_rps.iter().map(|x| x.round()).collect(),
             work: (!r.server_work.is_empty()).then(|| Percentiles::of(&r.server_work)),
-            in_flight: r.mean_in_flight(),
+            in_flight,
+            in_flight_per_conn: in_flight / r.per_conn.len().max(1) as f64,
         }
     }
 }
@@ -602,7 +606,7 @@ fn report_json(
         "depth": args.depth,
         // What the depth came to (Little's law): under it when the grant held it.
         "in_flight_mean": (f.in_flight * 10.0).round() / 10.0,
-        "in_flight_per_conn": (f.in_flight / args.conns.max(1) as f64 * 100.0).round() / 100.0,
+        "in_flight_per_conn": (f.in_flight_per_conn * 100.0).round() / 100.0,
         "proc": mix_label(w).0,
         // A mix's largest: its workloads one by one are in `mix`.
         "arg_size": w.iter().map(|w| w.arg_size()).max(),
@@ -678,10 +682,10 @@ fn report_text(provider: &str, args: &BenchArgs, m: &Measured, f: &Figures, thre
         r.lat_ns.max,
         r.allocs_per_rpc.map_or("n/a".to_string(), |a| format!("{a:.3}")),
     );
-    let per_conn = f.in_flight / args.conns.max(1) as f64;
-    if per_conn < 0.75 * f64::from(args.depth) {
+    if f.in_flight_per_conn < 0.75 * f64::from(args.depth) {
         println!(
-            "      {per_conn:.1} calls in flight per connection on average (Little's law), not the {} asked: {}",
+            "      {:.1} calls in flight per connection on average (Little's law), not the {} asked: {}",
+            f.in_flight_per_conn,
             args.depth,
             if args.conn.credits < args.depth {
                 format!("--credits {} caps a connection's calls in flight (RFC 8166 §3.3.1)", args.conn.credits)
